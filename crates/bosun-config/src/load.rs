@@ -1,0 +1,740 @@
+//! Loading: finds the files, reads and parses them in parallel, turns every job into
+//! a typed [`Job`] with its origin, then hands the whole set to the validator.
+//!
+//! One bad job never hides another: each job is deserialized on its own, and every
+//! problem becomes a [`Diagnostic`]. A snapshot is produced only when there are no
+//! errors, so a daemon can keep its last good one.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use rayon::prelude::*;
+use serde::de::DeserializeOwned;
+
+use crate::diag::Diagnostic;
+use crate::model::{Job, LoadStats, Origin, PresetDef, Snapshot};
+use crate::source::{walk, EntryKind, FileSource};
+use crate::types::{
+    InRepoSource, JobBase, JobSource, PeriodicFields, PostsubmitFields, Preset, PresubmitFields,
+    ProwConfig,
+};
+use crate::validate::{self, ScheduleCheck};
+use crate::yaml::{self, from_node, Mark, Node, UnknownField, Value};
+
+/// What to load.
+#[derive(Clone, Default)]
+pub struct LoadOptions {
+    /// Prow's `config.yaml` (`--config`); without it every setting has Prow's default.
+    pub config: Option<PathBuf>,
+    /// Job-config directories or files (`--job-config`), read recursively.
+    pub job_config: Vec<PathBuf>,
+    /// In-repo checkouts from the command line (`--in-repo`), added to `in_repo`.
+    pub in_repo: Vec<InRepoSource>,
+    /// Cluster aliases defined by kubeconfig files (`--kubeconfig`), besides
+    /// `build_clusters`; a job's `cluster` is checked against both.
+    pub kubeconfig_clusters: Vec<String>,
+    /// Validates schedules (cron, time zones); the schedule engine provides it.
+    pub schedule_check: Option<Arc<dyn ScheduleCheck>>,
+}
+
+/// The outcome of a load.
+#[derive(Debug)]
+pub struct Loaded {
+    /// The snapshot, when there were no errors.
+    pub snapshot: Option<Snapshot>,
+    /// Every problem found, sorted by file and position.
+    pub diagnostics: Vec<Diagnostic>,
+    /// What was read (also when there were errors).
+    pub stats: LoadStats,
+}
+
+impl Loaded {
+    /// Number of errors.
+    pub fn errors(&self) -> usize {
+        self.diagnostics.iter().filter(|d| d.is_error()).count()
+    }
+
+    /// Number of warnings.
+    pub fn warnings(&self) -> usize {
+        self.diagnostics.len() - self.errors()
+    }
+}
+
+static VERSION: AtomicU64 = AtomicU64::new(0);
+
+/// The format of one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Format {
+    /// Prow's central `config.yaml` (component settings; may hold jobs).
+    Config,
+    /// A job-config file (`presets`, `periodics`, `presubmits`, `postsubmits`).
+    JobConfig,
+    /// Prow's in-repo `.prow.yaml` or `.prow/*.yaml`.
+    ProwYaml { repo: String, branch: String },
+    /// Lighthouse's `.lighthouse/*/triggers.yaml`.
+    Lighthouse { repo: String, branch: String },
+}
+
+impl Format {
+    fn source(&self) -> JobSource {
+        match self {
+            Format::Config | Format::JobConfig => JobSource::Central,
+            Format::ProwYaml { repo, branch } | Format::Lighthouse { repo, branch } => {
+                JobSource::InRepo {
+                    repo: repo.clone(),
+                    branch: branch.clone(),
+                }
+            }
+        }
+    }
+}
+
+/// Jobs and presets parsed from files, before defaulting and validation.
+#[derive(Debug, Default)]
+pub(crate) struct Parsed {
+    pub config: Option<(ProwConfig, Arc<str>)>,
+    pub presets: Vec<PresetDef>,
+    pub periodics: Vec<Job<PeriodicFields>>,
+    pub presubmits: Vec<(String, Job<PresubmitFields>)>,
+    pub postsubmits: Vec<(String, Job<PostsubmitFields>)>,
+    pub diagnostics: Vec<Diagnostic>,
+    pub stats: LoadStats,
+}
+
+impl Parsed {
+    fn append(&mut self, mut other: Parsed) {
+        self.presets.append(&mut other.presets);
+        self.periodics.append(&mut other.periodics);
+        self.presubmits.append(&mut other.presubmits);
+        self.postsubmits.append(&mut other.postsubmits);
+        self.diagnostics.append(&mut other.diagnostics);
+        self.stats.files += other.stats.files;
+        self.stats.bytes += other.stats.bytes;
+        if other.config.is_some() {
+            self.config = other.config;
+        }
+    }
+}
+
+/// Loads and validates everything `opts` names.
+pub fn load(opts: &LoadOptions, fs: &dyn FileSource) -> Loaded {
+    let mut parsed = Parsed::default();
+
+    // The central config first: it says where in-repo checkouts are.
+    if let Some(path) = &opts.config {
+        parsed.append(parse_file(fs, path, &Format::Config));
+    }
+    let mut in_repo: Vec<InRepoSource> = parsed
+        .config
+        .as_ref()
+        .map(|(c, _)| c.in_repo.clone())
+        .unwrap_or_default();
+    in_repo.extend(opts.in_repo.iter().cloned());
+
+    let mut files: Vec<(PathBuf, Format)> = Vec::new();
+    for root in &opts.job_config {
+        match fs.stat(root) {
+            Ok(EntryKind::Dir) => {
+                let w = walk(fs, root);
+                parsed.diagnostics.extend(w.diagnostics);
+                parsed.stats.ignored_files += w.ignored;
+                files.extend(w.files.into_iter().map(|f| (f, Format::JobConfig)));
+            }
+            Ok(EntryKind::File) => files.push((root.clone(), Format::JobConfig)),
+            Ok(_) => parsed
+                .diagnostics
+                .push(Diagnostic::error("not a regular file or directory").in_file(&label(root))),
+            Err(e) => parsed
+                .diagnostics
+                .push(Diagnostic::error(format!("cannot read: {e}")).in_file(&label(root))),
+        }
+    }
+    check_duplicate_basenames(&files, &mut parsed.diagnostics);
+    for source in &in_repo {
+        in_repo_files(fs, source, &mut files, &mut parsed.diagnostics);
+    }
+
+    let results: Vec<Parsed> = files
+        .par_iter()
+        .map(|(path, format)| parse_file(fs, path, format))
+        .collect();
+    for r in results {
+        parsed.append(r);
+    }
+
+    let config = match parsed.config.take() {
+        Some((c, _)) => c,
+        None => default_config(),
+    };
+    let stats = parsed.stats.clone();
+    let mut diagnostics = std::mem::take(&mut parsed.diagnostics);
+    let snapshot = validate::finish(config, parsed, opts, &mut diagnostics);
+    diagnostics.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+    diagnostics.dedup();
+    let ok = !diagnostics.iter().any(Diagnostic::is_error);
+    Loaded {
+        snapshot: snapshot.filter(|_| ok).map(
+            |(config, presets, periodics, presubmits, postsubmits)| Snapshot {
+                version: VERSION.fetch_add(1, Ordering::Relaxed) + 1,
+                config,
+                presets,
+                periodics,
+                presubmits,
+                postsubmits,
+                stats: stats.clone(),
+            },
+        ),
+        diagnostics,
+        stats,
+    }
+}
+
+/// Prow's configuration with nothing written: every field at its default.
+pub fn default_config() -> ProwConfig {
+    let empty = Node {
+        mark: Mark::default(),
+        value: Value::Map(Vec::new()),
+    };
+    from_node(&empty, &RefCell::new(Vec::new())).expect("the empty config is valid")
+}
+
+fn label(p: &Path) -> Arc<str> {
+    Arc::from(p.to_string_lossy().as_ref())
+}
+
+/// Prow refuses two job-config files with the same base name (they become keys of
+/// one ConfigMap).
+fn check_duplicate_basenames(files: &[(PathBuf, Format)], diags: &mut Vec<Diagnostic>) {
+    let mut seen: BTreeMap<&std::ffi::OsStr, &Path> = BTreeMap::new();
+    for (path, _) in files {
+        let Some(name) = path.file_name() else {
+            continue;
+        };
+        if let Some(first) = seen.insert(name, path) {
+            diags.push(
+                Diagnostic::error(format!(
+                    "duplicated basename is not allowed: {}",
+                    name.to_string_lossy()
+                ))
+                .in_file(&label(path))
+                .hint(format!("{} has the same file name", first.display())),
+            );
+        }
+    }
+}
+
+/// Finds the in-repo files of one checkout: `.prow/` (all YAML below it) or else
+/// `.prow.yaml`, as Prow; and `.lighthouse/*/triggers.yaml`.
+fn in_repo_files(
+    fs: &dyn FileSource,
+    source: &InRepoSource,
+    files: &mut Vec<(PathBuf, Format)>,
+    diags: &mut Vec<Diagnostic>,
+) {
+    let root = Path::new(&source.path);
+    let branch = source.branch.clone().unwrap_or_else(|| "main".to_string());
+    if source.repo.split('/').filter(|s| !s.is_empty()).count() != 2 {
+        diags.push(
+            Diagnostic::error(format!(
+                "in-repo source {:?} must be named ORG/REPO",
+                source.repo
+            ))
+            .hint("use --in-repo ORG/REPO=DIR[@BRANCH] or in_repo: [{repo: ORG/REPO, path: DIR}]"),
+        );
+        return;
+    }
+    match fs.stat(root) {
+        Ok(EntryKind::Dir) => {}
+        Ok(_) => {
+            diags.push(
+                Diagnostic::error("in-repo checkout is not a directory").in_file(&label(root)),
+            );
+            return;
+        }
+        Err(e) => {
+            diags.push(
+                Diagnostic::error(format!(
+                    "cannot read in-repo checkout of {}: {e}",
+                    source.repo
+                ))
+                .in_file(&label(root)),
+            );
+            return;
+        }
+    }
+    let prow_fmt = Format::ProwYaml {
+        repo: source.repo.clone(),
+        branch: branch.clone(),
+    };
+    let prow_dir = root.join(".prow");
+    if fs.stat(&prow_dir).ok() == Some(EntryKind::Dir) {
+        let w = walk(fs, &prow_dir);
+        diags.extend(w.diagnostics);
+        files.extend(w.files.into_iter().map(|f| (f, prow_fmt.clone())));
+    } else {
+        let prow_yaml = root.join(".prow.yaml");
+        match fs.stat(&prow_yaml) {
+            Ok(EntryKind::File) => files.push((prow_yaml, prow_fmt)),
+            Ok(_) => {
+                diags.push(Diagnostic::error("not a regular file").in_file(&label(&prow_yaml)))
+            }
+            Err(_) => {}
+        }
+    }
+    let lh = root.join(".lighthouse");
+    if fs.stat(&lh).ok() == Some(EntryKind::Dir) {
+        let mut dirs = match fs.read_dir(&lh) {
+            Ok(d) => d,
+            Err(e) => {
+                diags.push(
+                    Diagnostic::error(format!("cannot read directory: {e}")).in_file(&label(&lh)),
+                );
+                return;
+            }
+        };
+        dirs.sort_by(|a, b| a.name.cmp(&b.name));
+        for d in dirs {
+            let dir = lh.join(&d.name);
+            if fs.stat(&dir).ok() != Some(EntryKind::Dir) {
+                continue;
+            }
+            let triggers = dir.join("triggers.yaml");
+            match fs.stat(&triggers) {
+                Ok(EntryKind::File) => files.push((
+                    triggers,
+                    Format::Lighthouse {
+                        repo: source.repo.clone(),
+                        branch: branch.clone(),
+                    },
+                )),
+                Ok(_) => {
+                    diags.push(Diagnostic::error("not a regular file").in_file(&label(&triggers)))
+                }
+                Err(_) => {}
+            }
+        }
+    }
+}
+
+/// Reads, parses and types one file.
+fn parse_file(fs: &dyn FileSource, path: &Path, format: &Format) -> Parsed {
+    let file = label(path);
+    let mut out = Parsed::default();
+    // Never open what is not a regular file: a FIFO would block the loader.
+    match fs.stat(path) {
+        Ok(EntryKind::File) => {}
+        Ok(_) => {
+            out.diagnostics.push(
+                Diagnostic::error("not a regular file (FIFO, socket, device or directory)")
+                    .in_file(&file),
+            );
+            return out;
+        }
+        Err(e) => {
+            out.diagnostics
+                .push(Diagnostic::error(format!("cannot read: {e}")).in_file(&file));
+            return out;
+        }
+    }
+    let bytes = match fs.read(path) {
+        Ok(b) => b,
+        Err(e) => {
+            out.diagnostics
+                .push(Diagnostic::error(format!("cannot read: {e}")).in_file(&file));
+            return out;
+        }
+    };
+    out.stats.files = 1;
+    out.stats.bytes = bytes.len() as u64;
+    let text = match std::str::from_utf8(&bytes) {
+        Ok(t) => t,
+        Err(e) => {
+            let valid = &bytes[..e.valid_up_to()];
+            let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
+            let col =
+                valid.len() - valid.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1) + 1;
+            out.diagnostics.push(
+                Diagnostic::error(format!(
+                    "file is not valid UTF-8 (invalid byte 0x{:02x})",
+                    bytes[e.valid_up_to()]
+                ))
+                .at(
+                    &file,
+                    Mark {
+                        line: line as u32,
+                        col: col as u32,
+                    },
+                )
+                .hint("YAML configuration must be UTF-8 text"),
+            );
+            return out;
+        }
+    };
+    let docs = match yaml::parse_documents(text) {
+        Ok(d) => d,
+        Err(e) => {
+            out.diagnostics
+                .push(Diagnostic::error(format!("invalid YAML: {}", e.message)).at(&file, e.mark));
+            return out;
+        }
+    };
+    let source = format.source();
+    for doc in &docs {
+        if doc.is_null() {
+            continue;
+        }
+        if !matches!(doc.value, Value::Map(_)) {
+            out.diagnostics.push(
+                Diagnostic::error(format!(
+                    "expected a mapping at the top level, found {}",
+                    doc.kind()
+                ))
+                .at(&file, doc.mark),
+            );
+            continue;
+        }
+        let mut ex = Extractor {
+            file: &file,
+            source: &source,
+            out: &mut out,
+        };
+        match format {
+            Format::Config => ex.config(doc),
+            Format::JobConfig => ex.job_config(doc),
+            Format::ProwYaml { repo, .. } => ex.prow_yaml(doc, repo),
+            Format::Lighthouse { repo, .. } => ex.lighthouse(doc, repo),
+        }
+    }
+    out
+}
+
+struct Extractor<'x> {
+    file: &'x Arc<str>,
+    source: &'x JobSource,
+    out: &'x mut Parsed,
+}
+
+const JOB_CONFIG_KEYS: &[&str] = &[
+    "presets",
+    "periodics",
+    "presubmits",
+    "postsubmits",
+    "decorate_all_jobs",
+    "prow_ignored",
+    "all_repos",
+];
+
+impl Extractor<'_> {
+    fn unknown(&mut self, u: &UnknownField, job: Option<&str>) {
+        let mut d = Diagnostic::warning(format!("unknown field `{}`", u.key)).at(self.file, u.mark);
+        if let Some(job) = job {
+            d = d.job(job);
+        }
+        if let Some(best) = closest(&u.key, u.expected) {
+            d = d.hint(format!("did you mean `{best}`?"));
+        }
+        self.out.diagnostics.push(d);
+    }
+
+    fn typed<T: DeserializeOwned>(&mut self, node: &Node<'_>, job: Option<&str>) -> Option<T> {
+        let unknown = RefCell::new(Vec::new());
+        let r = from_node::<T>(node, &unknown);
+        for u in unknown.into_inner() {
+            self.unknown(&u, job);
+        }
+        match r {
+            Ok(v) => Some(v),
+            Err(e) => {
+                let mut d = Diagnostic::error(e.message).at(self.file, e.mark.unwrap_or(node.mark));
+                if let Some(job) = job {
+                    d = d.job(job);
+                }
+                self.out.diagnostics.push(d);
+                None
+            }
+        }
+    }
+
+    fn config(&mut self, doc: &Node<'_>) {
+        if let Some(config) = self.typed::<ProwConfig>(doc, None) {
+            self.out.config = Some((config, self.file.clone()));
+        } else {
+            // Keep going: the jobs in it are still worth checking.
+            self.out.config = Some((default_config(), self.file.clone()));
+        }
+        self.jobs_sections(doc, true);
+    }
+
+    fn job_config(&mut self, doc: &Node<'_>) {
+        for (k, _) in doc.entries() {
+            let key = k.as_str().unwrap_or_default();
+            if !JOB_CONFIG_KEYS.contains(&key) {
+                let u = UnknownField {
+                    mark: k.mark,
+                    key: key.to_string(),
+                    owner: "JobConfig",
+                    expected: JOB_CONFIG_KEYS,
+                };
+                self.unknown(&u, None);
+            }
+        }
+        self.jobs_sections(doc, true);
+    }
+
+    /// `presets`, `periodics`, and the `presubmits`/`postsubmits` maps by repo.
+    fn jobs_sections(&mut self, doc: &Node<'_>, periodics_allowed: bool) {
+        if let Some(presets) = doc.get("presets") {
+            self.presets(presets);
+        }
+        if let Some(list) = doc.get("periodics") {
+            if periodics_allowed {
+                for node in self.list(list, "periodics") {
+                    if let Some(job) = self.job::<PeriodicFields>(node) {
+                        self.out.periodics.push(job);
+                    }
+                }
+            }
+        }
+        for (key, is_pre) in [("presubmits", true), ("postsubmits", false)] {
+            let Some(by_repo) = doc.get(key) else {
+                continue;
+            };
+            if by_repo.is_null() {
+                continue;
+            }
+            if !matches!(by_repo.value, Value::Map(_)) {
+                self.out.diagnostics.push(
+                    Diagnostic::error(format!(
+                        "`{key}` must map `org/repo` to a list of jobs, found {}",
+                        by_repo.kind()
+                    ))
+                    .at(self.file, by_repo.mark),
+                );
+                continue;
+            }
+            for (repo, list) in by_repo.entries() {
+                let repo = repo.as_str().unwrap_or_default().to_string();
+                self.repo_jobs(&repo, list, is_pre, key);
+            }
+        }
+    }
+
+    fn repo_jobs(&mut self, repo: &str, list: &Node<'_>, is_pre: bool, key: &str) {
+        for node in self.list(list, key) {
+            if is_pre {
+                if let Some(job) = self.job::<PresubmitFields>(node) {
+                    self.out.presubmits.push((repo.to_string(), job));
+                }
+            } else if let Some(job) = self.job::<PostsubmitFields>(node) {
+                self.out.postsubmits.push((repo.to_string(), job));
+            }
+        }
+    }
+
+    fn list<'n, 'a>(&mut self, node: &'n Node<'a>, what: &str) -> &'n [Node<'a>] {
+        match &node.value {
+            Value::Seq(items) => items,
+            _ if node.is_null() => &[],
+            _ => {
+                self.out.diagnostics.push(
+                    Diagnostic::error(format!("`{what}` must be a list, found {}", node.kind()))
+                        .at(self.file, node.mark),
+                );
+                &[]
+            }
+        }
+    }
+
+    fn presets(&mut self, node: &Node<'_>) {
+        for item in self.list(node, "presets") {
+            if let Some(preset) = self.typed::<Preset>(item, None) {
+                self.out.presets.push(PresetDef {
+                    preset,
+                    source: self.source.clone(),
+                    origin: Origin::of(self.file, item),
+                });
+            }
+        }
+    }
+
+    /// Types one job. `JobBase` and the kind's own fields are read from the same
+    /// mapping; a key is unknown only when neither knows it.
+    fn job<K: DeserializeOwned>(&mut self, node: &Node<'_>) -> Option<Job<K>> {
+        let name = node.get("name").and_then(Node::as_str).map(str::to_string);
+        let name_ref = name.as_deref();
+        if !matches!(node.value, Value::Map(_)) {
+            let mut d =
+                Diagnostic::error(format!("expected a job (a mapping), found {}", node.kind()))
+                    .at(self.file, node.mark);
+            if let Some(n) = name_ref {
+                d = d.job(n);
+            }
+            self.out.diagnostics.push(d);
+            return None;
+        }
+        let u_base = RefCell::new(Vec::new());
+        let u_kind = RefCell::new(Vec::new());
+        let base = from_node::<JobBase>(node, &u_base);
+        let kind = from_node::<K>(node, &u_kind);
+        let (u_base, u_kind) = (u_base.into_inner(), u_kind.into_inner());
+        // Top-level keys unknown to both halves.
+        let top_kind: Vec<&UnknownField> = u_kind
+            .iter()
+            .filter(|u| u.mark.line > 0 && is_top(node, u))
+            .collect();
+        let mut expected: Vec<&'static str> = Vec::new();
+        for u in &u_base {
+            if is_top(node, u) {
+                if let Some(k) = top_kind.iter().find(|k| k.mark == u.mark) {
+                    if expected.is_empty() {
+                        expected = u.expected.iter().chain(k.expected).copied().collect();
+                    }
+                    let mut d = Diagnostic::warning(format!("unknown field `{}`", u.key))
+                        .at(self.file, u.mark);
+                    if let Some(n) = name_ref {
+                        d = d.job(n);
+                    }
+                    if let Some(best) = closest(&u.key, &expected) {
+                        d = d.hint(format!("did you mean `{best}`?"));
+                    }
+                    self.out.diagnostics.push(d);
+                }
+            } else {
+                self.unknown(u, name_ref);
+            }
+        }
+        for u in u_kind.iter().filter(|u| !is_top(node, u)) {
+            self.unknown(u, name_ref);
+        }
+        let mut failed = false;
+        for r in [base.as_ref().err(), kind.as_ref().err()]
+            .into_iter()
+            .flatten()
+        {
+            failed = true;
+            let mut d =
+                Diagnostic::error(r.message.clone()).at(self.file, r.mark.unwrap_or(node.mark));
+            if let Some(n) = name_ref {
+                d = d.job(n);
+            }
+            self.out.diagnostics.push(d);
+        }
+        if failed {
+            return None;
+        }
+        let (Ok(base), Ok(kind)) = (base, kind) else {
+            return None;
+        };
+        let cluster_written = node
+            .get("cluster")
+            .and_then(Node::as_str)
+            .is_some_and(|c| !c.is_empty());
+        Some(Job {
+            base,
+            kind,
+            cluster_written,
+            source: self.source.clone(),
+            origin: Origin::of(self.file, node),
+        })
+    }
+
+    fn prow_yaml(&mut self, doc: &Node<'_>, repo: &str) {
+        const KEYS: &[&str] = &["presets", "presubmits", "postsubmits", "prow_ignored"];
+        for (k, v) in doc.entries() {
+            let key = k.as_str().unwrap_or_default();
+            match key {
+                "presets" => self.presets(v),
+                "presubmits" | "postsubmits" => self.repo_jobs(repo, v, key == "presubmits", key),
+                "prow_ignored" => {}
+                "periodics" => self.out.diagnostics.push(
+                    Diagnostic::error("periodics are not allowed in in-repo Prow config")
+                        .at(self.file, k.mark)
+                        .hint("define periodics in the central job config, or in .lighthouse/*/triggers.yaml"),
+                ),
+                _ => {
+                    let u = UnknownField {
+                        mark: k.mark,
+                        key: key.to_string(),
+                        owner: "ProwYAML",
+                        expected: KEYS,
+                    };
+                    self.unknown(&u, None);
+                }
+            }
+        }
+    }
+
+    fn lighthouse(&mut self, doc: &Node<'_>, repo: &str) {
+        let Some(header) = self.typed::<crate::types::TriggerConfigFile>(doc, None) else {
+            return;
+        };
+        if !header.kind.is_empty() && header.kind != "TriggerConfig" {
+            let mark = doc.get("kind").map_or(doc.mark, |n| n.mark);
+            self.out.diagnostics.push(
+                Diagnostic::error(format!(
+                    "kind must be TriggerConfig, found {:?}",
+                    header.kind
+                ))
+                .at(self.file, mark),
+            );
+            return;
+        }
+        let Some(spec) = doc.get("spec") else { return };
+        const KEYS: &[&str] = &["presubmits", "postsubmits", "periodics", "deployments"];
+        for (k, v) in spec.entries() {
+            let key = k.as_str().unwrap_or_default();
+            match key {
+                "presubmits" | "postsubmits" => self.repo_jobs(repo, v, key == "presubmits", key),
+                "periodics" => {
+                    for node in self.list(v, "periodics") {
+                        if let Some(job) = self.job::<PeriodicFields>(node) {
+                            self.out.periodics.push(job);
+                        }
+                    }
+                }
+                "deployments" => {}
+                _ => {
+                    let u = UnknownField {
+                        mark: k.mark,
+                        key: key.to_string(),
+                        owner: "TriggerConfigSpec",
+                        expected: KEYS,
+                    };
+                    self.unknown(&u, None);
+                }
+            }
+        }
+    }
+}
+
+fn is_top(node: &Node<'_>, u: &UnknownField) -> bool {
+    node.entries().iter().any(|(k, _)| k.mark == u.mark)
+}
+
+/// The expected name closest to `key`, when it is close enough to be a typo.
+fn closest<'e>(key: &str, expected: &[&'e str]) -> Option<&'e str> {
+    expected
+        .iter()
+        .map(|e| (edit_distance(&key.to_lowercase(), &e.to_lowercase()), *e))
+        .filter(|(d, e)| *d <= 2.max(e.len() / 4))
+        .min()
+        .map(|(_, e)| e)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}

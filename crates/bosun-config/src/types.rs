@@ -1,0 +1,742 @@
+//! Configuration types: Prow's `config.yaml` and job configuration, Lighthouse's
+//! in-repo `TriggerConfig`, and the fields bosun adds.
+//!
+//! Field names are Prow's, so existing configuration loads unchanged. The doc comment
+//! on each field is its user documentation. Fields marked **bosun** are bosun's own
+//! additions (Prow's `checkconfig` would call them unknown); fields marked
+//! **Lighthouse** come from Lighthouse's in-repo format.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{EnvVar, PodSpec, ResourceRequirements, Volume, VolumeMount};
+use serde::{Deserialize, Serialize};
+
+use crate::duration::GoDuration;
+
+/// A section bosun accepts and ignores: Prow components bosun does not replace
+/// (`deck`, `tide`, ...) and free-form fields such as `prow_ignored`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Ignored;
+
+impl<'de> Deserialize<'de> for Ignored {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        serde::de::IgnoredAny::deserialize(d).map(|_| Ignored)
+    }
+}
+
+/// Free-form YAML kept as JSON (Tekton specs and other schemaless fields).
+pub type FreeForm = serde_json::Value;
+
+fn default_namespace() -> String {
+    "default".to_string()
+}
+
+/// Prow's central `config.yaml` plus bosun's additions.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct ProwConfig {
+    /// Namespace where runs (ProwJobs) live. Default `default`.
+    #[serde(default = "default_namespace")]
+    pub prowjob_namespace: String,
+    /// Namespace where test pods run on Kubernetes build clusters. Default `default`.
+    #[serde(default = "default_namespace")]
+    pub pod_namespace: String,
+    /// Prow's default job timeout (parsed; Prow itself reads it nowhere). Default 24h.
+    pub default_job_timeout: Option<GoDuration>,
+    /// Run controller settings.
+    pub plank: Plank,
+    /// Garbage collection of finished runs and pods.
+    pub sinker: Sinker,
+    /// The `scheduling` state: failover mappings and an external scheduler.
+    pub scheduler: Scheduler,
+    /// Limits on in-repo configuration.
+    pub in_repo_config: InRepoConfig,
+    /// Build-cluster aliases that are known but disabled: their runs fail at once.
+    pub disabled_clusters: Vec<String>,
+    /// Presets: environment and volumes merged into jobs whose labels match
+    /// (read by the loader, from this file and from job-config files).
+    #[serde(skip_serializing)]
+    pub presets: Ignored,
+    /// Default of every job's `decorate`.
+    pub decorate_all_jobs: bool,
+    /// Periodic jobs defined inline in `config.yaml` (read by the loader).
+    #[serde(skip_serializing)]
+    pub periodics: Ignored,
+    /// Presubmits defined inline, keyed by `org/repo` (read by the loader).
+    #[serde(skip_serializing)]
+    pub presubmits: Ignored,
+    /// Postsubmits defined inline, keyed by `org/repo` (read by the loader).
+    #[serde(skip_serializing)]
+    pub postsubmits: Ignored,
+    /// **bosun**: build clusters by alias.
+    pub build_clusters: BTreeMap<String, BuildCluster>,
+    /// **bosun**: the dispatcher that assigns relocatable jobs to build clusters.
+    pub dispatcher: Option<DispatcherConfig>,
+    /// **bosun**: local checkouts whose in-repo configuration is loaded.
+    pub in_repo: Vec<InRepoSource>,
+
+    // Prow sections bosun accepts and ignores.
+    /// Prow's `tide` (merge automation): ignored by bosun.
+    #[serde(skip_serializing)]
+    pub tide: Ignored,
+    /// Prow's `deck` (web UI): ignored by bosun.
+    #[serde(skip_serializing)]
+    pub deck: Ignored,
+    /// Prow's `branch-protection`: ignored by bosun.
+    #[serde(rename = "branch-protection", skip_serializing)]
+    pub branch_protection: Ignored,
+    /// Prow's `gerrit`: ignored by bosun.
+    #[serde(skip_serializing)]
+    pub gerrit: Ignored,
+    /// Prow's `github_reporter`: ignored by bosun.
+    #[serde(skip_serializing)]
+    pub github_reporter: Ignored,
+    /// Prow's `horologium` (`tick_interval`): ignored; bosun's scheduler does not tick.
+    #[serde(skip_serializing)]
+    pub horologium: Ignored,
+    /// Prow's `slack_reporter_configs`: ignored by bosun.
+    #[serde(skip_serializing)]
+    pub slack_reporter_configs: Ignored,
+    /// Prow's `push_gateway`: ignored by bosun.
+    #[serde(skip_serializing)]
+    pub push_gateway: Ignored,
+    /// Prow's `owners_dir_denylist`: ignored by bosun.
+    #[serde(skip_serializing)]
+    pub owners_dir_denylist: Ignored,
+    /// Prow's `pubsub_subscriptions`: ignored by bosun.
+    #[serde(skip_serializing)]
+    pub pubsub_subscriptions: Ignored,
+    /// Prow's `gcs_credentials_file`: ignored by bosun.
+    #[serde(skip_serializing)]
+    pub gcs_credentials_file: Ignored,
+    /// Prow's `managed_webhooks`: ignored by bosun.
+    #[serde(skip_serializing)]
+    pub managed_webhooks: Ignored,
+    /// Prow's `prowjob_default_entries`: ignored by bosun.
+    #[serde(skip_serializing)]
+    pub prowjob_default_entries: Ignored,
+    /// Prow's `status_error_link`: ignored by bosun.
+    #[serde(skip_serializing)]
+    pub status_error_link: Ignored,
+    /// Prow's `log_level`: ignored (bosun takes `--log-level`).
+    #[serde(skip_serializing)]
+    pub log_level: Ignored,
+    /// Prow's `moonraker`: ignored by bosun.
+    #[serde(skip_serializing)]
+    pub moonraker: Ignored,
+    /// Prow's `gangway`: ignored by bosun.
+    #[serde(skip_serializing)]
+    pub gangway: Ignored,
+    /// Free-form data Prow ignores by design.
+    #[serde(skip_serializing)]
+    pub prow_ignored: Ignored,
+}
+
+/// Prow's `plank`: run controller settings.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct Plank {
+    /// Most runs `pending` at once across all clusters; 0 = unlimited.
+    pub max_concurrency: i64,
+    /// Capacity of each named job queue (`job_queue_name`); 0 blocks the queue, a
+    /// negative capacity is unlimited.
+    pub job_queue_capacities: BTreeMap<String, i64>,
+    /// Longest a pod may stay Pending after it started. Default 10m.
+    pub pod_pending_timeout: Option<GoDuration>,
+    /// Longest a pod may run. Default 48h.
+    pub pod_running_timeout: Option<GoDuration>,
+    /// Longest a pod may wait to be scheduled. Default 5m.
+    pub pod_unscheduled_timeout: Option<GoDuration>,
+    /// How many times an evicted or lost pod is recreated. Default 3.
+    pub max_revivals: Option<i64>,
+    /// Decoration defaults, matched by repo and cluster.
+    pub default_decoration_config_entries: Vec<DefaultDecorationConfigEntry>,
+    /// Prow's URL template for runs (a Go template); kept for the dashboard.
+    pub job_url_template: Option<String>,
+    /// Prow's per-repo URL prefixes (ignored by bosun).
+    #[serde(skip_serializing)]
+    pub job_url_prefix_config: Ignored,
+    /// Prow's report templates (ignored by bosun).
+    #[serde(skip_serializing)]
+    pub report_templates: Ignored,
+    /// Prow's worker count (ignored: bosun sizes its own tasks).
+    #[serde(skip_serializing)]
+    pub max_goroutines: Ignored,
+    /// Prow's cluster status file location (ignored: bosun serves cluster status).
+    #[serde(skip_serializing)]
+    pub build_cluster_status_file: Ignored,
+}
+
+/// One entry of `plank.default_decoration_config_entries`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct DefaultDecorationConfigEntry {
+    /// `org` or `org/repo` this entry applies to; empty or `*` for all.
+    pub repo: String,
+    /// Build-cluster alias this entry applies to; empty for all.
+    pub cluster: String,
+    /// The decoration defaults.
+    pub config: DecorationConfig,
+}
+
+/// Prow's `sinker`: garbage collection.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct Sinker {
+    /// How often sinker runs. Default 1h.
+    pub resync_period: Option<GoDuration>,
+    /// Finished runs older than this are deleted (but the latest of each periodic). Default 7 days.
+    pub max_prowjob_age: Option<GoDuration>,
+    /// Pods older than this are deleted. Default 24h.
+    pub max_pod_age: Option<GoDuration>,
+    /// Pods of finished runs are deleted this long after the run ended. Default `max_pod_age`.
+    pub terminated_pod_ttl: Option<GoDuration>,
+    /// Clusters whose pods sinker never deletes.
+    pub exclude_clusters: Vec<String>,
+}
+
+/// Prow's `scheduler`: the `scheduling` state.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct Scheduler {
+    /// When true, runs start in `scheduling` and get their cluster from a strategy.
+    pub enabled: bool,
+    /// Unconditional cluster remapping (Prow's failover strategy).
+    pub failover: Failover,
+    /// An external scheduler answering `POST {"job": NAME}` with `{"cluster": ALIAS}`.
+    pub external: Option<ExternalScheduler>,
+}
+
+/// `scheduler.failover`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct Failover {
+    /// `from-alias: to-alias`: runs configured for `from` go to `to`.
+    pub mappings: BTreeMap<String, String>,
+}
+
+/// `scheduler.external`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct ExternalScheduler {
+    /// URL of the scheduling service.
+    pub url: String,
+    /// Answer cache.
+    pub cache: ExternalCache,
+}
+
+/// `scheduler.external.cache`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct ExternalCache {
+    /// How long an answer is reused.
+    pub entry_timeout_interval: Option<GoDuration>,
+    /// How often expired answers are dropped.
+    pub cleanup_interval: Option<GoDuration>,
+}
+
+/// Prow's `in_repo_config`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct InRepoConfig {
+    /// Per `*`, `org` or `org/repo`: whether in-repo config is enabled (Prow's switch;
+    /// bosun loads the checkouts listed in `in_repo` / `--in-repo`).
+    pub enabled: BTreeMap<String, bool>,
+    /// Per `*`, `org` or `org/repo`: the clusters in-repo jobs may use.
+    /// Default `{"*": ["default"]}`.
+    pub allowed_clusters: BTreeMap<String, Vec<String>>,
+}
+
+/// A preset: environment and volumes for jobs whose labels match.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct Preset {
+    /// Labels a job must carry (all of them, with these values); empty matches every job.
+    pub labels: BTreeMap<String, String>,
+    /// Environment added to every container.
+    pub env: Vec<EnvVar>,
+    /// Volumes added to the pod.
+    pub volumes: Vec<Volume>,
+    /// Volume mounts added to every container.
+    #[serde(rename = "volumeMounts")]
+    pub volume_mounts: Vec<VolumeMount>,
+}
+
+/// **bosun**: one build cluster.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct BuildCluster {
+    /// `local` (processes on this machine) or `kubernetes`. Default `local`.
+    pub kind: ClusterKind,
+    /// Kubernetes: the kubeconfig context. Default: the alias.
+    pub context: Option<String>,
+    /// Kubernetes: the kubeconfig file. Default: `--kubeconfig` / `$KUBECONFIG`.
+    pub kubeconfig: Option<String>,
+    /// Most runs in flight on this cluster (local: process slots, default the CPU
+    /// count); 0 = unlimited.
+    pub max_concurrency: Option<i64>,
+    /// Dispatcher: relative capacity of this cluster for balancing. Default 100.
+    pub capacity: Option<i64>,
+    /// Dispatcher: capabilities this cluster offers (`arm64`, `gpu`, ...).
+    pub capabilities: Vec<String>,
+    /// Dispatcher: the cloud provider (`aws`, `gcp`, ...), for provider rules.
+    pub provider: Option<String>,
+    /// Dispatcher: a blocked cluster gets no new assignments.
+    pub blocked: bool,
+    /// Makes the cluster trusted: only jobs matching one of these rules may run on it.
+    pub trusted: Option<Vec<TrustRule>>,
+    /// Where `triggered` runs go while this cluster is not Reachable.
+    pub failover_to: Option<String>,
+    /// Local: the user jobs run as (required when the daemon runs as root and
+    /// trusted clusters are configured).
+    pub run_as: Option<String>,
+}
+
+/// **bosun**: the kind of a build cluster.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ClusterKind {
+    /// Jobs run as processes on this machine.
+    #[default]
+    Local,
+    /// Jobs run as pods on a Kubernetes cluster.
+    Kubernetes,
+}
+
+/// **bosun**: an allow rule of a trusted cluster; it matches when every given field matches.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct TrustRule {
+    /// Job names or regular expressions (anchored) the rule admits.
+    pub jobs: Vec<String>,
+    /// `org/repo` (or `org`) of the job's definition: in-repo source, or `extra_refs[0]`.
+    pub repos: Vec<String>,
+    /// Job types: `periodic`, `postsubmit`, `presubmit`.
+    pub types: Vec<JobType>,
+}
+
+/// **bosun**: the dispatcher.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct DispatcherConfig {
+    /// Cluster aliases whose jobs may be moved (plus jobs that omit `cluster:`).
+    pub relocatable_clusters: Vec<String>,
+    /// Where job volume comes from: `history` (bosun's store) or `prometheus`.
+    pub demand: DemandSource,
+    /// Prometheus URL when `demand: prometheus`.
+    pub prometheus_url: Option<String>,
+    /// Measurement window. Default 168h (a week).
+    pub window: Option<GoDuration>,
+    /// Most jobs moved by one re-plan; 0 = unlimited.
+    pub budget: i64,
+    /// Relative imbalance (percent) below which jobs stay where they are. Default 10.
+    pub hysteresis_percent: Option<f64>,
+    /// When to re-plan (cron). Default `@daily`.
+    pub replan: Option<String>,
+    /// Where assignments are persisted.
+    pub assignments_file: Option<String>,
+}
+
+/// **bosun**: source of the dispatcher's job volume.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum DemandSource {
+    /// bosun's own run history.
+    #[default]
+    History,
+    /// `sum(increase(prowjob_state_transitions{state="pending"}[window])) by (job_name)`.
+    Prometheus,
+}
+
+/// **bosun**: a local checkout whose in-repo configuration is loaded.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct InRepoSource {
+    /// `org/repo`.
+    pub repo: String,
+    /// Directory of the checkout.
+    pub path: String,
+    /// Branch the checkout is on (periodics' base ref). Default `main`.
+    pub branch: Option<String>,
+}
+
+/// The kind of a job.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum JobType {
+    /// Runs on a schedule.
+    Periodic,
+    /// Runs on a pull request.
+    Presubmit,
+    /// Runs after a merge.
+    Postsubmit,
+    /// A presubmit run over several pull requests (Prow's tide batches).
+    Batch,
+}
+
+impl JobType {
+    /// Prow's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobType::Periodic => "periodic",
+            JobType::Presubmit => "presubmit",
+            JobType::Postsubmit => "postsubmit",
+            JobType::Batch => "batch",
+        }
+    }
+}
+
+/// Fields every job has (Prow's `JobBase` with its inlined `UtilityConfig`).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct JobBase {
+    /// Job name: `^[A-Za-z0-9-._]+$`, at most 63 characters for Kubernetes jobs.
+    pub name: String,
+    /// Labels copied to the run and its pod.
+    pub labels: BTreeMap<String, String>,
+    /// Most runs of this job at once; 0 = unlimited.
+    pub max_concurrency: i64,
+    /// Who runs the job: `kubernetes` (default); `jenkins` and `tekton-pipeline` load
+    /// with a warning and cannot run on bosun.
+    pub agent: String,
+    /// Build-cluster alias. Default `default`.
+    pub cluster: String,
+    /// Pod namespace; must equal `pod_namespace` (the default) unless Tekton.
+    pub namespace: Option<String>,
+    /// End the run in `error` when its pod is evicted, instead of recreating it.
+    pub error_on_eviction: bool,
+    /// The pod to run (required for the `kubernetes` agent).
+    pub spec: Option<PodSpec>,
+    /// Tekton pipeline run spec (Tekton agent only).
+    pub pipeline_run_spec: Option<FreeForm>,
+    /// Tekton pipeline run spec by API version (Tekton agent only).
+    pub tekton_pipeline_run_spec: Option<FreeForm>,
+    /// Annotations copied to the run and its pod.
+    pub annotations: BTreeMap<String, String>,
+    /// Reporting settings (Slack).
+    pub reporter_config: Option<FreeForm>,
+    /// Who may rerun the job.
+    pub rerun_auth_config: Option<RerunAuthConfig>,
+    /// Defaults for the run object (`resultstore_config`, `tenant_id`).
+    pub prowjob_defaults: Option<FreeForm>,
+    /// Job queue (a key of `plank.job_queue_capacities`).
+    pub job_queue_name: Option<String>,
+    /// Hide the job from the dashboard's public views.
+    pub hidden: bool,
+    /// Decorate the job with Prow's pod utilities. Default `decorate_all_jobs`.
+    pub decorate: Option<bool>,
+    /// Where the code is cloned (`GOPATH`-style alias).
+    pub path_alias: Option<String>,
+    /// Clone URI override.
+    pub clone_uri: Option<String>,
+    /// Skip submodules when cloning.
+    pub skip_submodules: bool,
+    /// Shallow clone depth.
+    pub clone_depth: i64,
+    /// Skip fetching `FETCH_HEAD`.
+    pub skip_fetch_head: bool,
+    /// Extra repositories cloned for the job; `extra_refs[0]` gives a periodic its repo.
+    pub extra_refs: Vec<Refs>,
+    /// Decoration settings, merged over `plank.default_decoration_config_entries`.
+    pub decoration_config: Option<DecorationConfig>,
+    /// **Lighthouse**: Tekton pipeline file in `.lighthouse/` (implies `agent: tekton-pipeline`).
+    pub source: Option<String>,
+    /// **Lighthouse**: parameters for the pipeline run.
+    pub pipeline_run_params: Option<FreeForm>,
+}
+
+/// Prow's `rerun_auth_config`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct RerunAuthConfig {
+    /// Anyone may rerun.
+    pub allow_anyone: bool,
+    /// GitHub team ids allowed to rerun.
+    pub github_team_ids: Vec<i64>,
+    /// GitHub team slugs (`{slug, org}`) allowed to rerun.
+    pub github_team_slugs: Vec<TeamSlug>,
+    /// GitHub users allowed to rerun.
+    pub github_users: Vec<String>,
+    /// GitHub orgs whose members may rerun.
+    pub github_orgs: Vec<String>,
+}
+
+/// A GitHub team.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct TeamSlug {
+    /// Team slug.
+    pub slug: String,
+    /// Organisation.
+    pub org: String,
+}
+
+/// Prow's `Refs`: a repository and what to check out.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct Refs {
+    /// Organisation (required).
+    pub org: String,
+    /// Repository (required).
+    pub repo: String,
+    /// Web link of the repository.
+    pub repo_link: Option<String>,
+    /// Base branch.
+    pub base_ref: Option<String>,
+    /// Base commit.
+    pub base_sha: Option<String>,
+    /// Web link of the base commit.
+    pub base_link: Option<String>,
+    /// Pull requests merged over the base.
+    pub pulls: Vec<Pull>,
+    /// Clone path alias.
+    pub path_alias: Option<String>,
+    /// Make this repository the working directory.
+    pub workdir: bool,
+    /// Auxiliary (not under test).
+    pub auxiliary: bool,
+    /// Clone URI override.
+    pub clone_uri: Option<String>,
+    /// Skip submodules.
+    pub skip_submodules: bool,
+    /// Shallow clone depth.
+    pub clone_depth: i64,
+    /// Skip fetching `FETCH_HEAD`.
+    pub skip_fetch_head: bool,
+    /// Blobless fetch.
+    pub blobless_fetch: Option<bool>,
+    /// Sparse checkout file list.
+    pub sparse_checkout_files: Vec<String>,
+}
+
+/// A pull request in `Refs.pulls`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct Pull {
+    /// Pull request number.
+    pub number: i64,
+    /// Author login.
+    pub author: String,
+    /// Head commit.
+    pub sha: String,
+    /// Title.
+    pub title: Option<String>,
+    /// Ref to fetch instead of the PR head.
+    #[serde(rename = "ref")]
+    pub ref_: Option<String>,
+    /// Web link.
+    pub link: Option<String>,
+    /// Commit link.
+    pub commit_link: Option<String>,
+    /// Author link.
+    pub author_link: Option<String>,
+}
+
+/// Prow's `decoration_config` (pod utilities). bosun validates it; running decorated
+/// jobs comes with the decoration work.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct DecorationConfig {
+    /// Test process timeout, enforced inside the pod.
+    pub timeout: Option<GoDuration>,
+    /// Time between SIGINT and SIGKILL at the timeout.
+    pub grace_period: Option<GoDuration>,
+    /// Images of the pod utilities (`clonerefs`, `initupload`, `entrypoint`, `sidecar`).
+    pub utility_images: Option<BTreeMap<String, String>>,
+    /// Resources of the utility containers, by utility name.
+    pub resources: Option<BTreeMap<String, ResourceRequirements>>,
+    /// Artifact upload settings.
+    pub gcs_configuration: Option<FreeForm>,
+    /// Secret with GCS credentials.
+    pub gcs_credentials_secret: Option<String>,
+    /// Secret with S3 credentials.
+    pub s3_credentials_secret: Option<String>,
+    /// Service account of the pod when the spec names none.
+    pub default_service_account_name: Option<String>,
+    /// Secrets with SSH keys for cloning.
+    pub ssh_key_secrets: Vec<String>,
+    /// SSH host fingerprints.
+    pub ssh_host_fingerprints: Vec<String>,
+    /// Do not clone refs.
+    pub skip_cloning: Option<bool>,
+    /// Secret with a git cookie file.
+    pub cookiefile_secret: Option<String>,
+    /// Secret with an OAuth token for cloning.
+    pub oauth_token_secret: Option<FreeForm>,
+    /// GitHub API endpoints.
+    pub github_api_endpoints: Vec<String>,
+    /// GitHub App id.
+    pub github_app_id: Option<String>,
+    /// Secret with the GitHub App private key.
+    pub github_app_private_key_secret: Option<FreeForm>,
+    /// Censor secrets in artifacts.
+    pub censor_secrets: Option<bool>,
+    /// Censoring options.
+    pub censoring_options: Option<FreeForm>,
+    /// Upload even when interrupted.
+    pub upload_ignores_interrupts: Option<bool>,
+    /// Pod security context `fsGroup`.
+    pub fs_group: Option<i64>,
+    /// Utility containers' user.
+    pub run_as_user: Option<i64>,
+    /// Utility containers' group.
+    pub run_as_group: Option<i64>,
+    /// Set memory limit equal to the request.
+    pub set_limit_equals_memory_request: Option<bool>,
+    /// Default memory request.
+    pub default_memory_request: Option<String>,
+    /// Clone with `--filter=blob:none`.
+    pub blobless_fetch: Option<bool>,
+    /// Per-job `plank.pod_pending_timeout`.
+    pub pod_pending_timeout: Option<GoDuration>,
+    /// Per-job `plank.pod_running_timeout`.
+    pub pod_running_timeout: Option<GoDuration>,
+    /// Per-job `plank.pod_unscheduled_timeout`.
+    pub pod_unscheduled_timeout: Option<GoDuration>,
+}
+
+/// Fields only periodics have, plus bosun's scheduling fields.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct PeriodicFields {
+    /// Cron schedule (robfig/cron v3 syntax; bosun adds `H` and time zones).
+    pub cron: Option<String>,
+    /// Run this long after the previous run was created (Go duration).
+    pub interval: Option<String>,
+    /// Run this long after the previous run completed (Go duration).
+    pub minimum_interval: Option<String>,
+    /// Free-form tags.
+    pub tags: Vec<String>,
+    /// Re-runs of failed ticks.
+    pub retry: Option<Retry>,
+    /// **Lighthouse**: branch to run against (default: the checkout's branch).
+    pub branch: Option<String>,
+    /// **bosun**: IANA time zone of `cron`. Default UTC.
+    pub timezone: Option<String>,
+    /// **bosun**: what to do when a tick comes while a previous run is active.
+    pub concurrency_policy: Option<ConcurrencyPolicy>,
+    /// **bosun**: what to do with ticks missed while bosun was down.
+    pub catch_up: Option<CatchUp>,
+    /// **bosun**: a missed tick older than this is not run (Go duration; unset = no limit).
+    pub starting_deadline: Option<String>,
+    /// **bosun**: delay each run by a stable pseudo-random part of this (Go duration).
+    pub jitter: Option<String>,
+}
+
+/// Prow's `retry` block for periodics.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct Retry {
+    /// Re-run even successful runs.
+    pub run_all: bool,
+    /// Most re-runs per tick (capped at 10).
+    pub attempts: i64,
+    /// Wait between re-runs (Go duration).
+    pub interval: Option<String>,
+}
+
+/// **bosun**: concurrency policy of a periodic.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ConcurrencyPolicy {
+    /// Never overlap the previous run (Prow's behaviour); the tick is skipped.
+    #[default]
+    Forbid,
+    /// Start regardless.
+    Allow,
+    /// Abort the running run, then start.
+    Replace,
+    /// Hold the newest waiting tick until the previous run ends.
+    QueueOne,
+}
+
+/// **bosun**: catch-up policy of a periodic.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum CatchUp {
+    /// Run the most recent missed tick; record the others as skipped.
+    #[default]
+    Latest,
+    /// Record every missed tick as skipped (Prow's behaviour).
+    Skip,
+}
+
+/// Fields only presubmits have.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct PresubmitFields {
+    /// Run on every pull request.
+    pub always_run: bool,
+    /// A failure does not block merging.
+    pub optional: bool,
+    /// Comment regex that triggers the job. Default `(?m)^/test( | .* )NAME,?($|\s.*)`.
+    pub trigger: String,
+    /// Comment that reruns the job. Default `/test NAME`.
+    pub rerun_command: String,
+    /// Run only right before merging (tide).
+    pub run_before_merge: bool,
+    /// Jenkins branch-source settings.
+    pub jenkins_spec: Option<FreeForm>,
+    /// Branch regexes the job runs on.
+    pub branches: Vec<String>,
+    /// Branch regexes the job never runs on.
+    pub skip_branches: Vec<String>,
+    /// Run when a changed file matches this regex.
+    pub run_if_changed: Option<String>,
+    /// Skip when every changed file matches this regex.
+    pub skip_if_only_changed: Option<String>,
+    /// Status context. Default the job name.
+    pub context: String,
+    /// Do not report status.
+    pub skip_report: bool,
+}
+
+/// Fields only postsubmits have.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct PostsubmitFields {
+    /// Run on every merge. Default true (unless `run_if_changed` or
+    /// `skip_if_only_changed` is set).
+    pub always_run: Option<bool>,
+    /// Run when a changed file matches this regex.
+    pub run_if_changed: Option<String>,
+    /// Skip when every changed file matches this regex.
+    pub skip_if_only_changed: Option<String>,
+    /// Branch regexes the job runs on.
+    pub branches: Vec<String>,
+    /// Branch regexes the job never runs on.
+    pub skip_branches: Vec<String>,
+    /// Status context. Default the job name.
+    pub context: String,
+    /// Do not report status.
+    pub skip_report: bool,
+    /// Jenkins branch-source settings.
+    pub jenkins_spec: Option<FreeForm>,
+}
+
+/// Lighthouse's in-repo `.lighthouse/*/triggers.yaml`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct TriggerConfigFile {
+    /// `config.lighthouse.jenkins-x.io/v1alpha1`.
+    #[serde(rename = "apiVersion")]
+    pub api_version: String,
+    /// `TriggerConfig`.
+    pub kind: String,
+    /// The triggers (typed per job by the loader).
+    pub spec: Ignored,
+}
+
+/// Where a job was defined.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub enum JobSource {
+    /// Central job configuration (`--config` / `--job-config`).
+    Central,
+    /// In-repo configuration of `org/repo`.
+    InRepo {
+        /// `org/repo`.
+        repo: String,
+        /// Branch of the checkout.
+        branch: String,
+    },
+}

@@ -1,0 +1,28 @@
+//! The `bosun` command: the daemon and its command-line tools.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod check;
+
+/// bosun: a CI job orchestrator for Prow-style job configuration.
+#[derive(Parser, Debug)]
+#[command(name = "bosun", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Load and validate the configuration; report every problem at once.
+    Check(check::CheckArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Check(args) => check::run(&args, &mut std::io::stdout().lock()),
+    }
+}
