@@ -242,3 +242,193 @@ fn visit_dir(
         ignores.pop();
     }
 }
+
+/// One entry of an in-memory file tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemEntry {
+    /// A regular file with its bytes.
+    File(Vec<u8>),
+    /// A directory (its entries are the paths below it).
+    Dir,
+    /// A symbolic link to another path of the tree (absolute, or relative to the link's directory).
+    Symlink(PathBuf),
+    /// A FIFO: reading it would block, so the loader must never open it.
+    Fifo,
+    /// A file whose reads fail with this error kind and message.
+    Unreadable(io::ErrorKind, String),
+}
+
+/// An in-memory [`FileSource`] for tests and fuzzing: read errors, FIFOs, loops and
+/// dangling links can be injected without touching the real file system.
+#[derive(Debug, Clone, Default)]
+pub struct MemFiles {
+    entries: std::collections::BTreeMap<PathBuf, MemEntry>,
+}
+
+impl MemFiles {
+    /// An empty tree.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds an entry, creating its parent directories.
+    pub fn insert(&mut self, path: impl Into<PathBuf>, entry: MemEntry) -> &mut Self {
+        let path = path.into();
+        let mut parent = path.parent();
+        while let Some(p) = parent {
+            if p.as_os_str().is_empty() {
+                break;
+            }
+            self.entries.entry(p.to_path_buf()).or_insert(MemEntry::Dir);
+            parent = p.parent();
+        }
+        self.entries.insert(path, entry);
+        self
+    }
+
+    /// Adds a regular file.
+    pub fn file(&mut self, path: impl Into<PathBuf>, text: impl AsRef<[u8]>) -> &mut Self {
+        self.insert(path, MemEntry::File(text.as_ref().to_vec()))
+    }
+
+    /// Resolves symlinks (at most 40, like Linux), returning the final path and entry.
+    fn resolve(&self, path: &Path) -> io::Result<(PathBuf, &MemEntry)> {
+        let mut current = normalize(path);
+        for _ in 0..40 {
+            // Resolve links in parent components first.
+            let mut resolved = PathBuf::new();
+            for comp in current.components() {
+                resolved.push(comp);
+                if resolved == current {
+                    break;
+                }
+                if let Some(MemEntry::Symlink(target)) = self.entries.get(&resolved) {
+                    let base = resolved.parent().map(Path::to_path_buf).unwrap_or_default();
+                    let rest = current
+                        .strip_prefix(&resolved)
+                        .expect("prefix")
+                        .to_path_buf();
+                    resolved = normalize(&base.join(target)).join(rest);
+                    break;
+                }
+            }
+            if resolved != current {
+                current = normalize(&resolved);
+                continue;
+            }
+            match self.entries.get(&current) {
+                Some(MemEntry::Symlink(target)) => {
+                    let base = current.parent().map(Path::to_path_buf).unwrap_or_default();
+                    current = normalize(&base.join(target));
+                }
+                Some(entry) => return Ok((current, entry)),
+                None => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::NotFound,
+                        "No such file or directory (os error 2)",
+                    ))
+                }
+            }
+        }
+        Err(io::Error::other(
+            "Too many levels of symbolic links (os error 40)",
+        ))
+    }
+}
+
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for comp in path.components() {
+        match comp {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+impl FileSource for MemFiles {
+    fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
+        match self.resolve(path)?.1 {
+            MemEntry::File(bytes) => Ok(bytes.clone()),
+            MemEntry::Dir => Err(io::Error::other("Is a directory (os error 21)")),
+            MemEntry::Fifo => panic!(
+                "MemFiles: {} is a FIFO; opening it would block",
+                path.display()
+            ),
+            MemEntry::Unreadable(kind, msg) => Err(io::Error::new(*kind, msg.clone())),
+            MemEntry::Symlink(_) => unreachable!("resolved"),
+        }
+    }
+
+    fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntry>> {
+        let (dir, entry) = self.resolve(path)?;
+        if *entry != MemEntry::Dir {
+            return Err(io::Error::other("Not a directory (os error 20)"));
+        }
+        Ok(self
+            .entries
+            .iter()
+            .filter(|(p, _)| p.parent() == Some(dir.as_path()))
+            .map(|(p, e)| DirEntry {
+                name: p.file_name().expect("named").to_os_string(),
+                kind: match e {
+                    MemEntry::File(_) | MemEntry::Unreadable(..) => EntryKind::File,
+                    MemEntry::Dir => EntryKind::Dir,
+                    MemEntry::Symlink(_) => EntryKind::Symlink,
+                    MemEntry::Fifo => EntryKind::Other,
+                },
+            })
+            .collect())
+    }
+
+    fn stat(&self, path: &Path) -> io::Result<EntryKind> {
+        Ok(match self.resolve(path)?.1 {
+            MemEntry::File(_) | MemEntry::Unreadable(..) => EntryKind::File,
+            MemEntry::Dir => EntryKind::Dir,
+            MemEntry::Fifo => EntryKind::Other,
+            MemEntry::Symlink(_) => unreachable!("resolved"),
+        })
+    }
+
+    fn canonicalize(&self, path: &Path) -> io::Result<PathBuf> {
+        self.resolve(path).map(|(p, _)| p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mem_files_resolve_links_and_loops() {
+        let mut fs = MemFiles::new();
+        fs.file("/cfg/jobs/a.yaml", "periodics: []")
+            .insert("/cfg/link", MemEntry::Symlink("jobs".into()))
+            .insert("/cfg/jobs/loop", MemEntry::Symlink("..".into()))
+            .insert(
+                "/cfg/jobs/dangling.yaml",
+                MemEntry::Symlink("nowhere.yaml".into()),
+            );
+        assert_eq!(
+            fs.read(Path::new("/cfg/link/a.yaml")).unwrap(),
+            b"periodics: []"
+        );
+        assert_eq!(
+            fs.canonicalize(Path::new("/cfg/jobs/loop")).unwrap(),
+            PathBuf::from("/cfg")
+        );
+        assert!(fs.stat(Path::new("/cfg/jobs/dangling.yaml")).is_err());
+        let w = walk(&fs, Path::new("/cfg"));
+        assert_eq!(w.files, vec![PathBuf::from("/cfg/jobs/a.yaml")]);
+        // The loop through jobs/loop -> /cfg and the link -> jobs are both reported once.
+        assert!(w
+            .diagnostics
+            .iter()
+            .any(|d| d.message.contains("already read")));
+        assert!(w.diagnostics.iter().any(|d| d.message.contains("dangling")));
+    }
+}
