@@ -42,6 +42,9 @@ pub struct Diagnostic {
     pub message: String,
     /// What to do about it.
     pub hint: Option<String>,
+    /// A field below `mark` (a job or preset) whose position the loader fills in.
+    #[serde(skip)]
+    pub(crate) field: Option<Box<str>>,
 }
 
 impl Diagnostic {
@@ -54,6 +57,7 @@ impl Diagnostic {
             job: None,
             message: message.into(),
             hint: None,
+            field: None,
         }
     }
 
@@ -69,6 +73,15 @@ impl Diagnostic {
     pub fn at(mut self, file: &Arc<str>, mark: Mark) -> Self {
         self.file = Some(file.clone());
         self.mark = Some(mark);
+        self
+    }
+
+    /// Points at `field` below the definition starting at `mark`; the loader
+    /// resolves it to the field's own position.
+    pub(crate) fn at_field(mut self, file: &Arc<str>, mark: Mark, field: &str) -> Self {
+        self.file = Some(file.clone());
+        self.mark = Some(mark);
+        self.field = (!field.is_empty()).then(|| field.into());
         self
     }
 

@@ -172,6 +172,7 @@ pub fn load(opts: &LoadOptions, fs: &dyn FileSource) -> Loaded {
     let stats = parsed.stats.clone();
     let mut diagnostics = std::mem::take(&mut parsed.diagnostics);
     let snapshot = validate::finish(config, parsed, opts, &mut diagnostics);
+    resolve_fields(fs, &mut diagnostics);
     diagnostics.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
     diagnostics.dedup();
     let ok = !diagnostics.iter().any(Diagnostic::is_error);
@@ -189,6 +190,36 @@ pub fn load(opts: &LoadOptions, fs: &dyn FileSource) -> Loaded {
         ),
         diagnostics,
         stats,
+    }
+}
+
+/// Turns "field F below the definition at M" into the field's own position, by
+/// parsing each concerned file once more (only files with such diagnostics).
+fn resolve_fields(fs: &dyn FileSource, diags: &mut [Diagnostic]) {
+    let mut by_file: BTreeMap<Arc<str>, Vec<usize>> = BTreeMap::new();
+    for (i, d) in diags.iter().enumerate() {
+        if let (Some(file), Some(_)) = (&d.file, &d.field) {
+            by_file.entry(file.clone()).or_default().push(i);
+        }
+    }
+    for (file, idx) in by_file {
+        let Ok(bytes) = fs.read(Path::new(&*file)) else {
+            continue;
+        };
+        let Ok(text) = std::str::from_utf8(&bytes) else {
+            continue;
+        };
+        let Ok(docs) = yaml::parse_documents(text) else {
+            continue;
+        };
+        for i in idx {
+            let d = &mut diags[i];
+            if let (Some(mark), Some(field)) = (d.mark, d.field.take()) {
+                if let Some(found) = crate::model::locate(&docs, mark, &field) {
+                    d.mark = Some(found);
+                }
+            }
+        }
     }
 }
 
@@ -635,6 +666,7 @@ impl Extractor<'_> {
         Some(Job {
             base,
             kind,
+            presets: Vec::new(),
             cluster_written,
             source: self.source.clone(),
             origin: Origin::of(self.file, node),

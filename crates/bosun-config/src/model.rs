@@ -12,88 +12,158 @@ use crate::types::{
 };
 use crate::yaml::{Mark, Node, Value};
 
-/// Where something was defined: file, position, and the positions of its fields.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// Where something was defined: the file and the start of the definition.
+///
+/// Positions of individual fields are not kept (that would cost memory for every
+/// job of every snapshot); a diagnostic about a field re-reads the file and finds
+/// the field below this mark (see [`locate`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Origin {
     /// The file, as given or found while walking a directory.
     pub file: Arc<str>,
     /// Start of the definition.
     pub mark: Mark,
-    /// Positions of the fields below the definition (paths like
-    /// `spec.containers[0].env[1]`), sorted by path.
+    /// Positions of the definition's own known keys (most diagnostics point at
+    /// one of them, and they are cheap to keep).
     #[serde(skip)]
-    pub fields: Arc<[(Box<str>, Mark)]>,
+    pub keys: Box<[(&'static str, Mark)]>,
 }
 
-/// How deep [`Origin::fields`] records positions below a job.
-const FIELD_DEPTH: usize = 5;
+/// Every key a job may have (Prow's, Lighthouse's and bosun's), for [`Origin::keys`].
+const JOB_KEYS: &[&str] = &[
+    "name",
+    "labels",
+    "max_concurrency",
+    "agent",
+    "cluster",
+    "namespace",
+    "error_on_eviction",
+    "spec",
+    "pipeline_run_spec",
+    "tekton_pipeline_run_spec",
+    "annotations",
+    "reporter_config",
+    "rerun_auth_config",
+    "prowjob_defaults",
+    "job_queue_name",
+    "hidden",
+    "decorate",
+    "path_alias",
+    "clone_uri",
+    "skip_submodules",
+    "clone_depth",
+    "skip_fetch_head",
+    "extra_refs",
+    "decoration_config",
+    "source",
+    "pipeline_run_params",
+    "cron",
+    "interval",
+    "minimum_interval",
+    "tags",
+    "retry",
+    "branch",
+    "timezone",
+    "concurrency_policy",
+    "catch_up",
+    "starting_deadline",
+    "jitter",
+    "always_run",
+    "optional",
+    "trigger",
+    "rerun_command",
+    "run_before_merge",
+    "jenkins_spec",
+    "branches",
+    "skip_branches",
+    "run_if_changed",
+    "skip_if_only_changed",
+    "context",
+    "skip_report",
+    "env",
+    "volumes",
+    "volumeMounts",
+    "tolerations",
+];
 
 impl Origin {
-    /// Records the position of `node` and of its fields.
+    /// The origin of `node` in `file`.
     pub fn of(file: &Arc<str>, node: &Node<'_>) -> Origin {
-        let mut fields = Vec::new();
-        let mut path = String::new();
-        collect_marks(node, &mut path, 0, &mut fields);
-        fields.sort_by(|a: &(Box<str>, Mark), b| a.0.cmp(&b.0));
+        let keys = node
+            .entries()
+            .iter()
+            .filter_map(|(k, _)| {
+                let key = k.as_str()?;
+                JOB_KEYS.iter().find(|j| **j == key).map(|j| (*j, k.mark))
+            })
+            .collect();
         Origin {
             file: file.clone(),
             mark: node.mark,
-            fields: fields.into(),
+            keys,
         }
     }
 
-    /// The position of `path`, or of its closest recorded ancestor.
-    pub fn locate(&self, path: &str) -> Mark {
-        let mut p = path;
-        loop {
-            if p.is_empty() {
-                return self.mark;
-            }
-            if let Ok(i) = self.fields.binary_search_by(|(k, _)| (**k).cmp(p)) {
-                return self.fields[i].1;
-            }
-            p = match p.rfind(['.', '[']) {
-                Some(i) => &p[..i],
-                None => "",
-            };
-        }
+    /// The position of one of the definition's own keys.
+    pub fn key(&self, key: &str) -> Option<Mark> {
+        self.keys.iter().find(|(k, _)| *k == key).map(|(_, m)| *m)
     }
 }
 
-fn collect_marks(
-    node: &Node<'_>,
-    path: &mut String,
-    depth: usize,
-    out: &mut Vec<(Box<str>, Mark)>,
-) {
-    if depth >= FIELD_DEPTH {
-        return;
+/// Finds the position of `path` (like `spec.containers[0].env[1]` or
+/// `labels.example.com/x`) below the node that starts at `at` in the parsed
+/// documents; the closest existing ancestor when the path goes further than the
+/// YAML does. Keys may contain dots: the longest matching key wins.
+pub fn locate(docs: &[Node<'_>], at: Mark, path: &str) -> Option<Mark> {
+    let start = docs.iter().find_map(|d| find_mark(d, at))?;
+    let mut node = start;
+    let mut rest = path;
+    loop {
+        if rest.is_empty() {
+            return Some(node.mark);
+        }
+        if let Some(r) = rest.strip_prefix('[') {
+            let Some((idx, after)) = r.split_once(']') else {
+                return Some(node.mark);
+            };
+            let Some(item) = idx.parse::<usize>().ok().and_then(|i| node.items().get(i)) else {
+                return Some(node.mark);
+            };
+            node = item;
+            rest = after.strip_prefix('.').unwrap_or(after);
+            continue;
+        }
+        let best = node
+            .entries()
+            .iter()
+            .filter_map(|(k, v)| {
+                let key = k.as_str()?;
+                let after = rest.strip_prefix(key)?;
+                (after.is_empty() || after.starts_with(['.', '['])).then_some((
+                    key.len(),
+                    k,
+                    v,
+                    after,
+                ))
+            })
+            .max_by_key(|(len, ..)| *len);
+        let Some((_, key, value, after)) = best else {
+            return Some(node.mark);
+        };
+        rest = after.strip_prefix('.').unwrap_or(after);
+        // A leaf is reported at its key, where the reader looks for it.
+        node = if rest.is_empty() { key } else { value };
     }
-    let len = path.len();
+}
+
+fn find_mark<'n, 'a>(node: &'n Node<'a>, at: Mark) -> Option<&'n Node<'a>> {
+    if node.mark == at && !matches!(node.value, Value::Scalar { .. }) {
+        return Some(node);
+    }
     match &node.value {
-        Value::Map(entries) => {
-            for (k, v) in entries {
-                let key = k.as_str().unwrap_or_default();
-                if !path.is_empty() {
-                    path.push('.');
-                }
-                path.push_str(key);
-                // A key's position is where the reader looks for it.
-                out.push((path.as_str().into(), k.mark));
-                collect_marks(v, path, depth + 1, out);
-                path.truncate(len);
-            }
-        }
-        Value::Seq(items) => {
-            for (i, item) in items.iter().enumerate() {
-                use std::fmt::Write;
-                let _ = write!(path, "[{i}]");
-                out.push((path.as_str().into(), item.mark));
-                collect_marks(item, path, depth + 1, out);
-                path.truncate(len);
-            }
-        }
-        Value::Scalar { .. } => {}
+        Value::Map(entries) => entries.iter().find_map(|(_, v)| find_mark(v, at)),
+        Value::Seq(items) => items.iter().find_map(|v| find_mark(v, at)),
+        Value::Scalar { .. } => None,
     }
 }
 
@@ -104,6 +174,9 @@ pub struct Job<K> {
     pub base: JobBase,
     /// Kind-specific fields.
     pub kind: K,
+    /// Indexes into [`Snapshot::presets`] of the presets that apply to this job,
+    /// in merge order. [`Snapshot::pod_spec`] applies them.
+    pub presets: Vec<usize>,
     /// True when `cluster:` was written (false when it defaulted to `default`).
     pub cluster_written: bool,
     /// Central or in-repo, and for in-repo jobs the repository.
@@ -177,6 +250,29 @@ impl Snapshot {
         }
     }
 
+    /// The pod spec a run of `job` gets: the job's spec with its presets merged,
+    /// as Prow merges them.
+    pub fn pod_spec<K>(&self, job: &Job<K>) -> Option<k8s_openapi::api::core::v1::PodSpec> {
+        let mut spec = job.base.spec.clone()?;
+        for &i in &job.presets {
+            // Checked at load time: a snapshot only holds jobs whose presets merge.
+            let _ =
+                crate::validate::merge_preset(&self.presets[i].preset, &job.base.labels, &mut spec);
+        }
+        Some(spec)
+    }
+
+    /// The decoration config a run of `job` gets (`repo` is the pre/postsubmit's
+    /// repository, or `extra_refs[0]` for periodics): the job's own over the
+    /// matching `plank.default_decoration_config_entries`; `None` if undecorated.
+    pub fn decoration_config<K>(
+        &self,
+        job: &Job<K>,
+        repo: &str,
+    ) -> Option<crate::types::DecorationConfig> {
+        crate::validate::merged_decoration(&self.config, repo, &job.base)
+    }
+
     /// The periodic with this identity.
     pub fn periodic(&self, identity: &str) -> Option<&Periodic> {
         self.periodics.iter().find(|p| p.identity() == identity)
@@ -228,15 +324,20 @@ mod tests {
     use crate::yaml::parse_documents;
 
     #[test]
-    fn locate_finds_the_closest_recorded_field() {
-        let src = "name: a\nspec:\n  containers:\n  - image: x\n    env:\n    - name: A\n      value: b\n";
-        let doc = &parse_documents(src).unwrap()[0];
-        let origin = Origin::of(&Arc::from("f.yaml"), doc);
-        assert_eq!(origin.locate("name").line, 1);
-        assert_eq!(origin.locate("spec.containers[0]").line, 4);
-        assert_eq!(origin.locate("spec.containers[0].env[0]").line, 6);
-        // Deeper than recorded: the closest ancestor.
-        assert_eq!(origin.locate("spec.containers[0].env[0].value").line, 6);
-        assert_eq!(origin.locate("nothing.here"), Mark { line: 1, col: 1 });
+    fn locate_finds_fields_below_a_job() {
+        let src = "periodics:\n- name: a\n  labels:\n    example.com/x: y\n  spec:\n    containers:\n    - image: x\n      env:\n      - name: A\n        value: b\n";
+        let docs = parse_documents(src).unwrap();
+        let job = Mark { line: 2, col: 3 };
+        let at = |p: &str| locate(&docs, job, p).unwrap();
+        assert_eq!(at(""), job);
+        assert_eq!(at("name"), Mark { line: 2, col: 3 });
+        assert_eq!(at("labels.example.com/x"), Mark { line: 4, col: 5 });
+        assert_eq!(at("spec.containers[0]").line, 7);
+        assert_eq!(at("spec.containers[0].env[0]").line, 9);
+        assert_eq!(at("spec.containers[0].env[0].value").line, 10);
+        // Deeper than the YAML goes: the closest ancestor.
+        assert_eq!(at("spec.containers[0].env[3]").line, 8);
+        assert_eq!(at("nothing.here"), job);
+        assert_eq!(locate(&docs, Mark { line: 99, col: 1 }, "name"), None);
     }
 }

@@ -8,7 +8,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{EnvVar, PodSpec, ResourceRequirements, Volume, VolumeMount};
+use k8s_openapi::api::core::v1::{
+    EnvVar, PodSpec, ResourceRequirements, Toleration, Volume, VolumeMount,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::duration::GoDuration;
@@ -260,6 +262,8 @@ pub struct Preset {
     /// Volume mounts added to every container.
     #[serde(rename = "volumeMounts")]
     pub volume_mounts: Vec<VolumeMount>,
+    /// Tolerations added to the pod.
+    pub tolerations: Vec<Toleration>,
 }
 
 /// **bosun**: one build cluster.

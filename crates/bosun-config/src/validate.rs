@@ -5,6 +5,7 @@
 //! namespace, cluster, context, trigger, decoration, presets), then validated on
 //! its own, then checked against the others (duplicates, contexts).
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, LazyLock};
 
@@ -54,9 +55,12 @@ pub const JOB_NAME_REGEX: &str = "^[A-Za-z0-9-._]+$";
 pub const MAX_LABEL_LEN: usize = 63;
 
 fn err_at<K>(job: &Job<K>, path: &str, msg: impl Into<String>) -> Diagnostic {
-    Diagnostic::error(msg)
-        .at(&job.origin.file, job.origin.locate(path))
-        .job(job.base.name.clone())
+    let d = Diagnostic::error(msg);
+    match job.origin.key(path) {
+        Some(mark) => d.at(&job.origin.file, mark),
+        None => d.at_field(&job.origin.file, job.origin.mark, path),
+    }
+    .job(job.base.name.clone())
 }
 
 fn warn_at<K>(job: &Job<K>, path: &str, msg: impl Into<String>) -> Diagnostic {
@@ -289,34 +293,42 @@ impl Ctx<'_> {
         if b.cluster.is_empty() {
             b.cluster = "default".into();
         }
-        let decorate = *b.decorate.get_or_insert(self.config.decorate_all_jobs);
-        if decorate {
-            let merged =
-                merge_decoration(self.config, repo, &b.cluster, b.decoration_config.take());
-            b.decoration_config = Some(merged);
-        }
-        // Central presets, then the presets of the job's own repository.
-        if b.spec.is_some() {
+        // The merge with `plank.default_decoration_config_entries` is not stored
+        // (every decorated job would carry a copy of the defaults): validation
+        // reads through the layers, and `Snapshot::decoration_config` merges.
+        b.decorate.get_or_insert(self.config.decorate_all_jobs);
+        let _ = repo;
+        // Central presets, then the presets of the job's own repository. They are
+        // recorded, not copied into the spec (the snapshot would hold a copy of
+        // every preset volume and variable per job); the merge is checked here by
+        // name and done for real by `Snapshot::pod_spec`.
+        if let Some(spec) = &job.base.spec {
             let own_repo = match &job.source {
                 JobSource::InRepo { repo, .. } => Some(repo.as_str()),
                 JobSource::Central => None,
             };
-            for p in self.presets.iter().filter(|p| match &p.source {
-                JobSource::Central => true,
-                JobSource::InRepo { repo, .. } => Some(repo.as_str()) == own_repo,
-            }) {
-                let b = &mut job.base;
-                if let Err(e) =
-                    merge_preset(&p.preset, &b.labels, b.spec.as_mut().expect("checked"))
-                {
-                    let msg = format!("failed to merge presets for podspec: {e}");
-                    d.push(err_at(job, "labels", msg).hint(format!(
-                        "the preset at {}:{} adds it",
-                        p.origin.file, p.origin.mark
-                    )));
-                    break;
-                }
+            let matched: Vec<usize> = self
+                .presets
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| match &p.source {
+                    JobSource::Central => true,
+                    JobSource::InRepo { repo, .. } => Some(repo.as_str()) == own_repo,
+                })
+                .filter(|(_, p)| preset_matches(&p.preset, &job.base.labels))
+                .map(|(i, _)| i)
+                .collect();
+            if let Err((i, e)) =
+                check_preset_merge(spec, matched.iter().map(|i| &self.presets[*i].preset))
+            {
+                let p = &self.presets[matched[i]];
+                let msg = format!("failed to merge presets for podspec: {e}");
+                d.push(err_at(job, "labels", msg).hint(format!(
+                    "the preset at {}:{} adds it",
+                    p.origin.file, p.origin.mark
+                )));
             }
+            job.presets = matched;
         }
         d
     }
@@ -324,6 +336,7 @@ impl Ctx<'_> {
     /// Prow's `validateJobBase` and bosun's cluster checks.
     fn validate_base<K>(&self, job: &Job<K>, ty: JobType, repo: &str, d: &mut Vec<Diagnostic>) {
         let b = &job.base;
+        let decoration = DecorationView::of(self.config, repo, b);
         if !valid_job_name(&b.name, &b.agent) {
             let re = if b.agent == "jenkins" {
                 "^[A-Za-z0-9-._]([A-Za-z0-9-._/]*[A-Za-z0-9-_])?$"
@@ -346,11 +359,16 @@ impl Ctx<'_> {
                 ),
             ));
         }
-        if let Some((path, e)) = self.agent_error(b) {
+        if let Some((path, e)) = self.agent_error(b, decoration.is_some()) {
             d.push(err_at(job, path, e));
         }
         if let Some(spec) = &b.spec {
-            for (path, e) in pod_spec_errors(ty, spec, b.decoration_config.as_ref()) {
+            let presets: Vec<&Preset> = job
+                .presets
+                .iter()
+                .map(|i| &self.presets[*i].preset)
+                .collect();
+            for (path, e) in pod_spec_errors(ty, spec, &presets, decoration.as_ref()) {
                 d.push(err_at(job, &path, e));
             }
         }
@@ -419,7 +437,7 @@ impl Ctx<'_> {
                     ));
                 }
             }
-            if let Some(dc) = &b.decoration_config {
+            if let Some(dc) = &decoration {
                 if let Err(e) = validate_decoration_config(dc) {
                     d.push(err_at(
                         job,
@@ -498,7 +516,7 @@ impl Ctx<'_> {
     }
 
     /// Prow's `validateAgent`: the first rule that applies.
-    fn agent_error(&self, b: &JobBase) -> Option<(&'static str, String)> {
+    fn agent_error(&self, b: &JobBase, decorated: bool) -> Option<(&'static str, String)> {
         const K: &str = "kubernetes";
         const P: &str = "tekton-pipeline";
         let agent = b.agent.as_str();
@@ -528,7 +546,7 @@ impl Ctx<'_> {
                 format!("agent: {P} jobs require a pipeline_run_spec"),
             ));
         }
-        if b.decoration_config.is_some() && agent != K {
+        if decorated && agent != K {
             return Some((
                 "decoration_config",
                 format!("decoration requires agent: {K} (found {agent:?})"),
@@ -816,16 +834,29 @@ fn join_alternatives(list: &[String]) -> Option<String> {
 /// match is needed.
 fn regex_error(pattern: Option<&str>) -> Option<String> {
     let p = pattern?;
-    regex_syntax::ast::parse::Parser::new()
-        .parse(p)
-        .err()
-        .map(|e| e.kind().to_string())
-        .or_else(|| {
-            regex_syntax::Parser::new()
-                .parse(p)
-                .err()
-                .map(|e| e.to_string().lines().last().unwrap_or_default().to_string())
-        })
+    // Real configurations repeat the same few branch patterns thousands of times.
+    thread_local! {
+        static CHECKED: RefCell<HashMap<String, Option<String>>> = RefCell::new(HashMap::new());
+    }
+    CHECKED.with(|c| {
+        let mut c = c.borrow_mut();
+        if let Some(r) = c.get(p) {
+            return r.clone();
+        }
+        let r = regex_syntax::Parser::new().parse(p).err().map(|e| {
+            e.to_string()
+                .lines()
+                .last()
+                .unwrap_or_default()
+                .trim()
+                .to_string()
+        });
+        if c.len() > 4096 {
+            c.clear();
+        }
+        c.insert(p.to_string(), r.clone());
+        r
+    })
 }
 
 /// Prow's `SetPresubmitRegexes` checks.
@@ -1000,7 +1031,8 @@ pub fn reserved_env(ty: JobType) -> &'static [&'static str] {
 fn pod_spec_errors(
     ty: JobType,
     spec: &PodSpec,
-    dc: Option<&DecorationConfig>,
+    presets: &[&Preset],
+    dc: Option<&DecorationView<'_>>,
 ) -> Vec<(String, String)> {
     let mut errs = Vec::new();
     if spec.init_containers.as_ref().is_some_and(|c| !c.is_empty()) {
@@ -1046,7 +1078,13 @@ fn pod_spec_errors(
     let reserved_env = reserved_env(ty);
     for (i, c) in spec.containers.iter().enumerate() {
         let mut seen = HashSet::new();
-        for (j, e) in c.env.iter().flatten().enumerate() {
+        for (j, e) in c
+            .env
+            .iter()
+            .flatten()
+            .chain(presets.iter().flat_map(|p| &p.env))
+            .enumerate()
+        {
             let path = format!("spec.containers[{i}].env[{j}]");
             if !seen.insert(e.name.as_str()) {
                 errs.push((
@@ -1062,18 +1100,19 @@ fn pod_spec_errors(
     let mut reserved_volumes: Vec<&str> =
         vec!["logs", "code", "tools", "gcs-credentials", "s3-credentials"];
     if let Some(dc) = dc {
-        if let Some(name) = dc
-            .oauth_token_secret
-            .as_ref()
-            .and_then(|s| s.get("name"))
-            .and_then(|n| n.as_str())
-        {
+        if let Some(name) = dc.oauth_token_secret_name() {
             reserved_volumes.push(name);
         }
-        reserved_volumes.extend(dc.ssh_key_secrets.iter().map(String::as_str));
+        reserved_volumes.extend(dc.ssh_key_secrets().iter().map(String::as_str));
     }
     let mut volumes = HashSet::new();
-    for (i, v) in spec.volumes.iter().flatten().enumerate() {
+    for (i, v) in spec
+        .volumes
+        .iter()
+        .flatten()
+        .chain(presets.iter().flat_map(|p| &p.volumes))
+        .enumerate()
+    {
         let path = format!("spec.volumes[{i}]");
         if !volumes.insert(v.name.as_str()) {
             errs.push((
@@ -1089,7 +1128,13 @@ fn pod_spec_errors(
         }
     }
     for (i, c) in spec.containers.iter().enumerate() {
-        for (j, m) in c.volume_mounts.iter().flatten().enumerate() {
+        for (j, m) in c
+            .volume_mounts
+            .iter()
+            .flatten()
+            .chain(presets.iter().flat_map(|p| &p.volume_mounts))
+            .enumerate()
+        {
             let path = format!("spec.containers[{i}].volumeMounts[{j}]");
             if !volumes.contains(m.name.as_str()) && !reserved_volumes.contains(&m.name.as_str()) {
                 errs.push((
@@ -1118,13 +1163,13 @@ fn pod_spec_errors(
 }
 
 /// Prow's `DecorationConfig.Validate`.
-fn validate_decoration_config(dc: &DecorationConfig) -> Result<(), String> {
-    let Some(images) = &dc.utility_images else {
+fn validate_decoration_config(dc: &DecorationView<'_>) -> Result<(), String> {
+    if !dc.layers.iter().any(|l| l.utility_images.is_some()) {
         return Err("utility image config is not specified".into());
-    };
+    }
     let missing: Vec<String> = ["clonerefs", "initupload", "entrypoint", "sidecar"]
         .iter()
-        .filter(|k| images.get(**k).is_none_or(String::is_empty))
+        .filter(|k| dc.image(k).is_none())
         .map(|k| format!("{k:?}"))
         .collect();
     if !missing.is_empty() {
@@ -1133,55 +1178,115 @@ fn validate_decoration_config(dc: &DecorationConfig) -> Result<(), String> {
             missing.join(" ")
         ));
     }
-    let Some(gcs) = &dc.gcs_configuration else {
+    if !dc.layers.iter().any(|l| l.gcs_configuration.is_some()) {
         return Err("GCS upload configuration is not specified".into());
-    };
-    let strategy = gcs
-        .get("path_strategy")
-        .and_then(|v| v.as_str())
-        .unwrap_or_default();
+    }
+    let strategy = dc.gcs_str("path_strategy").unwrap_or_default();
     if !matches!(strategy, "legacy" | "explicit" | "single") {
         return Err(r#"GCS configuration is invalid: gcs_path_strategy must be one of "legacy", "explicit", or "single""#.into());
     }
-    let field = |k: &str| {
-        gcs.get(k)
-            .and_then(|v| v.as_str())
-            .unwrap_or_default()
-            .to_string()
-    };
-    if strategy != "explicit"
-        && (field("default_org").is_empty() || field("default_repo").is_empty())
-    {
+    let empty = |k: &str| dc.gcs_str(k).is_none_or(str::is_empty);
+    if strategy != "explicit" && (empty("default_org") || empty("default_repo")) {
         return Err(format!("GCS configuration is invalid: default org and repo must be provided for GCS strategy {strategy:?}"));
     }
-    if dc.oauth_token_secret.is_some() && !dc.ssh_key_secrets.is_empty() {
+    if dc.oauth_token_secret_name().is_some() && !dc.ssh_key_secrets().is_empty() {
         return Err("both OAuth token and SSH key secrets are specified".into());
     }
     Ok(())
 }
 
-/// The job's decoration config over every matching
-/// `plank.default_decoration_config_entries` entry (later entries win).
-fn merge_decoration(
-    config: &ProwConfig,
+/// A decorated job's decoration config as layers: the matching
+/// `plank.default_decoration_config_entries` in order, then the job's own; a field
+/// comes from the last layer that sets it (Prow's `ApplyDefault`).
+pub(crate) struct DecorationView<'a> {
+    layers: Vec<&'a DecorationConfig>,
+}
+
+impl<'a> DecorationView<'a> {
+    /// `None` when the job is not decorated (Prow: `decoration_config` is nil).
+    fn of(config: &'a ProwConfig, repo: &str, b: &'a JobBase) -> Option<Self> {
+        let decorated = b.decorate == Some(true);
+        if !decorated && b.decoration_config.is_none() {
+            return None;
+        }
+        let mut layers = Vec::new();
+        if decorated {
+            layers.extend(default_decoration_entries(config, repo, &b.cluster));
+        }
+        layers.extend(b.decoration_config.as_ref());
+        Some(DecorationView { layers })
+    }
+
+    fn image(&self, name: &str) -> Option<&'a str> {
+        self.layers
+            .iter()
+            .rev()
+            .find_map(|l| {
+                l.utility_images
+                    .as_ref()?
+                    .get(name)
+                    .filter(|s| !s.is_empty())
+            })
+            .map(String::as_str)
+    }
+
+    fn gcs_str(&self, key: &str) -> Option<&'a str> {
+        self.layers
+            .iter()
+            .rev()
+            .find_map(|l| l.gcs_configuration.as_ref()?.get(key)?.as_str())
+    }
+
+    fn oauth_token_secret_name(&self) -> Option<&'a str> {
+        self.layers
+            .iter()
+            .rev()
+            .find_map(|l| l.oauth_token_secret.as_ref())
+            .map(|s| s.get("name").and_then(|n| n.as_str()).unwrap_or_default())
+    }
+
+    fn ssh_key_secrets(&self) -> &'a [String] {
+        self.layers
+            .iter()
+            .rev()
+            .map(|l| l.ssh_key_secrets.as_slice())
+            .find(|s| !s.is_empty())
+            .unwrap_or_default()
+    }
+}
+
+fn default_decoration_entries<'c>(
+    config: &'c ProwConfig,
     repo: &str,
     cluster: &str,
-    own: Option<DecorationConfig>,
-) -> DecorationConfig {
-    let org = repo.split('/').next().unwrap_or_default();
-    let mut merged = DecorationConfig::default();
-    for entry in &config.plank.default_decoration_config_entries {
-        let repo_ok =
-            matches!(entry.repo.as_str(), "" | "*") || entry.repo == repo || entry.repo == org;
-        let cluster_ok = matches!(entry.cluster.as_str(), "" | "*") || entry.cluster == cluster;
-        if repo_ok && cluster_ok {
-            merged = overlay(merged, &entry.config);
-        }
-    }
-    match own {
-        Some(own) => overlay(merged, &own),
-        None => merged,
-    }
+) -> impl Iterator<Item = &'c DecorationConfig> {
+    let org = repo.split('/').next().unwrap_or_default().to_string();
+    let repo = repo.to_string();
+    let cluster = cluster.to_string();
+    config
+        .plank
+        .default_decoration_config_entries
+        .iter()
+        .filter(move |e| {
+            let repo_ok = matches!(e.repo.as_str(), "" | "*") || e.repo == repo || e.repo == org;
+            let cluster_ok = matches!(e.cluster.as_str(), "" | "*") || e.cluster == cluster;
+            repo_ok && cluster_ok
+        })
+        .map(|e| &e.config)
+}
+
+/// The job's decoration config over every matching
+/// `plank.default_decoration_config_entries` entry (later entries win);
+/// `None` when the job is not decorated.
+pub fn merged_decoration(config: &ProwConfig, repo: &str, b: &JobBase) -> Option<DecorationConfig> {
+    let view = DecorationView::of(config, repo, b)?;
+    Some(
+        view.layers
+            .iter()
+            .fold(DecorationConfig::default(), |merged, layer| {
+                overlay(merged, layer)
+            }),
+    )
 }
 
 /// `top`'s set fields over `base`'s.
@@ -1276,7 +1381,7 @@ pub fn merge_preset(
     labels: &BTreeMap<String, String>,
     spec: &mut PodSpec,
 ) -> Result<(), String> {
-    if !preset.labels.iter().all(|(k, v)| labels.get(k) == Some(v)) {
+    if !preset_matches(preset, labels) {
         return Ok(());
     }
     for e in &preset.env {
@@ -1295,6 +1400,13 @@ pub fn merge_preset(
         }
         volumes.push(v.clone());
     }
+    for t in &preset.tolerations {
+        let tolerations = spec.tolerations.get_or_insert_with(Vec::new);
+        if tolerations.contains(t) {
+            return Err(format!("toleration duplicated in pod spec: {t:?}"));
+        }
+        tolerations.push(t.clone());
+    }
     for m in &preset.volume_mounts {
         for c in &mut spec.containers {
             let mounts = c.volume_mounts.get_or_insert_with(Vec::new);
@@ -1302,6 +1414,66 @@ pub fn merge_preset(
                 return Err(format!("volume mount duplicated in pod spec: {}", m.name));
             }
             mounts.push(m.clone());
+        }
+    }
+    Ok(())
+}
+
+/// A preset applies when the job carries all its labels (an empty set matches all).
+pub fn preset_matches(preset: &Preset, labels: &BTreeMap<String, String>) -> bool {
+    preset.labels.iter().all(|(k, v)| labels.get(k) == Some(v))
+}
+
+/// [`merge_preset`]'s duplicate checks for several presets in order, by name only:
+/// `Err((index of the preset, message))`.
+fn check_preset_merge<'p>(
+    spec: &PodSpec,
+    presets: impl Iterator<Item = &'p Preset>,
+) -> Result<(), (usize, String)> {
+    let mut env: Vec<HashSet<&str>> = spec
+        .containers
+        .iter()
+        .map(|c| c.env.iter().flatten().map(|e| e.name.as_str()).collect())
+        .collect();
+    let mut volumes: HashSet<&str> = spec
+        .volumes
+        .iter()
+        .flatten()
+        .map(|v| v.name.as_str())
+        .collect();
+    let mut mounts: Vec<HashSet<&str>> = spec
+        .containers
+        .iter()
+        .map(|c| {
+            c.volume_mounts
+                .iter()
+                .flatten()
+                .map(|m| m.name.as_str())
+                .collect()
+        })
+        .collect();
+    for (i, p) in presets.enumerate() {
+        for e in &p.env {
+            for names in &mut env {
+                if !names.insert(&e.name) {
+                    return Err((i, format!("env var duplicated in pod spec: {}", e.name)));
+                }
+            }
+        }
+        for v in &p.volumes {
+            if !volumes.insert(&v.name) {
+                return Err((i, format!("volume duplicated in pod spec: {}", v.name)));
+            }
+        }
+        for m in &p.volume_mounts {
+            for names in &mut mounts {
+                if !names.insert(&m.name) {
+                    return Err((
+                        i,
+                        format!("volume mount duplicated in pod spec: {}", m.name),
+                    ));
+                }
+            }
         }
     }
     Ok(())
@@ -1316,7 +1488,7 @@ fn check_preset_pairs(presets: &[PresetDef], d: &mut Vec<Diagnostic>) {
             if let Some(first) = seen.get(&pair) {
                 d.push(
                     Diagnostic::error(format!("duplicated preset 'label:value' pair : {pair}"))
-                        .at(&p.origin.file, p.origin.locate(&format!("labels.{k}")))
+                        .at_field(&p.origin.file, p.origin.mark, &format!("labels.{k}"))
                         .hint(format!(
                             "also used by the preset at {}:{}",
                             first.origin.file, first.origin.mark

@@ -1,0 +1,671 @@
+//! In-repo configuration on the real file system: Prow's `.prow.yaml` and `.prow/`,
+//! Lighthouse's `.lighthouse/<name>/triggers.yaml`, how in-repo jobs meet the
+//! central ones (duplicates, clusters, presets), and the two ways to name a
+//! checkout (`LoadOptions::in_repo` and `in_repo:` in `config.yaml`).
+//!
+//! YAML is written indented in the tests; [`y`] strips the indentation, so line 1
+//! is the line right after the opening quote. Paths in diagnostics are shown with
+//! the temporary directory as `$TMP`.
+
+use std::path::PathBuf;
+
+use bosun_config::model::Snapshot;
+use bosun_config::types::{InRepoSource, JobSource};
+use bosun_config::{load, Diagnostic, LoadOptions, Loaded, OsFiles};
+
+const SPEC: &str = "
+    spec:
+      containers:
+      - image: alpine
+";
+
+/// Strips the first newline and the common indentation.
+fn y(s: &str) -> String {
+    let s = s.strip_prefix('\n').unwrap_or(s).trim_end_matches(' ');
+    let indent = s
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.len() - l.trim_start().len())
+        .min()
+        .unwrap_or(0);
+    s.lines()
+        .map(|l| l.get(indent..).unwrap_or("").to_string() + "\n")
+        .collect()
+}
+
+/// [`SPEC`] indented by `n` spaces, to follow a job's `name:` line.
+fn spec(n: usize) -> String {
+    y(SPEC)
+        .lines()
+        .map(|l| format!("{}{l}\n", " ".repeat(n)))
+        .collect()
+}
+
+/// A canonical temporary directory holding checkouts and central config.
+struct Tmp {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Tmp {
+    fn new() -> Tmp {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().canonicalize().expect("canonical");
+        Tmp { _dir: dir, root }
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.root.join(rel)
+    }
+
+    fn dir(&self, rel: &str) -> String {
+        self.path(rel).to_string_lossy().into_owned()
+    }
+
+    fn write(&self, rel: &str, text: &str) -> &Self {
+        let path = self.path(rel);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write");
+        self
+    }
+
+    fn source(&self, repo: &str, rel: &str, branch: Option<&str>) -> InRepoSource {
+        InRepoSource {
+            repo: repo.into(),
+            path: self.dir(rel),
+            branch: branch.map(str::to_string),
+        }
+    }
+
+    fn load(&self, opts: &LoadOptions) -> (Loaded, Vec<String>) {
+        let loaded = load(opts, &OsFiles);
+        let root = self.root.to_string_lossy().into_owned();
+        let lines = loaded
+            .diagnostics
+            .iter()
+            .map(|d| Diagnostic::to_string(d).replace(&root, "$TMP"))
+            .collect();
+        (loaded, lines)
+    }
+
+    /// Loads the in-repo config of these checkouts, with `config.yaml` and `jobs/`
+    /// when they exist.
+    fn load_repos(&self, sources: Vec<InRepoSource>) -> (Loaded, Vec<String>) {
+        let opts = LoadOptions {
+            config: Some(self.path("config.yaml")).filter(|p| p.exists()),
+            job_config: Some(self.path("jobs"))
+                .filter(|p| p.exists())
+                .into_iter()
+                .collect(),
+            in_repo: sources,
+            ..LoadOptions::default()
+        };
+        self.load(&opts)
+    }
+}
+
+fn no_lines() -> Vec<String> {
+    Vec::new()
+}
+
+fn snapshot(loaded: Loaded, lines: &[String]) -> Snapshot {
+    loaded
+        .snapshot
+        .unwrap_or_else(|| panic!("a snapshot; diagnostics: {lines:#?}"))
+}
+
+fn in_repo(repo: &str, branch: &str) -> JobSource {
+    JobSource::InRepo {
+        repo: repo.into(),
+        branch: branch.into(),
+    }
+}
+
+/// (repo, name, source) of every presubmit.
+fn presubmits(s: &Snapshot) -> Vec<(&str, &str, &JobSource)> {
+    s.presubmits
+        .iter()
+        .flat_map(|(repo, jobs)| {
+            jobs.iter()
+                .map(move |j| (repo.as_str(), j.name(), &j.source))
+        })
+        .collect()
+}
+
+fn postsubmits(s: &Snapshot) -> Vec<(&str, &str, &JobSource)> {
+    s.postsubmits
+        .iter()
+        .flat_map(|(repo, jobs)| {
+            jobs.iter()
+                .map(move |j| (repo.as_str(), j.name(), &j.source))
+        })
+        .collect()
+}
+
+// --- Prow: .prow.yaml and .prow/
+
+#[test]
+fn prow_yaml_presets_presubmits_and_postsubmits_as_lists() {
+    let tmp = Tmp::new();
+    tmp.write(
+        "src/repo/.prow.yaml",
+        &(y(r#"
+            presets:
+            - labels:
+                preset-cache: "true"
+              env:
+              - name: CACHE
+                value: /cache
+            presubmits:
+            - name: unit
+              always_run: true
+              labels:
+                preset-cache: "true"
+        "#) + &spec(2)
+            + &y("
+            - name: lint
+              branches: [main]
+        ") + &spec(2)
+            + "postsubmits:\n- name: publish\n"
+            + &spec(2)),
+    );
+    let (loaded, lines) = tmp.load_repos(vec![tmp.source("org/repo", "src/repo", None)]);
+    assert_eq!(lines, no_lines());
+    assert_eq!(loaded.stats.files, 1);
+    let s = snapshot(loaded, &lines);
+    let main = in_repo("org/repo", "main");
+    // The repository comes from the checkout, the branch defaults to main.
+    assert_eq!(
+        presubmits(&s),
+        vec![("org/repo", "unit", &main), ("org/repo", "lint", &main)]
+    );
+    assert_eq!(postsubmits(&s), vec![("org/repo", "publish", &main)]);
+    assert!(s.periodics.is_empty());
+    assert_eq!(s.presets.len(), 1);
+    assert_eq!(s.presets[0].source, main);
+    assert_eq!(s.presets[0].preset.env[0].name, "CACHE");
+    // Positions are those of the in-repo file.
+    let unit = &s.presubmits["org/repo"][0];
+    assert_eq!(
+        PathBuf::from(&*unit.origin.file),
+        tmp.path("src/repo/.prow.yaml")
+    );
+    assert_eq!((unit.origin.mark.line, unit.origin.mark.col), (8, 3));
+    // Prow's defaults apply to in-repo jobs as to central ones.
+    assert_eq!(unit.kind.context, "unit");
+    assert_eq!(unit.base.cluster, "default");
+    assert_eq!(unit.base.agent, "kubernetes");
+}
+
+#[test]
+fn prow_directory_wins_over_prow_yaml() {
+    let tmp = Tmp::new();
+    // .prow.yaml is broken: it must not even be read.
+    tmp.write("src/repo/.prow.yaml", "presubmits: [unclosed\n")
+        .write(
+            "src/repo/.prow/unit.yaml",
+            &(String::from("presubmits:\n- name: unit\n") + &spec(2)),
+        )
+        .write(
+            "src/repo/.prow/release/publish.yml",
+            &(String::from("postsubmits:\n- name: publish\n") + &spec(2)),
+        )
+        .write("src/repo/.prow/README.md", "not yaml");
+    let (loaded, lines) =
+        tmp.load_repos(vec![tmp.source("org/repo", "src/repo", Some("release-1"))]);
+    assert_eq!(lines, no_lines());
+    assert_eq!(loaded.stats.files, 2);
+    let s = snapshot(loaded, &lines);
+    let src = in_repo("org/repo", "release-1");
+    assert_eq!(presubmits(&s), vec![("org/repo", "unit", &src)]);
+    assert_eq!(postsubmits(&s), vec![("org/repo", "publish", &src)]);
+}
+
+#[test]
+fn periodics_in_prow_yaml_are_an_error_naming_the_file() {
+    let tmp = Tmp::new();
+    tmp.write(
+        "src/repo/.prow.yaml",
+        &(String::from("presubmits:\n- name: unit\n")
+            + &spec(2)
+            + "periodics:\n- name: nightly\n  interval: 24h\n"
+            + &spec(2)),
+    );
+    let (loaded, lines) = tmp.load_repos(vec![tmp.source("org/repo", "src/repo", None)]);
+    assert_eq!(
+        lines,
+        vec![
+            "$TMP/src/repo/.prow.yaml:6:1: error: periodics are not allowed in in-repo Prow config\n  hint: define periodics in the central job config, or in .lighthouse/*/triggers.yaml"
+        ]
+    );
+    assert!(loaded.snapshot.is_none());
+}
+
+#[test]
+fn central_format_in_prow_yaml_is_an_error() {
+    // `presubmits` keyed by repository, as in central config: a clear error.
+    let tmp = Tmp::new();
+    tmp.write(
+        "src/repo/.prow.yaml",
+        &(String::from("presubmits:\n  org/repo:\n  - name: unit\n") + &spec(4)),
+    );
+    let (_, lines) = tmp.load_repos(vec![tmp.source("org/repo", "src/repo", None)]);
+    assert_eq!(
+        lines,
+        vec!["$TMP/src/repo/.prow.yaml:2:3: error: `presubmits` must be a list, found a mapping"]
+    );
+}
+
+#[test]
+fn bad_checkouts() {
+    let tmp = Tmp::new();
+    tmp.write("file", "");
+    let (_, lines) = tmp.load_repos(vec![
+        tmp.source("org/missing", "nowhere", None),
+        tmp.source("org/file", "file", None),
+        tmp.source("just-a-repo", "src", None),
+    ]);
+    assert_eq!(
+        lines,
+        vec![
+            "error: in-repo source \"just-a-repo\" must be named ORG/REPO\n  hint: use --in-repo ORG/REPO=DIR[@BRANCH] or in_repo: [{repo: ORG/REPO, path: DIR}]",
+            "$TMP/file: error: in-repo checkout is not a directory",
+            "$TMP/nowhere: error: cannot read in-repo checkout of org/missing: No such file or directory (os error 2)",
+        ]
+    );
+    // A checkout without any in-repo config is fine: no jobs.
+    std::fs::create_dir_all(tmp.path("src/empty")).expect("mkdir");
+    let (loaded, lines) = tmp.load_repos(vec![tmp.source("org/empty", "src/empty", None)]);
+    assert_eq!(lines, no_lines());
+    assert_eq!(snapshot(loaded, &lines).counts().presubmits, 0);
+}
+
+// --- Lighthouse: .lighthouse/<name>/triggers.yaml
+
+const TRIGGERS: &str = "
+    apiVersion: config.lighthouse.jenkins-x.io/v1alpha1
+    kind: TriggerConfig
+    spec:
+      presubmits:
+      - name: lint
+        context: lint
+        spec:
+          containers:
+          - image: golangci/golangci-lint
+      - name: pr
+        source: pullrequest.yaml
+      postsubmits:
+      - name: release
+        source: release.yaml
+        branches: [main]
+      periodics:
+      - name: dailyjob
+        cron: 0 4 * * MON-FRI
+        source: dailyjob.yaml
+        pipeline_run_params:
+        - name: GREETINGS
+          valueTemplate: 'Howdy!'
+";
+
+#[test]
+fn lighthouse_trigger_config() {
+    let tmp = Tmp::new();
+    tmp.write("src/app/.lighthouse/jenkins-x/triggers.yaml", &y(TRIGGERS))
+        // Pipeline files next to triggers.yaml are Tekton, not job config.
+        .write(
+            "src/app/.lighthouse/jenkins-x/pullrequest.yaml",
+            "apiVersion: tekton.dev/v1beta1\nkind: PipelineRun\nspec: [",
+        )
+        .write("src/app/.lighthouse/jenkins-x/release.yaml", "{{ broken")
+        .write("src/app/.lighthouse/README.md", "docs");
+    let (loaded, lines) = tmp.load_repos(vec![tmp.source("org/app", "src/app", None)]);
+    // `source:` means a Tekton pipeline: the job loads with a warning.
+    assert_eq!(
+        lines,
+        vec![
+            "$TMP/src/app/.lighthouse/jenkins-x/triggers.yaml:10:5: warning: job pr: agent tekton-pipeline is not supported by bosun: the job loads, but its runs end in error",
+            "$TMP/src/app/.lighthouse/jenkins-x/triggers.yaml:13:5: warning: job release: agent tekton-pipeline is not supported by bosun: the job loads, but its runs end in error",
+            "$TMP/src/app/.lighthouse/jenkins-x/triggers.yaml:17:5: warning: job dailyjob: agent tekton-pipeline is not supported by bosun: the job loads, but its runs end in error",
+        ]
+    );
+    assert_eq!(loaded.stats.files, 1, "only triggers.yaml is read");
+    let s = snapshot(loaded, &lines);
+    let src = in_repo("org/app", "main");
+    assert_eq!(
+        presubmits(&s),
+        vec![("org/app", "lint", &src), ("org/app", "pr", &src)]
+    );
+    assert_eq!(postsubmits(&s), vec![("org/app", "release", &src)]);
+    let agents: Vec<(&str, &str)> = s
+        .presubmits
+        .values()
+        .flatten()
+        .map(|j| (j.name(), j.base.agent.as_str()))
+        .collect();
+    assert_eq!(
+        agents,
+        vec![("lint", "kubernetes"), ("pr", "tekton-pipeline")]
+    );
+    assert_eq!(
+        s.postsubmits["org/app"][0].base.source.as_deref(),
+        Some("release.yaml")
+    );
+
+    // The periodic belongs to the repository: its identity is ORG/REPO:name.
+    assert_eq!(s.periodics.len(), 1);
+    let p = &s.periodics[0];
+    assert_eq!(p.identity(), "org/app:dailyjob");
+    assert_eq!(p.name(), "dailyjob");
+    assert_eq!(p.source, src);
+    assert_eq!(p.base.agent, "tekton-pipeline");
+    assert_eq!(p.kind.cron.as_deref(), Some("0 4 * * MON-FRI"));
+    assert!(s.periodic("org/app:dailyjob").is_some());
+    assert!(s.periodic("dailyjob").is_none());
+}
+
+#[test]
+fn lighthouse_periodics_of_two_repos_and_a_central_one_share_a_name() {
+    let tmp = Tmp::new();
+    tmp.write("src/app/.lighthouse/jenkins-x/triggers.yaml", &y(TRIGGERS))
+        .write("src/other/.lighthouse/ci/triggers.yaml", &y(TRIGGERS))
+        .write(
+            "jobs/central.yaml",
+            &(String::from("periodics:\n- name: dailyjob\n  interval: 24h\n") + &spec(2)),
+        );
+    let (loaded, lines) = tmp.load_repos(vec![
+        tmp.source("org/app", "src/app", None),
+        tmp.source("org/other", "src/other", Some("master")),
+    ]);
+    assert_eq!(loaded.errors(), 0, "{lines:#?}");
+    let s = snapshot(loaded, &lines);
+    let mut ids: Vec<String> = s.periodics.iter().map(|p| p.identity()).collect();
+    ids.sort();
+    assert_eq!(
+        ids,
+        vec!["dailyjob", "org/app:dailyjob", "org/other:dailyjob"]
+    );
+    assert_eq!(
+        s.periodic("org/other:dailyjob").map(|p| &p.source),
+        Some(&in_repo("org/other", "master"))
+    );
+    // Pre- and postsubmits of different repositories never clash either.
+    assert_eq!(s.counts().presubmits, 4);
+    assert_eq!(s.counts().postsubmits, 2);
+}
+
+#[test]
+fn lighthouse_duplicate_periodic_in_one_repository() {
+    let tmp = Tmp::new();
+    let periodic = "apiVersion: config.lighthouse.jenkins-x.io/v1alpha1\nkind: TriggerConfig\nspec:\n  periodics:\n  - name: nightly\n    cron: '0 1 * * *'\n";
+    tmp.write(
+        "src/app/.lighthouse/a/triggers.yaml",
+        &(periodic.to_string() + &spec(4)),
+    )
+    .write(
+        "src/app/.lighthouse/b/triggers.yaml",
+        &(periodic.to_string() + &spec(4)),
+    );
+    let (_, lines) = tmp.load_repos(vec![tmp.source("org/app", "src/app", None)]);
+    assert_eq!(
+        lines,
+        vec![
+            "$TMP/src/app/.lighthouse/b/triggers.yaml:5:5: error: job nightly: duplicated periodic job: org/app:nightly\n  hint: first defined at $TMP/src/app/.lighthouse/a/triggers.yaml:5:5"
+        ]
+    );
+}
+
+#[test]
+fn lighthouse_wrong_kind_and_unknown_spec_keys() {
+    let tmp = Tmp::new();
+    tmp.write(
+        "src/app/.lighthouse/a/triggers.yaml",
+        "apiVersion: config.lighthouse.jenkins-x.io/v1alpha1\nkind: Pipeline\nspec:\n  presubmits: []\n",
+    )
+    .write(
+        "src/app/.lighthouse/b/triggers.yaml",
+        "apiVersion: config.lighthouse.jenkins-x.io/v1alpha1\nkind: TriggerConfig\nspec:\n  presubmit: []\n",
+    );
+    let (_, lines) = tmp.load_repos(vec![tmp.source("org/app", "src/app", None)]);
+    assert_eq!(
+        lines,
+        vec![
+            "$TMP/src/app/.lighthouse/a/triggers.yaml:2:7: error: kind must be TriggerConfig, found \"Pipeline\"",
+            "$TMP/src/app/.lighthouse/b/triggers.yaml:4:3: warning: unknown field `presubmit`\n  hint: did you mean `presubmits`?",
+        ]
+    );
+}
+
+// --- In-repo jobs and the central config.
+
+#[test]
+fn in_repo_clusters_default_to_default_only() {
+    let tmp = Tmp::new();
+    tmp.write(
+        "config.yaml",
+        "build_clusters:\n  default: {}\n  build01: {}\n",
+    )
+    .write(
+        "src/repo/.prow.yaml",
+        &(String::from("presubmits:\n- name: unit\n  cluster: build01\n")
+            + &spec(2)
+            + "- name: lint\n  cluster: default\n"
+            + &spec(2)
+            + "postsubmits:\n- name: publish\n  cluster: build01\n"
+            + &spec(2)),
+    )
+    .write(
+        "src/app/.lighthouse/ci/triggers.yaml",
+        &(String::from("kind: TriggerConfig\nspec:\n  periodics:\n  - name: nightly\n    cron: '0 1 * * *'\n    cluster: build01\n")
+            + &spec(4)),
+    )
+    // The same cluster is fine for central jobs.
+    .write(
+        "jobs/central.yaml",
+        &(String::from("presubmits:\n  org/repo:\n  - name: central\n    cluster: build01\n")
+            + &spec(4)),
+    );
+    let sources = vec![
+        tmp.source("org/repo", "src/repo", None),
+        tmp.source("org/app", "src/app", None),
+    ];
+    let (loaded, lines) = tmp.load_repos(sources.clone());
+    let hint = "\n  hint: list it in in_repo_config.allowed_clusters";
+    assert_eq!(
+        lines,
+        vec![
+            format!("$TMP/src/app/.lighthouse/ci/triggers.yaml:6:5: error: job nightly: cluster \"build01\" is not allowed for repository \"org/app\"{hint}"),
+            format!("$TMP/src/repo/.prow.yaml:3:3: error: job unit: cluster \"build01\" is not allowed for repository \"org/repo\"{hint}"),
+            format!("$TMP/src/repo/.prow.yaml:14:3: error: job publish: cluster \"build01\" is not allowed for repository \"org/repo\"{hint}"),
+        ]
+    );
+    assert!(loaded.snapshot.is_none());
+
+    // Allowed for one repository (and by org for the other): no errors.
+    tmp.write(
+        "config.yaml",
+        "build_clusters:\n  default: {}\n  build01: {}\nin_repo_config:\n  allowed_clusters:\n    org/repo: [build01]\n    org: [build01]\n",
+    );
+    let (loaded, lines) = tmp.load_repos(sources.clone());
+    assert_eq!(lines, no_lines());
+    assert_eq!(snapshot(loaded, &lines).counts().presubmits, 3);
+
+    // `*` applies to every repository (an empty list for org/app takes nothing
+    // away), and once `*` is written, `default` is no longer implied.
+    tmp.write(
+        "config.yaml",
+        "build_clusters:\n  default: {}\n  build01: {}\nin_repo_config:\n  allowed_clusters:\n    '*': [build01]\n    org/app: []\n",
+    );
+    let (loaded, lines) = tmp.load_repos(sources);
+    assert_eq!(
+        lines,
+        vec![format!("$TMP/src/repo/.prow.yaml:8:3: error: job lint: cluster \"default\" is not allowed for repository \"org/repo\"{hint}")]
+    );
+    assert!(loaded.snapshot.is_none());
+}
+
+#[test]
+fn in_repo_presubmit_with_the_name_of_a_central_one() {
+    let tmp = Tmp::new();
+    tmp.write(
+        "jobs/central.yaml",
+        &(String::from("presubmits:\n  org/repo:\n  - name: unit\n    branches: [main]\n")
+            + &spec(4)
+            + "  - name: e2e\n    branches: [release-1.0]\n"
+            + &spec(4)
+            + "postsubmits:\n  org/repo:\n  - name: publish\n"
+            + &spec(4)),
+    )
+    .write(
+        "src/repo/.prow.yaml",
+        // unit: every branch, so also main. e2e: main only, never release-1.0.
+        &(String::from("presubmits:\n- name: unit\n")
+            + &spec(2)
+            + "- name: e2e\n  branches: [main]\n  context: e2e-in-repo\n"
+            + &spec(2)
+            + "postsubmits:\n- name: publish\n  branches: [main]\n"
+            + &spec(2)),
+    );
+    let (loaded, lines) = tmp.load_repos(vec![tmp.source("org/repo", "src/repo", None)]);
+    assert_eq!(
+        lines,
+        vec![
+            "$TMP/src/repo/.prow.yaml:2:3: error: job unit: duplicated presubmit jobs (consider both inrepo and central config): [unit]\n  hint: also defined at $TMP/jobs/central.yaml:3:5 for intersecting branches",
+            "$TMP/src/repo/.prow.yaml:13:3: error: job publish: duplicated postsubmit jobs (consider both inrepo and central config): [publish]\n  hint: also defined at $TMP/jobs/central.yaml:15:5 for intersecting branches",
+        ]
+    );
+    assert!(loaded.snapshot.is_none());
+}
+
+#[test]
+fn two_repositories_may_have_jobs_with_the_same_name() {
+    let tmp = Tmp::new();
+    let prow_yaml = String::from("presubmits:\n- name: unit\n")
+        + &spec(2)
+        + "postsubmits:\n- name: publish\n"
+        + &spec(2);
+    tmp.write("src/a/.prow.yaml", &prow_yaml)
+        .write("src/b/.prow.yaml", &prow_yaml)
+        .write(
+            "jobs/central.yaml",
+            &(String::from("presubmits:\n  org/c:\n  - name: unit\n") + &spec(4)),
+        );
+    let (loaded, lines) = tmp.load_repos(vec![
+        tmp.source("org/a", "src/a", None),
+        tmp.source("org/b", "src/b", None),
+    ]);
+    assert_eq!(lines, no_lines());
+    let s = snapshot(loaded, &lines);
+    let names: Vec<(&str, &str)> = presubmits(&s)
+        .into_iter()
+        .map(|(repo, name, _)| (repo, name))
+        .collect();
+    assert_eq!(
+        names,
+        vec![("org/a", "unit"), ("org/b", "unit"), ("org/c", "unit")]
+    );
+    assert_eq!(s.counts().postsubmits, 2);
+}
+
+#[test]
+fn in_repo_presets_apply_to_their_own_repository_only() {
+    // The preset of org/a adds FOO; org/a's job sets FOO too, so merging fails.
+    // org/b's job also sets FOO, but org/a's preset does not apply to it.
+    let tmp = Tmp::new();
+    let job = "  labels:\n    preset-foo: \"true\"\n  spec:\n    containers:\n    - image: alpine\n      env:\n      - name: FOO\n        value: mine\n";
+    tmp.write(
+        "src/a/.prow.yaml",
+        &(String::from("presets:\n- labels:\n    preset-foo: \"true\"\n  env:\n  - name: FOO\n    value: preset\npresubmits:\n- name: unit\n")
+            + job),
+    )
+    .write(
+        "src/b/.prow.yaml",
+        &(String::from("presubmits:\n- name: unit\n") + job),
+    );
+    let (loaded, lines) = tmp.load_repos(vec![
+        tmp.source("org/a", "src/a", None),
+        tmp.source("org/b", "src/b", None),
+    ]);
+    assert_eq!(loaded.errors(), 1, "{lines:#?}");
+    let d = &loaded.diagnostics[0];
+    assert_eq!(
+        d.file.as_deref().map(PathBuf::from),
+        Some(tmp.path("src/a/.prow.yaml"))
+    );
+    assert_eq!(d.job.as_deref(), Some("unit"));
+    assert_eq!(
+        d.message,
+        "failed to merge presets for podspec: env var duplicated in pod spec: FOO"
+    );
+}
+
+// --- Naming checkouts in config.yaml.
+
+#[test]
+fn in_repo_list_in_config_yaml() {
+    let tmp = Tmp::new();
+    tmp.write(
+        "src/repo/.prow.yaml",
+        &(String::from("presubmits:\n- name: unit\n") + &spec(2)),
+    )
+    .write("src/app/.lighthouse/ci/triggers.yaml", &y(TRIGGERS))
+    .write(
+        "config.yaml",
+        &format!(
+            "in_repo:\n- repo: org/repo\n  path: {}\n  branch: develop\n- repo: org/app\n  path: {}\n",
+            tmp.dir("src/repo"),
+            tmp.dir("src/app")
+        ),
+    );
+    // config.yaml alone names both checkouts; --in-repo adds a third.
+    tmp.write(
+        "src/cli/.prow.yaml",
+        &(String::from("postsubmits:\n- name: publish\n") + &spec(2)),
+    );
+    let (loaded, lines) = tmp.load_repos(vec![tmp.source("org/cli", "src/cli", None)]);
+    assert_eq!(loaded.errors(), 0, "{lines:#?}");
+    assert_eq!(loaded.stats.files, 4, "config.yaml and three in-repo files");
+    let s = snapshot(loaded, &lines);
+    assert_eq!(
+        presubmits(&s),
+        vec![
+            ("org/app", "lint", &in_repo("org/app", "main")),
+            ("org/app", "pr", &in_repo("org/app", "main")),
+            ("org/repo", "unit", &in_repo("org/repo", "develop")),
+        ]
+    );
+    assert_eq!(
+        postsubmits(&s),
+        vec![
+            ("org/app", "release", &in_repo("org/app", "main")),
+            ("org/cli", "publish", &in_repo("org/cli", "main")),
+        ]
+    );
+    assert_eq!(s.periodics[0].identity(), "org/app:dailyjob");
+}
+
+#[test]
+fn in_repo_entry_without_a_path() {
+    let tmp = Tmp::new();
+    tmp.write("config.yaml", "in_repo:\n- repo: org/repo\n");
+    let (loaded, lines) = tmp.load_repos(Vec::new());
+    assert!(loaded.snapshot.is_none());
+    assert!(
+        lines.contains(&"$TMP/config.yaml: error: in_repo[0].path must be set".to_string()),
+        "{lines:#?}"
+    );
+}
+
+#[test]
+#[ignore = "bug: an in_repo entry without a path is still loaded from the path \"\", \
+            which adds a second error printed with an empty file name"]
+fn in_repo_entry_without_a_path_is_one_error() {
+    let tmp = Tmp::new();
+    tmp.write("config.yaml", "in_repo:\n- repo: org/repo\n");
+    let (_, lines) = tmp.load_repos(Vec::new());
+    // Today there is also ": error: cannot read in-repo checkout of org/repo: No
+    // such file or directory (os error 2)", with an empty file name.
+    assert_eq!(
+        lines,
+        vec!["$TMP/config.yaml: error: in_repo[0].path must be set"]
+    );
+}
