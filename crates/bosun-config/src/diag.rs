@@ -129,8 +129,10 @@ impl fmt::Display for Diagnostic {
             _ => {}
         }
         write!(f, "{}: ", self.severity)?;
-        if let Some(job) = &self.job {
-            write!(f, "job {job}: ")?;
+        match self.job.as_deref() {
+            Some("") => f.write_str("job (unnamed): ")?,
+            Some(job) => write!(f, "job {job}: ")?,
+            None => {}
         }
         f.write_str(&self.message)?;
         if let Some(hint) = &self.hint {

@@ -143,9 +143,9 @@ impl fmt::Display for GoDuration {
             return f.write_str("0s");
         }
         if n < S {
-            return if n % MS == 0 {
+            return if n.is_multiple_of(MS) {
                 write!(f, "{}ms", n / MS)
-            } else if n % US == 0 {
+            } else if n.is_multiple_of(US) {
                 write!(f, "{}µs", n / US)
             } else {
                 write!(f, "{n}ns")

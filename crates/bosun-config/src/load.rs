@@ -95,7 +95,7 @@ impl Format {
 /// Jobs and presets parsed from files, before defaulting and validation.
 #[derive(Debug, Default)]
 pub(crate) struct Parsed {
-    pub config: Option<(ProwConfig, Arc<str>)>,
+    pub config: Option<(ProwConfig, Arc<str>, Mark)>,
     pub presets: Vec<PresetDef>,
     pub periodics: Vec<Job<PeriodicFields>>,
     pub presubmits: Vec<(String, Job<PresubmitFields>)>,
@@ -130,7 +130,7 @@ pub fn load(opts: &LoadOptions, fs: &dyn FileSource) -> Loaded {
     let mut in_repo: Vec<InRepoSource> = parsed
         .config
         .as_ref()
-        .map(|(c, _)| c.in_repo.clone())
+        .map(|(c, ..)| c.in_repo.clone())
         .unwrap_or_default();
     in_repo.extend(opts.in_repo.iter().cloned());
 
@@ -165,8 +165,8 @@ pub fn load(opts: &LoadOptions, fs: &dyn FileSource) -> Loaded {
         parsed.append(r);
     }
 
-    let config = match parsed.config.take() {
-        Some((c, _)) => c,
+    let config = match &parsed.config {
+        Some((c, ..)) => c.clone(),
         None => default_config(),
     };
     let stats = parsed.stats.clone();
@@ -265,6 +265,9 @@ fn in_repo_files(
     files: &mut Vec<(PathBuf, Format)>,
     diags: &mut Vec<Diagnostic>,
 ) {
+    if source.path.is_empty() {
+        return; // reported with the config's other checks
+    }
     let root = Path::new(&source.path);
     let branch = source.branch.clone().unwrap_or_else(|| "main".to_string());
     if source.repo.split('/').filter(|s| !s.is_empty()).count() != 2 {
@@ -385,8 +388,10 @@ fn parse_file(fs: &dyn FileSource, path: &Path, format: &Format) -> Parsed {
         Err(e) => {
             let valid = &bytes[..e.valid_up_to()];
             let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
+            let line_start = valid.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+            // The prefix is valid UTF-8: count characters, as every other position does.
             let col =
-                valid.len() - valid.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1) + 1;
+                std::str::from_utf8(&valid[line_start..]).map_or(0, |s| s.chars().count()) + 1;
             out.diagnostics.push(
                 Diagnostic::error(format!(
                     "file is not valid UTF-8 (invalid byte 0x{:02x})",
@@ -490,13 +495,36 @@ impl Extractor<'_> {
     }
 
     fn config(&mut self, doc: &Node<'_>) {
-        if let Some(config) = self.typed::<ProwConfig>(doc, None) {
-            self.out.config = Some((config, self.file.clone()));
-        } else {
-            // Keep going: the jobs in it are still worth checking.
-            self.out.config = Some((default_config(), self.file.clone()));
-        }
-        self.jobs_sections(doc, true);
+        // Typed as a whole; when a section is wrong, report it and retry without
+        // it, so every section's first problem is reported at once.
+        let mut doc = doc.clone();
+        let config = loop {
+            let unknown = RefCell::new(Vec::new());
+            match from_node::<ProwConfig>(&doc, &unknown) {
+                Ok(c) => {
+                    for u in unknown.into_inner() {
+                        self.unknown(&u, None);
+                    }
+                    break c;
+                }
+                Err(e) => {
+                    let mark = e.mark.unwrap_or(doc.mark);
+                    self.out
+                        .diagnostics
+                        .push(Diagnostic::error(e.message).at(self.file, mark));
+                    let Value::Map(entries) = &mut doc.value else {
+                        break default_config();
+                    };
+                    // The section holding the error: the last one starting at or before it.
+                    let Some(i) = entries.iter().rposition(|(k, _)| k.mark <= mark) else {
+                        break default_config();
+                    };
+                    entries.remove(i);
+                }
+            }
+        };
+        self.out.config = Some((config, self.file.clone(), doc.mark));
+        self.jobs_sections(&doc, true);
     }
 
     fn job_config(&mut self, doc: &Node<'_>) {

@@ -117,19 +117,23 @@ impl Origin {
 pub fn locate(docs: &[Node<'_>], at: Mark, path: &str) -> Option<Mark> {
     let start = docs.iter().find_map(|d| find_mark(d, at))?;
     let mut node = start;
+    // Where to point when the path goes further than the YAML: the last key or
+    // item reached (a key rather than its value, which may start a line later).
+    let mut reached = start.mark;
     let mut rest = path;
     loop {
         if rest.is_empty() {
-            return Some(node.mark);
+            return Some(reached);
         }
         if let Some(r) = rest.strip_prefix('[') {
             let Some((idx, after)) = r.split_once(']') else {
-                return Some(node.mark);
+                return Some(reached);
             };
             let Some(item) = idx.parse::<usize>().ok().and_then(|i| node.items().get(i)) else {
-                return Some(node.mark);
+                return Some(reached);
             };
             node = item;
+            reached = item.mark;
             rest = after.strip_prefix('.').unwrap_or(after);
             continue;
         }
@@ -148,16 +152,17 @@ pub fn locate(docs: &[Node<'_>], at: Mark, path: &str) -> Option<Mark> {
             })
             .max_by_key(|(len, ..)| *len);
         let Some((_, key, value, after)) = best else {
-            return Some(node.mark);
+            return Some(reached);
         };
         rest = after.strip_prefix('.').unwrap_or(after);
-        // A leaf is reported at its key, where the reader looks for it.
-        node = if rest.is_empty() { key } else { value };
+        node = value;
+        reached = key.mark;
     }
 }
 
 fn find_mark<'n, 'a>(node: &'n Node<'a>, at: Mark) -> Option<&'n Node<'a>> {
-    if node.mark == at && !matches!(node.value, Value::Scalar { .. }) {
+    // Definitions are mappings; a block sequence may start where its first item does.
+    if node.mark == at && matches!(node.value, Value::Map(_)) {
         return Some(node);
     }
     match &node.value {

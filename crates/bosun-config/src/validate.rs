@@ -20,6 +20,7 @@ use crate::model::{Job, Periodic, Postsubmit, PresetDef, Presubmit};
 use crate::types::{
     ClusterKind, DecorationConfig, DemandSource, JobBase, JobSource, JobType, Preset, ProwConfig,
 };
+use crate::yaml::Mark;
 
 /// A problem the schedule engine found in a periodic.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,6 +92,7 @@ pub(crate) fn finish(
     opts: &LoadOptions,
     diags: &mut Vec<Diagnostic>,
 ) -> Option<Output> {
+    let config_root = parsed.config.as_ref().map(|c| c.2).unwrap_or_default();
     let Parsed {
         config: _,
         presets,
@@ -114,7 +116,7 @@ pub(crate) fn finish(
             .collect(),
         config: &config,
     };
-    validate_config(&config, &clusters, opts, &config_file, diags);
+    validate_config(&config, &clusters, opts, &config_file, config_root, diags);
     check_preset_pairs(&presets, diags);
 
     let schedule = opts.schedule_check.as_deref();
@@ -455,8 +457,9 @@ impl Ctx<'_> {
                 {
                     let cmd = c.command.as_deref().unwrap_or_default();
                     let args = c.args.as_deref().unwrap_or_default();
-                    let first_empty = cmd.first().is_some_and(String::is_empty);
-                    if (cmd.is_empty() && args.is_empty()) || first_empty {
+                    // What runs is command ++ args; its first word must exist.
+                    let first = cmd.first().or(args.first());
+                    if first.is_none_or(String::is_empty) {
                         d.push(err_at(
                             job,
                             &format!("spec.containers[{i}]"),
@@ -512,7 +515,7 @@ impl Ctx<'_> {
                 ),
             ));
         }
-        self.cluster_checks(job, ty, d);
+        self.cluster_checks(job, ty, repo, d);
     }
 
     /// Prow's `validateAgent`: the first rule that applies.
@@ -568,10 +571,18 @@ impl Ctx<'_> {
         None
     }
 
-    fn cluster_checks<K>(&self, job: &Job<K>, ty: JobType, d: &mut Vec<Diagnostic>) {
+    fn cluster_checks<K>(&self, job: &Job<K>, ty: JobType, repo: &str, d: &mut Vec<Diagnostic>) {
         let alias = job.base.cluster.as_str();
         if !self.clusters.known(alias) {
-            let known: Vec<&str> = self.clusters.explicit.iter().copied().collect();
+            let known: Vec<&str> = std::iter::once("default")
+                .chain(
+                    self.clusters
+                        .explicit
+                        .iter()
+                        .copied()
+                        .filter(|c| *c != "default"),
+                )
+                .collect();
             d.push(
                 err_at(
                     job,
@@ -581,7 +592,7 @@ impl Ctx<'_> {
                         job.base.name
                     ),
                 )
-                .hint(format!("known clusters: default, {}", known.join(", "))),
+                .hint(format!("known clusters: {}", known.join(", "))),
             );
             return;
         }
@@ -599,7 +610,9 @@ impl Ctx<'_> {
             .get(alias)
             .and_then(|c| c.trusted.as_ref())
         {
-            let repo = definition_repo(job);
+            // The definition's repository: the pre/postsubmit's repo key, the
+            // in-repo source, or a periodic's `extra_refs[0]`.
+            let repo = (!repo.is_empty()).then_some(repo);
             let admitted = rules.iter().any(|r| {
                 (r.jobs.is_empty() || r.jobs.iter().any(|p| name_matches(p, &job.base.name)))
                     && (r.repos.is_empty()
@@ -763,19 +776,6 @@ impl Ctx<'_> {
 
 const DURATION_HINT: &str =
     "durations are Go durations such as 90s, 10m, 1h30m (no `d`: write 24h)";
-
-/// `org/repo` of a job's definition: the in-repo source, else `extra_refs[0]`.
-/// Pre- and postsubmits are checked by their repo key in [`Ctx`].
-fn definition_repo<K>(job: &Job<K>) -> Option<String> {
-    match &job.source {
-        JobSource::InRepo { repo, .. } => Some(repo.clone()),
-        JobSource::Central => job
-            .base
-            .extra_refs
-            .first()
-            .map(|r| format!("{}/{}", r.org, r.repo)),
-    }
-}
 
 fn name_matches(pattern: &str, name: &str) -> bool {
     pattern == name
@@ -1452,7 +1452,15 @@ fn check_preset_merge<'p>(
                 .collect()
         })
         .collect();
+    let mut tolerations: Vec<&k8s_openapi::api::core::v1::Toleration> =
+        spec.tolerations.iter().flatten().collect();
     for (i, p) in presets.enumerate() {
+        for t in &p.tolerations {
+            if tolerations.contains(&t) {
+                return Err((i, format!("toleration duplicated in pod spec: {t:?}")));
+            }
+            tolerations.push(t);
+        }
         for e in &p.env {
             for names in &mut env {
                 if !names.insert(&e.name) {
@@ -1732,16 +1740,28 @@ fn validate_config(
     clusters: &Clusters<'_>,
     opts: &LoadOptions,
     file: &Arc<str>,
+    root: Mark,
     d: &mut Vec<Diagnostic>,
 ) {
-    let err = |msg: String| Diagnostic::error(msg).in_file(file);
+    // The message starts with the field's path; the diagnostic points at it.
+    let at = |d: Diagnostic| {
+        let path = d
+            .message
+            .split([' ', ':'])
+            .next()
+            .filter(|p| p.contains(['.', '[']))
+            .unwrap_or_default()
+            .to_string();
+        d.at_field(file, root, &path)
+    };
+    let err = |msg: String| at(Diagnostic::error(msg));
     let known = |alias: &str| {
         clusters.explicit.is_empty() || alias == "default" || clusters.explicit.contains(alias)
     };
     for alias in config.build_clusters.keys() {
         if opts.kubeconfig_clusters.iter().any(|c| c == alias) {
             d.push(err(format!(
-                "build cluster {alias:?} is defined both in build_clusters and by a kubeconfig context"
+                "build_clusters.{alias} is also defined by a kubeconfig context"
             )));
         }
     }
@@ -1770,19 +1790,16 @@ fn validate_config(
         match c.kind {
             ClusterKind::Local => {
                 if c.context.is_some() || c.kubeconfig.is_some() {
-                    d.push(Diagnostic::warning(format!(
-                        "build_clusters.{alias}: context and kubeconfig apply only to kind: kubernetes"
-                    )).in_file(file));
+                    d.push(at(Diagnostic::warning(format!(
+                        "build_clusters.{alias}.kind: context and kubeconfig apply only to kind: kubernetes"
+                    ))));
                 }
             }
             ClusterKind::Kubernetes => {
                 if c.run_as.is_some() {
-                    d.push(
-                        Diagnostic::warning(format!(
-                            "build_clusters.{alias}.run_as applies only to kind: local"
-                        ))
-                        .in_file(file),
-                    );
+                    d.push(at(Diagnostic::warning(format!(
+                        "build_clusters.{alias}.run_as applies only to kind: local"
+                    ))));
                 }
             }
         }

@@ -136,16 +136,38 @@ pub fn parse_documents(src: &str) -> Result<Vec<Node<'_>>, YamlError> {
     let mut parser = Parser::new_from_str(src);
     let mut builder = Builder::default();
     while let Some(event) = parser.next_event() {
-        let (event, span) = event.map_err(|e| YamlError {
-            mark: Mark {
+        let (event, span) = event.map_err(|e| {
+            let mut mark = Mark {
                 line: e.marker().line() as u32,
                 col: e.marker().col() as u32 + 1,
-            },
-            message: e.info().to_string(),
+            };
+            if e.info().contains("tab") {
+                mark = first_tab_indent(src, mark.line).unwrap_or(mark);
+            }
+            YamlError {
+                mark,
+                message: e.info().to_string(),
+            }
         })?;
+        builder.events += 1;
         builder.on_event(event, &span)?;
     }
     Ok(builder.docs)
+}
+
+/// The parser reports a tab in indentation where the scalar before it started;
+/// the reader wants the line with the tab.
+fn first_tab_indent(src: &str, from_line: u32) -> Option<Mark> {
+    src.lines()
+        .enumerate()
+        .skip(from_line.saturating_sub(1) as usize)
+        .find_map(|(i, line)| {
+            let indent = line.len() - line.trim_start_matches([' ', '\t']).len();
+            line[..indent].find('\t').map(|col| Mark {
+                line: i as u32 + 1,
+                col: line[..col].chars().count() as u32 + 1,
+            })
+        })
 }
 
 enum Frame<'a> {
@@ -156,8 +178,32 @@ enum Frame<'a> {
 #[derive(Default)]
 struct Builder<'a> {
     stack: Vec<Frame<'a>>,
-    anchors: Vec<Option<Node<'a>>>,
+    /// Anchored nodes with their sizes in nodes.
+    anchors: Vec<Option<(Node<'a>, usize)>>,
     docs: Vec<Node<'a>>,
+    /// Events seen so far.
+    events: usize,
+    /// Nodes created by expanding aliases so far.
+    expanded: usize,
+}
+
+/// Aliases may expand to at most this many nodes plus [`ALIAS_RATIO`] times the
+/// events of the document: enough for any real configuration, and a "billion
+/// laughs" document (nested aliases, exponential expansion) is refused early.
+const ALIAS_BUDGET: usize = 100_000;
+const ALIAS_RATIO: usize = 10;
+
+fn subtree_size(node: &Node<'_>) -> usize {
+    match &node.value {
+        Value::Scalar { .. } => 1,
+        Value::Seq(items) => 1 + items.iter().map(subtree_size).sum::<usize>(),
+        Value::Map(entries) => {
+            1 + entries
+                .iter()
+                .map(|(k, v)| subtree_size(k) + subtree_size(v))
+                .sum::<usize>()
+        }
+    }
 }
 
 /// Mappings with more keys than this use a hash set to find duplicates.
@@ -173,14 +219,26 @@ impl<'a> Builder<'a> {
             | Event::DocumentEnd
             | Event::Nothing => Ok(()),
             Event::Alias(id) => {
-                let node = self
-                    .anchors
-                    .get(id)
-                    .and_then(|n| n.clone())
-                    .ok_or_else(|| YamlError {
+                let size = match self.anchors.get(id) {
+                    Some(Some((_, size))) => *size,
+                    _ => {
+                        return Err(YamlError {
+                            mark,
+                            message: "alias refers to an unknown or unfinished anchor".into(),
+                        })
+                    }
+                };
+                self.expanded += size;
+                if self.expanded > ALIAS_BUDGET + ALIAS_RATIO * self.events {
+                    return Err(YamlError {
                         mark,
-                        message: "alias refers to an unknown or unfinished anchor".into(),
-                    })?;
+                        message: format!(
+                            "excessive aliasing: aliases expand to more than {} nodes",
+                            ALIAS_BUDGET + ALIAS_RATIO * self.events
+                        ),
+                    });
+                }
+                let node = self.anchors[id].as_ref().expect("checked").0.clone();
                 self.push(Node { mark, ..node }, 0)
             }
             Event::Scalar(text, style, anchor, tag) => {
@@ -241,7 +299,8 @@ impl<'a> Builder<'a> {
             if self.anchors.len() <= anchor {
                 self.anchors.resize(anchor + 1, None);
             }
-            self.anchors[anchor] = Some(node.clone());
+            let size = subtree_size(&node);
+            self.anchors[anchor] = Some((node.clone(), size));
         }
         match self.stack.last_mut() {
             None => self.docs.push(node),

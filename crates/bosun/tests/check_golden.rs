@@ -138,6 +138,7 @@ fn json_report_of_the_broken_tree() {
     let summary = text.stdout.lines().last().expect("a summary line");
     let errors = doc["errors"].as_u64().expect("errors");
     let warnings = doc["warnings"].as_u64().expect("warnings");
+    assert_eq!((errors, warnings), (7, 3));
     assert_eq!(
         summary,
         format!("5 files (1 ignored by .prowignore): no snapshot (errors); {errors} errors, {warnings} warnings")
