@@ -615,10 +615,7 @@ impl Ctx<'_> {
             let repo = (!repo.is_empty()).then_some(repo);
             let admitted = rules.iter().any(|r| {
                 (r.jobs.is_empty() || r.jobs.iter().any(|p| name_matches(p, &job.base.name)))
-                    && (r.repos.is_empty()
-                        || r.repos
-                            .iter()
-                            .any(|want| repo_matches(want, repo.as_deref())))
+                    && (r.repos.is_empty() || r.repos.iter().any(|want| repo_matches(want, repo)))
                     && (r.types.is_empty() || r.types.contains(&ty))
             });
             if !admitted {
@@ -844,10 +841,10 @@ fn regex_error(pattern: Option<&str>) -> Option<String> {
             return r.clone();
         }
         let r = regex_syntax::Parser::new().parse(p).err().map(|e| {
-            e.to_string()
-                .lines()
-                .last()
-                .unwrap_or_default()
+            let text = e.to_string();
+            let last = text.lines().last().unwrap_or_default().trim();
+            last.strip_prefix("error:")
+                .unwrap_or(last)
                 .trim()
                 .to_string()
         });
