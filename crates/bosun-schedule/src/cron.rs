@@ -452,7 +452,8 @@ fn range_bits(min: u32, max: u32, step: u32) -> u64 {
     let mut i = min;
     while i <= max {
         bits |= 1 << i;
-        i += step;
+        let Some(n) = i.checked_add(step) else { break };
+        i = n;
     }
     bits
 }
@@ -813,6 +814,30 @@ impl Cron {
     /// True if it can never fire.
     pub fn never_fires(&self) -> bool {
         self.never
+    }
+
+    /// True when the civil time of `t` in the schedule's zone matches every field.
+    pub fn matches(&self, t: Timestamp) -> bool {
+        let off = i64::from(self.zone.to_offset(t).seconds());
+        let c = t.as_second() + off;
+        let (y, m, d) = civil_from_days(c.div_euclid(86_400));
+        let sod = c.rem_euclid(86_400) as u32;
+        let w0 = (days_from_civil(y, m, 1) + 4).rem_euclid(7) as usize;
+        let len_mask = range_bits(1, days_in_month(y, m), 1) as u32;
+        self.months & (1 << m) != 0
+            && self.day_mask(len_mask, w0) & (1 << d) != 0
+            && self.hours & (1 << (sod / 3600)) != 0
+            && self.minutes & (1 << (sod / 60 % 60)) != 0
+            && self.seconds & (1 << (sod % 60)) != 0
+    }
+
+    /// [`Schedule::next_after`] for a UTC schedule, with the number of search
+    /// steps taken (bounded by [`MAX_STEPS`]); for tests.
+    #[doc(hidden)]
+    pub fn next_utc_with_steps(&self, t: Timestamp) -> (Option<Timestamp>, u32) {
+        let mut steps = 0;
+        let n = self.next_civil(t.as_second() + 1, &mut steps);
+        (n.and_then(|s| Timestamp::from_second(s).ok()), steps)
     }
 
     fn next_after_secs(&self, after: i64) -> Option<i64> {
