@@ -816,6 +816,27 @@ impl Cron {
         self.never
     }
 
+    /// The fields as bit sets, for descriptions:
+    /// (seconds, minutes, hours, day of month, months, day of week, days AND).
+    pub fn fields(&self) -> (u64, u64, u32, u32, u16, u8, bool) {
+        let mut dow_bits = 0u8;
+        for w in 0..7u32 {
+            // With the 1st on a Sunday, day w+1 falls on weekday w.
+            if self.dow_by_first[0] & (1 << (w + 1)) != 0 {
+                dow_bits |= 1 << w;
+            }
+        }
+        (
+            self.seconds,
+            self.minutes,
+            self.hours,
+            self.dom,
+            self.months,
+            dow_bits,
+            self.days_and,
+        )
+    }
+
     /// True when the civil time of `t` in the schedule's zone matches every field.
     pub fn matches(&self, t: Timestamp) -> bool {
         let off = i64::from(self.zone.to_offset(t).seconds());

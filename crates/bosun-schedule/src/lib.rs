@@ -5,10 +5,16 @@
 //! - [`cron`]: Prow-compatible cron (robfig/cron v3 grammar), time zones with a
 //!   documented DST rule, Jenkins' `H`, never-firing detection.
 //! - [`hash`]: the stable hash behind `H`.
+//! - [`describe`]: human descriptions.
+//! - [`check`]: the configuration's schedule checks (`bosun check`).
 
 #![warn(missing_docs)]
 
+pub mod check;
 pub mod cron;
+pub mod describe;
 pub mod hash;
 
+pub use check::ConfigScheduleCheck;
 pub use cron::{ParseError, ParseOptions, Schedule};
+pub use describe::describe;

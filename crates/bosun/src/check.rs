@@ -30,6 +30,7 @@ impl ConfigArgs {
             config: self.config.clone(),
             job_config: self.job_config.clone(),
             in_repo: self.in_repo.clone(),
+            schedule_check: Some(std::sync::Arc::new(bosun_schedule::ConfigScheduleCheck)),
             ..LoadOptions::default()
         }
     }

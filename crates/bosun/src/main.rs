@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod check;
+mod schedule;
 
 // Config loading and the daemon allocate many small objects; mimalloc is
 // measurably faster than glibc malloc there (bench/config-load.sh).
@@ -23,11 +24,14 @@ struct Cli {
 enum Command {
     /// Load and validate the configuration; report every problem at once.
     Check(check::CheckArgs),
+    /// Print the next fire times of periodics.
+    Schedule(schedule::ScheduleArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Check(args) => check::run(&args, &mut std::io::stdout().lock()),
+        Command::Schedule(args) => schedule::run(&args, &mut std::io::stdout().lock()),
     }
 }
