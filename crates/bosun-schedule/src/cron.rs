@@ -856,6 +856,9 @@ impl Cron {
     /// steps taken (bounded by [`MAX_STEPS`]); for tests.
     #[doc(hidden)]
     pub fn next_utc_with_steps(&self, t: Timestamp) -> (Option<Timestamp>, u32) {
+        if self.never {
+            return (None, 0);
+        }
         let mut steps = 0;
         let n = self.next_civil(t.as_second() + 1, &mut steps);
         (n.and_then(|s| Timestamp::from_second(s).ok()), steps)

@@ -5,6 +5,8 @@
 //! - [`cron`]: Prow-compatible cron (robfig/cron v3 grammar), time zones with a
 //!   documented DST rule, Jenkins' `H`, never-firing detection.
 //! - [`hash`]: the stable hash behind `H`.
+//! - [`decide`]: what happens now: run a tick, skip it (missed, overlap, paused),
+//!   queue it, re-run a failed one, and when to look again.
 //! - [`describe`]: human descriptions.
 //! - [`check`]: the configuration's schedule checks (`bosun check`).
 
@@ -12,6 +14,7 @@
 
 pub mod check;
 pub mod cron;
+pub mod decide;
 pub mod describe;
 pub mod hash;
 
