@@ -198,7 +198,7 @@ impl Schedule {
 
 struct Field<'s> {
     text: &'s str,
-    /// 1-based column of `text` in the original expression.
+    /// Byte offset of `text` in the original expression.
     column: usize,
 }
 
@@ -214,6 +214,19 @@ fn col_of(spec: &str, byte: usize) -> usize {
 }
 
 fn parse(spec: &str, opts: ParseOptions<'_>) -> Result<Schedule, ParseError> {
+    // Positions are byte offsets while parsing (cheap), columns in the result.
+    parse_bytes(spec, opts).map_err(|mut e| {
+        let byte = e.column.min(spec.len());
+        e.column = if spec.is_char_boundary(byte) {
+            col_of(spec, byte)
+        } else {
+            1
+        };
+        e
+    })
+}
+
+fn parse_bytes(spec: &str, opts: ParseOptions<'_>) -> Result<Schedule, ParseError> {
     if spec.is_empty() {
         return Err(err(
             1,
@@ -228,13 +241,13 @@ fn parse(spec: &str, opts: ParseOptions<'_>) -> Result<Schedule, ParseError> {
         // robfig takes the zone up to the first space (only a space).
         let Some(space) = spec.find(' ') else {
             return Err(err(
-                1,
+                0,
                 "a TZ=/CRON_TZ= prefix must be followed by a space and the schedule",
             ));
         };
         if space < eq {
             return Err(err(
-                1,
+                0,
                 "a TZ=/CRON_TZ= prefix must be followed by a space and the schedule",
             ));
         }
@@ -247,7 +260,7 @@ fn parse(spec: &str, opts: ParseOptions<'_>) -> Result<Schedule, ParseError> {
     let zone_name = match (prefix_zone, opts.timezone) {
         (Some(p), Some(f)) if p != f && !(p.is_empty() && f == "UTC") => {
             return Err(err(
-                1,
+                0,
                 format!("the schedule's zone prefix {p:?} disagrees with timezone: {f:?}"),
             ))
         }
@@ -255,15 +268,15 @@ fn parse(spec: &str, opts: ParseOptions<'_>) -> Result<Schedule, ParseError> {
         (None, Some(f)) => f,
         (None, None) => "UTC",
     };
-    let tz = zone(zone_name).map_err(|m| err(1, m))?;
+    let tz = zone(zone_name).map_err(|m| err(0, m))?;
 
     if rest.starts_with('@') {
         return descriptor(rest, offset, tz);
     }
-    let fields: Vec<Field<'_>> = split_fields(rest, offset, spec);
+    let fields: Vec<Field<'_>> = split_fields(rest, offset);
     if !(5..=6).contains(&fields.len()) {
         return Err(err(
-            fields.get(6).map_or(col_of(spec, offset), |f| f.column),
+            fields.get(6).map_or(offset, |f| f.column),
             format!(
                 "expected 5 fields (minute hour day-of-month month day-of-week) or 6 (with leading seconds), found {}",
                 fields.len()
@@ -300,7 +313,7 @@ fn parse(spec: &str, opts: ParseOptions<'_>) -> Result<Schedule, ParseError> {
 }
 
 /// robfig splits on any white space (Go's `strings.Fields`).
-fn split_fields<'s>(rest: &'s str, offset: usize, spec: &str) -> Vec<Field<'s>> {
+fn split_fields(rest: &str, offset: usize) -> Vec<Field<'_>> {
     let mut out = Vec::new();
     let mut start = None;
     for (i, c) in rest.char_indices() {
@@ -308,7 +321,7 @@ fn split_fields<'s>(rest: &'s str, offset: usize, spec: &str) -> Vec<Field<'s>> 
             if let Some(s) = start.take() {
                 out.push(Field {
                     text: &rest[s..i],
-                    column: col_of(spec, offset + s),
+                    column: offset + s,
                 });
             }
         } else if start.is_none() {
@@ -318,7 +331,7 @@ fn split_fields<'s>(rest: &'s str, offset: usize, spec: &str) -> Vec<Field<'s>> 
     if let Some(s) = start {
         out.push(Field {
             text: &rest[s..],
-            column: col_of(spec, offset + s),
+            column: offset + s,
         });
     }
     out
@@ -337,7 +350,7 @@ fn descriptor(d: &str, offset: usize, tz: TimeZone) -> Result<Schedule, ParseErr
             if let Some(dur) = d.strip_prefix("@every ") {
                 let nanos = go_duration(dur).map_err(|m| {
                     err(
-                        col_of(d, 7) + offset,
+                        offset + 7,
                         format!("@every needs a Go duration such as 90s or 1h30m: {m}"),
                     )
                 })?;
@@ -350,7 +363,7 @@ fn descriptor(d: &str, offset: usize, tz: TimeZone) -> Result<Schedule, ParseErr
                 return Ok(Schedule::Every(secs));
             }
             return Err(err(
-                offset + 1,
+                offset,
                 format!("unknown descriptor {d:?}: expected @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly or @every DURATION"),
             ));
         }
@@ -481,7 +494,7 @@ fn parse_field(
     // robfig drops empty list items (`1,,2` is `1,2`; `,` selects nothing).
     let mut pos = 0;
     for item in f.text.split(',') {
-        let column = f.column + f.text[..pos].chars().count();
+        let column = f.column + pos;
         pos += item.len() + 1;
         if item.is_empty() {
             continue;
@@ -495,36 +508,38 @@ fn parse_field(
 }
 
 fn value(text: &str, column: usize, b: Bounds) -> Result<u32, ParseError> {
-    let lower = text.to_ascii_lowercase();
-    if let Some((_, v)) = b.names.iter().find(|(n, _)| *n == lower) {
+    if let Some((_, v)) = b.names.iter().find(|(n, _)| n.eq_ignore_ascii_case(text)) {
         return Ok(*v);
     }
-    let expected = if b.names.is_empty() {
-        format!("a number {}-{}", b.min, b.max)
-    } else {
-        format!(
-            "a number {}-{} or a name ({})",
-            b.min,
-            b.max,
-            b.names
-                .iter()
-                .map(|(n, _)| n.to_ascii_uppercase())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
+    let expected = || {
+        if b.names.is_empty() {
+            format!("a number {}-{}", b.min, b.max)
+        } else {
+            format!(
+                "a number {}-{} or a name ({})",
+                b.min,
+                b.max,
+                b.names
+                    .iter()
+                    .map(|(n, _)| n.to_ascii_uppercase())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }
     };
     match atoi(text) {
         Some(v) if v < 0 => Err(err(
             column,
             format!(
-                "{}: negative number {v} not allowed: expected {expected}",
-                b.what
+                "{}: negative number {v} not allowed: expected {}",
+                b.what,
+                expected()
             ),
         )),
         Some(v) => Ok(u32::try_from(v).unwrap_or(u32::MAX)),
         None => Err(err(
             column,
-            format!("{}: {text:?} is not valid: expected {expected}", b.what),
+            format!("{}: {text:?} is not valid: expected {}", b.what, expected()),
         )),
     }
 }
@@ -551,7 +566,7 @@ fn parse_range(
         }
         None => (expr, None),
     };
-    let step_column = column + range.chars().count() + 1;
+    let step_column = column + range.len() + 1;
     let step = match step_text {
         None => 1,
         Some(s) => match atoi(s) {
@@ -584,7 +599,7 @@ fn parse_range(
                 ));
             };
             let lo = value(a, column + 2, b)?;
-            let hi = value(z, column + 3 + a.chars().count(), b)?;
+            let hi = value(z, column + 3 + a.len(), b)?;
             check_bounds(lo, hi, column, expr, b)?;
             (lo, hi)
         } else {
@@ -630,7 +645,7 @@ fn parse_range(
             }
             [a, z] => {
                 let lo = value(a, column, b)?;
-                let hi = value(z, column + a.chars().count() + 1, b)?;
+                let hi = value(z, column + a.len() + 1, b)?;
                 (lo, hi, false)
             }
             _ => {
@@ -750,13 +765,13 @@ pub const MAX_STEPS: u32 = 2 * (12 * 8 + 1) + 2;
 impl Cron {
     fn new(bits: [u64; 6], days_star: bool, fixed_time: bool, zone: TimeZone) -> Cron {
         let dow = bits[5] as u8 & 0x7f;
+        // Day d of a month whose 1st is weekday w0 falls on weekday (w0 + d - 1) % 7:
+        // rotate the weekday set by w0 and repeat it every 7 days from bit 1.
         let mut dow_by_first = [0u32; 7];
         for (w0, mask) in dow_by_first.iter_mut().enumerate() {
-            for d in 1..=31u32 {
-                if dow & (1 << ((w0 as u32 + d - 1) % 7)) != 0 {
-                    *mask |= 1 << d;
-                }
-            }
+            let r = u32::from(((dow >> w0) | (dow << (7 - w0))) & 0x7f);
+            let week = r | r << 7 | r << 14 | r << 21 | r << 28;
+            *mask = (week << 1) & 0xffff_fffe;
         }
         let mut c = Cron {
             seconds: bits[0],
