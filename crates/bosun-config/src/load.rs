@@ -127,12 +127,13 @@ pub fn load(opts: &LoadOptions, fs: &dyn FileSource) -> Loaded {
     if let Some(path) = &opts.config {
         parsed.append(parse_file(fs, path, &Format::Config));
     }
-    let mut in_repo: Vec<InRepoSource> = parsed
+    // (source, given on the command line rather than in the config file)
+    let mut in_repo: Vec<(InRepoSource, bool)> = parsed
         .config
         .as_ref()
-        .map(|(c, ..)| c.in_repo.clone())
+        .map(|(c, ..)| c.in_repo.iter().map(|s| (s.clone(), false)).collect())
         .unwrap_or_default();
-    in_repo.extend(opts.in_repo.iter().cloned());
+    in_repo.extend(opts.in_repo.iter().map(|s| (s.clone(), true)));
 
     let mut files: Vec<(PathBuf, Format)> = Vec::new();
     for root in &opts.job_config {
@@ -153,8 +154,14 @@ pub fn load(opts: &LoadOptions, fs: &dyn FileSource) -> Loaded {
         }
     }
     check_duplicate_basenames(&files, &mut parsed.diagnostics);
-    for source in &in_repo {
-        in_repo_files(fs, source, &mut files, &mut parsed.diagnostics);
+    for (source, from_options) in &in_repo {
+        in_repo_files(
+            fs,
+            source,
+            *from_options,
+            &mut files,
+            &mut parsed.diagnostics,
+        );
     }
 
     let results: Vec<Parsed> = files
@@ -262,24 +269,27 @@ fn check_duplicate_basenames(files: &[(PathBuf, Format)], diags: &mut Vec<Diagno
 fn in_repo_files(
     fs: &dyn FileSource,
     source: &InRepoSource,
+    from_options: bool,
     files: &mut Vec<(PathBuf, Format)>,
     diags: &mut Vec<Diagnostic>,
 ) {
-    if source.path.is_empty() {
-        return; // reported with the config's other checks
+    let bad_name = !valid_repo_name(&source.repo);
+    if !from_options && (source.path.is_empty() || bad_name) {
+        return; // reported, with its position, by the config's checks
     }
-    let root = Path::new(&source.path);
-    let branch = source.branch.clone().unwrap_or_else(|| "main".to_string());
-    if source.repo.split('/').filter(|s| !s.is_empty()).count() != 2 {
+    if from_options && (source.path.is_empty() || bad_name) {
         diags.push(
             Diagnostic::error(format!(
-                "in-repo source {:?} must be named ORG/REPO",
-                source.repo
+                "in-repo source {:?}={:?} must be ORG/REPO=DIR",
+                source.repo, source.path
             ))
-            .hint("use --in-repo ORG/REPO=DIR[@BRANCH] or in_repo: [{repo: ORG/REPO, path: DIR}]"),
+            .in_file(&Arc::from("--in-repo"))
+            .hint("use --in-repo ORG/REPO=DIR[@BRANCH]"),
         );
         return;
     }
+    let root = Path::new(&source.path);
+    let branch = source.branch.clone().unwrap_or_else(|| "main".to_string());
     match fs.stat(root) {
         Ok(EntryKind::Dir) => {}
         Ok(_) => {
@@ -351,6 +361,11 @@ fn in_repo_files(
             }
         }
     }
+}
+
+/// `ORG/REPO`: two non-empty parts.
+pub(crate) fn valid_repo_name(repo: &str) -> bool {
+    matches!(repo.split_once('/'), Some((o, r)) if !o.is_empty() && !r.is_empty() && !r.contains('/'))
 }
 
 /// Reads, parses and types one file.

@@ -1853,6 +1853,12 @@ fn validate_config(
         }
     }
     for (i, src) in config.in_repo.iter().enumerate() {
+        if !crate::load::valid_repo_name(&src.repo) {
+            d.push(err(format!(
+                "in_repo[{i}].repo must be ORG/REPO, found {:?}",
+                src.repo
+            )));
+        }
         if src.path.is_empty() {
             d.push(err(format!("in_repo[{i}].path must be set")));
         }

@@ -268,7 +268,7 @@ fn bad_checkouts() {
     assert_eq!(
         lines,
         vec![
-            "error: in-repo source \"just-a-repo\" must be named ORG/REPO\n  hint: use --in-repo ORG/REPO=DIR[@BRANCH] or in_repo: [{repo: ORG/REPO, path: DIR}]",
+            "--in-repo: error: in-repo source \"just-a-repo\"=\"$TMP/src\" must be ORG/REPO=DIR\n  hint: use --in-repo ORG/REPO=DIR[@BRANCH]",
             "$TMP/file: error: in-repo checkout is not a directory",
             "$TMP/nowhere: error: cannot read in-repo checkout of org/missing: No such file or directory (os error 2)",
         ]
