@@ -8,10 +8,6 @@ use std::time::Instant;
 
 use bosun_config::{load, LoadOptions, OsFiles};
 
-// The allocator the `bosun` binary uses.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() {
     let mut opts = LoadOptions::default();
     let mut repeat = 1usize;

@@ -7,11 +7,6 @@ use clap::{Parser, Subcommand};
 mod check;
 mod schedule;
 
-// Config loading and the daemon allocate many small objects; mimalloc is
-// measurably faster than glibc malloc there (bench/config-load.sh).
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// bosun: a CI job orchestrator for Prow-style job configuration.
 #[derive(Parser, Debug)]
 #[command(name = "bosun", version, about)]
