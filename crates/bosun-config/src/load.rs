@@ -33,9 +33,12 @@ pub struct LoadOptions {
     pub job_config: Vec<PathBuf>,
     /// In-repo checkouts from the command line (`--in-repo`), added to `in_repo`.
     pub in_repo: Vec<InRepoSource>,
-    /// Cluster aliases defined by kubeconfig files (`--kubeconfig`), besides
-    /// `build_clusters`; a job's `cluster` is checked against both.
+    /// Cluster aliases defined by kubeconfig files, besides `build_clusters`; a
+    /// job's `cluster` is checked against both.
     pub kubeconfig_clusters: Vec<String>,
+    /// Kubeconfig files (`--kubeconfig`) whose context names are added to
+    /// `kubeconfig_clusters` when loading.
+    pub kubeconfigs: Vec<PathBuf>,
     /// Validates schedules (cron, time zones); the schedule engine provides it.
     pub schedule_check: Option<Arc<dyn ScheduleCheck>>,
 }
@@ -122,6 +125,16 @@ impl Parsed {
 /// Loads and validates everything `opts` names.
 pub fn load(opts: &LoadOptions, fs: &dyn FileSource) -> Loaded {
     let mut parsed = Parsed::default();
+    let mut owned;
+    let mut opts = opts;
+    if !opts.kubeconfigs.is_empty() {
+        let (names, diags) = kubeconfig_clusters(fs, &opts.kubeconfigs);
+        parsed.diagnostics.extend(diags);
+        owned = opts.clone();
+        owned.kubeconfig_clusters.extend(names);
+        owned.kubeconfigs.clear();
+        opts = &owned;
+    }
 
     // The central config first: it says where in-repo checkouts are.
     if let Some(path) = &opts.config {
@@ -812,4 +825,62 @@ fn edit_distance(a: &str, b: &str) -> usize {
         prev = cur;
     }
     prev[b.len()]
+}
+
+/// The context names of a kubeconfig file: each is a build-cluster alias, as in
+/// Prow. Used to check jobs' `cluster` fields (the clusters themselves are loaded
+/// by the cluster registry).
+pub fn kubeconfig_contexts(fs: &dyn FileSource, path: &Path) -> Result<Vec<String>, Diagnostic> {
+    let file = label(path);
+    let bytes = fs
+        .read(path)
+        .map_err(|e| Diagnostic::error(format!("cannot read kubeconfig: {e}")).in_file(&file))?;
+    let text = std::str::from_utf8(&bytes)
+        .map_err(|_| Diagnostic::error("kubeconfig is not valid UTF-8").in_file(&file))?;
+    let docs = yaml::parse_documents(text)
+        .map_err(|e| Diagnostic::error(format!("invalid YAML: {}", e.message)).at(&file, e.mark))?;
+    let mut names = Vec::new();
+    for doc in &docs {
+        for ctx in doc.get("contexts").map(Node::items).unwrap_or_default() {
+            match ctx.get("name").and_then(Node::as_str) {
+                Some(name) if !name.is_empty() => names.push(name.to_string()),
+                _ => {
+                    return Err(
+                        Diagnostic::error("a kubeconfig context has no name").at(&file, ctx.mark)
+                    )
+                }
+            }
+        }
+    }
+    Ok(names)
+}
+
+/// The contexts of several kubeconfig files; a context defined twice is an error
+/// (Prow: "context %s occurred more than once in kubeconfig dir").
+pub fn kubeconfig_clusters(
+    fs: &dyn FileSource,
+    paths: &[PathBuf],
+) -> (Vec<String>, Vec<Diagnostic>) {
+    let mut names: Vec<String> = Vec::new();
+    let mut diags = Vec::new();
+    for p in paths {
+        match kubeconfig_contexts(fs, p) {
+            Ok(found) => {
+                for n in found {
+                    if names.contains(&n) {
+                        diags.push(
+                            Diagnostic::error(format!(
+                                "context {n} occurred more than once in kubeconfig dir"
+                            ))
+                            .in_file(&label(p)),
+                        );
+                    } else {
+                        names.push(n);
+                    }
+                }
+            }
+            Err(d) => diags.push(d),
+        }
+    }
+    (names, diags)
 }

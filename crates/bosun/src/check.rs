@@ -21,6 +21,9 @@ pub struct ConfigArgs {
     /// A local checkout whose in-repo config is loaded: ORG/REPO=DIR[@BRANCH]; repeatable.
     #[arg(long = "in-repo", value_name = "ORG/REPO=DIR[@BRANCH]", value_parser = parse_in_repo)]
     pub in_repo: Vec<InRepoSource>,
+    /// A kubeconfig file whose contexts are build-cluster aliases; repeatable.
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Vec<PathBuf>,
 }
 
 impl ConfigArgs {
@@ -30,6 +33,7 @@ impl ConfigArgs {
             config: self.config.clone(),
             job_config: self.job_config.clone(),
             in_repo: self.in_repo.clone(),
+            kubeconfigs: self.kubeconfig.clone(),
             schedule_check: Some(std::sync::Arc::new(bosun_schedule::ConfigScheduleCheck)),
             ..LoadOptions::default()
         }
