@@ -1,0 +1,186 @@
+//! bosun's run store: the single source of truth for runs.
+//!
+//! - [`run`]: the run model and Prow's state machine; every state change goes
+//!   through [`run::apply`], which refuses illegal moves (nothing moves a completed
+//!   run), and every store reports it to its [`TransitionObserver`] (metrics).
+//! - [`Store`]: what the scheduler, controller and API need; [`memory::MemoryStore`]
+//!   and [`sqlite::SqliteStore`] implement it and pass the same conformance suite
+//!   (`tests/conformance.rs`).
+//! - Scheduled periodic runs are unique by (periodic, scheduled_at, attempt): a
+//!   second create of the same tick returns the existing run.
+//! - Schedule state and tick outcomes live in their own tables, which retention
+//!   never touches.
+//!
+//! The store knows nothing of HTTP or executors.
+
+#![warn(missing_docs)]
+
+pub mod memory;
+pub mod run;
+pub mod sqlite;
+
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+pub use run::{NewRun, Run, RunState, Transition};
+
+/// Store failures.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum StoreError {
+    /// No such run.
+    #[error("run {0} not found")]
+    NotFound(String),
+    /// The state machine forbids the move.
+    #[error("run {id} cannot move from {from} to {to}")]
+    InvalidTransition {
+        /// The run.
+        id: String,
+        /// Its state.
+        from: RunState,
+        /// The refused state.
+        to: RunState,
+    },
+    /// The store cannot commit now (disk full, locked, I/O error); nothing was
+    /// written. Retry later.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// Bad input (e.g. a stored value that does not decode).
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// What `create_run` did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Created {
+    /// A new run.
+    New(Run),
+    /// The unique key (periodic, scheduled_at, attempt) already had this run.
+    Existing(Run),
+}
+
+impl Created {
+    /// The run, new or existing.
+    pub fn run(&self) -> &Run {
+        match self {
+            Created::New(r) | Created::Existing(r) => r,
+        }
+    }
+}
+
+/// Which runs to list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunFilter {
+    /// Job name.
+    pub job: Option<String>,
+    /// Periodic identity.
+    pub periodic: Option<String>,
+    /// State.
+    pub state: Option<RunState>,
+    /// Actual cluster.
+    pub cluster: Option<String>,
+    /// Job type (Prow's name).
+    pub job_type: Option<String>,
+    /// Only runs that are not complete.
+    pub active: bool,
+    /// Newest first; at most this many (0: 100).
+    pub limit: usize,
+    /// Skip this many.
+    pub offset: usize,
+}
+
+/// A periodic's schedule state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeriodicState {
+    /// The periodic's identity.
+    pub periodic: String,
+    /// A hash of its current schedule definition; a change resets `first_seen`.
+    pub schedule_hash: String,
+    /// When the current schedule was first seen.
+    pub first_seen: Timestamp,
+    /// The latest tick with an outcome.
+    pub last_tick: Option<Timestamp>,
+    /// Paused by an operator.
+    pub paused: bool,
+    /// `queue_one`: the held tick.
+    pub queued: Option<Timestamp>,
+}
+
+/// One recorded tick outcome (or a range of skipped ticks).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TickOutcome {
+    /// The periodic's identity.
+    pub periodic: String,
+    /// First tick of the range.
+    pub first_tick: Timestamp,
+    /// Last tick of the range (= first for one tick).
+    pub last_tick: Timestamp,
+    /// Ticks in the range.
+    pub count: u64,
+    /// `run`, or the skip reason (`missed`, `overlap`, `paused`).
+    pub outcome: String,
+    /// The run, for `run`.
+    pub run_id: Option<String>,
+    /// When it was recorded.
+    pub recorded_at: Timestamp,
+}
+
+/// Told about every committed state change (creation included), in commit order.
+pub trait TransitionObserver: Send + Sync {
+    /// `from` is `None` when the run was just created.
+    fn on_transition(&self, run: &Run, from: Option<RunState>);
+}
+
+/// What bosun needs from a run store.
+pub trait Store: Send + Sync {
+    /// Creates a run; for a scheduled periodic run whose (periodic, scheduled_at,
+    /// attempt) exists, returns the existing one and creates nothing. Returns only
+    /// after the run is durable.
+    fn create_run(&self, new: NewRun, at: Timestamp) -> Result<Created, StoreError>;
+
+    /// Moves a run to another state (validated by the state machine).
+    fn transition(&self, id: &str, t: Transition) -> Result<Run, StoreError>;
+
+    /// One run.
+    fn get(&self, id: &str) -> Result<Option<Run>, StoreError>;
+
+    /// Runs matching `filter`, newest first.
+    fn list(&self, filter: &RunFilter) -> Result<Vec<Run>, StoreError>;
+
+    /// A job spec snapshot by content hash.
+    fn spec(&self, hash: &str) -> Result<Option<serde_json::Value>, StoreError>;
+
+    /// A periodic's schedule state.
+    fn periodic_state(&self, periodic: &str) -> Result<Option<PeriodicState>, StoreError>;
+
+    /// Writes a periodic's schedule state.
+    fn put_periodic_state(&self, state: &PeriodicState) -> Result<(), StoreError>;
+
+    /// Records tick outcomes (oldest first).
+    fn record_outcomes(&self, outcomes: &[TickOutcome]) -> Result<(), StoreError>;
+
+    /// A periodic's recorded outcomes, oldest first.
+    fn outcomes(&self, periodic: &str) -> Result<Vec<TickOutcome>, StoreError>;
+
+    /// Deletes completed runs that completed before `cutoff`, except the latest
+    /// run of each periodic (Prow's sinker); returns the deleted ids (their logs
+    /// go too). Schedule state and outcomes are kept.
+    fn delete_completed_before(&self, cutoff: Timestamp) -> Result<Vec<String>, StoreError>;
+}
+
+/// A shared store.
+pub type SharedStore = Arc<dyn Store>;
+
+/// Content hash of a job spec snapshot (SHA-256 of its canonical JSON).
+pub fn spec_hash(spec: &serde_json::Value) -> String {
+    let bytes = serde_json::to_vec(spec).expect("JSON values serialize");
+    let digest = Sha256::digest(&bytes);
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A new run id: a lowercase UUIDv4.
+pub fn new_run_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}

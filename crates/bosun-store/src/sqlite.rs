@@ -1,0 +1,748 @@
+//! The SQLite store: one file, WAL, versioned migrations, and one writer thread
+//! that batches concurrent writes into one transaction (one fsync for many runs).
+//!
+//! Durability: WAL with `synchronous = FULL`: a write is acknowledged only after
+//! its transaction's WAL frames are fsynced, so an acknowledged run survives a
+//! process crash *and* a power loss or kernel crash. (`NORMAL` would survive
+//! process crashes only, losing the last transactions on power loss.)
+//!
+//! A write that cannot commit (disk full, database locked by another process past
+//! the busy timeout, I/O error) fails with [`StoreError::Unavailable`] and leaves
+//! nothing behind: each request runs in its own savepoint, and a failed commit
+//! rolls the whole batch back.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
+
+use crate::run::{apply, job_type_from_str, Run, RunState};
+use crate::{
+    new_run_id, spec_hash, Created, NewRun, PeriodicState, RunFilter, Store, StoreError,
+    TickOutcome, Transition, TransitionObserver,
+};
+
+/// Schema migrations, applied in order; `PRAGMA user_version` is the count applied.
+const MIGRATIONS: &[&str] = &[
+    // 1: runs, specs, schedule state, tick outcomes.
+    "CREATE TABLE runs (
+        id TEXT PRIMARY KEY,
+        build_id INTEGER NOT NULL UNIQUE,
+        job TEXT NOT NULL,
+        job_type TEXT NOT NULL,
+        periodic TEXT,
+        configured_cluster TEXT NOT NULL,
+        cluster TEXT,
+        refs TEXT,
+        extra_refs TEXT NOT NULL,
+        labels TEXT NOT NULL,
+        annotations TEXT NOT NULL,
+        spec_hash TEXT NOT NULL,
+        scheduled_at INTEGER,
+        attempt INTEGER NOT NULL,
+        pod_revival_count INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        pending_at INTEGER,
+        completed_at INTEGER,
+        state TEXT NOT NULL,
+        description TEXT NOT NULL,
+        url TEXT,
+        seq INTEGER NOT NULL
+     );
+     CREATE UNIQUE INDEX runs_tick ON runs(periodic, scheduled_at, attempt)
+        WHERE periodic IS NOT NULL AND scheduled_at IS NOT NULL;
+     CREATE INDEX runs_seq ON runs(seq);
+     CREATE INDEX runs_job ON runs(job, seq);
+     CREATE INDEX runs_periodic ON runs(periodic, created_at);
+     CREATE INDEX runs_active ON runs(state) WHERE completed_at IS NULL;
+     CREATE TABLE specs (hash TEXT PRIMARY KEY, body TEXT NOT NULL);
+     CREATE TABLE periodic_state (
+        periodic TEXT PRIMARY KEY,
+        schedule_hash TEXT NOT NULL,
+        first_seen INTEGER NOT NULL,
+        last_tick INTEGER,
+        paused INTEGER NOT NULL,
+        queued INTEGER
+     );
+     CREATE TABLE tick_outcomes (
+        periodic TEXT NOT NULL,
+        first_tick INTEGER NOT NULL,
+        last_tick INTEGER NOT NULL,
+        count INTEGER NOT NULL,
+        outcome TEXT NOT NULL,
+        run_id TEXT,
+        recorded_at INTEGER NOT NULL
+     );
+     CREATE INDEX tick_outcomes_periodic ON tick_outcomes(periodic, first_tick);
+     CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);",
+];
+
+/// Options of a SQLite store.
+#[derive(Debug, Clone)]
+pub struct SqliteOptions {
+    /// How long a write waits for a lock held by another connection.
+    pub busy_timeout: Duration,
+    /// At most this many requests share one transaction.
+    pub max_batch: usize,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        SqliteOptions {
+            busy_timeout: Duration::from_secs(5),
+            max_batch: 512,
+        }
+    }
+}
+
+enum Op {
+    Create(Box<NewRun>, Timestamp, Sender<Result<Created, StoreError>>),
+    Transition(
+        String,
+        Transition,
+        Sender<Result<(Run, RunState), StoreError>>,
+    ),
+    PutState(PeriodicState, Sender<Result<(), StoreError>>),
+    Outcomes(Vec<TickOutcome>, Sender<Result<(), StoreError>>),
+    Retain(Timestamp, Sender<Result<Vec<String>, StoreError>>),
+    Raw(String, Sender<Result<(), StoreError>>),
+}
+
+/// The SQLite store.
+pub struct SqliteStore {
+    path: PathBuf,
+    writer: Mutex<Option<Sender<Op>>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    reader: Mutex<Connection>,
+}
+
+fn unavailable(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Unavailable(e.to_string())
+}
+
+fn open(path: &Path, opts: &SqliteOptions) -> Result<Connection, StoreError> {
+    let conn = Connection::open(path).map_err(unavailable)?;
+    conn.busy_timeout(opts.busy_timeout).map_err(unavailable)?;
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(unavailable)?;
+    conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(unavailable)?;
+    conn.pragma_update(None, "foreign_keys", "ON")
+        .map_err(unavailable)?;
+    Ok(conn)
+}
+
+fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(unavailable)?;
+    if version as usize > MIGRATIONS.len() {
+        return Err(StoreError::Invalid(format!(
+            "database schema version {version} is newer than this bosun ({})",
+            MIGRATIONS.len()
+        )));
+    }
+    for (i, m) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        let tx = conn.transaction().map_err(unavailable)?;
+        tx.execute_batch(m).map_err(unavailable)?;
+        tx.pragma_update(None, "user_version", (i + 1) as i64)
+            .map_err(unavailable)?;
+        tx.commit().map_err(unavailable)?;
+    }
+    Ok(())
+}
+
+impl SqliteStore {
+    /// Opens (creating and migrating if needed) the store at `path`.
+    pub fn open(path: impl Into<PathBuf>) -> Result<Self, StoreError> {
+        Self::open_with(path, SqliteOptions::default(), None)
+    }
+
+    /// Opens with options and an observer of transitions.
+    pub fn open_with(
+        path: impl Into<PathBuf>,
+        opts: SqliteOptions,
+        observer: Option<Arc<dyn TransitionObserver>>,
+    ) -> Result<Self, StoreError> {
+        let path = path.into();
+        let mut wconn = open(&path, &opts)?;
+        migrate(&mut wconn)?;
+        let reader = open(&path, &opts)?;
+        let (tx, rx) = mpsc::channel();
+        let max_batch = opts.max_batch.max(1);
+        let thread = std::thread::Builder::new()
+            .name("bosun-store-writer".into())
+            .spawn(move || writer_loop(wconn, rx, max_batch, observer))
+            .map_err(unavailable)?;
+        Ok(SqliteStore {
+            path,
+            writer: Mutex::new(Some(tx)),
+            thread: Mutex::new(Some(thread)),
+            reader: Mutex::new(reader),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn send<T>(
+        &self,
+        make: impl FnOnce(Sender<Result<T, StoreError>>) -> Op,
+    ) -> Result<T, StoreError> {
+        let (tx, rx) = mpsc::channel();
+        let writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        writer
+            .as_ref()
+            .ok_or_else(|| unavailable("store closed"))?
+            .send(make(tx))
+            .map_err(|_| unavailable("writer stopped"))?;
+        drop(writer);
+        rx.recv().map_err(|_| unavailable("writer stopped"))?
+    }
+
+    /// Runs SQL on the writer connection (tests: `PRAGMA max_page_count`, ...).
+    #[doc(hidden)]
+    pub fn execute_raw(&self, sql: &str) -> Result<(), StoreError> {
+        self.send(|tx| Op::Raw(sql.to_string(), tx))
+    }
+
+    fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T, StoreError> {
+        let conn = self.reader.lock().unwrap_or_else(|e| e.into_inner());
+        f(&conn).map_err(unavailable)
+    }
+}
+
+impl Drop for SqliteStore {
+    fn drop(&mut self) {
+        // Closing the channel ends the writer after the requests already queued.
+        self.writer.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(t) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Replies held until the batch's commit.
+enum Reply {
+    Create(
+        Sender<Result<Created, StoreError>>,
+        Result<Created, StoreError>,
+    ),
+    Transition(
+        Sender<Result<(Run, RunState), StoreError>>,
+        Result<(Run, RunState), StoreError>,
+    ),
+    Unit(Sender<Result<(), StoreError>>, Result<(), StoreError>),
+    Retain(
+        Sender<Result<Vec<String>, StoreError>>,
+        Result<Vec<String>, StoreError>,
+    ),
+}
+
+fn writer_loop(
+    mut conn: Connection,
+    rx: Receiver<Op>,
+    max_batch: usize,
+    observer: Option<Arc<dyn TransitionObserver>>,
+) {
+    while let Ok(first) = rx.recv() {
+        let mut ops = vec![first];
+        while ops.len() < max_batch {
+            match rx.try_recv() {
+                Ok(op) => ops.push(op),
+                Err(_) => break,
+            }
+        }
+        let mut replies = Vec::with_capacity(ops.len());
+        let committed = (|| -> Result<(), String> {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(|e| e.to_string())?;
+            for op in ops.drain(..) {
+                let reply = apply_op(&tx, op);
+                // SQLite rolls the whole transaction back on some errors (a full
+                // disk): then nothing of the batch survives.
+                if tx.is_autocommit() {
+                    let why = reply
+                        .error()
+                        .unwrap_or_else(|| "transaction rolled back".into());
+                    replies.push(reply);
+                    return Err(why);
+                }
+                replies.push(reply);
+            }
+            tx.commit().map_err(|e| e.to_string())
+        })();
+        if let Err(msg) = committed {
+            // Nothing of the batch was written.
+            for r in replies.drain(..) {
+                fail(r, &msg);
+            }
+            for op in ops.drain(..) {
+                fail_op(op, &msg);
+            }
+            continue;
+        }
+        for r in replies {
+            match r {
+                Reply::Create(tx, res) => {
+                    if let (Some(o), Ok(Created::New(run))) = (&observer, &res) {
+                        o.on_transition(run, None);
+                    }
+                    let _ = tx.send(res);
+                }
+                Reply::Transition(tx, res) => {
+                    if let (Some(o), Ok((run, from))) = (&observer, &res) {
+                        o.on_transition(run, Some(*from));
+                    }
+                    let _ = tx.send(res);
+                }
+                Reply::Unit(tx, res) => {
+                    let _ = tx.send(res);
+                }
+                Reply::Retain(tx, res) => {
+                    let _ = tx.send(res);
+                }
+            }
+        }
+    }
+}
+
+impl Reply {
+    fn error(&self) -> Option<String> {
+        let e = match self {
+            Reply::Create(_, Err(e)) => e,
+            Reply::Transition(_, Err(e)) => e,
+            Reply::Unit(_, Err(e)) => e,
+            Reply::Retain(_, Err(e)) => e,
+            _ => return None,
+        };
+        Some(match e {
+            StoreError::Unavailable(m) => m.clone(),
+            other => other.to_string(),
+        })
+    }
+}
+
+fn fail(r: Reply, msg: &str) {
+    let e = || unavailable(msg);
+    match r {
+        Reply::Create(tx, _) => drop(tx.send(Err(e()))),
+        Reply::Transition(tx, _) => drop(tx.send(Err(e()))),
+        Reply::Unit(tx, _) => drop(tx.send(Err(e()))),
+        Reply::Retain(tx, _) => drop(tx.send(Err(e()))),
+    }
+}
+
+fn fail_op(op: Op, msg: &str) {
+    let e = || unavailable(msg);
+    match op {
+        Op::Create(_, _, tx) => drop(tx.send(Err(e()))),
+        Op::Transition(_, _, tx) => drop(tx.send(Err(e()))),
+        Op::PutState(_, tx) | Op::Outcomes(_, tx) | Op::Raw(_, tx) => drop(tx.send(Err(e()))),
+        Op::Retain(_, tx) => drop(tx.send(Err(e()))),
+    }
+}
+
+/// Runs `f` in a savepoint: on error, only this request's writes are undone.
+fn savepoint<T>(
+    tx: &rusqlite::Transaction<'_>,
+    f: impl FnOnce() -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    tx.execute_batch("SAVEPOINT op").map_err(unavailable)?;
+    match f() {
+        Ok(v) => {
+            tx.execute_batch("RELEASE op").map_err(unavailable)?;
+            Ok(v)
+        }
+        Err(e) => {
+            let _ = tx.execute_batch("ROLLBACK TO op; RELEASE op");
+            Err(e)
+        }
+    }
+}
+
+fn apply_op(tx: &rusqlite::Transaction<'_>, op: Op) -> Reply {
+    match op {
+        Op::Create(new, at, reply) => Reply::Create(reply, savepoint(tx, || create(tx, *new, at))),
+        Op::Transition(id, t, reply) => {
+            Reply::Transition(reply, savepoint(tx, || transition(tx, &id, &t)))
+        }
+        Op::PutState(s, reply) => Reply::Unit(reply, savepoint(tx, || put_state(tx, &s))),
+        Op::Outcomes(o, reply) => Reply::Unit(reply, savepoint(tx, || put_outcomes(tx, &o))),
+        Op::Retain(cutoff, reply) => Reply::Retain(reply, savepoint(tx, || retain(tx, cutoff))),
+        Op::Raw(sql, reply) => Reply::Unit(reply, tx.execute_batch(&sql).map_err(unavailable)),
+    }
+}
+
+const RUN_COLUMNS: &str = "id, build_id, job, job_type, periodic, configured_cluster, cluster, refs, extra_refs, labels, annotations, spec_hash, scheduled_at, attempt, pod_revival_count, created_at, pending_at, completed_at, state, description, url";
+
+fn ts(micros: i64) -> rusqlite::Result<Timestamp> {
+    Timestamp::from_microsecond(micros)
+        .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
+}
+
+fn opt_ts(v: Option<i64>) -> rusqlite::Result<Option<Timestamp>> {
+    v.map(ts).transpose()
+}
+
+fn json<T: serde::de::DeserializeOwned>(s: &str) -> rusqlite::Result<T> {
+    serde_json::from_str(s).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e))
+    })
+}
+
+fn to_json<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_string(v).expect("serializable")
+}
+
+fn run_from_row(r: &Row<'_>) -> rusqlite::Result<Run> {
+    let job_type: String = r.get(3)?;
+    let state: String = r.get(18)?;
+    let refs: Option<String> = r.get(7)?;
+    Ok(Run {
+        id: r.get(0)?,
+        build_id: r.get::<_, i64>(1)?.to_string(),
+        job: r.get(2)?,
+        job_type: job_type_from_str(&job_type).ok_or_else(|| {
+            rusqlite::Error::InvalidColumnType(3, job_type, rusqlite::types::Type::Text)
+        })?,
+        periodic: r.get(4)?,
+        configured_cluster: r.get(5)?,
+        cluster: r.get(6)?,
+        refs: refs.as_deref().map(json).transpose()?,
+        extra_refs: json(&r.get::<_, String>(8)?)?,
+        labels: json(&r.get::<_, String>(9)?)?,
+        annotations: json(&r.get::<_, String>(10)?)?,
+        spec_hash: r.get(11)?,
+        scheduled_at: opt_ts(r.get(12)?)?,
+        attempt: r.get(13)?,
+        pod_revival_count: r.get(14)?,
+        created_at: ts(r.get(15)?)?,
+        pending_at: opt_ts(r.get(16)?)?,
+        completed_at: opt_ts(r.get(17)?)?,
+        state: state.parse().map_err(|_| {
+            rusqlite::Error::InvalidColumnType(18, state, rusqlite::types::Type::Text)
+        })?,
+        description: r.get(19)?,
+        url: r.get(20)?,
+    })
+}
+
+fn get_run(conn: &Connection, id: &str) -> rusqlite::Result<Option<Run>> {
+    conn.query_row(
+        &format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"),
+        [id],
+        run_from_row,
+    )
+    .optional()
+}
+
+fn create(
+    tx: &rusqlite::Transaction<'_>,
+    new: NewRun,
+    at: Timestamp,
+) -> Result<Created, StoreError> {
+    if let (Some(p), Some(t)) = (&new.periodic, new.scheduled_at) {
+        let existing = tx
+            .query_row(
+                &format!("SELECT {RUN_COLUMNS} FROM runs WHERE periodic = ?1 AND scheduled_at = ?2 AND attempt = ?3"),
+                params![p, t.as_microsecond(), new.attempt],
+                run_from_row,
+            )
+            .optional()
+            .map_err(unavailable)?;
+        if let Some(run) = existing {
+            return Ok(Created::Existing(run));
+        }
+    }
+    let hash = spec_hash(&new.spec);
+    tx.execute(
+        "INSERT OR IGNORE INTO specs(hash, body) VALUES (?1, ?2)",
+        params![hash, to_json(&new.spec)],
+    )
+    .map_err(unavailable)?;
+    let last: i64 = tx
+        .query_row("SELECT value FROM meta WHERE key = 'build_id'", [], |r| {
+            r.get(0)
+        })
+        .optional()
+        .map_err(unavailable)?
+        .unwrap_or(0);
+    let build_id = (last + 1).max(at.as_microsecond());
+    tx.execute("INSERT INTO meta(key, value) VALUES ('build_id', ?1) ON CONFLICT(key) DO UPDATE SET value = ?1", [build_id])
+        .map_err(unavailable)?;
+    let seq: i64 = tx
+        .query_row("SELECT COALESCE(MAX(seq), 0) + 1 FROM runs", [], |r| {
+            r.get(0)
+        })
+        .map_err(unavailable)?;
+    let run = Run {
+        id: new_run_id(),
+        build_id: build_id.to_string(),
+        job: new.job,
+        job_type: new.job_type,
+        periodic: new.periodic,
+        configured_cluster: new.configured_cluster,
+        cluster: None,
+        refs: new.refs,
+        extra_refs: new.extra_refs,
+        labels: new.labels,
+        annotations: new.annotations,
+        spec_hash: hash,
+        scheduled_at: new.scheduled_at,
+        attempt: new.attempt,
+        pod_revival_count: 0,
+        created_at: at,
+        pending_at: None,
+        completed_at: None,
+        state: new.state,
+        description: new.description,
+        url: None,
+    };
+    tx.execute(
+        &format!("INSERT INTO runs({RUN_COLUMNS}, seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)"),
+        params![
+            run.id,
+            build_id,
+            run.job,
+            run.job_type.as_str(),
+            run.periodic,
+            run.configured_cluster,
+            run.cluster,
+            run.refs.as_ref().map(to_json),
+            to_json(&run.extra_refs),
+            to_json(&run.labels),
+            to_json(&run.annotations),
+            run.spec_hash,
+            run.scheduled_at.map(|t| t.as_microsecond()),
+            run.attempt,
+            run.pod_revival_count,
+            run.created_at.as_microsecond(),
+            None::<i64>,
+            None::<i64>,
+            run.state.as_str(),
+            run.description,
+            run.url,
+            seq,
+        ],
+    )
+    .map_err(unavailable)?;
+    Ok(Created::New(run))
+}
+
+fn transition(
+    tx: &rusqlite::Transaction<'_>,
+    id: &str,
+    t: &Transition,
+) -> Result<(Run, RunState), StoreError> {
+    let mut run = get_run(tx, id)
+        .map_err(unavailable)?
+        .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
+    let from = run.state;
+    apply(&mut run, t)?;
+    tx.execute(
+        "UPDATE runs SET state = ?2, description = ?3, cluster = ?4, url = ?5, pending_at = ?6, completed_at = ?7, pod_revival_count = ?8 WHERE id = ?1",
+        params![
+            run.id,
+            run.state.as_str(),
+            run.description,
+            run.cluster,
+            run.url,
+            run.pending_at.map(|t| t.as_microsecond()),
+            run.completed_at.map(|t| t.as_microsecond()),
+            run.pod_revival_count,
+        ],
+    )
+    .map_err(unavailable)?;
+    Ok((run, from))
+}
+
+fn put_state(tx: &rusqlite::Transaction<'_>, s: &PeriodicState) -> Result<(), StoreError> {
+    tx.execute(
+        "INSERT INTO periodic_state(periodic, schedule_hash, first_seen, last_tick, paused, queued) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT(periodic) DO UPDATE SET schedule_hash = ?2, first_seen = ?3, last_tick = ?4, paused = ?5, queued = ?6",
+        params![
+            s.periodic,
+            s.schedule_hash,
+            s.first_seen.as_microsecond(),
+            s.last_tick.map(|t| t.as_microsecond()),
+            s.paused,
+            s.queued.map(|t| t.as_microsecond()),
+        ],
+    )
+    .map_err(unavailable)?;
+    Ok(())
+}
+
+fn put_outcomes(
+    tx: &rusqlite::Transaction<'_>,
+    outcomes: &[TickOutcome],
+) -> Result<(), StoreError> {
+    let mut stmt = tx
+        .prepare_cached("INSERT INTO tick_outcomes(periodic, first_tick, last_tick, count, outcome, run_id, recorded_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")
+        .map_err(unavailable)?;
+    for o in outcomes {
+        stmt.execute(params![
+            o.periodic,
+            o.first_tick.as_microsecond(),
+            o.last_tick.as_microsecond(),
+            o.count as i64,
+            o.outcome,
+            o.run_id,
+            o.recorded_at.as_microsecond(),
+        ])
+        .map_err(unavailable)?;
+    }
+    Ok(())
+}
+
+fn retain(tx: &rusqlite::Transaction<'_>, cutoff: Timestamp) -> Result<Vec<String>, StoreError> {
+    let cutoff = cutoff.as_microsecond();
+    // The latest run of each periodic (by creation) survives, as Prow's sinker keeps it.
+    let select = "SELECT id FROM runs WHERE completed_at IS NOT NULL AND completed_at < ?1
+        AND id NOT IN (
+            SELECT id FROM (
+                SELECT id, ROW_NUMBER() OVER (PARTITION BY periodic ORDER BY created_at DESC, id DESC) AS n
+                FROM runs WHERE periodic IS NOT NULL
+            ) WHERE n = 1
+        )";
+    let ids: Vec<String> = {
+        let mut stmt = tx.prepare(select).map_err(unavailable)?;
+        let rows = stmt
+            .query_map([cutoff], |r| r.get(0))
+            .map_err(unavailable)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(unavailable)?
+    };
+    let mut del = tx
+        .prepare_cached("DELETE FROM runs WHERE id = ?1")
+        .map_err(unavailable)?;
+    for id in &ids {
+        del.execute([id]).map_err(unavailable)?;
+    }
+    Ok(ids)
+}
+
+impl Store for SqliteStore {
+    fn create_run(&self, new: NewRun, at: Timestamp) -> Result<Created, StoreError> {
+        let at = crate::run::micros(at);
+        let mut new = new;
+        new.scheduled_at = new.scheduled_at.map(crate::run::micros);
+        self.send(|tx| Op::Create(Box::new(new), at, tx))
+    }
+
+    fn transition(&self, id: &str, t: Transition) -> Result<Run, StoreError> {
+        self.send(|tx| Op::Transition(id.to_string(), t, tx))
+            .map(|(run, _)| run)
+    }
+
+    fn get(&self, id: &str) -> Result<Option<Run>, StoreError> {
+        self.read(|c| get_run(c, id))
+    }
+
+    fn list(&self, f: &RunFilter) -> Result<Vec<Run>, StoreError> {
+        let mut sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE 1 = 1");
+        let mut args: Vec<Box<dyn rusqlite::ToSql>> = Vec::new();
+        let mut add = |clause: &str, v: Box<dyn rusqlite::ToSql>| {
+            args.push(v);
+            sql.push_str(&format!(" AND {clause} = ?{}", args.len()));
+        };
+        if let Some(j) = &f.job {
+            add("job", Box::new(j.clone()));
+        }
+        if let Some(p) = &f.periodic {
+            add("periodic", Box::new(p.clone()));
+        }
+        if let Some(s) = f.state {
+            add("state", Box::new(s.as_str()));
+        }
+        if let Some(c) = &f.cluster {
+            add("cluster", Box::new(c.clone()));
+        }
+        if let Some(t) = &f.job_type {
+            add("job_type", Box::new(t.clone()));
+        }
+        if f.active {
+            sql.push_str(" AND completed_at IS NULL");
+        }
+        let limit = if f.limit == 0 { 100 } else { f.limit };
+        sql.push_str(&format!(
+            " ORDER BY seq DESC LIMIT {limit} OFFSET {}",
+            f.offset
+        ));
+        self.read(|c| {
+            let mut stmt = c.prepare(&sql)?;
+            let rows = stmt.query_map(rusqlite::params_from_iter(args.iter()), run_from_row)?;
+            rows.collect()
+        })
+    }
+
+    fn spec(&self, hash: &str) -> Result<Option<serde_json::Value>, StoreError> {
+        let body: Option<String> = self.read(|c| {
+            c.query_row("SELECT body FROM specs WHERE hash = ?1", [hash], |r| {
+                r.get(0)
+            })
+            .optional()
+        })?;
+        body.map(|b| serde_json::from_str(&b).map_err(|e| StoreError::Invalid(e.to_string())))
+            .transpose()
+    }
+
+    fn periodic_state(&self, periodic: &str) -> Result<Option<PeriodicState>, StoreError> {
+        self.read(|c| {
+            c.query_row(
+                "SELECT periodic, schedule_hash, first_seen, last_tick, paused, queued FROM periodic_state WHERE periodic = ?1",
+                [periodic],
+                |r| {
+                    Ok(PeriodicState {
+                        periodic: r.get(0)?,
+                        schedule_hash: r.get(1)?,
+                        first_seen: ts(r.get(2)?)?,
+                        last_tick: opt_ts(r.get(3)?)?,
+                        paused: r.get(4)?,
+                        queued: opt_ts(r.get(5)?)?,
+                    })
+                },
+            )
+            .optional()
+        })
+    }
+
+    fn put_periodic_state(&self, state: &PeriodicState) -> Result<(), StoreError> {
+        self.send(|tx| Op::PutState(state.clone(), tx))
+    }
+
+    fn record_outcomes(&self, outcomes: &[TickOutcome]) -> Result<(), StoreError> {
+        self.send(|tx| Op::Outcomes(outcomes.to_vec(), tx))
+    }
+
+    fn outcomes(&self, periodic: &str) -> Result<Vec<TickOutcome>, StoreError> {
+        self.read(|c| {
+            let mut stmt = c.prepare(
+                "SELECT periodic, first_tick, last_tick, count, outcome, run_id, recorded_at FROM tick_outcomes WHERE periodic = ?1 ORDER BY first_tick, rowid",
+            )?;
+            let rows = stmt.query_map([periodic], |r| {
+                Ok(TickOutcome {
+                    periodic: r.get(0)?,
+                    first_tick: ts(r.get(1)?)?,
+                    last_tick: ts(r.get(2)?)?,
+                    count: r.get::<_, i64>(3)? as u64,
+                    outcome: r.get(4)?,
+                    run_id: r.get(5)?,
+                    recorded_at: ts(r.get(6)?)?,
+                })
+            })?;
+            rows.collect()
+        })
+    }
+
+    fn delete_completed_before(&self, cutoff: Timestamp) -> Result<Vec<String>, StoreError> {
+        self.send(|tx| Op::Retain(cutoff, tx))
+    }
+}

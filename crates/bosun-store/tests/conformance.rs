@@ -1,0 +1,464 @@
+//! The store conformance suite: every `Store` implementation must pass it, so a
+//! PostgreSQL store can be added later without leaking differences.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use bosun_config::types::{JobType, Refs};
+use bosun_store::memory::MemoryStore;
+use bosun_store::sqlite::SqliteStore;
+use bosun_store::{
+    Created, NewRun, PeriodicState, Run, RunFilter, RunState, Store, StoreError, TickOutcome,
+    Transition, TransitionObserver,
+};
+use jiff::Timestamp;
+
+fn t(s: &str) -> Timestamp {
+    s.parse().unwrap()
+}
+
+fn new_periodic(job: &str, tick: Option<&str>, attempt: u32) -> NewRun {
+    NewRun {
+        job: job.into(),
+        job_type: JobType::Periodic,
+        periodic: Some(job.into()),
+        configured_cluster: "default".into(),
+        state: RunState::Triggered,
+        refs: None,
+        extra_refs: vec![Refs {
+            org: "o".into(),
+            repo: "r".into(),
+            ..Refs::default()
+        }],
+        labels: BTreeMap::from([("prow.k8s.io/type".to_string(), "periodic".to_string())]),
+        annotations: BTreeMap::new(),
+        spec: serde_json::json!({"containers": [{"image": "x", "command": ["true"]}]}),
+        scheduled_at: tick.map(t),
+        attempt,
+        description: "Job triggered.".into(),
+    }
+}
+
+#[derive(Default)]
+struct Recorder(Mutex<Vec<(String, Option<RunState>, RunState)>>);
+
+impl TransitionObserver for Recorder {
+    fn on_transition(&self, run: &Run, from: Option<RunState>) {
+        self.0
+            .lock()
+            .unwrap()
+            .push((run.id.clone(), from, run.state));
+    }
+}
+
+/// Runs `f` against a fresh store of every kind.
+fn each_store(f: impl Fn(&dyn Store, &Recorder)) {
+    let rec = Arc::new(Recorder::default());
+    f(&MemoryStore::with_observer(rec.clone()), &rec);
+    let dir = tempfile::tempdir().unwrap();
+    let rec = Arc::new(Recorder::default());
+    let s = SqliteStore::open_with(
+        dir.path().join("bosun.db"),
+        Default::default(),
+        Some(rec.clone()),
+    )
+    .unwrap();
+    f(&s, &rec);
+}
+
+#[test]
+fn create_get_and_list() {
+    each_store(|s, _| {
+        let a = s
+            .create_run(
+                new_periodic("a", Some("2026-01-01T00:00:00Z"), 0),
+                t("2026-01-01T00:00:00.25Z"),
+            )
+            .unwrap();
+        let Created::New(a) = a else { panic!("new") };
+        assert_eq!(a.id.len(), 36);
+        assert_eq!(uuid_version(&a.id), '4');
+        assert_eq!(a.state, RunState::Triggered);
+        assert_eq!(s.get(&a.id).unwrap().as_ref(), Some(&a));
+        let b = s
+            .create_run(new_periodic("b", None, 0), t("2026-01-01T00:00:01Z"))
+            .unwrap()
+            .run()
+            .clone();
+        assert!(b.build_id.parse::<i64>().unwrap() > a.build_id.parse::<i64>().unwrap());
+        let all = s.list(&RunFilter::default()).unwrap();
+        assert_eq!(
+            all.iter().map(|r| r.job.as_str()).collect::<Vec<_>>(),
+            ["b", "a"],
+            "newest first"
+        );
+        let only_a = s
+            .list(&RunFilter {
+                job: Some("a".into()),
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(only_a, vec![a.clone()]);
+        let page = s
+            .list(&RunFilter {
+                limit: 1,
+                offset: 1,
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(page, vec![a.clone()]);
+        assert!(s.get("nope").unwrap().is_none());
+        // The spec is stored once per content and found by hash.
+        assert_eq!(a.spec_hash, b.spec_hash);
+        assert_eq!(
+            s.spec(&a.spec_hash).unwrap().unwrap()["containers"][0]["image"],
+            "x"
+        );
+    });
+}
+
+fn uuid_version(id: &str) -> char {
+    id.chars().nth(14).unwrap()
+}
+
+#[test]
+fn a_tick_has_one_run() {
+    each_store(|s, rec| {
+        let first = s
+            .create_run(
+                new_periodic("p", Some("2026-01-01T10:00:00Z"), 0),
+                t("2026-01-01T10:00:00Z"),
+            )
+            .unwrap();
+        let again = s
+            .create_run(
+                new_periodic("p", Some("2026-01-01T10:00:00Z"), 0),
+                t("2026-01-01T10:00:05Z"),
+            )
+            .unwrap();
+        assert!(matches!(first, Created::New(_)));
+        assert!(matches!(again, Created::Existing(_)));
+        assert_eq!(first.run(), again.run());
+        // Another attempt or another tick is another run.
+        assert!(matches!(
+            s.create_run(
+                new_periodic("p", Some("2026-01-01T10:00:00Z"), 1),
+                t("2026-01-01T10:05:00Z")
+            )
+            .unwrap(),
+            Created::New(_)
+        ));
+        assert!(matches!(
+            s.create_run(
+                new_periodic("p", Some("2026-01-01T11:00:00Z"), 0),
+                t("2026-01-01T11:00:00Z")
+            )
+            .unwrap(),
+            Created::New(_)
+        ));
+        // Manual runs have no key.
+        assert!(matches!(
+            s.create_run(new_periodic("p", None, 0), t("2026-01-01T11:00:01Z"))
+                .unwrap(),
+            Created::New(_)
+        ));
+        assert!(matches!(
+            s.create_run(new_periodic("p", None, 0), t("2026-01-01T11:00:02Z"))
+                .unwrap(),
+            Created::New(_)
+        ));
+        assert_eq!(
+            s.list(&RunFilter {
+                periodic: Some("p".into()),
+                ..Default::default()
+            })
+            .unwrap()
+            .len(),
+            5
+        );
+        assert_eq!(
+            rec.0.lock().unwrap().len(),
+            5,
+            "creations are observed, the duplicate is not"
+        );
+    });
+}
+
+#[test]
+fn concurrent_creates_of_one_tick_make_one_run() {
+    each_store(|s, _| {
+        let ids: Vec<String> = std::thread::scope(|sc| {
+            let handles: Vec<_> = (0..8)
+                .map(|i| {
+                    sc.spawn(move || {
+                        s.create_run(
+                            new_periodic("c", Some("2026-01-01T00:00:00Z"), 0),
+                            t("2026-01-01T00:00:00Z") + jiff::SignedDuration::from_millis(i),
+                        )
+                        .unwrap()
+                        .run()
+                        .id
+                        .clone()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(ids.windows(2).all(|w| w[0] == w[1]), "{ids:?}");
+        assert_eq!(s.list(&RunFilter::default()).unwrap().len(), 1);
+    });
+}
+
+#[test]
+fn the_state_machine_is_enforced_and_observed() {
+    each_store(|s, rec| {
+        let r = s
+            .create_run(new_periodic("m", None, 0), t("2026-01-01T00:00:00Z"))
+            .unwrap()
+            .run()
+            .clone();
+        let err = s
+            .transition(
+                &r.id,
+                Transition::to(RunState::Success, t("2026-01-01T00:00:01Z"), "x"),
+            )
+            .unwrap_err();
+        assert_eq!(
+            err,
+            StoreError::InvalidTransition {
+                id: r.id.clone(),
+                from: RunState::Triggered,
+                to: RunState::Success
+            }
+        );
+        let mut start = Transition::to(
+            RunState::Pending,
+            t("2026-01-01T00:00:02Z"),
+            "Job triggered.",
+        );
+        start.cluster = Some("build01".into());
+        let p = s.transition(&r.id, start).unwrap();
+        assert_eq!(
+            (p.state, p.pending_at, p.cluster.as_deref()),
+            (
+                RunState::Pending,
+                Some(t("2026-01-01T00:00:02Z")),
+                Some("build01")
+            )
+        );
+        // A revival keeps it pending and counts.
+        let p = s
+            .transition(
+                &r.id,
+                Transition::to(RunState::Pending, t("2026-01-01T00:01:00Z"), "revived"),
+            )
+            .unwrap();
+        assert_eq!(
+            (p.pod_revival_count, p.pending_at),
+            (1, Some(t("2026-01-01T00:00:02Z")))
+        );
+        let done = s
+            .transition(
+                &r.id,
+                Transition::to(RunState::Failure, t("2026-01-01T00:02:00Z"), "Job failed."),
+            )
+            .unwrap();
+        assert_eq!(
+            (done.state, done.completed_at),
+            (RunState::Failure, Some(t("2026-01-01T00:02:00Z")))
+        );
+        // Nothing moves a completed run.
+        for to in RunState::ALL {
+            assert!(s
+                .transition(&r.id, Transition::to(to, t("2026-01-01T00:03:00Z"), "x"))
+                .is_err());
+        }
+        assert_eq!(s.get(&r.id).unwrap().unwrap(), done);
+        assert_eq!(
+            s.transition(
+                "missing",
+                Transition::to(RunState::Pending, t("2026-01-01T00:00:00Z"), "x")
+            )
+            .unwrap_err(),
+            StoreError::NotFound("missing".into())
+        );
+        let seen: Vec<(Option<RunState>, RunState)> = rec
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, f, to)| (*f, *to))
+            .collect();
+        assert_eq!(
+            seen,
+            vec![
+                (None, RunState::Triggered),
+                (Some(RunState::Triggered), RunState::Pending),
+                (Some(RunState::Pending), RunState::Pending),
+                (Some(RunState::Pending), RunState::Failure)
+            ]
+        );
+        let active = s
+            .list(&RunFilter {
+                active: true,
+                ..Default::default()
+            })
+            .unwrap();
+        assert!(active.is_empty());
+    });
+}
+
+#[test]
+fn schedule_state_and_outcomes() {
+    each_store(|s, _| {
+        assert!(s.periodic_state("p").unwrap().is_none());
+        let st = PeriodicState {
+            periodic: "o/r:p".into(),
+            schedule_hash: "h1".into(),
+            first_seen: t("2026-01-01T00:00:00Z"),
+            last_tick: Some(t("2026-01-02T00:00:00Z")),
+            paused: true,
+            queued: None,
+        };
+        s.put_periodic_state(&st).unwrap();
+        assert_eq!(s.periodic_state("o/r:p").unwrap(), Some(st.clone()));
+        let st2 = PeriodicState {
+            paused: false,
+            queued: Some(t("2026-01-03T00:00:00Z")),
+            ..st
+        };
+        s.put_periodic_state(&st2).unwrap();
+        assert_eq!(s.periodic_state("o/r:p").unwrap(), Some(st2));
+        let o = |first: &str, last: &str, count, outcome: &str| TickOutcome {
+            periodic: "o/r:p".into(),
+            first_tick: t(first),
+            last_tick: t(last),
+            count,
+            outcome: outcome.into(),
+            run_id: None,
+            recorded_at: t("2026-01-03T00:00:00Z"),
+        };
+        let list = vec![
+            o("2026-01-01T01:00:00Z", "2026-01-01T05:00:00Z", 5, "missed"),
+            o("2026-01-01T06:00:00Z", "2026-01-01T06:00:00Z", 1, "run"),
+        ];
+        s.record_outcomes(&list).unwrap();
+        assert_eq!(s.outcomes("o/r:p").unwrap(), list);
+        assert!(s.outcomes("other").unwrap().is_empty());
+    });
+}
+
+#[test]
+fn retention_keeps_the_latest_run_of_each_periodic_and_all_schedule_state() {
+    each_store(|s, _| {
+        let mut ids = Vec::new();
+        for (i, tick) in [
+            "2026-01-01T00:00:00Z",
+            "2026-01-02T00:00:00Z",
+            "2026-01-03T00:00:00Z",
+        ]
+        .iter()
+        .enumerate()
+        {
+            let r = s
+                .create_run(new_periodic("p", Some(tick), 0), t(tick))
+                .unwrap()
+                .run()
+                .clone();
+            s.transition(&r.id, Transition::to(RunState::Pending, t(tick), ""))
+                .unwrap();
+            s.transition(
+                &r.id,
+                Transition::to(
+                    RunState::Success,
+                    t(tick) + jiff::SignedDuration::from_secs(60 + i as i64),
+                    "",
+                ),
+            )
+            .unwrap();
+            ids.push(r.id);
+        }
+        let manual = s
+            .create_run(
+                NewRun {
+                    job_type: JobType::Postsubmit,
+                    periodic: None,
+                    ..new_periodic("q", None, 0)
+                },
+                t("2026-01-01T00:00:00Z"),
+            )
+            .unwrap()
+            .run()
+            .clone();
+        s.transition(
+            &manual.id,
+            Transition::to(RunState::Error, t("2026-01-01T00:00:01Z"), "x"),
+        )
+        .unwrap();
+        let active = s
+            .create_run(new_periodic("r", None, 0), t("2025-01-01T00:00:00Z"))
+            .unwrap()
+            .run()
+            .clone();
+        s.put_periodic_state(&PeriodicState {
+            periodic: "p".into(),
+            schedule_hash: "h".into(),
+            first_seen: t("2025-12-01T00:00:00Z"),
+            last_tick: Some(t("2026-01-03T00:00:00Z")),
+            paused: false,
+            queued: None,
+        })
+        .unwrap();
+        let mut deleted = s
+            .delete_completed_before(t("2026-02-01T00:00:00Z"))
+            .unwrap();
+        deleted.sort();
+        let mut want = vec![ids[0].clone(), ids[1].clone(), manual.id.clone()];
+        want.sort();
+        assert_eq!(deleted, want);
+        assert!(
+            s.get(&ids[2]).unwrap().is_some(),
+            "the latest run of p stays"
+        );
+        assert!(s.get(&active.id).unwrap().is_some(), "active runs stay");
+        assert!(
+            s.periodic_state("p").unwrap().is_some(),
+            "schedule state is never deleted"
+        );
+    });
+}
+
+#[test]
+fn sqlite_survives_reopen_with_build_ids_still_increasing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bosun.db");
+    let (id, build) = {
+        let s = SqliteStore::open(&path).unwrap();
+        let r = s
+            .create_run(
+                new_periodic("p", Some("2030-01-01T00:00:00Z"), 0),
+                t("2030-01-01T00:00:00Z"),
+            )
+            .unwrap()
+            .run()
+            .clone();
+        (r.id, r.build_id)
+    };
+    let s = SqliteStore::open(&path).unwrap();
+    assert_eq!(s.get(&id).unwrap().unwrap().build_id, build);
+    // An earlier clock after the restart still gives a larger build id.
+    let r = s
+        .create_run(new_periodic("p", None, 0), t("2020-01-01T00:00:00Z"))
+        .unwrap()
+        .run()
+        .clone();
+    assert!(r.build_id.parse::<i64>().unwrap() > build.parse::<i64>().unwrap());
+    assert!(matches!(
+        s.create_run(
+            new_periodic("p", Some("2030-01-01T00:00:00Z"), 0),
+            t("2030-01-01T00:00:09Z")
+        )
+        .unwrap(),
+        Created::Existing(_)
+    ));
+}
