@@ -21,6 +21,13 @@ enum Command {
     Check(check::CheckArgs),
     /// Print the next fire times of periodics.
     Schedule(schedule::ScheduleArgs),
+    /// Supervise one local run (started by the daemon; not for people).
+    #[command(hide = true)]
+    RunShim {
+        /// --dir DIR [--workdir W] -- CMD ARGS...
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -28,5 +35,9 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Check(args) => check::run(&args, &mut std::io::stdout().lock()),
         Command::Schedule(args) => schedule::run(&args, &mut std::io::stdout().lock()),
+        Command::RunShim { args } => {
+            let code = bosun_cluster::local::LocalExecutor::shim_main(&args);
+            ExitCode::from(u8::try_from(code).unwrap_or(2))
+        }
     }
 }
