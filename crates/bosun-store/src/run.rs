@@ -268,3 +268,158 @@ mod tests {
         }
     }
 }
+
+/// Prow's `Refs.String()`: `base_ref:base_sha,number:sha,...` (PULL_REFS).
+pub fn refs_string(r: &Refs) -> String {
+    let mut s = r.base_ref.clone().unwrap_or_default();
+    if let Some(sha) = &r.base_sha {
+        s.push(':');
+        s.push_str(sha);
+    }
+    for p in &r.pulls {
+        s.push_str(&format!(",{}:{}", p.number, p.sha));
+        if let Some(rf) = &p.ref_ {
+            s.push(':');
+            s.push_str(rf);
+        }
+    }
+    s
+}
+
+impl Run {
+    /// Prow's `JOB_SPEC`: the run as the job sees it.
+    pub fn job_spec(&self) -> serde_json::Value {
+        let mut spec = serde_json::json!({
+            "type": self.job_type.as_str(),
+            "job": self.job,
+            "buildid": self.build_id,
+            "prowjobid": self.id,
+        });
+        if let Some(r) = &self.refs {
+            spec["refs"] = serde_json::to_value(r).expect("serializable");
+        }
+        if !self.extra_refs.is_empty() {
+            spec["extra_refs"] = serde_json::to_value(&self.extra_refs).expect("serializable");
+        }
+        spec
+    }
+
+    /// The environment Prow gives every container of a run (`CI`, `JOB_NAME`,
+    /// `JOB_TYPE`, `JOB_SPEC`, `BUILD_ID`, `BUILD_NUMBER`, `PROW_JOB_ID`; and for
+    /// pre/postsubmits `REPO_OWNER`, `REPO_NAME`, `PULL_BASE_REF`, `PULL_BASE_SHA`,
+    /// `PULL_REFS`; and for presubmits `PULL_NUMBER`, `PULL_PULL_SHA`).
+    pub fn job_env(&self) -> Vec<(String, String)> {
+        let mut env = vec![
+            ("CI".to_string(), "true".to_string()),
+            ("JOB_NAME".into(), self.job.clone()),
+            ("JOB_TYPE".into(), self.job_type.as_str().into()),
+            ("JOB_SPEC".into(), self.job_spec().to_string()),
+            ("BUILD_ID".into(), self.build_id.clone()),
+            ("BUILD_NUMBER".into(), self.build_id.clone()),
+            ("PROW_JOB_ID".into(), self.id.clone()),
+        ];
+        if self.job_type == JobType::Periodic {
+            return env;
+        }
+        if let Some(r) = &self.refs {
+            env.push(("REPO_OWNER".into(), r.org.clone()));
+            env.push(("REPO_NAME".into(), r.repo.clone()));
+            env.push((
+                "PULL_BASE_REF".into(),
+                r.base_ref.clone().unwrap_or_default(),
+            ));
+            env.push((
+                "PULL_BASE_SHA".into(),
+                r.base_sha.clone().unwrap_or_default(),
+            ));
+            env.push(("PULL_REFS".into(), refs_string(r)));
+            if matches!(self.job_type, JobType::Presubmit) {
+                if let Some(p) = r.pulls.first() {
+                    env.push(("PULL_NUMBER".into(), p.number.to_string()));
+                    env.push(("PULL_PULL_SHA".into(), p.sha.clone()));
+                }
+            }
+        }
+        env
+    }
+}
+
+#[cfg(test)]
+mod env_tests {
+    use super::*;
+    use bosun_config::types::Pull;
+
+    fn run(job_type: JobType, refs: Option<Refs>) -> Run {
+        Run {
+            id: "6f0c7c2e-7a51-4b6e-9b1a-3c1d2e4f5a6b".into(),
+            build_id: "1800000000000001".into(),
+            job: "pull-x-unit".into(),
+            job_type,
+            periodic: None,
+            configured_cluster: "default".into(),
+            cluster: None,
+            refs,
+            extra_refs: vec![],
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+            spec_hash: String::new(),
+            scheduled_at: None,
+            attempt: 0,
+            pod_revival_count: 0,
+            created_at: Timestamp::UNIX_EPOCH,
+            pending_at: None,
+            completed_at: None,
+            state: RunState::Triggered,
+            description: String::new(),
+            url: None,
+        }
+    }
+
+    #[test]
+    fn presubmit_environment_is_prows() {
+        let refs = Refs {
+            org: "o".into(),
+            repo: "r".into(),
+            base_ref: Some("main".into()),
+            base_sha: Some("abc".into()),
+            pulls: vec![Pull {
+                number: 42,
+                author: "a".into(),
+                sha: "def".into(),
+                ..Pull::default()
+            }],
+            ..Refs::default()
+        };
+        let env: BTreeMap<String, String> = run(JobType::Presubmit, Some(refs))
+            .job_env()
+            .into_iter()
+            .collect();
+        assert_eq!(env["PULL_REFS"], "main:abc,42:def");
+        assert_eq!(env["PULL_NUMBER"], "42");
+        assert_eq!(env["PULL_PULL_SHA"], "def");
+        assert_eq!(env["REPO_OWNER"], "o");
+        assert_eq!(env["JOB_TYPE"], "presubmit");
+        assert_eq!(env["BUILD_ID"], "1800000000000001");
+        let spec: serde_json::Value = serde_json::from_str(&env["JOB_SPEC"]).unwrap();
+        assert_eq!(spec["refs"]["pulls"][0]["number"], 42);
+        assert_eq!(spec["prowjobid"], "6f0c7c2e-7a51-4b6e-9b1a-3c1d2e4f5a6b");
+    }
+
+    #[test]
+    fn periodic_environment_has_no_refs() {
+        let env: BTreeMap<String, String> =
+            run(JobType::Periodic, None).job_env().into_iter().collect();
+        assert_eq!(
+            env.keys().cloned().collect::<Vec<_>>(),
+            [
+                "BUILD_ID",
+                "BUILD_NUMBER",
+                "CI",
+                "JOB_NAME",
+                "JOB_SPEC",
+                "JOB_TYPE",
+                "PROW_JOB_ID"
+            ]
+        );
+    }
+}
