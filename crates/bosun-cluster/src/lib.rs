@@ -9,5 +9,7 @@
 
 #![warn(missing_docs)]
 
+pub mod admit;
 pub mod local;
+pub mod registry;
 pub mod shim;

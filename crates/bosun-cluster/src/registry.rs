@@ -1,0 +1,97 @@
+//! Which build clusters exist: `build_clusters` from the config, plus an implicit
+//! local `default` when nothing defines `default` (DESIGN.md). Kubernetes clusters
+//! from kubeconfig files join this registry with the Kubernetes executor.
+
+use std::collections::BTreeMap;
+
+use bosun_config::types::{ClusterKind, ProwConfig};
+
+/// How a cluster runs jobs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClusterDef {
+    /// Processes on this machine, at most `slots` at once (0: unlimited).
+    Local {
+        /// Concurrent runs.
+        slots: usize,
+    },
+    /// A Kubernetes cluster (its executor comes with the Kubernetes work).
+    Kubernetes {
+        /// The kubeconfig context.
+        context: String,
+    },
+}
+
+/// The clusters of a configuration by alias. `cpus` is the default slot count of
+/// a local cluster.
+pub fn clusters(config: &ProwConfig, cpus: usize) -> BTreeMap<String, ClusterDef> {
+    let mut out: BTreeMap<String, ClusterDef> = config
+        .build_clusters
+        .iter()
+        .map(|(alias, c)| {
+            let def = match c.kind {
+                ClusterKind::Local => ClusterDef::Local {
+                    slots: c.max_concurrency.map_or(cpus, |m| m.max(0) as usize),
+                },
+                ClusterKind::Kubernetes => ClusterDef::Kubernetes {
+                    context: c.context.clone().unwrap_or_else(|| alias.clone()),
+                },
+            };
+            (alias.clone(), def)
+        })
+        .collect();
+    out.entry("default".into())
+        .or_insert(ClusterDef::Local { slots: cpus });
+    out
+}
+
+/// Prow's message for a run whose cluster alias is unknown (the run ends in
+/// `error`).
+pub fn unknown_cluster(alias: &str) -> String {
+    format!("no build client found for cluster {alias:?}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(yaml: &str) -> ProwConfig {
+        let docs = bosun_config::yaml::parse_documents(yaml).unwrap();
+        bosun_config::yaml::from_node(&docs[0], &Default::default()).unwrap()
+    }
+
+    #[test]
+    fn implicit_default_and_slots() {
+        let c = clusters(&bosun_config::load::default_config(), 4);
+        assert_eq!(
+            c.into_iter().collect::<Vec<_>>(),
+            vec![("default".to_string(), ClusterDef::Local { slots: 4 })]
+        );
+        let c = clusters(
+            &config("build_clusters:\n  big: {max_concurrency: 8}\n  k: {kind: kubernetes}\n"),
+            2,
+        );
+        assert_eq!(c["big"], ClusterDef::Local { slots: 8 });
+        assert_eq!(
+            c["k"],
+            ClusterDef::Kubernetes {
+                context: "k".into()
+            }
+        );
+        assert_eq!(c["default"], ClusterDef::Local { slots: 2 });
+        // A configured default replaces the implicit one.
+        let c = clusters(
+            &config("build_clusters:\n  default: {kind: kubernetes, context: prod}\n"),
+            2,
+        );
+        assert_eq!(
+            c["default"],
+            ClusterDef::Kubernetes {
+                context: "prod".into()
+            }
+        );
+        assert_eq!(
+            unknown_cluster("nope"),
+            "no build client found for cluster \"nope\""
+        );
+    }
+}
