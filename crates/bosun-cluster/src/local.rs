@@ -45,7 +45,7 @@ pub struct JobProcess {
 /// Where a local run stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProcessState {
-    /// The supervisor is starting the job.
+    /// The supervisor is starting the job, or recording its end.
     Starting,
     /// The job runs as `pid`.
     Running {
@@ -189,18 +189,22 @@ impl LocalExecutor {
         if let Some(code) = exit_code() {
             return ProcessState::Exited { code };
         }
-        if let Some((pid, started)) = read_pid(&dir.join(PID)) {
-            if start_time(pid) == Some(started) && !is_zombie(pid) {
-                return ProcessState::Running { pid };
-            }
-            // It may have ended between the two reads.
-            return exit_code().map_or(ProcessState::Lost, |code| ProcessState::Exited { code });
+        let alive = |file: &str| {
+            read_pid(&dir.join(file))
+                .filter(|(pid, started)| start_time(*pid) == Some(*started) && !is_zombie(*pid))
+        };
+        if let Some((pid, _)) = alive(PID) {
+            return ProcessState::Running { pid };
         }
-        // No pid yet: the supervisor may still be starting the job.
-        if let Some((pid, started)) = read_pid(&dir.join("shim.pid")) {
-            if start_time(pid) == Some(started) && !is_zombie(pid) {
-                return ProcessState::Starting;
-            }
+        // The job has not started yet, or has just ended and the supervisor is
+        // writing its exit code: while the supervisor lives, the run is not lost.
+        if alive("shim.pid").is_some() {
+            return match read_pid(&dir.join(PID)) {
+                Some(_) => {
+                    exit_code().map_or(ProcessState::Starting, |code| ProcessState::Exited { code })
+                }
+                None => ProcessState::Starting,
+            };
         }
         exit_code().map_or(ProcessState::Lost, |code| ProcessState::Exited { code })
     }

@@ -5,7 +5,10 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod check;
+mod controller;
+mod metrics;
 mod schedule;
+mod serve;
 
 /// bosun: a CI job orchestrator for Prow-style job configuration.
 #[derive(Parser, Debug)]
@@ -21,6 +24,8 @@ enum Command {
     Check(check::CheckArgs),
     /// Print the next fire times of periodics.
     Schedule(schedule::ScheduleArgs),
+    /// Run the daemon: the controller, the JSON API and metrics.
+    Serve(serve::ServeArgs),
     /// Supervise one local run (started by the daemon; not for people).
     #[command(hide = true)]
     RunShim {
@@ -35,6 +40,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Check(args) => check::run(&args, &mut std::io::stdout().lock()),
         Command::Schedule(args) => schedule::run(&args, &mut std::io::stdout().lock()),
+        Command::Serve(args) => serve::run(&args),
         Command::RunShim { args } => {
             let code = bosun_cluster::local::LocalExecutor::shim_main(&args);
             ExitCode::from(u8::try_from(code).unwrap_or(2))

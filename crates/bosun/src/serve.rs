@@ -1,0 +1,652 @@
+//! `bosun serve`: the daemon. It loads the configuration, opens the store, runs
+//! the controller and serves the JSON API and metrics.
+
+// Handlers fail with a ready `Response` (axum's idiom); boxing it would only add noise.
+#![allow(clippy::result_large_err)]
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use bosun_cluster::local::LocalExecutor;
+use bosun_cluster::registry::{clusters, ClusterDef};
+use bosun_config::types::{JobType, Refs};
+use bosun_config::{load, OsFiles, Snapshot};
+use bosun_store::sqlite::{SqliteOptions, SqliteStore};
+use bosun_store::{Created, NewRun, Run, RunFilter, RunState, Store, StoreError};
+use clap::{Args, ValueEnum};
+use jiff::Timestamp;
+use serde::Deserialize;
+use subtle::ConstantTimeEq;
+
+use crate::check::ConfigArgs;
+use crate::controller::{self, SpecSnapshot};
+use crate::metrics::Metrics;
+
+/// Log format.
+#[derive(ValueEnum, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// `bosun serve` arguments.
+#[derive(Args, Debug, Clone)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Where the store and run directories live.
+    #[arg(long, default_value = "./bosun-data")]
+    pub data_dir: PathBuf,
+    /// Address of the API.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// A file holding the bearer token that mutating requests must present.
+    #[arg(long, value_name = "FILE")]
+    pub api_token_file: Option<PathBuf>,
+    /// Allow a non-loopback --listen address without a token.
+    #[arg(long)]
+    pub insecure_no_auth: bool,
+    /// Log format.
+    #[arg(long, value_enum, default_value_t)]
+    pub log_format: LogFormat,
+}
+
+/// Everything the daemon's tasks share.
+pub struct App {
+    /// The run store.
+    pub store: Arc<dyn Store>,
+    snapshot: RwLock<Arc<Snapshot>>,
+    /// Build clusters by alias.
+    pub clusters: BTreeMap<String, ClusterDef>,
+    /// Executors of the local clusters.
+    pub executors: HashMap<String, Arc<LocalExecutor>>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Wakes the controller.
+    pub wake: tokio::sync::Notify,
+    aborts: Mutex<HashSet<String>>,
+    token: Option<String>,
+}
+
+impl App {
+    /// The configuration in force.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.snapshot
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// True (once) when an abort of `id` was requested.
+    pub fn take_abort(&self, id: &str) -> bool {
+        self.aborts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id)
+    }
+}
+
+/// Runs the daemon until SIGINT or SIGTERM.
+pub fn run(args: &ServeArgs) -> ExitCode {
+    init_logging(args.log_format);
+    let token = match &args.api_token_file {
+        Some(p) => match std::fs::read_to_string(p) {
+            Ok(t) if !t.trim().is_empty() => Some(t.trim().to_string()),
+            Ok(_) => {
+                tracing::error!(file = %p.display(), "the API token file is empty");
+                return ExitCode::FAILURE;
+            }
+            Err(e) => {
+                tracing::error!(file = %p.display(), error = %e, "cannot read the API token file");
+                return ExitCode::FAILURE;
+            }
+        },
+        None => None,
+    };
+    if token.is_none() && !args.listen.ip().is_loopback() && !args.insecure_no_auth {
+        tracing::error!(listen = %args.listen, "refusing to serve a non-loopback address without --api-token-file (or --insecure-no-auth)");
+        return ExitCode::FAILURE;
+    }
+    let loaded = load(&args.config.load_options(), &OsFiles);
+    for d in &loaded.diagnostics {
+        if d.is_error() {
+            tracing::error!("{d}");
+        } else {
+            tracing::warn!("{d}");
+        }
+    }
+    let Some(snapshot) = loaded.snapshot else {
+        tracing::error!("the configuration has errors; run `bosun check`");
+        return ExitCode::FAILURE;
+    };
+    if let Err(e) = std::fs::create_dir_all(&args.data_dir) {
+        tracing::error!(dir = %args.data_dir.display(), error = %e, "cannot create the data directory");
+        return ExitCode::FAILURE;
+    }
+    let metrics = Metrics::new(&snapshot.config.prowjob_namespace);
+    let store = match SqliteStore::open_with(
+        args.data_dir.join("bosun.db"),
+        SqliteOptions::default(),
+        Some(metrics.clone()),
+    ) {
+        Ok(s) => Arc::new(s),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot open the store");
+            return ExitCode::FAILURE;
+        }
+    };
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let clusters = clusters(&snapshot.config, cpus);
+    let shim = vec![
+        std::env::current_exe()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| "bosun".into()),
+        "run-shim".to_string(),
+    ];
+    let executors = clusters
+        .iter()
+        .filter(|(_, c)| matches!(c, ClusterDef::Local { .. }))
+        .map(|(alias, _)| {
+            (
+                alias.clone(),
+                Arc::new(LocalExecutor::new(
+                    args.data_dir.join("runs").join(alias),
+                    shim.clone(),
+                )),
+            )
+        })
+        .collect();
+    let app = Arc::new(App {
+        store,
+        snapshot: RwLock::new(Arc::new(snapshot)),
+        clusters,
+        executors,
+        metrics,
+        wake: tokio::sync::Notify::new(),
+        aborts: Mutex::default(),
+        token,
+    });
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start the runtime");
+            return ExitCode::FAILURE;
+        }
+    };
+    rt.block_on(serve(app, args.listen))
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    use std::io::IsTerminal;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}
+
+async fn serve(app: Arc<App>, listen: SocketAddr) -> ExitCode {
+    let listener = match tokio::net::TcpListener::bind(listen).await {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!(%listen, error = %e, "cannot listen");
+            return ExitCode::FAILURE;
+        }
+    };
+    tracing::info!(listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "bosun serving");
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let controller = tokio::spawn(controller_loop(app.clone(), stop_rx.clone()));
+    let router = routes(app.clone());
+    let mut stop_http = stop_rx.clone();
+    let server = axum::serve(listener, router).with_graceful_shutdown(async move {
+        let _ = stop_http.changed().await;
+    });
+    let server = tokio::spawn(async move { server.await });
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    let _ = stop_tx.send(true);
+    let _ = server.await;
+    let _ = controller.await;
+    ExitCode::SUCCESS
+}
+
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+    }
+}
+
+/// Runs the controller when woken (a new run, an abort) and at least every
+/// 200 ms: local processes have no event bosun can wait on across a daemon
+/// restart, so their state is read from the run directories.
+async fn controller_loop(app: Arc<App>, mut stop: tokio::sync::watch::Receiver<bool>) {
+    loop {
+        let a = app.clone();
+        let _ = tokio::task::spawn_blocking(move || controller::reconcile(&a)).await;
+        tokio::select! {
+            _ = app.wake.notified() => {}
+            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+fn routes(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(|| async { "ok" }))
+        .route("/metrics", get(metrics))
+        .route("/api/v1/runs", post(create_run).get(list_runs))
+        .route("/api/v1/runs/{id}", get(get_run))
+        .route("/api/v1/runs/{id}/log", get(run_log))
+        .route("/api/v1/runs/{id}/abort", post(abort_run))
+        .route("/api/v1/runs/{id}/rerun", post(rerun))
+        .with_state(app)
+}
+
+type ApiResult = Result<Response, Response>;
+
+fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    (status, Json(serde_json::json!({"error": message.into()}))).into_response()
+}
+
+fn store_error(e: StoreError) -> Response {
+    match e {
+        StoreError::NotFound(m) => error(StatusCode::NOT_FOUND, format!("run {m} not found")),
+        StoreError::InvalidTransition { .. } => error(StatusCode::CONFLICT, e.to_string()),
+        StoreError::Unavailable(m) => {
+            let mut r = error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("the store cannot commit: {m}"),
+            );
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, "5".parse().expect("valid header"));
+            r
+        }
+        StoreError::Invalid(m) => error(StatusCode::INTERNAL_SERVER_ERROR, m),
+    }
+}
+
+fn authorize(app: &App, headers: &HeaderMap) -> Result<(), Response> {
+    let Some(token) = &app.token else {
+        return Ok(());
+    };
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or_default();
+    if bool::from(given.as_bytes().ct_eq(token.as_bytes())) {
+        Ok(())
+    } else {
+        Err(error(
+            StatusCode::UNAUTHORIZED,
+            "a valid bearer token is required",
+        ))
+    }
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(f).await.expect("blocking task")
+}
+
+async fn metrics(State(app): State<Arc<App>>) -> Response {
+    let text = blocking(move || app.metrics.render(app.store.as_ref())).await;
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+/// `POST /api/v1/runs` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TriggerRequest {
+    job: String,
+    repo: Option<String>,
+    #[serde(rename = "type")]
+    job_type: Option<String>,
+    refs: Option<Refs>,
+}
+
+const MAX_LABEL: usize = 63;
+
+/// Prow's `prow.k8s.io/job` label value: at most 63 characters, no trailing `._-`.
+pub fn job_label(name: &str) -> String {
+    if name.len() <= MAX_LABEL {
+        return name.to_string();
+    }
+    name[..MAX_LABEL]
+        .trim_end_matches(['.', '_', '-'])
+        .to_string()
+}
+
+fn new_run(
+    snapshot: &Snapshot,
+    base: &bosun_config::types::JobBase,
+    job_type: JobType,
+    periodic: Option<String>,
+    pod_spec: Option<k8s_openapi::api::core::v1::PodSpec>,
+    refs: Option<Refs>,
+) -> NewRun {
+    let mut labels = base.labels.clone();
+    labels.insert("created-by-prow".into(), "true".into());
+    labels.insert("prow.k8s.io/job".into(), job_label(&base.name));
+    labels.insert("prow.k8s.io/type".into(), job_type.as_str().into());
+    if let Some(r) = refs.as_ref().or(base.extra_refs.first()) {
+        labels.insert("prow.k8s.io/refs.org".into(), r.org.clone());
+        labels.insert("prow.k8s.io/refs.repo".into(), r.repo.clone());
+        if let Some(b) = &r.base_ref {
+            labels.insert("prow.k8s.io/refs.base_ref".into(), b.clone());
+        }
+        if let Some(p) = r.pulls.first() {
+            labels.insert("prow.k8s.io/refs.pull".into(), p.number.to_string());
+        }
+    }
+    let mut annotations = base.annotations.clone();
+    annotations.insert("prow.k8s.io/job".into(), base.name.clone());
+    let _ = snapshot;
+    NewRun {
+        job: base.name.clone(),
+        job_type,
+        periodic,
+        configured_cluster: base.cluster.clone(),
+        state: RunState::Triggered,
+        refs,
+        extra_refs: base.extra_refs.clone(),
+        labels,
+        annotations,
+        spec: serde_json::to_value(SpecSnapshot {
+            job: base.clone(),
+            pod_spec,
+        })
+        .expect("serializable"),
+        scheduled_at: None,
+        attempt: 0,
+        description: "Job triggered.".into(),
+    }
+}
+
+async fn create_run(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> ApiResult {
+    authorize(&app, &headers)?;
+    let req: TriggerRequest = serde_json::from_slice(&body)
+        .map_err(|e| error(StatusCode::BAD_REQUEST, format!("bad request body: {e}")))?;
+    let snapshot = app.snapshot();
+    let type_filter = req.job_type.as_deref();
+    // Candidates by name, narrowed by repo and type.
+    let mut found: Vec<(JobType, Option<String>, NewRun)> = Vec::new();
+    for p in snapshot
+        .periodics
+        .iter()
+        .filter(|p| p.base.name == req.job || p.identity() == req.job)
+    {
+        if type_filter.is_none_or(|t| t == "periodic") && req.repo.is_none() {
+            found.push((
+                JobType::Periodic,
+                None,
+                new_run(
+                    &snapshot,
+                    &p.base,
+                    JobType::Periodic,
+                    Some(p.identity()),
+                    snapshot.pod_spec(p),
+                    req.refs.clone(),
+                ),
+            ));
+        }
+    }
+    for (repo, jobs) in &snapshot.presubmits {
+        for j in jobs.iter().filter(|j| j.base.name == req.job) {
+            if type_filter.is_none_or(|t| t == "presubmit")
+                && req.repo.as_deref().is_none_or(|r| r == repo)
+            {
+                found.push((
+                    JobType::Presubmit,
+                    Some(repo.clone()),
+                    new_run(
+                        &snapshot,
+                        &j.base,
+                        JobType::Presubmit,
+                        None,
+                        snapshot.pod_spec(j),
+                        req.refs.clone(),
+                    ),
+                ));
+            }
+        }
+    }
+    for (repo, jobs) in &snapshot.postsubmits {
+        for j in jobs.iter().filter(|j| j.base.name == req.job) {
+            if type_filter.is_none_or(|t| t == "postsubmit")
+                && req.repo.as_deref().is_none_or(|r| r == repo)
+            {
+                found.push((
+                    JobType::Postsubmit,
+                    Some(repo.clone()),
+                    new_run(
+                        &snapshot,
+                        &j.base,
+                        JobType::Postsubmit,
+                        None,
+                        snapshot.pod_spec(j),
+                        req.refs.clone(),
+                    ),
+                ));
+            }
+        }
+    }
+    let (job_type, _, new) = match found.len() {
+        0 => {
+            return Err(error(
+                StatusCode::NOT_FOUND,
+                format!("no job named {:?}", req.job),
+            ))
+        }
+        1 => found.remove(0),
+        _ => {
+            let candidates: Vec<serde_json::Value> = found
+                .iter()
+                .map(|(t, repo, _)| serde_json::json!({"type": t.as_str(), "repo": repo}))
+                .collect();
+            return Err((
+                StatusCode::CONFLICT,
+                Json(serde_json::json!({"error": format!("{} jobs are named {:?}: say which with \"repo\" and \"type\"", candidates.len(), req.job), "candidates": candidates})),
+            )
+                .into_response());
+        }
+    };
+    if job_type == JobType::Presubmit && new.refs.as_ref().is_none_or(|r| r.pulls.is_empty()) {
+        return Err(error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "a presubmit needs refs with at least one pull request (refs.pulls)",
+        ));
+    }
+    let store = app.store.clone();
+    let created = blocking(move || store.create_run(new, Timestamp::now()))
+        .await
+        .map_err(store_error)?;
+    app.wake.notify_one();
+    Ok((StatusCode::CREATED, Json(created.run().clone())).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+struct ListQuery {
+    job: Option<String>,
+    state: Option<String>,
+    cluster: Option<String>,
+    #[serde(rename = "type")]
+    job_type: Option<String>,
+    limit: Option<usize>,
+    offset: Option<usize>,
+}
+
+async fn list_runs(State(app): State<Arc<App>>, Query(q): Query<ListQuery>) -> ApiResult {
+    let state = q
+        .state
+        .as_deref()
+        .map(str::parse::<RunState>)
+        .transpose()
+        .map_err(|e| error(StatusCode::BAD_REQUEST, e))?;
+    let filter = RunFilter {
+        job: q.job,
+        state,
+        cluster: q.cluster,
+        job_type: q.job_type,
+        limit: q.limit.unwrap_or(100).min(1000),
+        offset: q.offset.unwrap_or(0),
+        ..RunFilter::default()
+    };
+    let store = app.store.clone();
+    let runs = blocking(move || store.list(&filter))
+        .await
+        .map_err(store_error)?;
+    Ok(Json(serde_json::json!({"runs": runs})).into_response())
+}
+
+async fn find(app: &Arc<App>, id: String) -> Result<Run, Response> {
+    let store = app.store.clone();
+    let missing = id.clone();
+    blocking(move || store.get(&id))
+        .await
+        .map_err(store_error)?
+        .ok_or_else(|| error(StatusCode::NOT_FOUND, format!("run {missing} not found")))
+}
+
+async fn get_run(State(app): State<Arc<App>>, Path(id): Path<String>) -> ApiResult {
+    Ok(Json(find(&app, id).await?).into_response())
+}
+
+/// The log, followed until the run ends.
+async fn run_log(State(app): State<Arc<App>>, Path(id): Path<String>) -> ApiResult {
+    let run = find(&app, id).await?;
+    let alias = run
+        .cluster
+        .clone()
+        .unwrap_or_else(|| run.configured_cluster.clone());
+    let Some(exec) = app.executors.get(&alias) else {
+        return Err(error(StatusCode::NOT_FOUND, "this run has no local log"));
+    };
+    let path = exec.log_path(&run.id);
+    let state = (app.clone(), path, 0u64, false);
+    let stream = futures_util::stream::unfold(state, |(app, path, offset, done)| async move {
+        if done {
+            return None;
+        }
+        loop {
+            let data = tokio::fs::read(&path).await.unwrap_or_default();
+            if (data.len() as u64) > offset {
+                let chunk = data[offset as usize..].to_vec();
+                let next = data.len() as u64;
+                return Some((Ok::<_, std::io::Error>(chunk), (app, path, next, false)));
+            }
+            let id = path
+                .parent()
+                .and_then(|p| p.file_name())
+                .map(|n| n.to_string_lossy().to_string())
+                .unwrap_or_default();
+            let store = app.store.clone();
+            let finished = blocking(move || store.get(&id))
+                .await
+                .ok()
+                .flatten()
+                .is_none_or(|r| r.state.is_final());
+            if finished {
+                // One last read after the end, then stop.
+                let data = tokio::fs::read(&path).await.unwrap_or_default();
+                let chunk = data.get(offset as usize..).unwrap_or_default().to_vec();
+                return Some((Ok(chunk), (app, path, data.len() as u64, true)));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    });
+    Ok((
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        Body::from_stream(stream),
+    )
+        .into_response())
+}
+
+async fn abort_run(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> ApiResult {
+    authorize(&app, &headers)?;
+    let run = find(&app, id).await?;
+    if run.state.is_final() {
+        return Err(error(
+            StatusCode::CONFLICT,
+            format!("run {} already ended: {}", run.id, run.state),
+        ));
+    }
+    app.aborts
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(run.id.clone());
+    app.wake.notify_one();
+    Ok((StatusCode::ACCEPTED, Json(run)).into_response())
+}
+
+async fn rerun(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> ApiResult {
+    authorize(&app, &headers)?;
+    let old = find(&app, id).await?;
+    let store = app.store.clone();
+    let spec = {
+        let hash = old.spec_hash.clone();
+        blocking(move || store.spec(&hash))
+            .await
+            .map_err(store_error)?
+    };
+    let new = NewRun {
+        job: old.job.clone(),
+        job_type: old.job_type,
+        periodic: old.periodic.clone(),
+        configured_cluster: old.configured_cluster.clone(),
+        state: RunState::Triggered,
+        refs: old.refs.clone(),
+        extra_refs: old.extra_refs.clone(),
+        labels: old.labels.clone(),
+        annotations: old.annotations.clone(),
+        spec: spec.unwrap_or_default(),
+        scheduled_at: None,
+        attempt: 0,
+        description: format!("Rerun of {}.", old.id),
+    };
+    let store = app.store.clone();
+    let created = blocking(move || store.create_run(new, Timestamp::now()))
+        .await
+        .map_err(store_error)?;
+    app.wake.notify_one();
+    let Created::New(run) = created else {
+        return Err(error(StatusCode::CONFLICT, "the rerun already exists"));
+    };
+    Ok((StatusCode::CREATED, Json(run)).into_response())
+}

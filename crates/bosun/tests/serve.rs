@@ -1,0 +1,374 @@
+//! `bosun serve` as a real process: runs triggered over the API run as local
+//! processes and reach their final states; errors are clear 4xx answers; the
+//! token guards mutating requests; a restarted daemon finishes what the killed
+//! one started.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const CONFIG: &str =
+    "plank:\n  max_concurrency: 4\nbuild_clusters:\n  default: {kind: local, max_concurrency: 2}\n";
+const JOBS: &str = r#"
+periodics:
+- name: ok
+  interval: 1h
+  spec: {containers: [{image: x, command: ["sh", "-c", "echo hi $JOB_NAME"]}]}
+- name: bad
+  interval: 1h
+  spec: {containers: [{image: x, command: ["sh", "-c", "exit 7"]}]}
+- name: slow
+  interval: 1h
+  spec: {containers: [{image: x, command: ["sh", "-c", "sleep 2; echo slept"]}]}
+- name: decorated
+  interval: 1h
+  decorate: true
+  decoration_config:
+    utility_images: {clonerefs: a, initupload: b, entrypoint: c, sidecar: d}
+    gcs_configuration: {bucket: b, path_strategy: explicit}
+  spec: {containers: [{image: x, command: ["true"]}]}
+presubmits:
+  o/r:
+  - name: ok
+    spec: {containers: [{image: x, command: ["true"]}]}
+"#;
+
+struct Daemon {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn setup(dir: &Path) {
+    std::fs::create_dir_all(dir.join("jobs")).unwrap();
+    std::fs::write(dir.join("config.yaml"), CONFIG).unwrap();
+    std::fs::write(dir.join("jobs/jobs.yaml"), JOBS).unwrap();
+}
+
+fn start(dir: &Path, extra: &[&str]) -> Daemon {
+    let port = free_port();
+    let child = Command::new(env!("CARGO_BIN_EXE_bosun"))
+        .arg("serve")
+        .arg("--config")
+        .arg(dir.join("config.yaml"))
+        .arg("--job-config")
+        .arg(dir.join("jobs"))
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{port}"))
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let d = Daemon { child, port };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while request(port, "GET", "/healthz", None, None).0 != 200 {
+        assert!(Instant::now() < deadline, "daemon did not come up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    d
+}
+
+/// A minimal HTTP/1.1 client (one request per connection).
+fn request(
+    port: u16,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+    token: Option<&str>,
+) -> (u16, String) {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return (0, String::new());
+    };
+    let body = body.unwrap_or("");
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    write!(s, "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n{auth}Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    let status = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = out
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, dechunk(&body))
+}
+
+fn dechunk(body: &str) -> String {
+    // Chunked bodies: size line, data, CRLF ... (good enough for tests).
+    if !body.contains("\r\n") {
+        return body.to_string();
+    }
+    let mut out = String::new();
+    let mut rest = body;
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+            return body.to_string();
+        };
+        if n == 0 {
+            break;
+        }
+        out.push_str(&after[..n.min(after.len())]);
+        rest = after.get(n + 2..).unwrap_or("");
+    }
+    out
+}
+
+fn json(s: &str) -> serde_json::Value {
+    serde_json::from_str(s).unwrap_or_else(|e| panic!("{e}: {s}"))
+}
+
+fn wait_state(port: u16, id: &str, done: impl Fn(&str) -> bool) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, body) = request(port, "GET", &format!("/api/v1/runs/{id}"), None, None);
+        let run = json(&body);
+        if done(run["state"].as_str().unwrap_or("")) {
+            return run;
+        }
+        assert!(Instant::now() < deadline, "run {id} stuck: {run}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn trigger(port: u16, body: &str) -> String {
+    let (status, body) = request(port, "POST", "/api/v1/runs", Some(body), None);
+    assert_eq!(status, 201, "{body}");
+    json(&body)["id"].as_str().unwrap().to_string()
+}
+
+fn tmp() -> (tempfile::TempDir, PathBuf) {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().to_path_buf();
+    (d, p)
+}
+
+#[test]
+fn runs_reach_their_final_states() {
+    let (_d, dir) = tmp();
+    setup(&dir);
+    let daemon = start(&dir, &[]);
+    let port = daemon.port;
+    let ok = trigger(port, r#"{"job": "ok", "type": "periodic"}"#);
+    let bad = trigger(port, r#"{"job": "bad"}"#);
+    let dec = trigger(port, r#"{"job": "decorated"}"#);
+    let run = wait_state(port, &ok, |s| s == "success");
+    assert_eq!(run["description"], "Job succeeded.");
+    assert_eq!(run["cluster"], "default");
+    assert_eq!(
+        wait_state(port, &bad, |s| s == "failure")["description"],
+        "Job failed (exit code 7)."
+    );
+    assert_eq!(
+        wait_state(port, &dec, |s| s == "error")["description"],
+        "decoration is not supported yet"
+    );
+    let (status, log) = request(port, "GET", &format!("/api/v1/runs/{ok}/log"), None, None);
+    assert_eq!((status, log.as_str()), (200, "hi ok\n"));
+    let (_, list) = request(port, "GET", "/api/v1/runs?state=success", None, None);
+    assert_eq!(json(&list)["runs"].as_array().unwrap().len(), 1);
+    let (_, metrics) = request(port, "GET", "/metrics", None, None);
+    assert!(
+        metrics.contains("job_name=\"bad\",type=\"periodic\",state=\"failure\""),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn bad_requests_get_clear_answers_and_store_nothing() {
+    let (_d, dir) = tmp();
+    setup(&dir);
+    let daemon = start(&dir, &[]);
+    let port = daemon.port;
+    assert_eq!(
+        request(
+            port,
+            "POST",
+            "/api/v1/runs",
+            Some(r#"{"job": "nope"}"#),
+            None
+        )
+        .0,
+        404
+    );
+    let (status, body) = request(port, "POST", "/api/v1/runs", Some(r#"{"job": "ok"}"#), None);
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(json(&body)["candidates"].as_array().unwrap().len(), 2);
+    let (status, body) = request(
+        port,
+        "POST",
+        "/api/v1/runs",
+        Some(r#"{"job": "ok", "type": "presubmit"}"#),
+        None,
+    );
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(
+        request(port, "POST", "/api/v1/runs", Some("{not json"), None).0,
+        400
+    );
+    assert_eq!(
+        request(
+            port,
+            "POST",
+            "/api/v1/runs",
+            Some(r#"{"job": "ok", "color": 1}"#),
+            None
+        )
+        .0,
+        400
+    );
+    let (_, list) = request(port, "GET", "/api/v1/runs", None, None);
+    assert!(
+        json(&list)["runs"].as_array().unwrap().is_empty(),
+        "nothing stored"
+    );
+    let ok = trigger(
+        port,
+        r#"{"job": "ok", "type": "presubmit", "refs": {"org": "o", "repo": "r", "base_ref": "main", "pulls": [{"number": 1, "author": "a", "sha": "abc"}]}}"#,
+    );
+    wait_state(port, &ok, |s| s == "success");
+    assert_eq!(
+        request(port, "GET", "/api/v1/runs/missing", None, None).0,
+        404
+    );
+}
+
+#[test]
+fn tokens_guard_mutations_and_exposed_addresses_need_one() {
+    let (_d, dir) = tmp();
+    setup(&dir);
+    std::fs::write(dir.join("token"), "s3cret\n").unwrap();
+    let token_file = dir.join("token").display().to_string();
+    let daemon = start(&dir, &["--api-token-file", &token_file]);
+    let port = daemon.port;
+    assert_eq!(
+        request(
+            port,
+            "POST",
+            "/api/v1/runs",
+            Some(r#"{"job": "bad"}"#),
+            None
+        )
+        .0,
+        401
+    );
+    assert_eq!(
+        request(
+            port,
+            "POST",
+            "/api/v1/runs",
+            Some(r#"{"job": "bad"}"#),
+            Some("wrong")
+        )
+        .0,
+        401
+    );
+    assert_eq!(
+        request(
+            port,
+            "POST",
+            "/api/v1/runs",
+            Some(r#"{"job": "bad"}"#),
+            Some("s3cret")
+        )
+        .0,
+        201
+    );
+    assert_eq!(
+        request(port, "GET", "/api/v1/runs", None, None).0,
+        200,
+        "reads need no token"
+    );
+    // A non-loopback address without a token is refused.
+    let out = Command::new(env!("CARGO_BIN_EXE_bosun"))
+        .args(["serve", "--listen", "0.0.0.0:0", "--data-dir"])
+        .arg(dir.join("data2"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("refusing to serve a non-loopback address")
+    );
+}
+
+#[test]
+fn abort_and_a_restarted_daemon_finishes_the_runs() {
+    let (_d, dir) = tmp();
+    setup(&dir);
+    let (slow, aborted) = {
+        let daemon = start(&dir, &[]);
+        let port = daemon.port;
+        let slow = trigger(port, r#"{"job": "slow"}"#);
+        let aborted = trigger(port, r#"{"job": "slow"}"#);
+        wait_state(port, &slow, |s| s == "pending");
+        wait_state(port, &aborted, |s| s == "pending");
+        assert_eq!(
+            request(
+                port,
+                "POST",
+                &format!("/api/v1/runs/{aborted}/abort"),
+                None,
+                None
+            )
+            .0,
+            202
+        );
+        assert_eq!(
+            wait_state(port, &aborted, |s| s == "aborted")["description"],
+            "Run aborted."
+        );
+        (slow, aborted)
+        // The daemon is killed (SIGKILL) here, while `slow` runs.
+    };
+    let daemon = start(&dir, &[]);
+    let run = wait_state(daemon.port, &slow, |s| s == "success");
+    assert_eq!(run["description"], "Job succeeded.");
+    let (_, log) = request(
+        daemon.port,
+        "GET",
+        &format!("/api/v1/runs/{slow}/log"),
+        None,
+        None,
+    );
+    assert_eq!(log, "slept\n");
+    assert_eq!(
+        request(
+            daemon.port,
+            "POST",
+            &format!("/api/v1/runs/{aborted}/abort"),
+            None,
+            None
+        )
+        .0,
+        409
+    );
+    let (_, list) = request(daemon.port, "GET", "/api/v1/runs", None, None);
+    assert_eq!(
+        json(&list)["runs"].as_array().unwrap().len(),
+        2,
+        "no run was duplicated"
+    );
+}
