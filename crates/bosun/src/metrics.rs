@@ -6,17 +6,46 @@ use std::sync::Arc;
 
 use bosun_store::{Run, RunFilter, RunState, Store, TransitionObserver};
 use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::{EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
 
 type Labels = Vec<(String, String)>;
 
+/// A counter exposed under its exact name. prometheus-client writes counters as
+/// `NAME_total` (OpenMetrics); Prow's is `prowjob_state_transitions`, and the
+/// queries people run against it (OpenShift's dispatcher among them) use that
+/// name, so the value is written without the suffix.
+#[derive(Debug, Default, Clone)]
+pub struct PlainCounter(Counter);
+
+impl PlainCounter {
+    fn inc(&self) {
+        self.0.inc();
+    }
+}
+
+impl TypedMetric for PlainCounter {
+    const TYPE: MetricType = MetricType::Counter;
+}
+
+impl EncodeMetric for PlainCounter {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        encoder.encode_gauge(&(self.0.get() as i64))
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Counter
+    }
+}
+
 /// The daemon's metrics.
 pub struct Metrics {
     registry: Registry,
-    transitions: Family<Labels, Counter>,
+    transitions: Family<Labels, PlainCounter>,
     prowjobs: Family<Labels, Gauge>,
     namespace: String,
 }
@@ -58,7 +87,7 @@ impl Metrics {
     /// Metrics for runs in `namespace` (Prow's `prowjob_namespace`).
     pub fn new(namespace: &str) -> Arc<Self> {
         let mut registry = Registry::default();
-        let transitions = Family::<Labels, Counter>::default();
+        let transitions = Family::<Labels, PlainCounter>::default();
         let prowjobs = Family::<Labels, Gauge>::default();
         registry.register(
             "prowjob_state_transitions",

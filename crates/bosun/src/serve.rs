@@ -479,6 +479,22 @@ async fn create_run(
                 .into_response());
         }
     };
+    if let (Some(ClusterDef::Local { .. }), Ok(spec)) = (
+        app.clusters.get(&new.configured_cluster),
+        serde_json::from_value::<SpecSnapshot>(new.spec.clone()),
+    ) {
+        if let Some(pod) = &spec.pod_spec {
+            if let Err(e) = bosun_cluster::local::command_of(pod) {
+                return Err(error(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    format!(
+                        "job {} cannot run on local cluster {}: {e}",
+                        new.job, new.configured_cluster
+                    ),
+                ));
+            }
+        }
+    }
     if job_type == JobType::Presubmit && new.refs.as_ref().is_none_or(|r| r.pulls.is_empty()) {
         return Err(error(
             StatusCode::UNPROCESSABLE_ENTITY,

@@ -29,6 +29,16 @@ periodics:
     utility_images: {clonerefs: a, initupload: b, entrypoint: c, sidecar: d}
     gcs_configuration: {bucket: b, path_strategy: explicit}
   spec: {containers: [{image: x, command: ["true"]}]}
+- name: two-containers
+  interval: 1h
+  decorate: true
+  decoration_config:
+    utility_images: {clonerefs: a, initupload: b, entrypoint: c, sidecar: d}
+    gcs_configuration: {bucket: b, path_strategy: explicit}
+  spec: {containers: [{name: a, image: x, command: ["true"]}, {name: b, image: x, command: ["true"]}]}
+- name: no-command
+  interval: 1h
+  spec: {containers: [{image: x}]}
 presubmits:
   o/r:
   - name: ok
@@ -42,6 +52,7 @@ struct Daemon {
 
 impl Drop for Daemon {
     fn drop(&mut self) {
+        // SIGKILL: the daemon gets no chance to clean up.
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -370,5 +381,99 @@ fn abort_and_a_restarted_daemon_finishes_the_runs() {
         json(&list)["runs"].as_array().unwrap().len(),
         2,
         "no run was duplicated"
+    );
+}
+
+#[test]
+fn a_locked_store_answers_503_with_retry_after() {
+    let (_d, dir) = tmp();
+    setup(&dir);
+    let daemon = start(&dir, &[]);
+    let mut other = rusqlite_lock(&dir.join("data/bosun.db"));
+    let (status, head, body) = request_full(
+        daemon.port,
+        "POST",
+        "/api/v1/runs",
+        Some(r#"{"job": "bad"}"#),
+        None,
+    );
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        head.to_ascii_lowercase().contains("retry-after: 5"),
+        "{head}"
+    );
+    assert!(body.contains("the store cannot commit"), "{body}");
+    other.kill().unwrap();
+    other.wait().unwrap();
+    assert_eq!(
+        request(
+            daemon.port,
+            "POST",
+            "/api/v1/runs",
+            Some(r#"{"job": "bad"}"#),
+            None
+        )
+        .0,
+        201
+    );
+    let (_, list) = request(daemon.port, "GET", "/api/v1/runs", None, None);
+    assert_eq!(
+        json(&list)["runs"].as_array().unwrap().len(),
+        1,
+        "the refused run was not half-written"
+    );
+}
+
+/// Holds an exclusive lock on the database (as another process could) until dropped.
+fn rusqlite_lock(path: &Path) -> Child {
+    // sqlite3's shell is not installed everywhere; a python3 one-liner holds the lock.
+    let child = Command::new("python3")
+        .arg("-c")
+        .arg(format!(
+            "import sqlite3,sys,time\nc=sqlite3.connect({:?},isolation_level=None)\nc.execute('BEGIN EXCLUSIVE')\nprint('locked',flush=True)\ntime.sleep(60)",
+            path.display().to_string()
+        ))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = child;
+    let mut buf = [0u8; 7];
+    child.stdout.as_mut().unwrap().read_exact(&mut buf).unwrap();
+    assert_eq!(&buf[..6], b"locked");
+    child
+}
+
+#[test]
+fn kill_9_three_times_loses_and_duplicates_nothing() {
+    let (_d, dir) = tmp();
+    setup(&dir);
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let daemon = start(&dir, &[]);
+        for job in ["slow", "ok", "bad"] {
+            ids.push(trigger(
+                daemon.port,
+                &format!(r#"{{"job": "{job}", "type": "periodic"}}"#),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        // Dropping the daemon kills it with SIGKILL, mid-run.
+    }
+    let daemon = start(&dir, &[]);
+    for id in &ids {
+        let run = wait_state(daemon.port, id, |s| {
+            ["success", "failure", "error", "aborted"].contains(&s)
+        });
+        let want = match run["job"].as_str().unwrap() {
+            "bad" => "failure",
+            _ => "success",
+        };
+        assert_eq!(run["state"], want, "{run}");
+    }
+    let (_, list) = request(daemon.port, "GET", "/api/v1/runs?limit=1000", None, None);
+    assert_eq!(
+        json(&list)["runs"].as_array().unwrap().len(),
+        ids.len(),
+        "no run duplicated or lost"
     );
 }
