@@ -98,7 +98,7 @@ fn start(dir: &Path, extra: &[&str]) -> Daemon {
     d
 }
 
-/// A minimal HTTP/1.1 client (one request per connection).
+/// A minimal HTTP/1.1 client (one request per connection): status and body.
 fn request(
     port: u16,
     method: &str,
@@ -106,8 +106,20 @@ fn request(
     body: Option<&str>,
     token: Option<&str>,
 ) -> (u16, String) {
+    let (status, _, body) = request_full(port, method, path, body, token);
+    (status, body)
+}
+
+/// Status, head and body.
+fn request_full(
+    port: u16,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+    token: Option<&str>,
+) -> (u16, String, String) {
     let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
-        return (0, String::new());
+        return (0, String::new(), String::new());
     };
     let body = body.unwrap_or("");
     let auth = token
@@ -121,11 +133,11 @@ fn request(
         .nth(1)
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
-    let body = out
+    let (head, body) = out
         .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
+        .map(|(h, b)| (h.to_string(), b.to_string()))
         .unwrap_or_default();
-    (status, dechunk(&body))
+    (status, head, dechunk(&body))
 }
 
 fn dechunk(body: &str) -> String {
