@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod check;
+mod client;
 mod controller;
 mod metrics;
 mod schedule;
@@ -26,6 +27,10 @@ enum Command {
     Schedule(schedule::ScheduleArgs),
     /// Run the daemon: the controller, the JSON API and metrics.
     Serve(serve::ServeArgs),
+    /// Trigger a run of a job through the daemon's API.
+    Run(client::RunArgs),
+    /// List runs through the daemon's API.
+    Runs(client::RunsArgs),
     /// Supervise one local run (started by the daemon; not for people).
     #[command(hide = true)]
     RunShim {
@@ -41,6 +46,8 @@ fn main() -> ExitCode {
         Command::Check(args) => check::run(&args, &mut std::io::stdout().lock()),
         Command::Schedule(args) => schedule::run(&args, &mut std::io::stdout().lock()),
         Command::Serve(args) => serve::run(&args),
+        Command::Run(args) => client::run(&args, &mut std::io::stdout().lock()),
+        Command::Runs(args) => client::runs(&args, &mut std::io::stdout().lock()),
         Command::RunShim { args } => {
             let code = bosun_cluster::local::LocalExecutor::shim_main(&args);
             ExitCode::from(u8::try_from(code).unwrap_or(2))

@@ -489,3 +489,35 @@ fn kill_9_three_times_loses_and_duplicates_nothing() {
         "no run duplicated or lost"
     );
 }
+
+#[test]
+fn bosun_run_and_runs_use_the_api() {
+    let (_d, dir) = tmp();
+    setup(&dir);
+    let daemon = start(&dir, &[]);
+    let server = format!("http://127.0.0.1:{}", daemon.port);
+    let out = Command::new(env!("CARGO_BIN_EXE_bosun"))
+        .args([
+            "run", "ok", "--type", "periodic", "--follow", "--server", &server,
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("hi ok\n") && stdout.trim_end().ends_with("success"),
+        "{stdout}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_bosun"))
+        .args(["run", "bad", "--follow", "--server", &server])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let out = Command::new(env!("CARGO_BIN_EXE_bosun"))
+        .args(["runs", "--server", &server])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(stdout.lines().count(), 3, "header and two runs: {stdout}");
+    assert!(stdout.contains("Job failed (exit code 7)."), "{stdout}");
+}
