@@ -217,6 +217,7 @@ async fn serve(app: Arc<App>, listen: SocketAddr) -> ExitCode {
     tracing::info!(listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "bosun serving");
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let controller = tokio::spawn(controller_loop(app.clone(), stop_rx.clone()));
+    let sinker = tokio::spawn(sinker_loop(app.clone(), stop_rx.clone()));
     let router = routes(app.clone());
     let mut stop_http = stop_rx.clone();
     let server = axum::serve(listener, router).with_graceful_shutdown(async move {
@@ -228,6 +229,7 @@ async fn serve(app: Arc<App>, listen: SocketAddr) -> ExitCode {
     let _ = stop_tx.send(true);
     let _ = server.await;
     let _ = controller.await;
+    let _ = sinker.await;
     ExitCode::SUCCESS
 }
 
@@ -250,6 +252,60 @@ async fn controller_loop(app: Arc<App>, mut stop: tokio::sync::watch::Receiver<b
             _ = app.wake.notified() => {}
             _ = tokio::time::sleep(Duration::from_millis(200)) => {}
             _ = stop.changed() => return,
+        }
+    }
+}
+
+/// Prow's sinker for runs: every `sinker.resync_period` (default 1h), runs that
+/// completed more than `sinker.max_prowjob_age` ago (default 7 days) are deleted
+/// with their logs, except the latest run of each periodic.
+async fn sinker_loop(app: Arc<App>, mut stop: tokio::sync::watch::Receiver<bool>) {
+    loop {
+        let a = app.clone();
+        let _ = tokio::task::spawn_blocking(move || sink(&a, Timestamp::now())).await;
+        let period = app
+            .snapshot()
+            .config
+            .sinker
+            .resync_period
+            .map(|d| d.to_std())
+            .unwrap_or(Duration::from_secs(3600));
+        tokio::select! {
+            _ = tokio::time::sleep(period.max(Duration::from_secs(1))) => {}
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+/// One retention pass; returns the deleted runs.
+pub fn sink(app: &App, now: Timestamp) -> Vec<String> {
+    let age = app
+        .snapshot()
+        .config
+        .sinker
+        .max_prowjob_age
+        .map(|d| d.to_std())
+        .unwrap_or(Duration::from_secs(7 * 24 * 3600));
+    let Ok(cutoff) =
+        now.checked_sub(jiff::SignedDuration::try_from(age).unwrap_or(jiff::SignedDuration::MAX))
+    else {
+        return Vec::new();
+    };
+    match app.store.delete_completed_before(cutoff) {
+        Ok(ids) => {
+            for id in &ids {
+                for exec in app.executors.values() {
+                    let _ = exec.remove(id);
+                }
+            }
+            if !ids.is_empty() {
+                tracing::info!(deleted = ids.len(), "sinker removed old runs");
+            }
+            ids
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "sinker could not delete old runs");
+            Vec::new()
         }
     }
 }

@@ -521,3 +521,44 @@ fn bosun_run_and_runs_use_the_api() {
     assert_eq!(stdout.lines().count(), 3, "header and two runs: {stdout}");
     assert!(stdout.contains("Job failed (exit code 7)."), "{stdout}");
 }
+
+#[test]
+fn running_timeout_aborts_and_the_sinker_deletes_old_runs_but_the_latest() {
+    let (_d, dir) = tmp();
+    setup(&dir);
+    std::fs::write(
+        dir.join("config.yaml"),
+        "plank:\n  pod_running_timeout: 1s\nsinker:\n  max_prowjob_age: 1s\n  resync_period: 1s\n",
+    )
+    .unwrap();
+    let daemon = start(&dir, &[]);
+    let port = daemon.port;
+    let slow = trigger(port, r#"{"job": "slow"}"#);
+    let run = wait_state(port, &slow, |s| s == "aborted");
+    assert_eq!(run["description"], "Pod running timeout.");
+    // Two runs of `ok`: once they are older than max_prowjob_age, the sinker
+    // deletes the older one with its log and keeps the latest of the periodic.
+    let first = trigger(port, r#"{"job": "ok", "type": "periodic"}"#);
+    wait_state(port, &first, |s| s == "success");
+    let second = trigger(port, r#"{"job": "ok", "type": "periodic"}"#);
+    wait_state(port, &second, |s| s == "success");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while request(port, "GET", &format!("/api/v1/runs/{first}"), None, None).0 != 404 {
+        assert!(
+            Instant::now() < deadline,
+            "the sinker never deleted the old run"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        request(port, "GET", &format!("/api/v1/runs/{second}"), None, None).0,
+        200
+    );
+    assert!(
+        !dir.join(format!("data/runs/default/{first}")).exists(),
+        "its log went too"
+    );
+    assert!(dir
+        .join(format!("data/runs/default/{second}/build-log.txt"))
+        .exists());
+}
