@@ -67,6 +67,8 @@ pub struct LocalExecutor {
     shim: Vec<String>,
     /// Supervisors this process started, reaped when they end.
     children: Mutex<HashMap<String, Child>>,
+    /// Called (from a waiting thread) when a supervisor this process started ends.
+    on_exit: Option<std::sync::Arc<dyn Fn() + Send + Sync>>,
 }
 
 /// The command line of a job's single container, as Kubernetes would run it:
@@ -102,7 +104,15 @@ impl LocalExecutor {
             root: root.into(),
             shim,
             children: Mutex::default(),
+            on_exit: None,
         }
+    }
+
+    /// Calls `f` whenever a run this executor started ends, so its owner can
+    /// react at once instead of polling.
+    pub fn on_exit(mut self, f: impl Fn() + Send + Sync + 'static) -> Self {
+        self.on_exit = Some(std::sync::Arc::new(f));
+        self
     }
 
     /// The directory of a run.
@@ -157,10 +167,28 @@ impl LocalExecutor {
             &format!("{pid} {}\n", start_time(pid).unwrap_or(0)),
         )
         .map_err(io)?;
-        self.children
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(run_id.to_string(), child);
+        match &self.on_exit {
+            // A thread waits for the supervisor and reaps it; the run's end is
+            // then an event, not something to poll for.
+            Some(notify) => {
+                let notify = notify.clone();
+                let mut child = child;
+                std::thread::Builder::new()
+                    .name("bosun-run-wait".into())
+                    .stack_size(64 * 1024)
+                    .spawn(move || {
+                        let _ = child.wait();
+                        notify();
+                    })
+                    .map_err(io)?;
+            }
+            None => {
+                self.children
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(run_id.to_string(), child);
+            }
+        }
         Ok(())
     }
 

@@ -23,15 +23,16 @@ pub const PID: &str = "pid";
 /// The exit-code file of a run directory.
 pub const EXIT_CODE: &str = "exit_code";
 
-/// Writes `contents` to `dir/name` atomically.
+/// Writes `contents` to `dir/name` atomically (temporary file, then rename): a
+/// reader, or a daemon restarted after a crash, sees the whole file or none.
+/// Not fsynced: the files describe live processes, which a power loss ends
+/// anyway; after one, a run whose exit code was not yet on disk ends in `error`
+/// ("executor lost the process") rather than with its result.
 pub fn write_atomic(dir: &Path, name: &str, contents: &str) -> std::io::Result<()> {
     let tmp = dir.join(format!(".{name}.tmp"));
     let mut f = File::create(&tmp)?;
     f.write_all(contents.as_bytes())?;
-    f.sync_all()?;
-    fs::rename(&tmp, dir.join(name))?;
-    // Make the rename itself durable.
-    File::open(dir)?.sync_all()
+    fs::rename(&tmp, dir.join(name))
 }
 
 /// The start time of process `pid` in clock ticks since boot (field 22 of

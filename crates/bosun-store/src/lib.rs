@@ -85,7 +85,9 @@ pub struct RunFilter {
     pub job_type: Option<String>,
     /// Only runs that are not complete.
     pub active: bool,
-    /// Newest first; at most this many (0: 100).
+    /// Oldest first instead of newest first.
+    pub oldest_first: bool,
+    /// At most this many (0: 100).
     pub limit: usize,
     /// Skip this many.
     pub offset: usize,
@@ -143,10 +145,19 @@ pub trait Store: Send + Sync {
     /// Moves a run to another state (validated by the state machine).
     fn transition(&self, id: &str, t: Transition) -> Result<Run, StoreError>;
 
+    /// Several transitions; a store may commit them together. Each succeeds or
+    /// fails on its own.
+    fn transitions(&self, batch: Vec<(String, Transition)>) -> Vec<Result<Run, StoreError>> {
+        batch
+            .into_iter()
+            .map(|(id, t)| self.transition(&id, t))
+            .collect()
+    }
+
     /// One run.
     fn get(&self, id: &str) -> Result<Option<Run>, StoreError>;
 
-    /// Runs matching `filter`, newest first.
+    /// Runs matching `filter`, newest first (or oldest first).
     fn list(&self, filter: &RunFilter) -> Result<Vec<Run>, StoreError>;
 
     /// A job spec snapshot by content hash.

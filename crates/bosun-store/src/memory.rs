@@ -144,9 +144,12 @@ impl Store for MemoryStore {
     fn list(&self, f: &RunFilter) -> Result<Vec<Run>, StoreError> {
         let g = self.lock();
         let limit = if f.limit == 0 { 100 } else { f.limit };
-        Ok(g.order
-            .iter()
-            .rev()
+        let ids: Box<dyn Iterator<Item = &String>> = if f.oldest_first {
+            Box::new(g.order.iter())
+        } else {
+            Box::new(g.order.iter().rev())
+        };
+        Ok(ids
             .filter_map(|id| g.runs.get(id))
             .filter(|r| matches(r, f))
             .skip(f.offset)

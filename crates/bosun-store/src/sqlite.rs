@@ -1,10 +1,13 @@
 //! The SQLite store: one file, WAL, versioned migrations, and one writer thread
 //! that batches concurrent writes into one transaction (one fsync for many runs).
 //!
-//! Durability: WAL with `synchronous = FULL`: a write is acknowledged only after
-//! its transaction's WAL frames are fsynced, so an acknowledged run survives a
-//! process crash *and* a power loss or kernel crash. (`NORMAL` would survive
-//! process crashes only, losing the last transactions on power loss.)
+//! Durability: WAL with `synchronous = NORMAL`. A write is acknowledged once its
+//! transaction is committed to the WAL: it survives a crash or `kill -9` of bosun
+//! (the operating system still has the data). A power loss or kernel crash may
+//! lose the transactions committed since the last checkpoint's fsync (the
+//! database is never corrupted). `FULL` would fsync every commit and survive
+//! power loss too, at the cost of one fsync per batch of writes; bosun chooses
+//! throughput, as SQLite recommends for WAL.
 //!
 //! A write that cannot commit (disk full, database locked by another process past
 //! the busy timeout, I/O error) fails with [`StoreError::Unavailable`] and leaves
@@ -80,6 +83,9 @@ const MIGRATIONS: &[&str] = &[
      CREATE INDEX tick_outcomes_periodic ON tick_outcomes(periodic, first_tick);
      CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);",
 ];
+
+/// Where the reply to a queued transition arrives.
+type TransitionReply = mpsc::Receiver<Result<(Run, RunState), StoreError>>;
 
 /// Options of a SQLite store.
 #[derive(Debug, Clone)]
@@ -640,6 +646,33 @@ impl Store for SqliteStore {
     fn transition(&self, id: &str, t: Transition) -> Result<Run, StoreError> {
         self.send(|tx| Op::Transition(id.to_string(), t, tx))
             .map(|(run, _)| run)
+    }
+
+    fn transitions(&self, batch: Vec<(String, Transition)>) -> Vec<Result<Run, StoreError>> {
+        // Queue them all before waiting, so the writer commits them together.
+        let receivers: Vec<Result<TransitionReply, StoreError>> = {
+            let writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+            batch
+                .into_iter()
+                .map(|(id, t)| {
+                    let (tx, rx) = mpsc::channel();
+                    writer
+                        .as_ref()
+                        .ok_or_else(|| unavailable("store closed"))?
+                        .send(Op::Transition(id, t, tx))
+                        .map_err(|_| unavailable("writer stopped"))?;
+                    Ok(rx)
+                })
+                .collect()
+        };
+        receivers
+            .into_iter()
+            .map(|rx| {
+                rx?.recv()
+                    .map_err(|_| unavailable("writer stopped"))?
+                    .map(|(run, _)| run)
+            })
+            .collect()
     }
 
     fn get(&self, id: &str) -> Result<Option<Run>, StoreError> {

@@ -18,6 +18,9 @@ use k8s_openapi::api::core::v1::PodSpec;
 
 use crate::serve::App;
 
+/// How many of the oldest waiting runs one pass considers.
+pub const MAX_WAITING_PER_PASS: usize = 256;
+
 /// How long an aborted job gets between SIGTERM and SIGKILL.
 pub const ABORT_GRACE: Duration = Duration::from_secs(5);
 
@@ -30,27 +33,69 @@ pub struct SpecSnapshot {
     pub pod_spec: Option<PodSpec>,
 }
 
-fn end(app: &App, run: &Run, to: RunState, why: impl Into<String>) {
-    let t = Transition::to(to, Timestamp::now(), why);
-    if let Err(e) = app.store.transition(&run.id, t) {
-        tracing::warn!(run = %run.id, error = %e, "transition failed");
+/// Transitions decided in one pass, committed together.
+#[derive(Default)]
+struct Batch(Vec<(String, Transition)>);
+
+impl Batch {
+    fn end(&mut self, run: &Run, to: RunState, why: impl Into<String>) {
+        self.0
+            .push((run.id.clone(), Transition::to(to, Timestamp::now(), why)));
     }
+
+    fn commit(self, app: &App) {
+        let ids: Vec<String> = self.0.iter().map(|(id, _)| id.clone()).collect();
+        for (id, r) in ids.iter().zip(app.store.transitions(self.0)) {
+            if let Err(e) = r {
+                tracing::warn!(run = %id, error = %e, "transition failed");
+            }
+        }
+    }
+}
+
+/// A run's spec snapshot, parsed once per content hash.
+fn spec_of(app: &App, run: &Run) -> Option<std::sync::Arc<SpecSnapshot>> {
+    if let Some(s) = app
+        .specs
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&run.spec_hash)
+    {
+        return Some(s.clone());
+    }
+    let spec: SpecSnapshot = serde_json::from_value(app.store.spec(&run.spec_hash).ok()??).ok()?;
+    let spec = std::sync::Arc::new(spec);
+    app.specs
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(run.spec_hash.clone(), spec.clone());
+    Some(spec)
 }
 
 /// One pass over the active runs. Blocking (store and executors are synchronous).
 pub fn reconcile(app: &App) {
-    let Ok(mut active) = app.store.list(&RunFilter {
-        active: true,
-        limit: 1_000_000,
-        ..RunFilter::default()
-    }) else {
+    // All pending runs, and the oldest waiting ones (a pass starts at most as
+    // many runs as there are free slots; the rest wait for the next pass).
+    let list = |state, limit| {
+        app.store.list(&RunFilter {
+            state: Some(state),
+            oldest_first: true,
+            limit,
+            ..RunFilter::default()
+        })
+    };
+    let (Ok(pending), Ok(triggered)) = (
+        list(RunState::Pending, 1_000_000),
+        list(RunState::Triggered, MAX_WAITING_PER_PASS),
+    ) else {
         return;
     };
-    active.reverse(); // oldest first
+    let active: Vec<Run> = pending.into_iter().chain(triggered).collect();
     let snapshot = app.snapshot();
     let config = &snapshot.config;
     let now = Timestamp::now();
     let mut running = Running::default();
+    let mut batch = Batch::default();
 
     for run in active.iter().filter(|r| r.state == RunState::Pending) {
         let alias = run
@@ -58,8 +103,7 @@ pub fn reconcile(app: &App) {
             .clone()
             .unwrap_or_else(|| run.configured_cluster.clone());
         let Some(exec) = app.executors.get(&alias) else {
-            end(
-                app,
+            batch.end(
                 run,
                 RunState::Error,
                 format!("build cluster {alias} was removed"),
@@ -68,18 +112,17 @@ pub fn reconcile(app: &App) {
         };
         if app.take_abort(&run.id) {
             exec.abort(&run.id, ABORT_GRACE);
-            end(app, run, RunState::Aborted, "Run aborted.");
+            batch.end(run, RunState::Aborted, "Run aborted.");
             continue;
         }
         match exec.status(&run.id) {
-            ProcessState::Exited { code: 0 } => end(app, run, RunState::Success, "Job succeeded."),
-            ProcessState::Exited { code } => end(
-                app,
+            ProcessState::Exited { code: 0 } => batch.end(run, RunState::Success, "Job succeeded."),
+            ProcessState::Exited { code } => batch.end(
                 run,
                 RunState::Failure,
                 format!("Job failed (exit code {code})."),
             ),
-            ProcessState::Lost => end(app, run, RunState::Error, "executor lost the process"),
+            ProcessState::Lost => batch.end(run, RunState::Error, "executor lost the process"),
             ProcessState::Running { .. } | ProcessState::Starting => {
                 let timeout = running_timeout(app, run);
                 if run
@@ -87,7 +130,7 @@ pub fn reconcile(app: &App) {
                     .is_some_and(|p| now.duration_since(p).unsigned_abs() > timeout)
                 {
                     exec.abort(&run.id, ABORT_GRACE);
-                    end(app, run, RunState::Aborted, "Pod running timeout.");
+                    batch.end(run, RunState::Aborted, "Pod running timeout.");
                     continue;
                 }
                 running.total += 1;
@@ -100,17 +143,19 @@ pub fn reconcile(app: &App) {
         }
     }
 
+    std::mem::take(&mut batch).commit(app);
+
     let mut waiting = Vec::new();
-    let mut jobs: HashMap<String, (Run, JobProcess)> = HashMap::new();
+    let mut jobs: HashMap<String, (Run, std::sync::Arc<SpecSnapshot>, Vec<String>)> =
+        HashMap::new();
     for run in active.iter().filter(|r| r.state == RunState::Triggered) {
         if app.take_abort(&run.id) {
-            end(app, run, RunState::Aborted, "Run aborted.");
+            batch.end(run, RunState::Aborted, "Run aborted.");
             continue;
         }
         let alias = run.configured_cluster.clone();
         if config.disabled_clusters.contains(&alias) {
-            end(
-                app,
+            batch.end(
                 run,
                 RunState::Error,
                 format!("Terminal error: cluster {alias:?} is disabled."),
@@ -119,8 +164,7 @@ pub fn reconcile(app: &App) {
         }
         match app.clusters.get(&alias) {
             None => {
-                end(
-                    app,
+                batch.end(
                     run,
                     RunState::Error,
                     format!("Terminal error: {}.", unknown_cluster(&alias)),
@@ -128,20 +172,13 @@ pub fn reconcile(app: &App) {
                 continue;
             }
             Some(ClusterDef::Kubernetes { .. }) => {
-                end(app, run, RunState::Error, format!("Terminal error: cluster {alias:?} is a Kubernetes cluster, which this bosun cannot run yet."));
+                batch.end(run, RunState::Error, format!("Terminal error: cluster {alias:?} is a Kubernetes cluster, which this bosun cannot run yet."));
                 continue;
             }
             Some(ClusterDef::Local { .. }) => {}
         }
-        let spec: Option<SpecSnapshot> = app
-            .store
-            .spec(&run.spec_hash)
-            .ok()
-            .flatten()
-            .and_then(|v| serde_json::from_value(v).ok());
-        let Some(spec) = spec else {
-            end(
-                app,
+        let Some(spec) = spec_of(app, run) else {
+            batch.end(
                 run,
                 RunState::Error,
                 "Terminal error: the run's job spec is missing.",
@@ -149,8 +186,7 @@ pub fn reconcile(app: &App) {
             continue;
         };
         if spec.job.agent != "kubernetes" {
-            end(
-                app,
+            batch.end(
                 run,
                 RunState::Error,
                 format!("agent {} is not supported", spec.job.agent),
@@ -158,12 +194,11 @@ pub fn reconcile(app: &App) {
             continue;
         }
         if spec.job.decorate == Some(true) {
-            end(app, run, RunState::Error, "decoration is not supported yet");
+            batch.end(run, RunState::Error, "decoration is not supported yet");
             continue;
         }
         let Some(pod) = &spec.pod_spec else {
-            end(
-                app,
+            batch.end(
                 run,
                 RunState::Error,
                 "Terminal error: the job has no pod spec.",
@@ -173,27 +208,10 @@ pub fn reconcile(app: &App) {
         let command = match command_of(pod) {
             Ok(c) => c,
             Err(e) => {
-                end(
-                    app,
-                    run,
-                    RunState::Error,
-                    format!("Pod can not be created: {e}"),
-                );
+                batch.end(run, RunState::Error, format!("Pod can not be created: {e}"));
                 continue;
             }
         };
-        let container = &pod.containers[0];
-        let mut env: Vec<(String, String)> = container
-            .env
-            .iter()
-            .flatten()
-            .filter_map(|e| e.value.clone().map(|v| (e.name.clone(), v)))
-            .collect();
-        env.extend(run.job_env());
-        env.push((
-            "PATH".into(),
-            std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into()),
-        ));
         waiting.push(Waiting {
             id: run.id.clone(),
             job: run.job.clone(),
@@ -201,17 +219,7 @@ pub fn reconcile(app: &App) {
             queue: spec.job.job_queue_name.clone().filter(|q| !q.is_empty()),
             cluster: alias,
         });
-        jobs.insert(
-            run.id.clone(),
-            (
-                run.clone(),
-                JobProcess {
-                    command,
-                    env,
-                    working_dir: container.working_dir.clone(),
-                },
-            ),
-        );
+        jobs.insert(run.id.clone(), (run.clone(), spec.clone(), command));
     }
 
     let limits = Limits {
@@ -232,52 +240,59 @@ pub fn reconcile(app: &App) {
             .collect(),
     };
     for id in admit(&waiting, &running, &limits) {
-        let (run, job) = &jobs[&id];
+        let (run, spec, command) = &jobs[&id];
+        // Built only for runs that start: the environment includes JOB_SPEC.
+        let container = &spec.pod_spec.as_ref().expect("checked").containers[0];
+        let mut env: Vec<(String, String)> = container
+            .env
+            .iter()
+            .flatten()
+            .filter_map(|e| e.value.clone().map(|v| (e.name.clone(), v)))
+            .collect();
+        env.extend(run.job_env());
+        env.push((
+            "PATH".into(),
+            std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into()),
+        ));
+        let job = JobProcess {
+            command: command.clone(),
+            env,
+            working_dir: container.working_dir.clone(),
+        };
         let exec = &app.executors[&run.configured_cluster];
-        match exec.start(&run.id, job) {
+        match exec.start(&run.id, &job) {
             Ok(()) => {
                 let mut t = Transition::to(RunState::Pending, Timestamp::now(), "Job triggered.");
                 t.cluster = Some(run.configured_cluster.clone());
-                if let Err(e) = app.store.transition(&run.id, t) {
-                    tracing::warn!(run = %run.id, error = %e, "could not record the start");
-                }
+                batch.0.push((run.id.clone(), t));
             }
-            Err(e) => end(
-                app,
-                run,
-                RunState::Error,
-                format!("Pod can not be created: {e}"),
-            ),
+            Err(e) => batch.end(run, RunState::Error, format!("Pod can not be created: {e}")),
         }
     }
+    batch.commit(app);
 }
 
 fn running_timeout(app: &App, run: &Run) -> Duration {
-    let snapshot = app.snapshot();
-    snapshot
+    let global = app
+        .snapshot()
         .config
         .plank
         .pod_running_timeout
         .map(|d| d.to_std())
-        .unwrap_or(Duration::from_secs(48 * 3600))
-        .min(
-            app.store
-                .spec(&run.spec_hash)
-                .ok()
-                .flatten()
-                .and_then(|v| serde_json::from_value::<SpecSnapshot>(v).ok())
-                .and_then(|s| s.job.decoration_config.and_then(|d| d.pod_running_timeout))
-                .map(|d| d.to_std())
-                .unwrap_or(Duration::MAX),
-        )
+        .unwrap_or(Duration::from_secs(48 * 3600));
+    let own = spec_of(app, run)
+        .and_then(|s| {
+            s.job
+                .decoration_config
+                .as_ref()
+                .and_then(|d| d.pod_running_timeout)
+        })
+        .map(|d| d.to_std());
+    own.map_or(global, |o| o.min(global))
 }
 
 fn job_queue(app: &App, run: &Run) -> Option<String> {
-    app.store
-        .spec(&run.spec_hash)
-        .ok()
-        .flatten()
-        .and_then(|v| serde_json::from_value::<SpecSnapshot>(v).ok())
-        .and_then(|s| s.job.job_queue_name)
+    spec_of(app, run)
+        .and_then(|s| s.job.job_queue_name.clone())
         .filter(|q| !q.is_empty())
 }

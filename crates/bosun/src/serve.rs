@@ -76,7 +76,9 @@ pub struct App {
     /// Metrics.
     pub metrics: Arc<Metrics>,
     /// Wakes the controller.
-    pub wake: tokio::sync::Notify,
+    pub wake: Arc<tokio::sync::Notify>,
+    /// Parsed spec snapshots by content hash (immutable, so never stale).
+    pub specs: Mutex<HashMap<String, Arc<SpecSnapshot>>>,
     aborts: Mutex<HashSet<String>>,
     token: Option<String>,
 }
@@ -156,17 +158,15 @@ pub fn run(args: &ServeArgs) -> ExitCode {
             .unwrap_or_else(|_| "bosun".into()),
         "run-shim".to_string(),
     ];
+    let wake = Arc::new(tokio::sync::Notify::new());
     let executors = clusters
         .iter()
         .filter(|(_, c)| matches!(c, ClusterDef::Local { .. }))
         .map(|(alias, _)| {
-            (
-                alias.clone(),
-                Arc::new(LocalExecutor::new(
-                    args.data_dir.join("runs").join(alias),
-                    shim.clone(),
-                )),
-            )
+            let wake = wake.clone();
+            let exec = LocalExecutor::new(args.data_dir.join("runs").join(alias), shim.clone())
+                .on_exit(move || wake.notify_one());
+            (alias.clone(), Arc::new(exec))
         })
         .collect();
     let app = Arc::new(App {
@@ -175,7 +175,8 @@ pub fn run(args: &ServeArgs) -> ExitCode {
         clusters,
         executors,
         metrics,
-        wake: tokio::sync::Notify::new(),
+        wake,
+        specs: Mutex::default(),
         aborts: Mutex::default(),
         token,
     });
@@ -241,16 +242,16 @@ async fn shutdown_signal() {
     }
 }
 
-/// Runs the controller when woken (a new run, an abort) and at least every
-/// 200 ms: local processes have no event bosun can wait on across a daemon
-/// restart, so their state is read from the run directories.
+/// Runs the controller when woken (a new run, an abort, a run's process ended)
+/// and at least every second: runs started by an earlier daemon have no process
+/// this one can wait on, so their state is read from their run directories.
 async fn controller_loop(app: Arc<App>, mut stop: tokio::sync::watch::Receiver<bool>) {
     loop {
         let a = app.clone();
         let _ = tokio::task::spawn_blocking(move || controller::reconcile(&a)).await;
         tokio::select! {
             _ = app.wake.notified() => {}
-            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
             _ = stop.changed() => return,
         }
     }
@@ -574,6 +575,7 @@ struct ListQuery {
     job_type: Option<String>,
     limit: Option<usize>,
     offset: Option<usize>,
+    active: Option<bool>,
 }
 
 async fn list_runs(State(app): State<Arc<App>>, Query(q): Query<ListQuery>) -> ApiResult {
@@ -590,6 +592,7 @@ async fn list_runs(State(app): State<Arc<App>>, Query(q): Query<ListQuery>) -> A
         job_type: q.job_type,
         limit: q.limit.unwrap_or(100).min(1000),
         offset: q.offset.unwrap_or(0),
+        active: q.active.unwrap_or(false),
         ..RunFilter::default()
     };
     let store = app.store.clone();

@@ -1,0 +1,162 @@
+//! Throughput of `bosun serve` on a local cluster, side by side with a plain loop:
+//! 10,000 `/bin/true` runs triggered by 8 client threads on a cluster with 8
+//! slots (first POST to last `success`), and the same 10,000 `/bin/true` spawned
+//! directly with 8 in flight and output redirected to files.
+//!
+//! `run_bench BOSUN_BINARY [N]` (prints rates, the ratio, insert time and the
+//! daemon's peak RSS).
+
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let bosun = args.next().expect("path of the bosun binary");
+    let n: usize = args.next().and_then(|v| v.parse().ok()).unwrap_or(10_000);
+    let dir = std::env::temp_dir().join(format!("bosun-run-bench-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("jobs")).unwrap();
+    std::fs::write(
+        dir.join("config.yaml"),
+        "build_clusters:\n  default: {kind: local, max_concurrency: 8}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("jobs/true.yaml"),
+        "periodics:\n- name: true\n  interval: 1h\n  spec: {containers: [{image: x, command: [/bin/true]}]}\n",
+    )
+    .unwrap();
+
+    // The plain loop: 8 in flight.
+    let raw_dir = dir.join("raw");
+    std::fs::create_dir_all(&raw_dir).unwrap();
+    let next = Arc::new(AtomicUsize::new(0));
+    let t0 = Instant::now();
+    let workers: Vec<_> = (0..8)
+        .map(|_| {
+            let next = next.clone();
+            let raw_dir = raw_dir.clone();
+            std::thread::spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= n {
+                    break;
+                }
+                let out = std::fs::File::create(raw_dir.join(format!("{i}.log"))).unwrap();
+                let status = Command::new("/bin/true")
+                    .stdout(out.try_clone().unwrap())
+                    .stderr(out)
+                    .status()
+                    .unwrap();
+                assert!(status.success());
+            })
+        })
+        .collect();
+    workers.into_iter().for_each(|w| w.join().unwrap());
+    let raw = t0.elapsed();
+
+    // bosun.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut daemon = Command::new(&bosun)
+        .args(["serve", "--config"])
+        .arg(dir.join("config.yaml"))
+        .arg("--job-config")
+        .arg(dir.join("jobs"))
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    while agent.get(format!("{base}/healthz")).call().is_err() {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let next = Arc::new(AtomicUsize::new(0));
+    let t1 = Instant::now();
+    let clients: Vec<_> = (0..8)
+        .map(|_| {
+            let next = next.clone();
+            let agent = agent.clone();
+            let base = base.clone();
+            std::thread::spawn(move || {
+                while next.fetch_add(1, Ordering::Relaxed) < n {
+                    let r = agent
+                        .post(format!("{base}/api/v1/runs"))
+                        .send_json(serde_json::json!({"job": "true"}))
+                        .unwrap();
+                    assert_eq!(r.status().as_u16(), 201);
+                }
+            })
+        })
+        .collect();
+    clients.into_iter().for_each(|c| c.join().unwrap());
+    let inserts = t1.elapsed();
+    loop {
+        let mut r = agent
+            .get(format!("{base}/api/v1/runs?active=true&limit=1"))
+            .call()
+            .unwrap();
+        let v: serde_json::Value = r.body_mut().read_json().unwrap();
+        if v["runs"].as_array().is_some_and(|a| a.is_empty()) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let total = t1.elapsed();
+    let mut ok = 0;
+    let mut offset = 0;
+    loop {
+        let mut r = agent
+            .get(format!(
+                "{base}/api/v1/runs?state=success&limit=1000&offset={offset}"
+            ))
+            .call()
+            .unwrap();
+        let v: serde_json::Value = r.body_mut().read_json().unwrap();
+        let page = v["runs"].as_array().map_or(0, Vec::len);
+        ok += page;
+        offset += page;
+        if page < 1000 {
+            break;
+        }
+    }
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", daemon.id())).unwrap_or_default();
+    let rss = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM"))
+        .unwrap_or("VmHWM: ?")
+        .to_string();
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    let raw_rate = n as f64 / raw.as_secs_f64();
+    let bosun_rate = n as f64 / total.as_secs_f64();
+    println!(
+        "raw loop: {n} runs in {:.2} s = {raw_rate:.0}/s",
+        raw.as_secs_f64()
+    );
+    println!(
+        "bosun:    {n} runs in {:.2} s = {bosun_rate:.0}/s ({ok} succeeded)",
+        total.as_secs_f64()
+    );
+    println!("bosun / raw: {:.3} (target >= 0.5)", bosun_rate / raw_rate);
+    println!(
+        "inserts: {n} POSTs committed in {:.3} s (target < 1 s)",
+        inserts.as_secs_f64()
+    );
+    println!(
+        "daemon peak RSS: {} (target < 100 MiB)",
+        rss.trim_start_matches("VmHWM:").trim()
+    );
+}
