@@ -81,32 +81,12 @@ impl Store for MemoryStore {
                 return Ok(Created::Existing(g.runs[id].clone()));
             }
             let hash = spec_hash(&new.spec);
-            g.specs.entry(hash.clone()).or_insert(new.spec);
+            g.specs
+                .entry(hash.clone())
+                .or_insert_with(|| new.spec.clone());
             let build_id = (g.last_build_id + 1).max(at.as_microsecond());
             g.last_build_id = build_id;
-            let run = Run {
-                id: new_run_id(),
-                build_id: build_id.to_string(),
-                job: new.job,
-                job_type: new.job_type,
-                periodic: new.periodic,
-                configured_cluster: new.configured_cluster,
-                cluster: None,
-                refs: new.refs,
-                extra_refs: new.extra_refs,
-                labels: new.labels,
-                annotations: new.annotations,
-                spec_hash: hash,
-                scheduled_at: new.scheduled_at,
-                attempt: new.attempt,
-                pod_revival_count: 0,
-                created_at: at,
-                pending_at: None,
-                completed_at: None,
-                state: new.state,
-                description: new.description,
-                url: None,
-            };
+            let run = new.into_run(new_run_id(), build_id, hash, at);
             if let Some(k) = key {
                 g.keys.insert(k, run.id.clone());
             }

@@ -186,6 +186,36 @@ pub struct NewRun {
     pub description: String,
 }
 
+impl NewRun {
+    /// The run this becomes, with the identity and times the store assigned
+    /// (the spec itself is stored apart, by `spec_hash`).
+    pub fn into_run(self, id: String, build_id: i64, spec_hash: String, at: Timestamp) -> Run {
+        Run {
+            id,
+            build_id: build_id.to_string(),
+            job: self.job,
+            job_type: self.job_type,
+            periodic: self.periodic,
+            configured_cluster: self.configured_cluster,
+            cluster: None,
+            refs: self.refs,
+            extra_refs: self.extra_refs,
+            labels: self.labels,
+            annotations: self.annotations,
+            spec_hash,
+            scheduled_at: self.scheduled_at,
+            attempt: self.attempt,
+            pod_revival_count: 0,
+            created_at: at,
+            pending_at: None,
+            completed_at: None,
+            state: self.state,
+            description: self.description,
+            url: None,
+        }
+    }
+}
+
 /// A state change.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Transition {

@@ -489,29 +489,7 @@ fn create(
             r.get(0)
         })
         .map_err(unavailable)?;
-    let run = Run {
-        id: new_run_id(),
-        build_id: build_id.to_string(),
-        job: new.job,
-        job_type: new.job_type,
-        periodic: new.periodic,
-        configured_cluster: new.configured_cluster,
-        cluster: None,
-        refs: new.refs,
-        extra_refs: new.extra_refs,
-        labels: new.labels,
-        annotations: new.annotations,
-        spec_hash: hash,
-        scheduled_at: new.scheduled_at,
-        attempt: new.attempt,
-        pod_revival_count: 0,
-        created_at: at,
-        pending_at: None,
-        completed_at: None,
-        state: new.state,
-        description: new.description,
-        url: None,
-    };
+    let run = new.into_run(new_run_id(), build_id, hash, at);
     tx.execute(
         &format!("INSERT INTO runs({RUN_COLUMNS}, seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)"),
         params![
