@@ -683,8 +683,9 @@ impl Store for SqliteStore {
             sql.push_str(" AND completed_at IS NULL");
         }
         let limit = if f.limit == 0 { 100 } else { f.limit };
+        let order = if f.oldest_first { "ASC" } else { "DESC" };
         sql.push_str(&format!(
-            " ORDER BY seq DESC LIMIT {limit} OFFSET {}",
+            " ORDER BY seq {order} LIMIT {limit} OFFSET {}",
             f.offset
         ));
         self.read(|c| {

@@ -99,6 +99,17 @@ fn create_get_and_list() {
             })
             .unwrap();
         assert_eq!(only_a, vec![a.clone()]);
+        let oldest = s
+            .list(&RunFilter {
+                oldest_first: true,
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(
+            oldest.iter().map(|r| r.job.as_str()).collect::<Vec<_>>(),
+            ["a", "b"],
+            "oldest first"
+        );
         let page = s
             .list(&RunFilter {
                 limit: 1,

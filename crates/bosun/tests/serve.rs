@@ -562,3 +562,96 @@ fn running_timeout_aborts_and_the_sinker_deletes_old_runs_but_the_latest() {
         .join(format!("data/runs/default/{second}/build-log.txt"))
         .exists());
 }
+
+#[test]
+fn job_and_queue_limits_hold_through_the_daemon() {
+    let (_d, dir) = tmp();
+    setup(&dir);
+    std::fs::write(
+        dir.join("config.yaml"),
+        "plank:\n  job_queue_capacities: {q: 1}\nbuild_clusters:\n  default: {kind: local, max_concurrency: 8}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("jobs/limits.yaml"),
+        r#"
+periodics:
+- name: one-at-a-time
+  interval: 1h
+  max_concurrency: 1
+  spec: {containers: [{image: x, command: ["sh", "-c", "sleep 0.4"]}]}
+- name: queued-a
+  interval: 1h
+  job_queue_name: q
+  spec: {containers: [{image: x, command: ["sh", "-c", "sleep 0.4"]}]}
+- name: queued-b
+  interval: 1h
+  job_queue_name: q
+  spec: {containers: [{image: x, command: ["sh", "-c", "sleep 0.4"]}]}
+"#,
+    )
+    .unwrap();
+    let daemon = start(&dir, &[]);
+    let port = daemon.port;
+    let mut ids = Vec::new();
+    for job in [
+        "one-at-a-time",
+        "one-at-a-time",
+        "one-at-a-time",
+        "queued-a",
+        "queued-b",
+        "queued-a",
+    ] {
+        ids.push(trigger(port, &format!(r#"{{"job": "{job}"}}"#)));
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (mut max_job, mut max_queue) = (0, 0);
+    loop {
+        let (_, body) = request(
+            port,
+            "GET",
+            "/api/v1/runs?state=pending&limit=100",
+            None,
+            None,
+        );
+        let pending = json(&body)["runs"].as_array().unwrap().clone();
+        let count = |pred: &dyn Fn(&str) -> bool| {
+            pending
+                .iter()
+                .filter(|r| pred(r["job"].as_str().unwrap()))
+                .count()
+        };
+        max_job = max_job.max(count(&|j| j == "one-at-a-time"));
+        max_queue = max_queue.max(count(&|j| j.starts_with("queued-")));
+        let (_, body) = request(port, "GET", "/api/v1/runs?active=true&limit=1", None, None);
+        if json(&body)["runs"].as_array().unwrap().is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "runs did not finish");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!((max_job, max_queue), (1, 1), "limits exceeded");
+    for id in &ids {
+        assert_eq!(
+            wait_state(port, id, |s| s != "triggered" && s != "pending")["state"],
+            "success"
+        );
+    }
+    // FIFO: the runs of one job started in the order they were created.
+    let mut starts: Vec<(jiff::Timestamp, String)> = ids[..3]
+        .iter()
+        .map(|id| {
+            let (_, body) = request(port, "GET", &format!("/api/v1/runs/{id}"), None, None);
+            let run = json(&body);
+            (
+                run["pending_at"].as_str().unwrap().parse().unwrap(),
+                id.clone(),
+            )
+        })
+        .collect();
+    starts.sort();
+    assert_eq!(
+        starts.iter().map(|(_, id)| id.clone()).collect::<Vec<_>>(),
+        ids[..3].to_vec()
+    );
+}
