@@ -460,7 +460,12 @@ fn kill_9_three_times_loses_and_duplicates_nothing() {
     let (_d, dir) = tmp();
     setup(&dir);
     let mut ids = Vec::new();
-    for _ in 0..3 {
+    // 3 in CI; `BOSUN_KILL_CYCLES=30 cargo test -p bosun --test serve kill_9` by hand.
+    let cycles: u64 = std::env::var("BOSUN_KILL_CYCLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    for cycle in 0..cycles {
         let daemon = start(&dir, &[]);
         for job in ["slow", "ok", "bad"] {
             ids.push(trigger(
@@ -468,7 +473,8 @@ fn kill_9_three_times_loses_and_duplicates_nothing() {
                 &format!(r#"{{"job": "{job}", "type": "periodic"}}"#),
             ));
         }
-        std::thread::sleep(Duration::from_millis(300));
+        // Kill at a different point of the runs' lives each cycle.
+        std::thread::sleep(Duration::from_millis(50 + (cycle * 137) % 900));
         // Dropping the daemon kills it with SIGKILL, mid-run.
     }
     let daemon = start(&dir, &[]);
