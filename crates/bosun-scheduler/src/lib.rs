@@ -1,0 +1,415 @@
+//! The periodic scheduler's core (issue 5, first part; not wired into the daemon
+//! yet): one timer entry per periodic in a queue ordered by the next due instant,
+//! and the schedule engine's decisions applied to the store. Time is an argument,
+//! so tests run simulated time.
+//!
+//! Every fire inserts its run under the store's unique key (periodic,
+//! scheduled_at, attempt): a retry, a restart or a duplicate fire finds the
+//! existing run and creates nothing. Skips are recorded with their reason, and
+//! the schedule state (last tick, first seen, paused, queued) is written beside
+//! the runs.
+
+#![warn(missing_docs)]
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+
+use bosun_schedule::decide::{decide, Outcome, Policy, RunView, Runs, ScheduleState};
+use bosun_store::{
+    Created, NewRun, PeriodicState, Run, RunFilter, RunState, Store, StoreError, TickOutcome,
+};
+use jiff::Timestamp;
+
+/// A periodic as the scheduler sees it.
+#[derive(Debug, Clone)]
+pub struct PeriodicJob {
+    /// Its identity (name, or `ORG/REPO:name`).
+    pub identity: String,
+    /// Hash of its schedule definition: a change resets `first_seen`.
+    pub schedule_hash: String,
+    /// Its policies and trigger.
+    pub policy: Policy,
+    /// The run to create for a tick (the scheduler sets `scheduled_at` and
+    /// `attempt`).
+    pub template: NewRun,
+}
+
+/// What one fire did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FireReport {
+    /// Runs created (new ones only).
+    pub created: Vec<Run>,
+    /// Outcomes recorded.
+    pub outcomes: Vec<TickOutcome>,
+    /// Periodics whose active runs must be aborted (`replace`).
+    pub abort: Vec<String>,
+}
+
+/// The scheduler.
+#[derive(Default)]
+pub struct Scheduler {
+    jobs: HashMap<String, (PeriodicJob, u64)>,
+    queue: BinaryHeap<Reverse<(Timestamp, u64, String)>>,
+    generation: u64,
+}
+
+fn view(r: &Run) -> RunView {
+    RunView {
+        created_at: r.created_at,
+        completed_at: r.completed_at,
+        scheduled_at: r.scheduled_at,
+        attempt: r.attempt,
+        succeeded: r.state == RunState::Success,
+    }
+}
+
+impl Scheduler {
+    /// An empty scheduler.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Replaces the set of periodics: new and changed ones are evaluated at
+    /// `now`, removed ones leave the queue (their entries are dropped lazily).
+    pub fn set_jobs(&mut self, jobs: Vec<PeriodicJob>, now: Timestamp) {
+        let mut next: HashMap<String, (PeriodicJob, u64)> = HashMap::new();
+        for job in jobs {
+            let unchanged = self.jobs.get(&job.identity).filter(|(old, _)| {
+                old.schedule_hash == job.schedule_hash && old.template == job.template
+            });
+            match unchanged {
+                Some((_, generation)) => {
+                    let generation = *generation;
+                    next.insert(job.identity.clone(), (job, generation));
+                }
+                None => {
+                    self.generation += 1;
+                    self.queue
+                        .push(Reverse((now, self.generation, job.identity.clone())));
+                    next.insert(job.identity.clone(), (job, self.generation));
+                }
+            }
+        }
+        self.jobs = next;
+    }
+
+    /// Evaluates `identity` at `now` (a run of it ended, it was paused, ...).
+    pub fn poke(&mut self, identity: &str, now: Timestamp) {
+        if let Some((_, generation)) = self.jobs.get(identity) {
+            self.queue
+                .push(Reverse((now, *generation, identity.to_string())));
+        }
+    }
+
+    /// When the earliest entry is due (superseded entries are dropped first).
+    pub fn next_wake(&mut self) -> Option<Timestamp> {
+        while let Some(Reverse((t, generation, identity))) = self.queue.peek() {
+            if self
+                .jobs
+                .get(identity)
+                .is_some_and(|(_, g)| g == generation)
+            {
+                return Some(*t);
+            }
+            self.queue.pop();
+        }
+        None
+    }
+
+    /// Fires every entry due at `now`. A periodic whose store calls fail is
+    /// retried later (the caller backs off); the others are unaffected.
+    pub fn fire_due(
+        &mut self,
+        store: &dyn Store,
+        now: Timestamp,
+    ) -> (FireReport, Vec<(String, StoreError)>) {
+        let mut report = FireReport::default();
+        let mut failed = Vec::new();
+        while let Some(Reverse((t, generation, identity))) = self.queue.peek().cloned() {
+            if t > now {
+                break;
+            }
+            self.queue.pop();
+            let Some((job, current)) = self.jobs.get(&identity) else {
+                continue;
+            };
+            if *current != generation {
+                continue; // superseded by a newer entry of the same periodic
+            }
+            let job = job.clone();
+            match fire(store, &job, now, &mut report) {
+                Ok(Some(wake)) => self.queue.push(Reverse((wake, generation, identity))),
+                Ok(None) => {}
+                Err(e) => failed.push((identity, e)),
+            }
+        }
+        (report, failed)
+    }
+}
+
+/// One periodic at `now`: decide, apply, return when to look again.
+fn fire(
+    store: &dyn Store,
+    job: &PeriodicJob,
+    now: Timestamp,
+    report: &mut FireReport,
+) -> Result<Option<Timestamp>, StoreError> {
+    let mut state = match store.periodic_state(&job.identity)? {
+        Some(s) if s.schedule_hash == job.schedule_hash => s,
+        Some(s) => PeriodicState {
+            schedule_hash: job.schedule_hash.clone(),
+            first_seen: now,
+            ..s
+        },
+        None => PeriodicState {
+            periodic: job.identity.clone(),
+            schedule_hash: job.schedule_hash.clone(),
+            first_seen: now,
+            last_tick: None,
+            paused: false,
+            queued: None,
+        },
+    };
+    let last = store
+        .list(&RunFilter {
+            periodic: Some(job.identity.clone()),
+            limit: 1,
+            ..RunFilter::default()
+        })?
+        .first()
+        .map(view);
+    let active = store
+        .list(&RunFilter {
+            periodic: Some(job.identity.clone()),
+            active: true,
+            limit: 1000,
+            ..RunFilter::default()
+        })?
+        .len();
+    let decision = decide(
+        &job.policy,
+        &ScheduleState {
+            last_tick: state.last_tick,
+            first_seen: state.first_seen,
+            paused: state.paused,
+            queued: state.queued,
+        },
+        &Runs { last, active },
+        now,
+    );
+    let mut outcomes = Vec::new();
+    let advance = |state: &mut PeriodicState, t: Timestamp| {
+        if state.last_tick.is_none_or(|l| t > l) {
+            state.last_tick = Some(t);
+        }
+    };
+    if decision.abort_active {
+        report.abort.push(job.identity.clone());
+    }
+    for o in &decision.outcomes {
+        match *o {
+            Outcome::Run { tick, attempt } => {
+                let mut new = job.template.clone();
+                new.scheduled_at = Some(tick);
+                new.attempt = attempt;
+                let created = store.create_run(new, now)?;
+                if attempt == 0 {
+                    outcomes.push(TickOutcome {
+                        periodic: job.identity.clone(),
+                        first_tick: tick,
+                        last_tick: tick,
+                        count: 1,
+                        outcome: "run".into(),
+                        run_id: Some(created.run().id.clone()),
+                        recorded_at: now,
+                    });
+                }
+                if let Created::New(run) = created {
+                    report.created.push(run);
+                }
+                if state.queued == Some(tick) {
+                    state.queued = None;
+                }
+                advance(&mut state, tick);
+            }
+            Outcome::Skip {
+                first,
+                last,
+                count,
+                reason,
+            } => {
+                outcomes.push(TickOutcome {
+                    periodic: job.identity.clone(),
+                    first_tick: first,
+                    last_tick: last,
+                    count,
+                    outcome: reason.as_str().into(),
+                    run_id: None,
+                    recorded_at: now,
+                });
+                if state.queued == Some(first) {
+                    state.queued = None;
+                }
+                advance(&mut state, last);
+            }
+            Outcome::Queue { tick } => {
+                state.queued = Some(tick);
+                advance(&mut state, tick);
+            }
+        }
+    }
+    store.record_outcomes(&outcomes)?;
+    store.put_periodic_state(&state)?;
+    report.outcomes.extend(outcomes);
+    Ok(decision.wake_at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bosun_config::types::{CatchUp, ConcurrencyPolicy, JobType};
+    use bosun_schedule::decide::Trigger;
+    use bosun_schedule::{ParseOptions, Schedule};
+    use bosun_store::memory::MemoryStore;
+    use bosun_store::Transition;
+
+    fn t(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    fn hourly(name: &str) -> PeriodicJob {
+        PeriodicJob {
+            identity: name.into(),
+            schedule_hash: "0 * * * *".into(),
+            policy: Policy {
+                identity: name.into(),
+                trigger: Trigger::Cron(
+                    Schedule::parse("0 * * * *", ParseOptions::default()).unwrap(),
+                ),
+                concurrency: ConcurrencyPolicy::Forbid,
+                catch_up: CatchUp::Latest,
+                starting_deadline: None,
+                jitter: None,
+                retry: None,
+            },
+            template: NewRun {
+                job: name.into(),
+                job_type: JobType::Periodic,
+                periodic: Some(name.into()),
+                configured_cluster: "default".into(),
+                state: RunState::Triggered,
+                refs: None,
+                extra_refs: vec![],
+                labels: Default::default(),
+                annotations: Default::default(),
+                spec: serde_json::json!({}),
+                scheduled_at: None,
+                attempt: 0,
+                description: "Job triggered.".into(),
+            },
+        }
+    }
+
+    fn finish_all(store: &MemoryStore, at: &str) {
+        for r in store
+            .list(&RunFilter {
+                active: true,
+                limit: 1000,
+                ..RunFilter::default()
+            })
+            .unwrap()
+        {
+            store
+                .transition(&r.id, Transition::to(RunState::Pending, t(at), ""))
+                .unwrap();
+            store
+                .transition(&r.id, Transition::to(RunState::Success, t(at), ""))
+                .unwrap();
+        }
+    }
+
+    #[test]
+    fn every_tick_gets_one_outcome_across_a_restart() {
+        let store = MemoryStore::new();
+        let mut s = Scheduler::new();
+        s.set_jobs(vec![hourly("a")], t("2026-01-01T00:30:00Z"));
+        // First seen at 00:30: nothing for past ticks; next wake at 01:00.
+        let (r, failed) = s.fire_due(&store, t("2026-01-01T00:30:00Z"));
+        assert!(r.created.is_empty() && failed.is_empty());
+        assert_eq!(s.next_wake(), Some(t("2026-01-01T01:00:00Z")));
+        let (r, _) = s.fire_due(&store, t("2026-01-01T01:00:00.1Z"));
+        assert_eq!(r.created.len(), 1);
+        assert_eq!(r.created[0].scheduled_at, Some(t("2026-01-01T01:00:00Z")));
+        finish_all(&store, "2026-01-01T01:05:00Z");
+        // The daemon is down from 01:30 to 04:20; a new scheduler (a restart)
+        // catches up the latest tick and records the others as missed.
+        let mut s = Scheduler::new();
+        s.set_jobs(vec![hourly("a")], t("2026-01-01T04:20:00Z"));
+        let (r, _) = s.fire_due(&store, t("2026-01-01T04:20:00Z"));
+        assert_eq!(r.created.len(), 1);
+        assert_eq!(r.created[0].scheduled_at, Some(t("2026-01-01T04:00:00Z")));
+        let outcomes = store.outcomes("a").unwrap();
+        let summary: Vec<(String, u64)> = outcomes
+            .iter()
+            .map(|o| (o.outcome.clone(), o.count))
+            .collect();
+        assert_eq!(
+            summary,
+            vec![
+                ("run".to_string(), 1),
+                ("missed".to_string(), 2),
+                ("run".to_string(), 1)
+            ]
+        );
+        // A duplicate fire (another replica, a retried fire) creates nothing.
+        let mut again = Scheduler::new();
+        again.set_jobs(vec![hourly("a")], t("2026-01-01T04:20:00Z"));
+        let state = store.periodic_state("a").unwrap().unwrap();
+        store
+            .put_periodic_state(&PeriodicState {
+                last_tick: Some(t("2026-01-01T03:00:00Z")),
+                ..state
+            })
+            .unwrap();
+        let (r, _) = again.fire_due(&store, t("2026-01-01T04:20:00Z"));
+        assert!(r.created.is_empty(), "the 04:00 run exists already");
+        assert_eq!(
+            store
+                .list(&RunFilter {
+                    limit: 100,
+                    ..RunFilter::default()
+                })
+                .unwrap()
+                .len(),
+            2
+        );
+    }
+
+    #[test]
+    fn overlap_is_skipped_and_changed_schedules_restart_from_now() {
+        let store = MemoryStore::new();
+        let mut s = Scheduler::new();
+        s.set_jobs(vec![hourly("b")], t("2026-01-01T00:00:00Z"));
+        s.fire_due(&store, t("2026-01-01T00:00:00Z"));
+        let (r, _) = s.fire_due(&store, t("2026-01-01T01:00:00Z"));
+        assert_eq!(r.created.len(), 1);
+        // Still running at 02:00: forbid records an overlap.
+        let (r, _) = s.fire_due(&store, t("2026-01-01T02:00:00Z"));
+        assert!(r.created.is_empty());
+        assert_eq!(r.outcomes[0].outcome, "overlap");
+        // A changed schedule: first_seen moves to now, so 02:30's past ticks never run.
+        let mut changed = hourly("b");
+        changed.schedule_hash = "30 * * * *".into();
+        changed.policy.trigger =
+            Trigger::Cron(Schedule::parse("30 * * * *", ParseOptions::default()).unwrap());
+        finish_all(&store, "2026-01-01T02:10:00Z");
+        s.set_jobs(vec![changed], t("2026-01-01T02:40:00Z"));
+        let (r, _) = s.fire_due(&store, t("2026-01-01T02:40:00Z"));
+        assert!(r.created.is_empty());
+        assert_eq!(s.next_wake(), Some(t("2026-01-01T03:30:00Z")));
+        // Removing the periodic drops its entry.
+        s.set_jobs(vec![], t("2026-01-01T02:41:00Z"));
+        let (r, _) = s.fire_due(&store, t("2026-01-01T05:00:00Z"));
+        assert!(r.created.is_empty() && r.outcomes.is_empty());
+    }
+}
