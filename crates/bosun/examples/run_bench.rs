@@ -24,7 +24,7 @@ fn main() {
     .unwrap();
     std::fs::write(
         dir.join("jobs/true.yaml"),
-        "periodics:\n- name: true\n  interval: 1h\n  spec: {containers: [{image: x, command: [/bin/true]}]}\n",
+        "periodics:\n- name: true\n  cron: \"0 0 31 2 *\"\n  spec: {containers: [{image: x, command: [/bin/true]}]}\n",
     )
     .unwrap();
 

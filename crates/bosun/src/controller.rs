@@ -46,8 +46,14 @@ impl Batch {
     fn commit(self, app: &App) {
         let ids: Vec<String> = self.0.iter().map(|(id, _)| id.clone()).collect();
         for (id, r) in ids.iter().zip(app.store.transitions(self.0)) {
-            if let Err(e) = r {
-                tracing::warn!(run = %id, error = %e, "transition failed");
+            match r {
+                Err(e) => tracing::warn!(run = %id, error = %e, "transition failed"),
+                Ok(run) if run.state.is_final() => {
+                    if let Some(p) = &run.periodic {
+                        app.periodic_run_ended(p);
+                    }
+                }
+                Ok(_) => {}
             }
         }
     }

@@ -8,6 +8,7 @@ mod check;
 mod client;
 mod controller;
 mod metrics;
+mod periodics;
 mod schedule;
 mod serve;
 

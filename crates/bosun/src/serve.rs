@@ -77,6 +77,10 @@ pub struct App {
     pub metrics: Arc<Metrics>,
     /// Wakes the controller.
     pub wake: Arc<tokio::sync::Notify>,
+    /// The periodic scheduler.
+    pub scheduler: Mutex<bosun_scheduler::Scheduler>,
+    /// Wakes the scheduler task.
+    pub scheduler_wake: tokio::sync::Notify,
     /// Parsed spec snapshots by content hash (immutable, so never stale).
     pub specs: Mutex<HashMap<String, Arc<SpecSnapshot>>>,
     aborts: Mutex<HashSet<String>>,
@@ -90,6 +94,29 @@ impl App {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// Requests the abort of every active run of a periodic (`replace`).
+    pub fn abort_active_of(&self, periodic: &str) {
+        let filter = RunFilter {
+            periodic: Some(periodic.to_string()),
+            active: true,
+            limit: 1000,
+            ..RunFilter::default()
+        };
+        let runs = self.store.list(&filter).unwrap_or_default();
+        let mut aborts = self.aborts.lock().unwrap_or_else(|e| e.into_inner());
+        aborts.extend(runs.into_iter().map(|r| r.id));
+        self.wake.notify_one();
+    }
+
+    /// A run of `periodic` ended: its scheduler entry looks again.
+    pub fn periodic_run_ended(&self, periodic: &str) {
+        self.scheduler
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .poke(periodic, Timestamp::now());
+        self.scheduler_wake.notify_one();
     }
 
     /// True (once) when an abort of `id` was requested.
@@ -169,8 +196,12 @@ pub fn run(args: &ServeArgs) -> ExitCode {
             (alias.clone(), Arc::new(exec))
         })
         .collect();
+    let mut scheduler = bosun_scheduler::Scheduler::new();
+    scheduler.set_jobs(crate::periodics::jobs(&snapshot), Timestamp::now());
     let app = Arc::new(App {
         store,
+        scheduler: Mutex::new(scheduler),
+        scheduler_wake: tokio::sync::Notify::new(),
         snapshot: RwLock::new(Arc::new(snapshot)),
         clusters,
         executors,
@@ -219,6 +250,10 @@ async fn serve(app: Arc<App>, listen: SocketAddr) -> ExitCode {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let controller = tokio::spawn(controller_loop(app.clone(), stop_rx.clone()));
     let sinker = tokio::spawn(sinker_loop(app.clone(), stop_rx.clone()));
+    let periodics = tokio::spawn(crate::periodics::scheduler_loop(
+        app.clone(),
+        stop_rx.clone(),
+    ));
     let router = routes(app.clone());
     let mut stop_http = stop_rx.clone();
     let server = axum::serve(listener, router).with_graceful_shutdown(async move {
@@ -231,6 +266,7 @@ async fn serve(app: Arc<App>, listen: SocketAddr) -> ExitCode {
     let _ = server.await;
     let _ = controller.await;
     let _ = sinker.await;
+    let _ = periodics.await;
     ExitCode::SUCCESS
 }
 
@@ -398,8 +434,8 @@ pub fn job_label(name: &str) -> String {
         .to_string()
 }
 
-fn new_run(
-    snapshot: &Snapshot,
+/// A new run of a job, with Prow's labels and annotations.
+pub fn new_run(
     base: &bosun_config::types::JobBase,
     job_type: JobType,
     periodic: Option<String>,
@@ -422,7 +458,6 @@ fn new_run(
     }
     let mut annotations = base.annotations.clone();
     annotations.insert("prow.k8s.io/job".into(), base.name.clone());
-    let _ = snapshot;
     NewRun {
         job: base.name.clone(),
         job_type,
@@ -466,7 +501,6 @@ async fn create_run(
                 JobType::Periodic,
                 None,
                 new_run(
-                    &snapshot,
                     &p.base,
                     JobType::Periodic,
                     Some(p.identity()),
@@ -485,7 +519,6 @@ async fn create_run(
                     JobType::Presubmit,
                     Some(repo.clone()),
                     new_run(
-                        &snapshot,
                         &j.base,
                         JobType::Presubmit,
                         None,
@@ -505,7 +538,6 @@ async fn create_run(
                     JobType::Postsubmit,
                     Some(repo.clone()),
                     new_run(
-                        &snapshot,
                         &j.base,
                         JobType::Postsubmit,
                         None,

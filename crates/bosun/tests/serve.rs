@@ -14,30 +14,30 @@ const CONFIG: &str =
 const JOBS: &str = r#"
 periodics:
 - name: ok
-  interval: 1h
+  cron: "0 0 31 2 *"  # never fires: runs only when triggered
   spec: {containers: [{image: x, command: ["sh", "-c", "echo hi $JOB_NAME"]}]}
 - name: bad
-  interval: 1h
+  cron: "0 0 31 2 *"  # never fires: runs only when triggered
   spec: {containers: [{image: x, command: ["sh", "-c", "exit 7"]}]}
 - name: slow
-  interval: 1h
+  cron: "0 0 31 2 *"  # never fires: runs only when triggered
   spec: {containers: [{image: x, command: ["sh", "-c", "sleep 2; echo slept"]}]}
 - name: decorated
-  interval: 1h
+  cron: "0 0 31 2 *"  # never fires: runs only when triggered
   decorate: true
   decoration_config:
     utility_images: {clonerefs: a, initupload: b, entrypoint: c, sidecar: d}
     gcs_configuration: {bucket: b, path_strategy: explicit}
   spec: {containers: [{image: x, command: ["true"]}]}
 - name: two-containers
-  interval: 1h
+  cron: "0 0 31 2 *"  # never fires: runs only when triggered
   decorate: true
   decoration_config:
     utility_images: {clonerefs: a, initupload: b, entrypoint: c, sidecar: d}
     gcs_configuration: {bucket: b, path_strategy: explicit}
   spec: {containers: [{name: a, image: x, command: ["true"]}, {name: b, image: x, command: ["true"]}]}
 - name: no-command
-  interval: 1h
+  cron: "0 0 31 2 *"  # never fires: runs only when triggered
   spec: {containers: [{image: x}]}
 presubmits:
   o/r:
@@ -583,15 +583,15 @@ fn job_and_queue_limits_hold_through_the_daemon() {
         r#"
 periodics:
 - name: one-at-a-time
-  interval: 1h
+  cron: "0 0 31 2 *"  # never fires: runs only when triggered
   max_concurrency: 1
   spec: {containers: [{image: x, command: ["sh", "-c", "sleep 0.4"]}]}
 - name: queued-a
-  interval: 1h
+  cron: "0 0 31 2 *"  # never fires: runs only when triggered
   job_queue_name: q
   spec: {containers: [{image: x, command: ["sh", "-c", "sleep 0.4"]}]}
 - name: queued-b
-  interval: 1h
+  cron: "0 0 31 2 *"  # never fires: runs only when triggered
   job_queue_name: q
   spec: {containers: [{image: x, command: ["sh", "-c", "sleep 0.4"]}]}
 "#,
@@ -660,4 +660,41 @@ periodics:
         starts.iter().map(|(_, id)| id.clone()).collect::<Vec<_>>(),
         ids[..3].to_vec()
     );
+}
+
+#[test]
+fn periodics_fire_on_their_own_once_per_tick() {
+    let (_d, dir) = tmp();
+    setup(&dir);
+    std::fs::write(
+        dir.join("jobs/every-second.yaml"),
+        "periodics:\n- name: tick\n  cron: \"* * * * * *\"\n  concurrency_policy: allow\n  spec: {containers: [{image: x, command: [\"true\"]}]}\n- name: at-once\n  interval: 1h\n  spec: {containers: [{image: x, command: [\"true\"]}]}\n",
+    )
+    .unwrap();
+    let daemon = start(&dir, &[]);
+    std::thread::sleep(Duration::from_millis(3500));
+    let (_, body) = request(
+        daemon.port,
+        "GET",
+        "/api/v1/runs?job=tick&limit=1000",
+        None,
+        None,
+    );
+    let runs = json(&body)["runs"].as_array().unwrap().clone();
+    assert!(runs.len() >= 2, "{runs:?}");
+    let mut ticks: Vec<String> = runs
+        .iter()
+        .map(|r| r["scheduled_at"].as_str().unwrap().to_string())
+        .collect();
+    let n = ticks.len();
+    ticks.sort();
+    ticks.dedup();
+    assert_eq!(ticks.len(), n, "one run per tick");
+    assert!(
+        ticks.iter().all(|t| !t.contains('.')),
+        "ticks are whole seconds: {ticks:?}"
+    );
+    // An interval periodic that never ran runs at once, as in Prow.
+    let (_, body) = request(daemon.port, "GET", "/api/v1/runs?job=at-once", None, None);
+    assert_eq!(json(&body)["runs"].as_array().unwrap().len(), 1);
 }
