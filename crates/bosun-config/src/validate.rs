@@ -187,7 +187,7 @@ impl Ctx<'_> {
             .first()
             .map(|r| format!("{}/{}", r.org, r.repo))
             .unwrap_or_default();
-        let mut d = self.default_base(job, &repo);
+        let mut d = self.default_base(job);
         if !d.iter().any(Diagnostic::is_error) {
             self.validate_base(job, JobType::Periodic, &repo, &mut d);
         }
@@ -205,7 +205,7 @@ impl Ctx<'_> {
             k.trigger = default_trigger(&name);
             k.rerun_command = default_rerun_command(&name);
         }
-        let mut d = self.default_base(job, repo);
+        let mut d = self.default_base(job);
         d.extend(set_presubmit_regexes(job));
         if !d.iter().any(Diagnostic::is_error) {
             self.validate_base(job, JobType::Presubmit, repo, &mut d);
@@ -238,7 +238,7 @@ impl Ctx<'_> {
         if job.kind.context.is_empty() {
             job.kind.context = name.clone();
         }
-        let mut d = self.default_base(job, repo);
+        let mut d = self.default_base(job);
         for (field, pattern) in [
             ("branches", join_alternatives(&job.kind.branches)),
             ("skip_branches", join_alternatives(&job.kind.skip_branches)),
@@ -278,7 +278,7 @@ impl Ctx<'_> {
     }
 
     /// Prow's `defaultJobBase`, decoration defaults and presets.
-    fn default_base<K>(&self, job: &mut Job<K>, repo: &str) -> Vec<Diagnostic> {
+    fn default_base<K>(&self, job: &mut Job<K>) -> Vec<Diagnostic> {
         let mut d = Vec::new();
         let b = &mut job.base;
         if b.agent.is_empty() {
@@ -299,7 +299,6 @@ impl Ctx<'_> {
         // (every decorated job would carry a copy of the defaults): validation
         // reads through the layers, and `Snapshot::decoration_config` merges.
         b.decorate.get_or_insert(self.config.decorate_all_jobs);
-        let _ = repo;
         // Central presets, then the presets of the job's own repository. They are
         // recorded, not copied into the spec (the snapshot would hold a copy of
         // every preset volume and variable per job); the merge is checked here by

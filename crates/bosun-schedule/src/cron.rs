@@ -348,12 +348,14 @@ fn descriptor(d: &str, offset: usize, tz: TimeZone) -> Result<Schedule, ParseErr
         "@hourly" => ([1, 1, all, all, all, all], true, false),
         _ => {
             if let Some(dur) = d.strip_prefix("@every ") {
-                let nanos = go_duration(dur).map_err(|m| {
-                    err(
-                        offset + 7,
-                        format!("@every needs a Go duration such as 90s or 1h30m: {m}"),
-                    )
-                })?;
+                let nanos = bosun_config::GoDuration::parse(dur)
+                    .map(|d| d.as_nanos())
+                    .map_err(|m| {
+                        err(
+                            offset + 7,
+                            format!("@every needs a Go duration such as 90s or 1h30m: {m}"),
+                        )
+                    })?;
                 // robfig: at least one second, truncated to whole seconds.
                 let secs = if nanos < 1_000_000_000 {
                     1
@@ -373,77 +375,6 @@ fn descriptor(d: &str, offset: usize, tz: TimeZone) -> Result<Schedule, ParseErr
         masked[i] &= range_bits(b.min, b.max, 1);
     }
     Ok(Schedule::Cron(Box::new(Cron::new(masked, star, fixed, tz))))
-}
-
-/// Go's `time.ParseDuration`, in nanoseconds (may be negative).
-fn go_duration(s: &str) -> Result<i128, String> {
-    let bad = || format!("time: invalid duration {s:?}");
-    let (neg, mut rest) = match s.as_bytes().first() {
-        Some(b'-') => (true, &s[1..]),
-        Some(b'+') => (false, &s[1..]),
-        _ => (false, s),
-    };
-    if rest == "0" {
-        return Ok(0);
-    }
-    if rest.is_empty() {
-        return Err(bad());
-    }
-    let mut total: i128 = 0;
-    while !rest.is_empty() {
-        let int_len = rest
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let (int, r) = rest.split_at(int_len);
-        rest = r;
-        let mut frac = "";
-        if let Some(r) = rest.strip_prefix('.') {
-            let l = r.find(|c: char| !c.is_ascii_digit()).unwrap_or(r.len());
-            frac = &r[..l];
-            rest = &r[l..];
-        }
-        if int.is_empty() && frac.is_empty() {
-            return Err(bad());
-        }
-        let ul = rest
-            .find(|c: char| c == '.' || c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let (unit, r) = rest.split_at(ul);
-        rest = r;
-        let scale: i128 = match unit {
-            "ns" => 1,
-            "us" | "µs" | "μs" => 1_000,
-            "ms" => 1_000_000,
-            "s" => 1_000_000_000,
-            "m" => 60_000_000_000,
-            "h" => 3_600_000_000_000,
-            "" => return Err(format!("time: missing unit in duration {s:?}")),
-            u => return Err(format!("time: unknown unit {u:?} in duration {s:?}")),
-        };
-        let whole: i128 = if int.is_empty() {
-            0
-        } else {
-            int.parse().map_err(|_| bad())?
-        };
-        let mut v = whole.checked_mul(scale).ok_or_else(bad)?;
-        if !frac.is_empty() {
-            let mut f = 0f64;
-            let mut place = 1f64;
-            for d in frac.bytes().take(30) {
-                place /= 10.0;
-                f += f64::from(d - b'0') * place;
-            }
-            v += (f * scale as f64) as i128;
-        }
-        total += v;
-        if total > i64::MAX as i128 + 1 {
-            return Err(bad());
-        }
-    }
-    if !neg && total > i64::MAX as i128 {
-        return Err(bad());
-    }
-    Ok(if neg { -total } else { total })
 }
 
 struct ParsedField {
