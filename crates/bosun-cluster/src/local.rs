@@ -1,20 +1,23 @@
-//! The local executor: a run is a process on this machine, supervised by
-//! `bosun run-shim` (see [`crate::shim`]), with its files in `ROOT/RUN_ID/`:
-//! `build-log.txt`, `pid`, `exit_code`, `shim.pid` and the working directory
-//! `work/`. Everything needed to find a run again after a daemon restart is in
-//! those files.
+//! The local executor: a run is a process on this machine, started and reaped
+//! by the cluster's supervisor (`bosun run-shim`, see [`crate::shim`]), with
+//! its working directory `ROOT/RUN_ID/`, its log `ROOT/RUN_ID.log` and its
+//! state `ROOT/RUN_ID.state` (pids, then the exit code). Everything needed to
+//! find a run again after a daemon restart is in those files.
 
-use std::collections::HashMap;
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::PodSpec;
 use rustix::process::{kill_process_group, Pid, Signal};
 
-use crate::shim::{self, start_time, write_atomic, EXIT_CODE, LOG, PID};
+use crate::shim::{
+    self, start_time, Reply, Request, StartRequest, LOG_SUFFIX, SOCKET, STATE_SUFFIX,
+};
 
 /// Errors starting or controlling a local run.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -45,7 +48,7 @@ pub struct JobProcess {
 /// Where a local run stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProcessState {
-    /// The supervisor is starting the job, or recording its end.
+    /// The job has ended and its supervisor is recording the exit code.
     Starting,
     /// The job runs as `pid`.
     Running {
@@ -65,10 +68,34 @@ pub enum ProcessState {
 pub struct LocalExecutor {
     root: PathBuf,
     shim: Vec<String>,
-    /// Supervisors this process started, reaped when they end.
-    children: Mutex<HashMap<String, Child>>,
-    /// Called (from a waiting thread) when a supervisor this process started ends.
-    on_exit: Option<std::sync::Arc<dyn Fn() + Send + Sync>>,
+    /// Idle connections to the supervisor (requests and replies); several
+    /// starts may be in flight at once, each on its own connection.
+    conns: Mutex<Vec<BufReader<UnixStream>>>,
+    /// The subscribed connection, shut down with the executor.
+    events: Mutex<Option<UnixStream>>,
+    /// The events thread is reading (cleared when its connection ends).
+    subscribed: Arc<std::sync::atomic::AtomicBool>,
+    /// Called (from the events thread) when a job ends.
+    on_exit: Option<Arc<dyn Fn() + Send + Sync>>,
+}
+
+impl Drop for LocalExecutor {
+    fn drop(&mut self) {
+        // The events thread holds a clone of its stream: shut it down so the
+        // supervisor sees this daemon leave.
+        for s in [self.events.get_mut().ok().and_then(Option::take)]
+            .into_iter()
+            .flatten()
+            .chain(
+                self.conns
+                    .get_mut()
+                    .map(|c| c.drain(..).map(BufReader::into_inner).collect())
+                    .unwrap_or_else(|_| Vec::new()),
+            )
+        {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
 }
 
 /// The command line of a job's single container, as Kubernetes would run it:
@@ -103,7 +130,9 @@ impl LocalExecutor {
         LocalExecutor {
             root: root.into(),
             shim,
-            children: Mutex::default(),
+            conns: Mutex::default(),
+            events: Mutex::default(),
+            subscribed: Arc::default(),
             on_exit: None,
         }
     }
@@ -111,130 +140,191 @@ impl LocalExecutor {
     /// Calls `f` whenever a run this executor started ends, so its owner can
     /// react at once instead of polling.
     pub fn on_exit(mut self, f: impl Fn() + Send + Sync + 'static) -> Self {
-        self.on_exit = Some(std::sync::Arc::new(f));
+        self.on_exit = Some(Arc::new(f));
         self
     }
 
-    /// The directory of a run.
+    /// The working directory of a run.
     pub fn run_dir(&self, run_id: &str) -> PathBuf {
         self.root.join(run_id)
     }
 
     /// The log of a run.
     pub fn log_path(&self, run_id: &str) -> PathBuf {
-        self.run_dir(run_id).join(LOG)
+        self.root.join(format!("{run_id}{LOG_SUFFIX}"))
     }
 
-    /// Starts a run. Starting a run that already has a directory with a pid or
-    /// an exit code does nothing (a restarted controller may try again).
-    pub fn start(&self, run_id: &str, job: &JobProcess) -> Result<(), LocalError> {
-        if job.command.first().is_none_or(String::is_empty) {
-            return Err(LocalError::Unsupported("no command".into()));
+    fn state_path(&self, run_id: &str) -> PathBuf {
+        self.root.join(format!("{run_id}{STATE_SUFFIX}"))
+    }
+
+    /// Connects to the cluster's supervisor, starting one if none answers.
+    fn connect(&self) -> Result<UnixStream, LocalError> {
+        let socket = self.root.join(SOCKET);
+        if let Ok(s) = UnixStream::connect(&socket) {
+            return Ok(s);
         }
-        let dir = self.run_dir(run_id);
-        if dir.join(PID).exists() || dir.join(EXIT_CODE).exists() || dir.join("shim.pid").exists() {
-            return Ok(());
-        }
-        let work = dir.join("work");
-        let workdir = match &job.working_dir {
-            Some(w) => work.join(w.trim_start_matches('/')),
-            None => work.clone(),
-        };
-        fs::create_dir_all(&workdir).map_err(io)?;
+        fs::create_dir_all(&self.root).map_err(io)?;
         let (program, lead) = self
             .shim
             .split_first()
-            .ok_or_else(|| io("no shim configured"))?;
-        let child = Command::new(program)
+            .ok_or_else(|| io("no supervisor command configured"))?;
+        let mut child = Command::new(program)
             .args(lead)
-            .arg("--dir")
-            .arg(&dir)
-            .arg("--workdir")
-            .arg(&workdir)
-            .arg("--")
-            .args(&job.command)
-            .env_clear()
-            .envs(job.env.iter().map(|(k, v)| (k, v)))
+            .arg("--root")
+            .arg(&self.root)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(Stdio::inherit())
             .spawn()
             .map_err(io)?;
-        let pid = child.id();
-        write_atomic(
-            &dir,
-            "shim.pid",
-            &format!("{pid} {}\n", start_time(pid).unwrap_or(0)),
-        )
-        .map_err(io)?;
-        match &self.on_exit {
-            // A thread waits for the supervisor and reaps it; the run's end is
-            // then an event, not something to poll for.
-            Some(notify) => {
-                let notify = notify.clone();
-                let mut child = child;
-                std::thread::Builder::new()
-                    .name("bosun-run-wait".into())
-                    .stack_size(64 * 1024)
-                    .spawn(move || {
-                        let _ = child.wait();
-                        notify();
-                    })
-                    .map_err(io)?;
+        // It lives on its own; a thread reaps it when it ends.
+        std::thread::Builder::new()
+            .name("bosun-supervisor-wait".into())
+            .stack_size(64 * 1024)
+            .spawn(move || {
+                let _ = child.wait();
+            })
+            .map_err(io)?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match UnixStream::connect(&socket) {
+                Ok(s) => return Ok(s),
+                Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+                Err(e) => {
+                    return Err(io(format!(
+                        "the supervisor did not answer on {}: {e}",
+                        socket.display()
+                    )))
+                }
             }
-            None => {
-                self.children
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(run_id.to_string(), child);
-            }
+        }
+    }
+
+    /// Opens the subscribed connection whose thread calls `on_exit`.
+    fn subscribe(&self) -> Result<(), LocalError> {
+        let Some(notify) = self.on_exit.clone() else {
+            return Ok(());
+        };
+        let mut events = self.events.lock().unwrap_or_else(|e| e.into_inner());
+        if self.subscribed.load(std::sync::atomic::Ordering::Acquire) {
+            return Ok(()); // another thread subscribed meanwhile
+        }
+        let mut stream = self.connect()?;
+        let mut line = serde_json::to_string(&Request::Subscribe).map_err(io)?;
+        line.push('\n');
+        stream.write_all(line.as_bytes()).map_err(io)?;
+        let reader = stream.try_clone().map_err(io)?;
+        let subscribed = self.subscribed.clone();
+        subscribed.store(true, std::sync::atomic::Ordering::Release);
+        std::thread::Builder::new()
+            .name("bosun-run-events".into())
+            .stack_size(64 * 1024)
+            .spawn(move || {
+                for line in BufReader::new(reader).lines() {
+                    if line.is_err() {
+                        break;
+                    }
+                    notify();
+                }
+                subscribed.store(false, std::sync::atomic::Ordering::Release);
+            })
+            .map_err(|e| {
+                self.subscribed
+                    .store(false, std::sync::atomic::Ordering::Release);
+                io(e)
+            })?;
+        if let Some(old) = events.replace(stream) {
+            let _ = old.shutdown(std::net::Shutdown::Both);
         }
         Ok(())
     }
 
-    fn reap(&self, run_id: &str) {
-        let mut children = self.children.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(c) = children.get_mut(run_id) {
-            if matches!(c.try_wait(), Ok(Some(_)) | Err(_)) {
-                children.remove(run_id);
+    /// Sends a request and reads its reply, reconnecting once if the
+    /// connection broke (a start is idempotent, so repeating one is safe).
+    fn request(&self, req: &Request) -> Result<Reply, LocalError> {
+        let mut line = serde_json::to_string(req).map_err(io)?;
+        line.push('\n');
+        let mut last = None;
+        for _ in 0..2 {
+            let idle = self.conns.lock().unwrap_or_else(|e| e.into_inner()).pop();
+            let mut c = match idle {
+                Some(c) => c,
+                None => BufReader::new(self.connect()?),
+            };
+            if !self.subscribed.load(std::sync::atomic::Ordering::Acquire) {
+                self.subscribe()?;
             }
+            let mut reply = String::new();
+            let sent = c
+                .get_mut()
+                .write_all(line.as_bytes())
+                .and_then(|()| c.read_line(&mut reply));
+            match sent {
+                Ok(n) if n > 0 => {
+                    self.conns.lock().unwrap_or_else(|e| e.into_inner()).push(c);
+                    return serde_json::from_str(&reply).map_err(io);
+                }
+                Ok(_) => last = Some("the supervisor closed the connection".to_string()),
+                Err(e) => last = Some(e.to_string()),
+            }
+            // A broken connection (the supervisor went away): drop every idle
+            // one too, they are as dead.
+            self.conns.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        }
+        Err(io(last.unwrap_or_default()))
+    }
+
+    /// Starts a run. Starting a run that was started before does nothing (a
+    /// restarted controller may try again).
+    pub fn start(&self, run_id: &str, job: &JobProcess) -> Result<(), LocalError> {
+        if job.command.first().is_none_or(String::is_empty) {
+            return Err(LocalError::Unsupported("no command".into()));
+        }
+        let req = Request::Start(StartRequest {
+            id: run_id.to_string(),
+            command: job.command.clone(),
+            env: job.env.clone(),
+            working_dir: job.working_dir.clone(),
+        });
+        match self.request(&req)? {
+            Reply::Started | Reply::Exists => Ok(()),
+            Reply::Error(e) => Err(LocalError::Io(e)),
         }
     }
 
-    /// Where a run stands, from its files (works for runs started by an earlier
-    /// daemon: the pid is checked against its recorded start time, so a reused
-    /// pid is not mistaken for the job).
+    /// Where a run stands, from its files (works for runs started under an
+    /// earlier daemon: pids are checked against their recorded start times, so
+    /// a reused pid is never mistaken for the job or its supervisor).
     pub fn status(&self, run_id: &str) -> ProcessState {
-        self.reap(run_id);
-        let dir = self.run_dir(run_id);
-        let exit_code = || -> Option<i32> {
-            fs::read_to_string(dir.join(EXIT_CODE))
-                .ok()?
-                .trim()
-                .parse()
-                .ok()
+        let read = || RunState::parse(&fs::read_to_string(self.state_path(run_id)).ok()?);
+        let Some(state) = read() else {
+            // No state yet: a start in progress (the directory was just made),
+            // or one that never completed.
+            let fresh = fs::metadata(self.run_dir(run_id))
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().unwrap_or_default() < STARTING_GRACE);
+            return if fresh {
+                ProcessState::Starting
+            } else {
+                ProcessState::Lost
+            };
         };
-        if let Some(code) = exit_code() {
+        if let Some(code) = state.exit {
             return ProcessState::Exited { code };
         }
-        let alive = |file: &str| {
-            read_pid(&dir.join(file))
-                .filter(|(pid, started)| start_time(*pid) == Some(*started) && !is_zombie(*pid))
-        };
-        if let Some((pid, _)) = alive(PID) {
-            return ProcessState::Running { pid };
+        let alive =
+            |(pid, started): (u32, u64)| start_time(pid) == Some(started) && !is_zombie(pid);
+        if alive(state.job) {
+            return ProcessState::Running { pid: state.job.0 };
         }
-        // The job has not started yet, or has just ended and the supervisor is
-        // writing its exit code: while the supervisor lives, the run is not lost.
-        if alive("shim.pid").is_some() {
-            return match read_pid(&dir.join(PID)) {
-                Some(_) => {
-                    exit_code().map_or(ProcessState::Starting, |code| ProcessState::Exited { code })
-                }
-                None => ProcessState::Starting,
-            };
+        // The job has ended; while its supervisor lives, the exit code is on
+        // its way.
+        match read().and_then(|s| s.exit) {
+            Some(code) => ProcessState::Exited { code },
+            None if alive(state.supervisor) => ProcessState::Starting,
+            None => ProcessState::Lost,
         }
-        exit_code().map_or(ProcessState::Lost, |code| ProcessState::Exited { code })
     }
 
     /// Aborts a run: SIGTERM to the job's process group, SIGKILL after `grace`.
@@ -264,12 +354,15 @@ impl LocalExecutor {
         }
     }
 
-    /// Deletes a finished run's directory (its log included).
+    /// Deletes a finished run's files: its state, its log, its directory.
     pub fn remove(&self, run_id: &str) -> Result<(), LocalError> {
-        match fs::remove_dir_all(self.run_dir(run_id)) {
+        let gone = |r: std::io::Result<()>| match r {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(e)),
             _ => Ok(()),
-        }
+        };
+        gone(fs::remove_dir_all(self.run_dir(run_id)))?;
+        gone(fs::remove_file(self.log_path(run_id)))?;
+        gone(fs::remove_file(self.state_path(run_id)))
     }
 
     /// The shim's entry point, re-exported for the `bosun run-shim` command.
@@ -284,10 +377,36 @@ impl LocalExecutor {
     }
 }
 
-fn read_pid(path: &Path) -> Option<(u32, u64)> {
-    let text = fs::read_to_string(path).ok()?;
-    let mut parts = text.split_whitespace();
-    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+/// How long a run's directory may exist without its state file before the
+/// start is taken as failed (the supervisor writes the state right after
+/// starting the job, so only a supervisor that died in between leaves it out).
+const STARTING_GRACE: Duration = Duration::from_secs(10);
+
+/// A run's state file: pids (and start times), then the exit code.
+struct RunState {
+    job: (u32, u64),
+    supervisor: (u32, u64),
+    exit: Option<i32>,
+}
+
+impl RunState {
+    fn parse(text: &str) -> Option<RunState> {
+        // Only whole lines count (a line is written with its newline in one
+        // write, so a partial one is not expected; it would be ignored).
+        let mut lines = text
+            .split_inclusive('\n')
+            .filter_map(|l| l.strip_suffix('\n'));
+        let mut ids = lines.next()?.split_whitespace().map(str::parse::<u64>);
+        let mut next = || ids.next()?.ok();
+        let job = (u32::try_from(next()?).ok()?, next()?);
+        let supervisor = (u32::try_from(next()?).ok()?, next()?);
+        let exit = lines.find_map(|l| l.strip_prefix("exit ")?.trim().parse().ok());
+        Some(RunState {
+            job,
+            supervisor,
+            exit,
+        })
+    }
 }
 
 /// A zombie has ended; only its parent has not collected it yet.

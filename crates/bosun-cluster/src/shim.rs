@@ -1,27 +1,96 @@
-//! The run supervisor (`bosun run-shim --dir DIR [--workdir W] -- CMD ARGS...`).
+//! The supervisor of a local cluster (`bosun run-shim --root ROOT`).
 //!
-//! It starts its own session (so signals aimed at the daemon's process group do
-//! not reach it), starts the job in a new process group with stdout and stderr
-//! appended to `DIR/build-log.txt`, writes `DIR/pid` ("PID STARTTIME", the
-//! child's pid and its start time in clock ticks since boot, to recognise the
-//! process after a daemon restart) and, when the job ends, `DIR/exit_code` (the
-//! exit status, or 128 + the signal number). Both files are written atomically
-//! (temporary file, then rename), so a reader sees all or nothing. The job's
-//! environment is exactly what the daemon passed to the shim (the daemon clears
-//! it).
+//! One long-lived supervisor per local cluster starts and reaps that cluster's
+//! jobs. The daemon talks to it over a Unix socket (`ROOT/.supervisor.sock`,
+//! mode 0600): one JSON line per request, one JSON line per reply, and, on a
+//! subscribed connection, one line per job that ended. It runs in its own
+//! session, so it and its jobs outlive a daemon that crashes or restarts; a
+//! restarted daemon connects to the same supervisor again.
+//!
+//! Why one supervisor per cluster rather than one per run: starting a run then
+//! costs one process start (the job's), from a small single-purpose process,
+//! instead of two starts of the large daemon binary; the run rate of a local
+//! cluster comes close to that of a plain loop spawning the same commands.
+//!
+//! For each run it creates, in the cluster's root, the run's working directory
+//! `RUN_ID/` (exclusively: a second start of the same run finds it and does
+//! nothing; the container's `workingDir` is taken inside it), the log
+//! `RUN_ID.log` (the job's stdout and stderr), and the state file
+//! `RUN_ID.state`: first the line "PID STARTTIME SUPERVISOR_PID
+//! SUPERVISOR_STARTTIME" (start times in clock ticks since boot, so a reused pid
+//! is never mistaken for the job or its supervisor), written atomically
+//! (temporary file, then rename), then, appended in one write when the job
+//! ends, "exit CODE" (the exit status, or 128 + the signal number). Three files
+//! per run and one rename: creating files is most of a local run's cost.
+//!
+//! A supervisor exits when no daemon is connected and none of its jobs runs
+//! (checked when either ends, and every 10 s). `ROOT/.supervisor.lock` (flock)
+//! makes sure only one serves a cluster.
 
+use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
-use std::io::Write;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::{Path, PathBuf};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Component, Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
-/// The log file of a run directory.
-pub const LOG: &str = "build-log.txt";
-/// The pid file of a run directory.
-pub const PID: &str = "pid";
-/// The exit-code file of a run directory.
-pub const EXIT_CODE: &str = "exit_code";
+use serde::{Deserialize, Serialize};
+
+/// The suffix of a run's log, beside its directory.
+pub const LOG_SUFFIX: &str = ".log";
+/// The suffix of a run's state file, beside its directory.
+pub const STATE_SUFFIX: &str = ".state";
+/// The supervisor's socket, in the cluster's root.
+pub const SOCKET: &str = ".supervisor.sock";
+/// The supervisor's lock file, in the cluster's root.
+pub const LOCK: &str = ".supervisor.lock";
+
+/// A request to the supervisor.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Request {
+    /// Start a run (nothing happens if its directory exists).
+    Start(StartRequest),
+    /// Send this connection a line `{"exit":"RUN_ID"}` whenever a job ends.
+    Subscribe,
+}
+
+/// What to start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StartRequest {
+    /// The run's id: the name of its directory.
+    pub id: String,
+    /// The command and its arguments.
+    pub command: Vec<String>,
+    /// The complete environment (the job gets nothing else).
+    pub env: Vec<(String, String)>,
+    /// The container's `workingDir`, taken inside the run's `work/`.
+    pub working_dir: Option<String>,
+}
+
+/// The supervisor's answer to a start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reply {
+    /// The run was started (or its start failed and its state says exit 127).
+    Started,
+    /// The run's directory existed: it was started before.
+    Exists,
+    /// Nothing was started.
+    Error(String),
+}
+
+/// Sent on a subscribed connection.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Event {
+    /// The job of this run ended; its exit code is in its state file.
+    Exit(String),
+}
 
 /// Writes `contents` to `dir/name` atomically (temporary file, then rename): a
 /// reader, or a daemon restarted after a crash, sees the whole file or none.
@@ -35,6 +104,15 @@ pub fn write_atomic(dir: &Path, name: &str, contents: &str) -> std::io::Result<(
     fs::rename(&tmp, dir.join(name))
 }
 
+/// Appends one line in a single write: a reader sees all of it or none (the
+/// file's size grows only once the bytes are in place).
+fn append_line(path: &Path, line: &str) -> std::io::Result<()> {
+    OpenOptions::new()
+        .append(true)
+        .open(path)?
+        .write_all(line.as_bytes())
+}
+
 /// The start time of process `pid` in clock ticks since boot (field 22 of
 /// `/proc/PID/stat`), or `None` if there is no such process.
 pub fn start_time(pid: u32) -> Option<u64> {
@@ -46,85 +124,283 @@ pub fn start_time(pid: u32) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
-/// Arguments of the shim.
+/// Arguments of the supervisor.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShimArgs {
-    /// The run directory.
-    pub dir: PathBuf,
-    /// The job's working directory.
-    pub workdir: PathBuf,
-    /// The command and its arguments.
-    pub command: Vec<String>,
+    /// The cluster's root directory.
+    pub root: PathBuf,
 }
 
-/// Runs the shim; returns its own exit code (0 when it recorded the job's end).
+/// Parses `--root ROOT`.
+pub fn parse_args(args: &[String]) -> Result<ShimArgs, String> {
+    match args {
+        [flag, root] if flag == "--root" => Ok(ShimArgs {
+            root: PathBuf::from(root),
+        }),
+        _ => Err("usage: bosun run-shim --root DIR".into()),
+    }
+}
+
+struct State {
+    /// Running jobs: pid -> run id.
+    children: HashMap<i32, String>,
+    /// Open connections.
+    connections: usize,
+    /// Subscribed connections by connection number.
+    subscribers: HashMap<u64, UnixStream>,
+}
+
+struct Supervisor {
+    root: PathBuf,
+    /// This process: pid and start time, written into every run's pid file.
+    me: (u32, u64),
+    state: Mutex<State>,
+    /// Signalled when a job is started (the reaper waits for one).
+    spawned: Condvar,
+}
+
+impl Supervisor {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Exits the process when nothing needs it any more.
+    fn exit_if_idle(&self, state: &State) {
+        if state.connections == 0 && state.children.is_empty() {
+            let _ = fs::remove_file(self.root.join(SOCKET));
+            std::process::exit(0);
+        }
+    }
+
+    fn start(&self, req: &StartRequest) -> Reply {
+        if req.id.is_empty() || req.id.starts_with('.') || req.id.contains('/') {
+            return Reply::Error(format!("invalid run id {:?}", req.id));
+        }
+        let Some((program, args)) = req.command.split_first() else {
+            return Reply::Error("no command".into());
+        };
+        let relative = Path::new(req.working_dir.as_deref().unwrap_or(""));
+        if relative
+            .components()
+            .any(|c| matches!(c, Component::ParentDir))
+        {
+            return Reply::Error(format!(
+                "workingDir {:?} leaves the run's directory",
+                relative.display()
+            ));
+        }
+        let dir = self.root.join(&req.id);
+        match fs::create_dir(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Reply::Exists,
+            Err(e) => return Reply::Error(format!("cannot create {}: {e}", dir.display())),
+        }
+        let state_name = format!("{}{STATE_SUFFIX}", req.id);
+        let me = format!("{} {}", self.me.0, self.me.1);
+        let failed = |why: String| {
+            let _ = write_atomic(&self.root, &state_name, &format!("0 0 {me}\nexit 127\n"));
+            why
+        };
+        let workdir = relative
+            .components()
+            .filter(|c| matches!(c, Component::Normal(_)))
+            .fold(dir.clone(), |p, c| p.join(c));
+        let opened = fs::create_dir_all(&workdir).and_then(|()| {
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(self.root.join(format!("{}{LOG_SUFFIX}", req.id)))
+        });
+        let mut log = match opened {
+            Ok(l) => l,
+            Err(e) => {
+                return Reply::Error(failed(format!("cannot prepare {}: {e}", dir.display())))
+            }
+        };
+        let (out, err) = match (log.try_clone(), log.try_clone()) {
+            (Ok(o), Ok(e)) => (o, e),
+            (Err(e), _) | (_, Err(e)) => {
+                return Reply::Error(failed(format!("cannot open the log: {e}")))
+            }
+        };
+        // The lock is held from spawn to insert, so the reaper, which takes it
+        // before looking a pid up, always finds the job.
+        let mut state = self.lock();
+        let spawned = Command::new(program)
+            .args(args)
+            .current_dir(&workdir)
+            .env_clear()
+            .envs(req.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .process_group(0)
+            .spawn();
+        let child = match spawned {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = writeln!(log, "bosun: cannot start {program:?}: {e}");
+                failed(String::new());
+                return Reply::Started;
+            }
+        };
+        let pid = child.id();
+        // Reaped by the reaper thread with waitpid, not through `child`.
+        drop(child);
+        let started = start_time(pid).unwrap_or(0);
+        if let Err(e) = write_atomic(&self.root, &state_name, &format!("{pid} {started} {me}\n")) {
+            let _ = writeln!(log, "bosun: cannot record the job's pid: {e}");
+        }
+        state.children.insert(pid as i32, req.id.clone());
+        self.spawned.notify_one();
+        Reply::Started
+    }
+
+    /// Reaps every ended job: writes its exit code and tells the subscribers.
+    fn reap(&self) {
+        loop {
+            match rustix::process::wait(rustix::process::WaitOptions::empty()) {
+                Ok(Some((pid, status))) => {
+                    let code = status
+                        .exit_status()
+                        .unwrap_or_else(|| 128 + status.terminating_signal().unwrap_or(0));
+                    let mut state = self.lock();
+                    if let Some(id) = state.children.remove(&pid.as_raw_nonzero().get()) {
+                        let _ = append_line(
+                            &self.root.join(format!("{id}{STATE_SUFFIX}")),
+                            &format!("exit {code}\n"),
+                        );
+                        let mut line = serde_json::to_string(&Event::Exit(id)).unwrap_or_default();
+                        line.push('\n');
+                        // A subscriber that cannot take a line within its write
+                        // timeout is dropped (it resubscribes on reconnect).
+                        state
+                            .subscribers
+                            .retain(|_, s| s.write_all(line.as_bytes()).is_ok());
+                    }
+                    self.exit_if_idle(&state);
+                }
+                Ok(None) => {}
+                Err(rustix::io::Errno::CHILD) => {
+                    let state = self.lock();
+                    let _unused = self
+                        .spawned
+                        .wait_while(state, |s| s.children.is_empty())
+                        .unwrap_or_else(|e| e.into_inner());
+                }
+                Err(rustix::io::Errno::INTR) => {}
+                Err(_) => std::thread::sleep(Duration::from_millis(10)),
+            }
+        }
+    }
+
+    fn serve(self: &Arc<Self>, stream: UnixStream, number: u64) {
+        let reader = match stream.try_clone() {
+            Ok(r) => BufReader::new(r),
+            Err(_) => return self.disconnected(number),
+        };
+        let mut writer = stream;
+        for line in reader.lines() {
+            let Ok(line) = line else { break };
+            let reply = match serde_json::from_str::<Request>(&line) {
+                Ok(Request::Start(req)) => self.start(&req),
+                Ok(Request::Subscribe) => {
+                    if let Ok(s) = writer.try_clone() {
+                        let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
+                        self.lock().subscribers.insert(number, s);
+                    }
+                    continue;
+                }
+                Err(e) => Reply::Error(format!("bad request: {e}")),
+            };
+            let mut out = serde_json::to_string(&reply).unwrap_or_default();
+            out.push('\n');
+            if writer.write_all(out.as_bytes()).is_err() {
+                break;
+            }
+        }
+        self.disconnected(number);
+    }
+
+    fn disconnected(&self, number: u64) {
+        let mut state = self.lock();
+        state.connections -= 1;
+        state.subscribers.remove(&number);
+        self.exit_if_idle(&state);
+    }
+}
+
+/// Runs the supervisor; returns its exit code (it normally exits from within,
+/// once idle).
 pub fn run(args: &ShimArgs) -> i32 {
     match supervise(args) {
         Ok(()) => 0,
         Err(e) => {
-            // The daemon finds no exit_code and reports the run lost; say why.
-            if let Ok(mut log) = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(args.dir.join(LOG))
-            {
-                let _ = writeln!(log, "bosun run-shim: {e}");
-            }
-            let _ = write_atomic(&args.dir, EXIT_CODE, "127\n");
+            eprintln!("bosun run-shim: {e}");
             2
         }
     }
 }
 
 fn supervise(args: &ShimArgs) -> std::io::Result<()> {
-    // Our own session: the daemon's terminal and process group signals pass us by.
+    // Our own session: signals aimed at the daemon's process group pass us by.
     let _ = rustix::process::setsid();
-    let log = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(args.dir.join(LOG))?;
-    let (program, rest) = args
-        .command
-        .split_first()
-        .ok_or_else(|| std::io::Error::other("no command"))?;
-    let mut child = Command::new(program)
-        .args(rest)
-        .current_dir(&args.workdir)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log)
-        .process_group(0)
-        .spawn()?;
-    let pid = child.id();
-    let started = start_time(pid).unwrap_or(0);
-    write_atomic(&args.dir, PID, &format!("{pid} {started}\n"))?;
-    let status = child.wait()?;
-    let code = status
-        .code()
-        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
-    write_atomic(&args.dir, EXIT_CODE, &format!("{code}\n"))
-}
-
-/// Parses `--dir DIR [--workdir W] -- CMD ARGS...`.
-pub fn parse_args(args: &[String]) -> Result<ShimArgs, String> {
-    let mut dir = None;
-    let mut workdir = None;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--dir" => dir = it.next().map(PathBuf::from),
-            "--workdir" => workdir = it.next().map(PathBuf::from),
-            "--" => {
-                let command: Vec<String> = it.cloned().collect();
-                let dir = dir.ok_or("--dir is required")?;
-                return Ok(ShimArgs {
-                    workdir: workdir.unwrap_or_else(|| dir.join("work")),
-                    dir,
-                    command,
-                });
-            }
-            other => return Err(format!("unexpected argument {other:?}")),
+    fs::create_dir_all(&args.root)?;
+    let lock = File::create(args.root.join(LOCK))?;
+    // Only one supervisor per cluster. One that is exiting holds the lock a
+    // moment longer: wait for it rather than give up at once.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => break,
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            // Another supervisor serves this cluster.
+            Err(_) => return Ok(()),
         }
     }
-    Err("expected -- CMD ARGS...".into())
+    let socket = args.root.join(SOCKET);
+    let _ = fs::remove_file(&socket);
+    let listener = UnixListener::bind(&socket).map_err(|e| {
+        std::io::Error::other(format!(
+            "cannot listen on {}: {e} (a Unix socket path has at most 107 bytes)",
+            socket.display()
+        ))
+    })?;
+    fs::set_permissions(&socket, fs::Permissions::from_mode(0o600))?;
+    let pid = std::process::id();
+    let sup = Arc::new(Supervisor {
+        root: args.root.clone(),
+        me: (pid, start_time(pid).unwrap_or(0)),
+        state: Mutex::new(State {
+            children: HashMap::new(),
+            connections: 0,
+            subscribers: HashMap::new(),
+        }),
+        spawned: Condvar::new(),
+    });
+    let reaper = sup.clone();
+    std::thread::spawn(move || reaper.reap());
+    // A supervisor nobody connects to (its daemon died at once) does not linger.
+    let idle = sup.clone();
+    std::thread::spawn(move || loop {
+        std::thread::sleep(Duration::from_secs(10));
+        let state = idle.lock();
+        idle.exit_if_idle(&state);
+    });
+    let mut number = 0u64;
+    for stream in listener.incoming() {
+        let Ok(stream) = stream else { continue };
+        number += 1;
+        sup.lock().connections += 1;
+        let serving = sup.clone();
+        let n = number;
+        let spawned = std::thread::Builder::new()
+            .stack_size(128 * 1024)
+            .spawn(move || serving.serve(stream, n));
+        if spawned.is_err() {
+            sup.disconnected(n);
+        }
+    }
+    drop(lock);
+    Ok(())
 }

@@ -97,8 +97,8 @@ pub struct RunView {
 pub struct Runs {
     /// The most recently created run, whatever created it.
     pub last: Option<RunView>,
-    /// How many of its runs are not complete.
-    pub active: usize,
+    /// Some run of it is not complete.
+    pub active: bool,
 }
 
 /// Why a tick got no run.
@@ -235,7 +235,7 @@ fn decide_cron(
 
     // A queued tick runs once the active run has ended.
     if let Some(q) = state.queued {
-        if runs.active == 0 && latest.is_none() {
+        if !runs.active && latest.is_none() {
             d.outcomes.push(Outcome::Run {
                 tick: q,
                 attempt: 0,
@@ -275,7 +275,7 @@ fn decide_cron(
         });
         return d;
     }
-    if runs.active > 0 {
+    if runs.active {
         match p.concurrency {
             ConcurrencyPolicy::Forbid => {
                 d.outcomes.push(Outcome::Skip {
@@ -385,7 +385,7 @@ fn decide_interval(
         return d;
     };
     // Intervals never overlap: wait for the previous run to end (as Prow).
-    if runs.active > 0 {
+    if runs.active {
         return d;
     }
     let base = if minimum {
@@ -614,7 +614,7 @@ mod tests {
     fn concurrency_policies() {
         let active = Runs {
             last: None,
-            active: 1,
+            active: true,
         };
         let st = state(Some("2026-01-01T09:00:00Z"), "2026-01-01T00:00:00Z");
         let now = ts("2026-01-01T10:00:00Z");
@@ -717,7 +717,7 @@ mod tests {
                 attempt,
                 false,
             )),
-            active: 0,
+            active: false,
         };
         let d = decide(
             &p,
@@ -758,7 +758,7 @@ mod tests {
                 0,
                 true,
             )),
-            active: 0,
+            active: false,
         };
         assert!(decide(&p, &st, &ok, ts("2026-01-01T01:00:00Z"))
             .outcomes
@@ -791,7 +791,7 @@ mod tests {
             &st,
             &Runs {
                 last: Some(last),
-                active: 0,
+                active: false,
             },
             ts("2026-01-01T00:55:00Z"),
         );
@@ -805,7 +805,7 @@ mod tests {
                 &st,
                 &Runs {
                     last: Some(last),
-                    active: 0
+                    active: false
                 },
                 ts("2026-01-01T05:00:00Z")
             )
@@ -824,7 +824,7 @@ mod tests {
             &st,
             &Runs {
                 last: Some(running),
-                active: 1
+                active: true
             },
             ts("2026-01-01T05:00:00Z")
         )
@@ -840,7 +840,7 @@ mod tests {
             &st,
             &Runs {
                 last: Some(last),
-                active: 0,
+                active: false,
             },
             ts("2026-01-01T01:10:00Z"),
         );

@@ -178,14 +178,16 @@ fn fire(
         })?
         .first()
         .map(view);
-    let active = store
+    // Whether any run is active is all a decision needs (an indexed lookup of
+    // one row, however many runs are queued).
+    let active = !store
         .list(&RunFilter {
             periodic: Some(job.identity.clone()),
             active: true,
-            limit: 1000,
+            limit: 1,
             ..RunFilter::default()
         })?
-        .len();
+        .is_empty();
     let decision = decide(
         &job.policy,
         &ScheduleState {

@@ -81,6 +81,10 @@ pub struct RunFilter {
     pub state: Option<RunState>,
     /// Actual cluster.
     pub cluster: Option<String>,
+    /// Configured cluster (the job's `cluster:`).
+    pub configured_cluster: Option<String>,
+    /// Configured cluster none of these.
+    pub not_configured_clusters: Vec<String>,
     /// Job type (Prow's name).
     pub job_type: Option<String>,
     /// Only runs that are not complete.

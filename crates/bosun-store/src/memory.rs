@@ -60,6 +60,10 @@ pub(crate) fn matches(run: &Run, f: &RunFilter) -> bool {
         && f.cluster
             .as_ref()
             .is_none_or(|c| run.cluster.as_ref() == Some(c))
+        && f.configured_cluster
+            .as_ref()
+            .is_none_or(|c| &run.configured_cluster == c)
+        && !f.not_configured_clusters.contains(&run.configured_cluster)
         && f.job_type
             .as_ref()
             .is_none_or(|t| run.job_type.as_str() == t)

@@ -70,7 +70,10 @@ fn main() {
         .arg(dir.join("data"))
         .args(["--listen", &format!("127.0.0.1:{port}")])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(match std::env::var_os("BOSUN_BENCH_LOG") {
+            Some(f) => Stdio::from(std::fs::File::create(f).unwrap()),
+            None => Stdio::null(),
+        })
         .spawn()
         .unwrap();
     let base = format!("http://127.0.0.1:{port}");

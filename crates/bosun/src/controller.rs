@@ -6,6 +6,7 @@
 //! active runs from the store and re-attaches to their processes.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bosun_cluster::admit::{admit, Limits, Running, Waiting};
@@ -20,6 +21,17 @@ use crate::serve::App;
 
 /// How many of the oldest waiting runs one pass considers.
 pub const MAX_WAITING_PER_PASS: usize = 256;
+
+/// A run whose start is in flight.
+#[derive(Debug, Clone)]
+pub struct Starting {
+    /// Its job.
+    pub job: String,
+    /// Its cluster.
+    pub cluster: String,
+    /// Its job queue.
+    pub queue: Option<String>,
+}
 
 /// How long an aborted job gets between SIGTERM and SIGKILL.
 pub const ABORT_GRACE: Duration = Duration::from_secs(5);
@@ -79,31 +91,30 @@ fn spec_of(app: &App, run: &Run) -> Option<std::sync::Arc<SpecSnapshot>> {
 }
 
 /// One pass over the active runs. Blocking (store and executors are synchronous).
-pub fn reconcile(app: &App) {
-    // All pending runs, and the oldest waiting ones (a pass starts at most as
-    // many runs as there are free slots; the rest wait for the next pass).
-    let list = |state, limit| {
-        app.store.list(&RunFilter {
-            state: Some(state),
-            oldest_first: true,
-            limit,
-            ..RunFilter::default()
-        })
-    };
-    let (Ok(pending), Ok(triggered)) = (
-        list(RunState::Pending, 1_000_000),
-        list(RunState::Triggered, MAX_WAITING_PER_PASS),
-    ) else {
+pub fn reconcile(app: &Arc<App>) {
+    let t0 = std::time::Instant::now();
+    // Runs being started right now (still `triggered` in the store, or just
+    // committed `pending`): read before the store, so none is missed.
+    let starting = app
+        .starting
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    let Ok(pending) = app.store.list(&RunFilter {
+        state: Some(RunState::Pending),
+        oldest_first: true,
+        limit: 1_000_000,
+        ..RunFilter::default()
+    }) else {
         return;
     };
-    let active: Vec<Run> = pending.into_iter().chain(triggered).collect();
     let snapshot = app.snapshot();
     let config = &snapshot.config;
     let now = Timestamp::now();
     let mut running = Running::default();
     let mut batch = Batch::default();
 
-    for run in active.iter().filter(|r| r.state == RunState::Pending) {
+    for run in &pending {
         let alias = run
             .cluster
             .clone()
@@ -150,11 +161,92 @@ pub fn reconcile(app: &App) {
     }
 
     std::mem::take(&mut batch).commit(app);
+    for (id, s) in &starting {
+        if pending.iter().any(|r| &r.id == id) {
+            continue; // counted above
+        }
+        running.total += 1;
+        *running.by_job.entry(s.job.clone()).or_default() += 1;
+        *running.by_cluster.entry(s.cluster.clone()).or_default() += 1;
+        if let Some(q) = &s.queue {
+            *running.by_queue.entry(q.clone()).or_default() += 1;
+        }
+    }
 
+    // Aborts of runs that have not started: handled here, whatever their
+    // cluster's queue looks like.
+    let requested: Vec<String> = app
+        .aborts
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .filter(|id| !starting.contains_key(*id))
+        .cloned()
+        .collect();
+    for id in requested {
+        match app.store.get(&id) {
+            Ok(Some(run)) if run.state == RunState::Triggered => {
+                app.take_abort(&id);
+                batch.end(&run, RunState::Aborted, "Run aborted.");
+            }
+            Ok(Some(run)) if run.state.is_final() => {
+                app.take_abort(&id);
+            }
+            Ok(None) => {
+                app.take_abort(&id);
+            }
+            _ => {}
+        }
+    }
+    std::mem::take(&mut batch).commit(app);
+
+    // Each cluster's oldest waiting runs, so that a long queue on one cluster
+    // never holds back another: for a local cluster, a few times as many as it
+    // has free slots (a pass starts at most that many; the rest wait for the
+    // next pass, which comes as soon as a run ends), none when it is full.
+    let mut triggered = Vec::new();
+    for (alias, def) in &app.clusters {
+        let limit = match def {
+            ClusterDef::Local { slots } => {
+                let used = running.by_cluster.get(alias).copied().unwrap_or(0);
+                match (*slots as u32).saturating_sub(used) {
+                    0 => continue,
+                    free => (free as usize * 4).clamp(32, MAX_WAITING_PER_PASS),
+                }
+            }
+            ClusterDef::Kubernetes { .. } => MAX_WAITING_PER_PASS,
+        };
+        let Ok(runs) = app.store.list(&RunFilter {
+            state: Some(RunState::Triggered),
+            configured_cluster: Some(alias.clone()),
+            oldest_first: true,
+            limit,
+            ..RunFilter::default()
+        }) else {
+            return;
+        };
+        triggered.extend(runs);
+    }
+    // Runs naming a cluster that does not exist end in error; looking for them
+    // reads past every waiting run, so at most once a second.
+    if app.sweep_due() {
+        if let Ok(runs) = app.store.list(&RunFilter {
+            state: Some(RunState::Triggered),
+            not_configured_clusters: app.clusters.keys().cloned().collect(),
+            oldest_first: true,
+            limit: MAX_WAITING_PER_PASS,
+            ..RunFilter::default()
+        }) {
+            triggered.extend(runs);
+        }
+    }
+    // Admission is first-in first-out across clusters (build ids grow with
+    // creation).
+    triggered.sort_by_key(|r| (r.build_id.parse::<u64>().unwrap_or(u64::MAX), r.created_at));
     let mut waiting = Vec::new();
     let mut jobs: HashMap<String, (Run, std::sync::Arc<SpecSnapshot>, Vec<String>)> =
         HashMap::new();
-    for run in active.iter().filter(|r| r.state == RunState::Triggered) {
+    for run in triggered.iter().filter(|r| !starting.contains_key(&r.id)) {
         if app.take_abort(&run.id) {
             batch.end(run, RunState::Aborted, "Run aborted.");
             continue;
@@ -245,8 +337,13 @@ pub fn reconcile(app: &App) {
             })
             .collect(),
     };
-    for id in admit(&waiting, &running, &limits) {
-        let (run, spec, command) = &jobs[&id];
+    let t1 = t0.elapsed();
+    let admitted = admit(&waiting, &running, &limits);
+    let n_admitted = admitted.len();
+    let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
+    let mut in_flight = app.starting.lock().unwrap_or_else(|e| e.into_inner());
+    for id in &admitted {
+        let (run, spec, command) = &jobs[id];
         // Built only for runs that start: the environment includes JOB_SPEC.
         let container = &spec.pod_spec.as_ref().expect("checked").containers[0];
         let mut env: Vec<(String, String)> = container
@@ -256,26 +353,59 @@ pub fn reconcile(app: &App) {
             .filter_map(|e| e.value.clone().map(|v| (e.name.clone(), v)))
             .collect();
         env.extend(run.job_env());
-        env.push((
-            "PATH".into(),
-            std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into()),
-        ));
+        env.push(("PATH".into(), path.clone()));
         let job = JobProcess {
             command: command.clone(),
             env,
             working_dir: container.working_dir.clone(),
         };
-        let exec = &app.executors[&run.configured_cluster];
-        match exec.start(&run.id, &job) {
-            Ok(()) => {
-                let mut t = Transition::to(RunState::Pending, Timestamp::now(), "Job triggered.");
-                t.cluster = Some(run.configured_cluster.clone());
-                batch.0.push((run.id.clone(), t));
+        in_flight.insert(
+            run.id.clone(),
+            Starting {
+                job: run.job.clone(),
+                cluster: run.configured_cluster.clone(),
+                queue: spec.job.job_queue_name.clone().filter(|q| !q.is_empty()),
+            },
+        );
+        // Each start runs on its own blocking thread and commits its own
+        // transition: a pass never waits for a process to start, so the next
+        // pass (the next run's end) follows at once. The store's writer batches
+        // the commits of concurrent starts.
+        let app = app.clone();
+        let run = run.clone();
+        tokio::runtime::Handle::current().spawn_blocking(move || {
+            let exec = &app.executors[&run.configured_cluster];
+            let mut batch = Batch::default();
+            match exec.start(&run.id, &job) {
+                Ok(()) => {
+                    let mut t =
+                        Transition::to(RunState::Pending, Timestamp::now(), "Job triggered.");
+                    t.cluster = Some(run.configured_cluster.clone());
+                    batch.0.push((run.id.clone(), t));
+                }
+                Err(e) => batch.end(
+                    &run,
+                    RunState::Error,
+                    format!("Pod can not be created: {e}"),
+                ),
             }
-            Err(e) => batch.end(run, RunState::Error, format!("Pod can not be created: {e}")),
-        }
+            batch.commit(&app);
+            app.starting
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&run.id);
+        });
     }
+    drop(in_flight);
     batch.commit(app);
+    tracing::debug!(
+        running = running.total,
+        waiting = waiting.len(),
+        started = n_admitted,
+        decide_us = t1.as_micros() as u64,
+        total_us = t0.elapsed().as_micros() as u64,
+        "controller pass"
+    );
 }
 
 fn running_timeout(app: &App, run: &Run) -> Duration {

@@ -83,7 +83,12 @@ pub struct App {
     pub scheduler_wake: tokio::sync::Notify,
     /// Parsed spec snapshots by content hash (immutable, so never stale).
     pub specs: Mutex<HashMap<String, Arc<SpecSnapshot>>>,
-    aborts: Mutex<HashSet<String>>,
+    /// When the controller last looked for runs on unknown clusters.
+    sweep_at: Mutex<Option<std::time::Instant>>,
+    /// Runs whose start is in flight (the controller counts them as running).
+    pub starting: Mutex<HashMap<String, controller::Starting>>,
+    /// Runs whose abort was requested.
+    pub aborts: Mutex<HashSet<String>>,
     token: Option<String>,
 }
 
@@ -117,6 +122,18 @@ impl App {
             .unwrap_or_else(|e| e.into_inner())
             .poke(periodic, Timestamp::now());
         self.scheduler_wake.notify_one();
+    }
+
+    /// True at most once a second: time for the controller's sweep of runs on
+    /// unknown clusters.
+    pub fn sweep_due(&self) -> bool {
+        let mut at = self.sweep_at.lock().unwrap_or_else(|e| e.into_inner());
+        let now = std::time::Instant::now();
+        if at.is_some_and(|t| now.duration_since(t) < Duration::from_secs(1)) {
+            return false;
+        }
+        *at = Some(now);
+        true
     }
 
     /// True (once) when an abort of `id` was requested.
@@ -208,6 +225,8 @@ pub fn run(args: &ServeArgs) -> ExitCode {
         metrics,
         wake,
         specs: Mutex::default(),
+        starting: Mutex::default(),
+        sweep_at: Mutex::default(),
         aborts: Mutex::default(),
         token,
     });
@@ -658,34 +677,40 @@ async fn run_log(State(app): State<Arc<App>>, Path(id): Path<String>) -> ApiResu
         return Err(error(StatusCode::NOT_FOUND, "this run has no local log"));
     };
     let path = exec.log_path(&run.id);
-    let state = (app.clone(), path, 0u64, false);
-    let stream = futures_util::stream::unfold(state, |(app, path, offset, done)| async move {
+    /// The bytes of `path` from `offset` on (none if it does not exist yet).
+    async fn read_from(path: &std::path::Path, offset: u64) -> Vec<u8> {
+        use tokio::io::{AsyncReadExt, AsyncSeekExt};
+        let mut out = Vec::new();
+        if let Ok(mut f) = tokio::fs::File::open(path).await {
+            if f.seek(std::io::SeekFrom::Start(offset)).await.is_ok() {
+                let _ = f.read_to_end(&mut out).await;
+            }
+        }
+        out
+    }
+    let state = (app.clone(), run.id.clone(), path, 0u64, false);
+    let stream = futures_util::stream::unfold(state, |(app, id, path, offset, done)| async move {
         if done {
             return None;
         }
         loop {
-            let data = tokio::fs::read(&path).await.unwrap_or_default();
-            if (data.len() as u64) > offset {
-                let chunk = data[offset as usize..].to_vec();
-                let next = data.len() as u64;
-                return Some((Ok::<_, std::io::Error>(chunk), (app, path, next, false)));
+            let chunk = read_from(&path, offset).await;
+            if !chunk.is_empty() {
+                let next = offset + chunk.len() as u64;
+                return Some((Ok::<_, std::io::Error>(chunk), (app, id, path, next, false)));
             }
-            let id = path
-                .parent()
-                .and_then(|p| p.file_name())
-                .map(|n| n.to_string_lossy().to_string())
-                .unwrap_or_default();
             let store = app.store.clone();
-            let finished = blocking(move || store.get(&id))
+            let key = id.clone();
+            let finished = blocking(move || store.get(&key))
                 .await
                 .ok()
                 .flatten()
                 .is_none_or(|r| r.state.is_final());
             if finished {
                 // One last read after the end, then stop.
-                let data = tokio::fs::read(&path).await.unwrap_or_default();
-                let chunk = data.get(offset as usize..).unwrap_or_default().to_vec();
-                return Some((Ok(chunk), (app, path, data.len() as u64, true)));
+                let chunk = read_from(&path, offset).await;
+                let next = offset + chunk.len() as u64;
+                return Some((Ok(chunk), (app, id, path, next, true)));
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }

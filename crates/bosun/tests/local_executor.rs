@@ -60,7 +60,7 @@ fn runs_a_job_with_a_cleared_environment_and_records_its_exit() {
         "the environment is cleared: {log}"
     );
     assert!(
-        log.contains(&format!("{}\n", ex.run_dir("r1").join("work").display())),
+        log.contains(&format!("{}\n", ex.run_dir("r1").display())),
         "{log}"
     );
     // Starting again does not run it twice.
@@ -103,7 +103,7 @@ fn abort_kills_the_whole_process_group() {
     .unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     let grandchild = loop {
-        if let Ok(s) = std::fs::read_to_string(ex.run_dir("stubborn").join("work/grandchild")) {
+        if let Ok(s) = std::fs::read_to_string(ex.run_dir("stubborn").join("grandchild")) {
             if let Ok(pid) = s.trim().parse::<u32>() {
                 break pid;
             }
@@ -131,10 +131,10 @@ fn abort_kills_the_whole_process_group() {
 fn a_lost_process_is_reported() {
     let root = tempfile::tempdir().unwrap();
     let ex = executor(root.path());
-    let dir = ex.run_dir("ghost");
-    std::fs::create_dir_all(&dir).unwrap();
-    // A pid that is alive (this test) but with the wrong start time: not the job.
-    std::fs::write(dir.join("pid"), format!("{} 1\n", std::process::id())).unwrap();
+    // Pids that are alive (this test) but with the wrong start time: neither
+    // the job nor its supervisor.
+    let me = std::process::id();
+    std::fs::write(root.path().join("ghost.state"), format!("{me} 1 {me} 1\n")).unwrap();
     assert_eq!(ex.status("ghost"), ProcessState::Lost);
     assert_eq!(ex.status("never-started"), ProcessState::Lost);
 }

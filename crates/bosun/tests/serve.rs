@@ -561,12 +561,11 @@ fn running_timeout_aborts_and_the_sinker_deletes_old_runs_but_the_latest() {
         200
     );
     assert!(
-        !dir.join(format!("data/runs/default/{first}")).exists(),
-        "its log went too"
+        !dir.join(format!("data/runs/default/{first}.log")).exists()
+            && !dir.join(format!("data/runs/default/{first}")).exists(),
+        "its log and directory went too"
     );
-    assert!(dir
-        .join(format!("data/runs/default/{second}/build-log.txt"))
-        .exists());
+    assert!(dir.join(format!("data/runs/default/{second}.log")).exists());
 }
 
 #[test]
@@ -697,4 +696,68 @@ fn periodics_fire_on_their_own_once_per_tick() {
     // An interval periodic that never ran runs at once, as in Prow.
     let (_, body) = request(daemon.port, "GET", "/api/v1/runs?job=at-once", None, None);
     assert_eq!(json(&body)["runs"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn a_long_queue_on_one_cluster_never_holds_back_another() {
+    let (_d, dir) = tmp();
+    std::fs::create_dir_all(dir.join("jobs")).unwrap();
+    std::fs::write(
+        dir.join("config.yaml"),
+        "build_clusters:\n  busy: {kind: local, max_concurrency: 1}\n  free: {kind: local, max_concurrency: 1}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("jobs/jobs.yaml"),
+        r#"
+periodics:
+- name: hog
+  cron: "0 0 31 2 *"
+  cluster: busy
+  spec: {containers: [{image: x, command: ["sleep", "30"]}]}
+- name: quick
+  cron: "0 0 31 2 *"
+  cluster: free
+  spec: {containers: [{image: x, command: ["true"]}]}
+"#,
+    )
+    .unwrap();
+    let daemon = start(&dir, &[]);
+    let port = daemon.port;
+    // More waiting runs on `busy` than a controller pass reads.
+    let hogs: Vec<String> = (0..300)
+        .map(|_| trigger(port, r#"{"job": "hog"}"#))
+        .collect();
+    let quick = trigger(port, r#"{"job": "quick"}"#);
+    let run = wait_state(port, &quick, |s| s == "success");
+    assert_eq!(run["cluster"], "free");
+    // Aborting a run deep in the queue acts at once.
+    let last = hogs.last().unwrap();
+    let (status, _) = request(
+        port,
+        "POST",
+        &format!("/api/v1/runs/{last}/abort"),
+        None,
+        None,
+    );
+    assert_eq!(status, 202);
+    wait_state(port, last, |s| s == "aborted");
+    // Only one hog runs at a time.
+    let (_, body) = request(
+        port,
+        "GET",
+        "/api/v1/runs?job=hog&state=pending&limit=1000",
+        None,
+        None,
+    );
+    assert_eq!(json(&body)["runs"].as_array().unwrap().len(), 1, "{body}");
+    let first = &hogs[0];
+    request(
+        port,
+        "POST",
+        &format!("/api/v1/runs/{first}/abort"),
+        None,
+        None,
+    );
+    wait_state(port, first, |s| s == "aborted");
 }
