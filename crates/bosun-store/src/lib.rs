@@ -190,9 +190,18 @@ pub type SharedStore = Arc<dyn Store>;
 
 /// Content hash of a job spec snapshot (SHA-256 of its canonical JSON).
 pub fn spec_hash(spec: &serde_json::Value) -> String {
-    let bytes = serde_json::to_vec(spec).expect("JSON values serialize");
-    let digest = Sha256::digest(&bytes);
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    hash_hex(&serde_json::to_vec(spec).expect("JSON values serialize"))
+}
+
+/// The lowercase hex SHA-256 of `bytes` (a spec's serialized JSON).
+pub fn hash_hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let digest = Sha256::digest(bytes);
+    let mut out = String::with_capacity(64);
+    for b in digest {
+        let _ = write!(out, "{b:02x}");
+    }
+    out
 }
 
 /// A new run id: a lowercase UUIDv4.

@@ -25,7 +25,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
 
 use crate::run::{apply, job_type_from_str, Run, RunState};
 use crate::{
-    new_run_id, spec_hash, Created, NewRun, PeriodicState, RunFilter, Store, StoreError,
+    hash_hex, new_run_id, Created, NewRun, PeriodicState, RunFilter, Store, StoreError,
     TickOutcome, Transition, TransitionObserver,
 };
 
@@ -115,8 +115,25 @@ impl Default for SqliteOptions {
     }
 }
 
+/// A run to create, with everything that costs CPU (JSON, the spec's hash, the
+/// id) done by the caller, so the single writer only writes.
+struct Prepared {
+    new: NewRun,
+    id: String,
+    spec_hash: String,
+    spec_json: String,
+    refs_json: Option<String>,
+    extra_refs_json: String,
+    labels_json: String,
+    annotations_json: String,
+}
+
 enum Op {
-    Create(Box<NewRun>, Timestamp, Sender<Result<Created, StoreError>>),
+    Create(
+        Box<Prepared>,
+        Timestamp,
+        Sender<Result<Created, StoreError>>,
+    ),
     Transition(
         String,
         Transition,
@@ -259,12 +276,24 @@ enum Reply {
     ),
 }
 
+/// What the writer keeps between batches instead of reading it back for every
+/// insert. It is the only writer, so its copies are exact; they are reloaded
+/// after a failed batch.
+#[derive(Default)]
+struct WriterCache {
+    /// The last build id and seq handed out (None: read them from the store).
+    counters: Option<(i64, i64)>,
+    /// Spec hashes known to be stored (specs are never deleted).
+    specs: std::collections::HashSet<String>,
+}
+
 fn writer_loop(
     mut conn: Connection,
     rx: Receiver<Op>,
     max_batch: usize,
     observer: Option<Arc<dyn TransitionObserver>>,
 ) {
+    let mut cache = WriterCache::default();
     while let Ok(first) = rx.recv() {
         let mut ops = vec![first];
         while ops.len() < max_batch {
@@ -278,8 +307,9 @@ fn writer_loop(
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(|e| e.to_string())?;
+            let before = cache.counters;
             for op in ops.drain(..) {
-                let reply = apply_op(&tx, op);
+                let reply = apply_op(&tx, op, &mut cache);
                 // SQLite rolls the whole transaction back on some errors (a full
                 // disk): then nothing of the batch survives.
                 if tx.is_autocommit() {
@@ -291,9 +321,14 @@ fn writer_loop(
                 }
                 replies.push(reply);
             }
+            if let Some((build_id, _)) = cache.counters.filter(|_| cache.counters != before) {
+                exec(&tx, "INSERT INTO meta(key, value) VALUES ('build_id', ?1) ON CONFLICT(key) DO UPDATE SET value = ?1", [build_id])
+                    .map_err(|e| e.to_string())?;
+            }
             tx.commit().map_err(|e| e.to_string())
         })();
         if let Err(msg) = committed {
+            cache = WriterCache::default();
             // Nothing of the batch was written.
             for r in replies.drain(..) {
                 fail(r, &msg);
@@ -399,9 +434,11 @@ fn savepoint<T>(
     }
 }
 
-fn apply_op(tx: &rusqlite::Transaction<'_>, op: Op) -> Reply {
+fn apply_op(tx: &rusqlite::Transaction<'_>, op: Op, cache: &mut WriterCache) -> Reply {
     match op {
-        Op::Create(new, at, reply) => Reply::Create(reply, savepoint(tx, || create(tx, *new, at))),
+        Op::Create(new, at, reply) => {
+            Reply::Create(reply, savepoint(tx, || create(tx, *new, at, cache)))
+        }
         Op::Transition(id, t, reply) => {
             Reply::Transition(reply, savepoint(tx, || transition(tx, &id, &t)))
         }
@@ -478,46 +515,56 @@ fn get_run(conn: &Connection, id: &str) -> rusqlite::Result<Option<Run>> {
 
 fn create(
     tx: &rusqlite::Transaction<'_>,
-    new: NewRun,
+    p: Prepared,
     at: Timestamp,
+    cache: &mut WriterCache,
 ) -> Result<Created, StoreError> {
-    if let (Some(p), Some(t)) = (&new.periodic, new.scheduled_at) {
-        let existing = row(tx,
-                &format!("SELECT {RUN_COLUMNS} FROM runs WHERE periodic = ?1 AND scheduled_at = ?2 AND attempt = ?3"),
-                params![p, t.as_microsecond(), new.attempt],
-                run_from_row,
-            )
-            .optional()
-            .map_err(unavailable)?;
+    let new = p.new;
+    if let (Some(periodic), Some(t)) = (&new.periodic, new.scheduled_at) {
+        let existing = row(
+            tx,
+            &format!("SELECT {RUN_COLUMNS} FROM runs WHERE periodic = ?1 AND scheduled_at = ?2 AND attempt = ?3"),
+            params![periodic, t.as_microsecond(), new.attempt],
+            run_from_row,
+        )
+        .optional()
+        .map_err(unavailable)?;
         if let Some(run) = existing {
             return Ok(Created::Existing(run));
         }
     }
-    let hash = spec_hash(&new.spec);
+    if !cache.specs.contains(&p.spec_hash) {
+        exec(
+            tx,
+            "INSERT OR IGNORE INTO specs(hash, body) VALUES (?1, ?2)",
+            params![p.spec_hash, p.spec_json],
+        )
+        .map_err(unavailable)?;
+    }
+    let (last_build, last_seq) = match cache.counters {
+        Some(c) => c,
+        None => {
+            let build: i64 = row(
+                tx,
+                "SELECT value FROM meta WHERE key = 'build_id'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(unavailable)?
+            .unwrap_or(0);
+            let seq: i64 = row(tx, "SELECT COALESCE(MAX(seq), 0) FROM runs", [], |r| {
+                r.get(0)
+            })
+            .map_err(unavailable)?;
+            (build, seq)
+        }
+    };
+    let build_id = (last_build + 1).max(at.as_microsecond());
+    let seq = last_seq + 1;
+    let run = new.into_run(p.id, build_id, p.spec_hash, at);
     exec(
         tx,
-        "INSERT OR IGNORE INTO specs(hash, body) VALUES (?1, ?2)",
-        params![hash, to_json(&new.spec)],
-    )
-    .map_err(unavailable)?;
-    let last: i64 = row(
-        tx,
-        "SELECT value FROM meta WHERE key = 'build_id'",
-        [],
-        |r| r.get(0),
-    )
-    .optional()
-    .map_err(unavailable)?
-    .unwrap_or(0);
-    let build_id = (last + 1).max(at.as_microsecond());
-    exec(tx, "INSERT INTO meta(key, value) VALUES ('build_id', ?1) ON CONFLICT(key) DO UPDATE SET value = ?1", [build_id])
-        .map_err(unavailable)?;
-    let seq: i64 = row(tx, "SELECT COALESCE(MAX(seq), 0) + 1 FROM runs", [], |r| {
-        r.get(0)
-    })
-    .map_err(unavailable)?;
-    let run = new.into_run(new_run_id(), build_id, hash, at);
-    exec(tx,
         &format!("INSERT INTO runs({RUN_COLUMNS}, seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)"),
         params![
             run.id,
@@ -527,10 +574,10 @@ fn create(
             run.periodic,
             run.configured_cluster,
             run.cluster,
-            run.refs.as_ref().map(to_json),
-            to_json(&run.extra_refs),
-            to_json(&run.labels),
-            to_json(&run.annotations),
+            p.refs_json,
+            p.extra_refs_json,
+            p.labels_json,
+            p.annotations_json,
             run.spec_hash,
             run.scheduled_at.map(|t| t.as_microsecond()),
             run.attempt,
@@ -545,6 +592,9 @@ fn create(
         ],
     )
     .map_err(unavailable)?;
+    // Only now: a failed insert (rolled back to its savepoint) changes nothing.
+    cache.counters = Some((build_id, seq));
+    cache.specs.insert(run.spec_hash.clone());
     Ok(Created::New(run))
 }
 
@@ -645,7 +695,18 @@ impl Store for SqliteStore {
         let at = crate::run::micros(at);
         let mut new = new;
         new.scheduled_at = new.scheduled_at.map(crate::run::micros);
-        self.send(|tx| Op::Create(Box::new(new), at, tx))
+        let spec_json = to_json(&new.spec);
+        let prepared = Prepared {
+            id: new_run_id(),
+            spec_hash: hash_hex(spec_json.as_bytes()),
+            spec_json,
+            refs_json: new.refs.as_ref().map(to_json),
+            extra_refs_json: to_json(&new.extra_refs),
+            labels_json: to_json(&new.labels),
+            annotations_json: to_json(&new.annotations),
+            new,
+        };
+        self.send(|tx| Op::Create(Box::new(prepared), at, tx))
     }
 
     fn transition(&self, id: &str, t: Transition) -> Result<Run, StoreError> {

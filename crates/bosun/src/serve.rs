@@ -75,8 +75,10 @@ pub struct App {
     pub executors: HashMap<String, Arc<LocalExecutor>>,
     /// Metrics.
     pub metrics: Arc<Metrics>,
-    /// Wakes the controller.
+    /// Wakes the controller at once (a job ended, an abort).
     pub wake: Arc<tokio::sync::Notify>,
+    /// Wakes the controller for new runs (a burst of them shares one pass).
+    pub new_runs: tokio::sync::Notify,
     /// The periodic scheduler.
     pub scheduler: Mutex<bosun_scheduler::Scheduler>,
     /// Wakes the scheduler task.
@@ -224,6 +226,7 @@ pub fn run(args: &ServeArgs) -> ExitCode {
         executors,
         metrics,
         wake,
+        new_runs: tokio::sync::Notify::new(),
         specs: Mutex::default(),
         starting: Mutex::default(),
         sweep_at: Mutex::default(),
@@ -297,20 +300,31 @@ async fn shutdown_signal() {
     }
 }
 
-/// Runs the controller when woken (a new run, an abort, a run's process ended)
-/// and at least every second: runs started by an earlier daemon have no process
-/// this one can wait on, so their state is read from their run directories.
+/// Runs the controller when woken (a job ended, an abort, new runs) and at
+/// least every second: runs started by an earlier daemon have no process this
+/// one can wait on, so their state is read from their files. New runs wait for
+/// a pass up to [`NEW_RUN_DELAY`]: a burst of them shares one pass instead of
+/// each paying for its own.
 async fn controller_loop(app: Arc<App>, mut stop: tokio::sync::watch::Receiver<bool>) {
     loop {
         let a = app.clone();
         let _ = tokio::task::spawn_blocking(move || controller::reconcile(&a)).await;
         tokio::select! {
             _ = app.wake.notified() => {}
+            _ = app.new_runs.notified() => {
+                tokio::select! {
+                    _ = app.wake.notified() => {}
+                    _ = tokio::time::sleep(NEW_RUN_DELAY) => {}
+                }
+            }
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
             _ = stop.changed() => return,
         }
     }
 }
+
+/// How long a new run may wait for the controller's next pass.
+const NEW_RUN_DELAY: Duration = Duration::from_millis(5);
 
 /// Prow's sinker for runs: every `sinker.resync_period` (default 1h), runs that
 /// completed more than `sinker.max_prowjob_age` ago (default 7 days) are deleted
@@ -613,7 +627,7 @@ async fn create_run(
     let created = blocking(move || store.create_run(new, Timestamp::now()))
         .await
         .map_err(store_error)?;
-    app.wake.notify_one();
+    app.new_runs.notify_one();
     Ok((StatusCode::CREATED, Json(created.run().clone())).into_response())
 }
 
@@ -776,7 +790,7 @@ async fn rerun(
     let created = blocking(move || store.create_run(new, Timestamp::now()))
         .await
         .map_err(store_error)?;
-    app.wake.notify_one();
+    app.new_runs.notify_one();
     let Created::New(run) = created else {
         return Err(error(StatusCode::CONFLICT, "the rerun already exists"));
     };
