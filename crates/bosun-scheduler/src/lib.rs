@@ -11,6 +11,8 @@
 
 #![warn(missing_docs)]
 
+pub mod config;
+
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
@@ -43,6 +45,8 @@ pub struct FireReport {
     pub outcomes: Vec<TickOutcome>,
     /// Periodics whose active runs must be aborted (`replace`).
     pub abort: Vec<String>,
+    /// Periodics fired without a store error.
+    pub fired: Vec<String>,
 }
 
 /// The scheduler.
@@ -138,8 +142,12 @@ impl Scheduler {
             }
             let job = job.clone();
             match fire(store, &job, now, &mut report) {
-                Ok(Some(wake)) => self.queue.push(Reverse((wake, generation, identity))),
-                Ok(None) => {}
+                Ok(wake) => {
+                    report.fired.push(identity.clone());
+                    if let Some(wake) = wake {
+                        self.queue.push(Reverse((wake, generation, identity)));
+                    }
+                }
                 Err(e) => failed.push((identity, e)),
             }
         }

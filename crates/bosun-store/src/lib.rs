@@ -18,6 +18,7 @@
 pub mod memory;
 pub mod run;
 pub mod sqlite;
+pub mod template;
 
 use std::sync::Arc;
 

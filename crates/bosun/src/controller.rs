@@ -12,10 +12,9 @@ use std::time::Duration;
 use bosun_cluster::admit::{admit, Limits, Running, Waiting};
 use bosun_cluster::local::{command_of, JobProcess, ProcessState};
 use bosun_cluster::registry::{unknown_cluster, ClusterDef};
-use bosun_config::types::JobBase;
+use bosun_store::template::SpecSnapshot;
 use bosun_store::{Run, RunFilter, RunState, Transition};
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::PodSpec;
 
 use crate::serve::App;
 
@@ -35,15 +34,6 @@ pub struct Starting {
 
 /// How long an aborted job gets between SIGTERM and SIGKILL.
 pub const ABORT_GRACE: Duration = Duration::from_secs(5);
-
-/// What a run's spec snapshot holds.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-pub struct SpecSnapshot {
-    /// The job's definition when the run was created.
-    pub job: JobBase,
-    /// Its pod spec with presets merged.
-    pub pod_spec: Option<PodSpec>,
-}
 
 /// Transitions decided in one pass, committed together.
 #[derive(Default)]

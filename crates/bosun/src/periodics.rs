@@ -9,77 +9,16 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bosun_config::types::JobType;
-use bosun_config::{GoDuration, Snapshot};
-use bosun_schedule::decide::{Policy, RetryPolicy, Trigger};
-use bosun_schedule::{ParseOptions, Schedule};
-use bosun_scheduler::PeriodicJob;
 use jiff::Timestamp;
 
-use crate::serve::{new_run, App};
-
-fn secs(d: Option<&str>) -> Option<u64> {
-    d.and_then(|d| GoDuration::parse(d).ok())
-        .map(|d| (d.as_nanos().max(0) / 1_000_000_000) as u64)
-}
-
-/// The scheduler entries of a snapshot (validated, so every schedule parses).
-pub fn jobs(snapshot: &Snapshot) -> Vec<PeriodicJob> {
-    snapshot
-        .periodics
-        .iter()
-        .filter_map(|p| {
-            let identity = p.identity();
-            let k = &p.kind;
-            let trigger = if let Some(cron) = k.cron.as_deref().filter(|c| !c.is_empty()) {
-                let opts = ParseOptions {
-                    timezone: k.timezone.as_deref(),
-                    identity: Some(&identity),
-                };
-                Trigger::Cron(Schedule::parse(cron, opts).ok()?)
-            } else if let Some(i) = secs(k.interval.as_deref()) {
-                Trigger::Interval(i)
-            } else {
-                Trigger::MinimumInterval(secs(k.minimum_interval.as_deref())?)
-            };
-            let policy = Policy {
-                identity: identity.clone(),
-                trigger,
-                concurrency: k.concurrency_policy.unwrap_or_default(),
-                catch_up: k.catch_up.unwrap_or_default(),
-                starting_deadline: secs(k.starting_deadline.as_deref()),
-                jitter: secs(k.jitter.as_deref()),
-                retry: k.retry.as_ref().map(|r| RetryPolicy {
-                    attempts: r.attempts.clamp(0, 10) as u32,
-                    interval: secs(r.interval.as_deref()).unwrap_or(0),
-                    run_all: r.run_all,
-                }),
-            };
-            let schedule_hash =
-                serde_json::json!([k.cron, k.interval, k.minimum_interval, k.timezone]).to_string();
-            let template = new_run(
-                &p.base,
-                JobType::Periodic,
-                Some(identity.clone()),
-                snapshot.pod_spec(p),
-                None,
-            );
-            Some(PeriodicJob {
-                identity,
-                schedule_hash,
-                policy,
-                template,
-            })
-        })
-        .collect()
-}
+use crate::serve::App;
 
 /// Runs the scheduler until `stop`.
 pub async fn scheduler_loop(app: Arc<App>, mut stop: tokio::sync::watch::Receiver<bool>) {
     let mut backoff: HashMap<String, u32> = HashMap::new();
     loop {
         let a = app.clone();
-        let failures = tokio::task::spawn_blocking(move || {
+        let (fired, failures) = tokio::task::spawn_blocking(move || {
             let now = Timestamp::now();
             let mut s = a.scheduler.lock().unwrap_or_else(|e| e.into_inner());
             let (report, failed) = s.fire_due(a.store.as_ref(), now);
@@ -89,10 +28,13 @@ pub async fn scheduler_loop(app: Arc<App>, mut stop: tokio::sync::watch::Receive
             for identity in &report.abort {
                 a.abort_active_of(identity);
             }
-            failed
+            (report.fired, failed)
         })
         .await
         .unwrap_or_default();
+        for identity in fired {
+            backoff.remove(&identity);
+        }
         for (identity, e) in failures {
             let n = backoff.entry(identity.clone()).or_insert(0);
             *n = (*n + 1).min(8);

@@ -29,8 +29,9 @@ use serde::Deserialize;
 use subtle::ConstantTimeEq;
 
 use crate::check::ConfigArgs;
-use crate::controller::{self, SpecSnapshot};
+use crate::controller;
 use crate::metrics::Metrics;
+use bosun_store::template::{new_run, SpecSnapshot};
 
 /// Log format.
 #[derive(ValueEnum, Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -216,7 +217,7 @@ pub fn run(args: &ServeArgs) -> ExitCode {
         })
         .collect();
     let mut scheduler = bosun_scheduler::Scheduler::new();
-    scheduler.set_jobs(crate::periodics::jobs(&snapshot), Timestamp::now());
+    scheduler.set_jobs(bosun_scheduler::config::jobs(&snapshot), Timestamp::now());
     let app = Arc::new(App {
         store,
         scheduler: Mutex::new(scheduler),
@@ -453,63 +454,6 @@ struct TriggerRequest {
     #[serde(rename = "type")]
     job_type: Option<String>,
     refs: Option<Refs>,
-}
-
-const MAX_LABEL: usize = 63;
-
-/// Prow's `prow.k8s.io/job` label value: at most 63 characters, no trailing `._-`.
-pub fn job_label(name: &str) -> String {
-    if name.len() <= MAX_LABEL {
-        return name.to_string();
-    }
-    name[..MAX_LABEL]
-        .trim_end_matches(['.', '_', '-'])
-        .to_string()
-}
-
-/// A new run of a job, with Prow's labels and annotations.
-pub fn new_run(
-    base: &bosun_config::types::JobBase,
-    job_type: JobType,
-    periodic: Option<String>,
-    pod_spec: Option<k8s_openapi::api::core::v1::PodSpec>,
-    refs: Option<Refs>,
-) -> NewRun {
-    let mut labels = base.labels.clone();
-    labels.insert("created-by-prow".into(), "true".into());
-    labels.insert("prow.k8s.io/job".into(), job_label(&base.name));
-    labels.insert("prow.k8s.io/type".into(), job_type.as_str().into());
-    if let Some(r) = refs.as_ref().or(base.extra_refs.first()) {
-        labels.insert("prow.k8s.io/refs.org".into(), r.org.clone());
-        labels.insert("prow.k8s.io/refs.repo".into(), r.repo.clone());
-        if let Some(b) = &r.base_ref {
-            labels.insert("prow.k8s.io/refs.base_ref".into(), b.clone());
-        }
-        if let Some(p) = r.pulls.first() {
-            labels.insert("prow.k8s.io/refs.pull".into(), p.number.to_string());
-        }
-    }
-    let mut annotations = base.annotations.clone();
-    annotations.insert("prow.k8s.io/job".into(), base.name.clone());
-    NewRun {
-        job: base.name.clone(),
-        job_type,
-        periodic,
-        configured_cluster: base.cluster.clone(),
-        state: RunState::Triggered,
-        refs,
-        extra_refs: base.extra_refs.clone(),
-        labels,
-        annotations,
-        spec: serde_json::to_value(SpecSnapshot {
-            job: base.clone(),
-            pod_spec,
-        })
-        .expect("serializable"),
-        scheduled_at: None,
-        attempt: 0,
-        description: "Job triggered.".into(),
-    }
 }
 
 async fn create_run(

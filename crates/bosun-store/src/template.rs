@@ -1,0 +1,73 @@
+//! A new run of a configured job, as Prow makes one: Prow's labels and
+//! annotations, and the job's definition kept with the run (its spec snapshot).
+
+use bosun_config::types::{JobBase, JobType, Refs};
+use k8s_openapi::api::core::v1::PodSpec;
+
+use crate::{NewRun, RunState};
+
+/// What a run's spec snapshot holds.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct SpecSnapshot {
+    /// The job's definition when the run was created.
+    pub job: JobBase,
+    /// Its pod spec with presets merged.
+    pub pod_spec: Option<PodSpec>,
+}
+
+const MAX_LABEL: usize = 63;
+
+/// Prow's `prow.k8s.io/job` label value: at most 63 characters, no trailing `._-`.
+pub fn job_label(name: &str) -> String {
+    if name.len() <= MAX_LABEL {
+        return name.to_string();
+    }
+    name[..MAX_LABEL]
+        .trim_end_matches(['.', '_', '-'])
+        .to_string()
+}
+
+/// A new run of a job, with Prow's labels and annotations.
+pub fn new_run(
+    base: &JobBase,
+    job_type: JobType,
+    periodic: Option<String>,
+    pod_spec: Option<PodSpec>,
+    refs: Option<Refs>,
+) -> NewRun {
+    let mut labels = base.labels.clone();
+    labels.insert("created-by-prow".into(), "true".into());
+    labels.insert("prow.k8s.io/job".into(), job_label(&base.name));
+    labels.insert("prow.k8s.io/type".into(), job_type.as_str().into());
+    if let Some(r) = refs.as_ref().or(base.extra_refs.first()) {
+        labels.insert("prow.k8s.io/refs.org".into(), r.org.clone());
+        labels.insert("prow.k8s.io/refs.repo".into(), r.repo.clone());
+        if let Some(b) = &r.base_ref {
+            labels.insert("prow.k8s.io/refs.base_ref".into(), b.clone());
+        }
+        if let Some(p) = r.pulls.first() {
+            labels.insert("prow.k8s.io/refs.pull".into(), p.number.to_string());
+        }
+    }
+    let mut annotations = base.annotations.clone();
+    annotations.insert("prow.k8s.io/job".into(), base.name.clone());
+    NewRun {
+        job: base.name.clone(),
+        job_type,
+        periodic,
+        configured_cluster: base.cluster.clone(),
+        state: RunState::Triggered,
+        refs,
+        extra_refs: base.extra_refs.clone(),
+        labels,
+        annotations,
+        spec: serde_json::to_value(SpecSnapshot {
+            job: base.clone(),
+            pod_spec,
+        })
+        .expect("serializable"),
+        scheduled_at: None,
+        attempt: 0,
+        description: "Job triggered.".into(),
+    }
+}
