@@ -53,6 +53,9 @@ pub struct FireReport {
 #[derive(Default)]
 pub struct Scheduler {
     jobs: HashMap<String, (PeriodicJob, u64)>,
+    /// When each periodic next fires (its last decision's wake-up), for
+    /// listings and metrics.
+    next_fire: HashMap<String, Timestamp>,
     queue: BinaryHeap<Reverse<(Timestamp, u64, String)>>,
     generation: u64,
 }
@@ -94,7 +97,24 @@ impl Scheduler {
                 }
             }
         }
+        self.next_fire.retain(|id, _| next.contains_key(id));
         self.jobs = next;
+    }
+
+    /// The periodics, by identity.
+    pub fn jobs(&self) -> impl Iterator<Item = &PeriodicJob> {
+        self.jobs.values().map(|(j, _)| j)
+    }
+
+    /// The periodic `identity`, if scheduled.
+    pub fn job(&self, identity: &str) -> Option<&PeriodicJob> {
+        self.jobs.get(identity).map(|(j, _)| j)
+    }
+
+    /// When `identity` next fires, as its last evaluation decided (none: it
+    /// has not been evaluated yet, or never fires again).
+    pub fn next_fire(&self, identity: &str) -> Option<Timestamp> {
+        self.next_fire.get(identity).copied()
     }
 
     /// Evaluates `identity` at `now` (a run of it ended, it was paused, ...).
@@ -144,8 +164,14 @@ impl Scheduler {
             match fire(store, &job, now, &mut report) {
                 Ok(wake) => {
                     report.fired.push(identity.clone());
-                    if let Some(wake) = wake {
-                        self.queue.push(Reverse((wake, generation, identity)));
+                    match wake {
+                        Some(wake) => {
+                            self.next_fire.insert(identity.clone(), wake);
+                            self.queue.push(Reverse((wake, generation, identity)));
+                        }
+                        None => {
+                            self.next_fire.remove(&identity);
+                        }
                     }
                 }
                 Err(e) => failed.push((identity, e)),

@@ -1,4 +1,4 @@
-//! `bosun run` and `bosun runs`: the API from the command line.
+//! `bosun run`, `bosun runs` and `bosun periodics`: the API from the command line.
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -10,10 +10,15 @@ use clap::Args;
 #[derive(Args, Debug, Clone)]
 pub struct ServerArgs {
     /// The daemon's URL.
-    #[arg(long, default_value = "http://127.0.0.1:8080", env = "BOSUN_SERVER")]
+    #[arg(
+        long,
+        default_value = "http://127.0.0.1:8080",
+        env = "BOSUN_SERVER",
+        global = true
+    )]
     pub server: String,
     /// A file with the API token.
-    #[arg(long, value_name = "FILE", env = "BOSUN_TOKEN_FILE")]
+    #[arg(long, value_name = "FILE", env = "BOSUN_TOKEN_FILE", global = true)]
     pub token_file: Option<PathBuf>,
 }
 
@@ -184,6 +189,145 @@ pub fn runs(args: &RunsArgs, out: &mut dyn Write) -> ExitCode {
             s("created_at"),
             s("description")
         );
+    }
+    ExitCode::SUCCESS
+}
+
+/// What `bosun periodics` does.
+#[derive(clap::Subcommand, Debug, Clone)]
+pub enum PeriodicsAction {
+    /// List the periodics: schedule, next fire, last run, paused (the default).
+    List,
+    /// Start a run of a periodic now, outside its schedule.
+    Trigger {
+        /// The periodic's identity (its name, or ORG/REPO:name when in-repo).
+        periodic: String,
+    },
+    /// Pause a periodic: its ticks are recorded as skipped until it is resumed.
+    Pause {
+        /// The periodic's identity.
+        periodic: String,
+    },
+    /// Resume a paused periodic.
+    Resume {
+        /// The periodic's identity.
+        periodic: String,
+    },
+}
+
+/// `bosun periodics` arguments.
+#[derive(Args, Debug, Clone)]
+pub struct PeriodicsArgs {
+    #[command(subcommand)]
+    pub action: Option<PeriodicsAction>,
+    #[command(flatten)]
+    pub server: ServerArgs,
+}
+
+/// Percent-encodes a path segment (an in-repo identity has a `/`).
+fn segment(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b':' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Lists or controls periodics.
+pub fn periodics(args: &PeriodicsArgs, out: &mut dyn Write) -> ExitCode {
+    let base = &args.server.server;
+    let (verb, periodic) = match &args.action {
+        None | Some(PeriodicsAction::List) => ("list", None),
+        Some(PeriodicsAction::Trigger { periodic }) => ("trigger", Some(periodic)),
+        Some(PeriodicsAction::Pause { periodic }) => ("pause", Some(periodic)),
+        Some(PeriodicsAction::Resume { periodic }) => ("resume", Some(periodic)),
+    };
+    let resp = match periodic {
+        None => agent().get(format!("{base}/api/v1/periodics")).call(),
+        Some(p) => {
+            let token = match token(&args.server) {
+                Ok(t) => t,
+                Err(e) => return fail(e),
+            };
+            let mut req = agent().post(format!("{base}/api/v1/periodics/{}/{verb}", segment(p)));
+            if let Some(t) = token {
+                req = req.header("Authorization", &format!("Bearer {t}"));
+            }
+            req.send_empty()
+        }
+    };
+    let mut resp = match resp {
+        Ok(r) => r,
+        Err(e) => return fail(format!("cannot reach {base}: {e}")),
+    };
+    let status = resp.status().as_u16();
+    let v: serde_json::Value = match resp.body_mut().read_json() {
+        Ok(v) if (200..300).contains(&status) => v,
+        Ok(v) => {
+            return fail(format!(
+                "{status}: {}",
+                v["error"]
+                    .as_str()
+                    .map_or_else(|| v.to_string(), str::to_string)
+            ))
+        }
+        Err(e) => return fail(e),
+    };
+    match verb {
+        "list" => {
+            let _ = writeln!(
+                out,
+                "{:<50}  {:<24}  {:<6}  {:<25}  LAST RUN",
+                "PERIODIC", "SCHEDULE", "PAUSED", "NEXT FIRE"
+            );
+            for p in v["periodics"].as_array().into_iter().flatten() {
+                let s = |k: &str| p[k].as_str().unwrap_or("-").to_string();
+                let last = match &p["last_run"] {
+                    serde_json::Value::Null => "-".to_string(),
+                    r => format!(
+                        "{} {} {}",
+                        r["id"].as_str().unwrap_or_default(),
+                        r["state"].as_str().unwrap_or_default(),
+                        r["created_at"].as_str().unwrap_or_default()
+                    ),
+                };
+                let _ = writeln!(
+                    out,
+                    "{:<50}  {:<24}  {:<6}  {:<25}  {last}",
+                    s("identity"),
+                    s("schedule"),
+                    if p["paused"].as_bool() == Some(true) {
+                        "yes"
+                    } else {
+                        "no"
+                    },
+                    s("next_fire"),
+                );
+            }
+        }
+        "trigger" => {
+            let _ = writeln!(
+                out,
+                "{} {}",
+                v["id"].as_str().unwrap_or_default(),
+                v["state"].as_str().unwrap_or_default()
+            );
+        }
+        _ => {
+            let _ = writeln!(
+                out,
+                "{} {}",
+                v["periodic"].as_str().unwrap_or_default(),
+                if v["paused"].as_bool() == Some(true) {
+                    "paused"
+                } else {
+                    "resumed"
+                }
+            );
+        }
     }
     ExitCode::SUCCESS
 }

@@ -9,6 +9,7 @@ mod client;
 mod controller;
 mod metrics;
 mod periodics;
+mod reload;
 mod schedule;
 mod serve;
 
@@ -32,10 +33,12 @@ enum Command {
     Run(client::RunArgs),
     /// List runs through the daemon's API.
     Runs(client::RunsArgs),
-    /// Supervise one local run (started by the daemon; not for people).
+    /// List periodics, trigger one now, pause or resume one.
+    Periodics(client::PeriodicsArgs),
+    /// Supervise a local cluster's runs (started by the daemon; not for people).
     #[command(hide = true)]
     RunShim {
-        /// --dir DIR [--workdir W] -- CMD ARGS...
+        /// --root DIR
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
@@ -49,6 +52,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(&args),
         Command::Run(args) => client::run(&args, &mut std::io::stdout().lock()),
         Command::Runs(args) => client::runs(&args, &mut std::io::stdout().lock()),
+        Command::Periodics(args) => client::periodics(&args, &mut std::io::stdout().lock()),
         Command::RunShim { args } => {
             let code = bosun_cluster::local::LocalExecutor::shim_main(&args);
             ExitCode::from(u8::try_from(code).unwrap_or(2))

@@ -1,6 +1,9 @@
 //! Prometheus metrics with Prow's names and labels: `prowjob_state_transitions`
 //! (counted in the store's transition path: every transition, not a sample) and
-//! `prowjobs` (retained runs by state, computed from the store at scrape time).
+//! `prowjobs` (retained runs by state, computed from the store at scrape time);
+//! and bosun's own: the periodic scheduler's (fire lateness, skipped ticks, and
+//! per periodic the last scheduled tick, the last success and the next fire, so
+//! a periodic that silently stopped can be alerted on) and config reloads.
 
 use std::sync::Arc;
 
@@ -10,6 +13,7 @@ use prometheus_client::encoding::{EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
 
@@ -42,12 +46,45 @@ impl EncodeMetric for PlainCounter {
     }
 }
 
+/// A gauge holding a float (timestamps in seconds).
+pub type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
+
 /// The daemon's metrics.
 pub struct Metrics {
     registry: Registry,
     transitions: Family<Labels, PlainCounter>,
     prowjobs: Family<Labels, Gauge>,
     namespace: String,
+    /// Commit time minus scheduled time of each scheduled run.
+    pub fire_lateness: Histogram,
+    /// Skipped ticks by periodic and reason.
+    pub skipped: Family<Labels, Counter>,
+    /// Per periodic: the latest tick that got a run.
+    pub last_scheduled: Family<Labels, FloatGauge>,
+    /// Per periodic: when its latest successful run completed.
+    pub last_success: Family<Labels, FloatGauge>,
+    /// Per periodic: when it next fires.
+    pub next_fire: Family<Labels, FloatGauge>,
+    /// Config reloads by result (`success`, `error`).
+    pub reloads: Family<Labels, Counter>,
+    /// 1 when the last reload succeeded.
+    pub reload_ok: Gauge,
+    /// When the configuration in force was loaded.
+    pub reload_success_time: FloatGauge,
+}
+
+/// The labels of a periodic's series: its job name and its identity.
+pub fn periodic_labels(identity: &str) -> Labels {
+    let job = identity.rsplit_once(':').map_or(identity, |(_, n)| n);
+    vec![
+        ("job".into(), job.to_string()),
+        ("periodic".into(), identity.to_string()),
+    ]
+}
+
+/// Seconds since the epoch.
+pub fn seconds(t: jiff::Timestamp) -> f64 {
+    t.as_microsecond() as f64 / 1e6
 }
 
 /// Prow's nine labels for a run in `state`.
@@ -99,11 +136,67 @@ impl Metrics {
             "Number of retained runs by state",
             prowjobs.clone(),
         );
+        let fire_lateness = Histogram::new(exponential_buckets(0.001, 2.0, 17));
+        registry.register(
+            "bosun_periodic_fire_lateness_seconds",
+            "Commit time minus scheduled time of each scheduled periodic run",
+            fire_lateness.clone(),
+        );
+        let skipped = Family::<Labels, Counter>::default();
+        registry.register(
+            "bosun_periodic_skipped",
+            "Ticks of a periodic that got no run, by reason",
+            skipped.clone(),
+        );
+        let last_scheduled = Family::<Labels, FloatGauge>::default();
+        registry.register(
+            "bosun_periodic_last_scheduled_timestamp_seconds",
+            "The latest tick of a periodic that got a run",
+            last_scheduled.clone(),
+        );
+        let last_success = Family::<Labels, FloatGauge>::default();
+        registry.register(
+            "bosun_periodic_last_success_timestamp_seconds",
+            "When the latest successful run of a periodic completed",
+            last_success.clone(),
+        );
+        let next_fire = Family::<Labels, FloatGauge>::default();
+        registry.register(
+            "bosun_periodic_next_fire_timestamp_seconds",
+            "When a periodic fires next",
+            next_fire.clone(),
+        );
+        let reloads = Family::<Labels, Counter>::default();
+        registry.register(
+            "bosun_config_reloads",
+            "Configuration reloads by result",
+            reloads.clone(),
+        );
+        let reload_ok = Gauge::default();
+        registry.register(
+            "bosun_config_last_reload_successful",
+            "1 if the last configuration reload succeeded (the last good one stays in force otherwise)",
+            reload_ok.clone(),
+        );
+        let reload_success_time = FloatGauge::default();
+        registry.register(
+            "bosun_config_last_reload_success_timestamp_seconds",
+            "When the configuration in force was loaded",
+            reload_success_time.clone(),
+        );
         Arc::new(Metrics {
             registry,
             transitions,
             prowjobs,
             namespace: namespace.to_string(),
+            fire_lateness,
+            skipped,
+            last_scheduled,
+            last_success,
+            next_fire,
+            reloads,
+            reload_ok,
+            reload_success_time,
         })
     }
 
@@ -136,9 +229,39 @@ impl Metrics {
 }
 
 impl TransitionObserver for Metrics {
-    fn on_transition(&self, run: &Run, _from: Option<RunState>) {
+    fn on_transition(&self, run: &Run, from: Option<RunState>) {
         self.transitions
             .get_or_create(&prow_labels(&self.namespace, run, run.state))
             .inc();
+        if let Some(p) = &run.periodic {
+            self.periodic_run(p, run, from);
+        }
+    }
+}
+
+impl Metrics {
+    /// A run of periodic `identity` was created (`from` none) or changed.
+    pub fn periodic_run(&self, identity: &str, run: &Run, from: Option<RunState>) {
+        let labels = periodic_labels(identity);
+        if let (None, Some(t)) = (from, run.scheduled_at) {
+            let g = self.last_scheduled.get_or_create(&labels);
+            if seconds(t) > g.get() {
+                g.set(seconds(t));
+            }
+        }
+        if let (RunState::Success, Some(t)) = (run.state, run.completed_at) {
+            let g = self.last_success.get_or_create(&labels);
+            if seconds(t) > g.get() {
+                g.set(seconds(t));
+            }
+        }
+    }
+
+    /// Drops the gauges of `identity` (a periodic no longer configured).
+    pub fn forget_periodic(&self, identity: &str) {
+        let labels = periodic_labels(identity);
+        for family in [&self.last_scheduled, &self.last_success, &self.next_fire] {
+            family.remove(&labels);
+        }
     }
 }

@@ -92,6 +92,10 @@ pub struct App {
     pub starting: Mutex<HashMap<String, controller::Starting>>,
     /// Runs whose abort was requested.
     pub aborts: Mutex<HashSet<String>>,
+    /// Where the configuration comes from (reloads read it again).
+    pub config_args: ConfigArgs,
+    config_status: Mutex<crate::reload::ConfigStatus>,
+    cpus: usize,
     token: Option<String>,
 }
 
@@ -102,6 +106,29 @@ impl App {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// Puts a new configuration in force.
+    pub fn set_snapshot(&self, snapshot: Snapshot) {
+        *self.snapshot.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(snapshot);
+    }
+
+    /// The build clusters a configuration defines.
+    pub fn clusters_of(&self, snapshot: &Snapshot) -> BTreeMap<String, ClusterDef> {
+        clusters(&snapshot.config, self.cpus)
+    }
+
+    /// The configuration's status.
+    pub fn config_status(&self) -> crate::reload::ConfigStatus {
+        self.config_status
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Records the configuration's status.
+    pub fn set_config_status(&self, status: crate::reload::ConfigStatus) {
+        *self.config_status.lock().unwrap_or_else(|e| e.into_inner()) = status;
     }
 
     /// Requests the abort of every active run of a periodic (`replace`).
@@ -170,6 +197,7 @@ pub fn run(args: &ServeArgs) -> ExitCode {
         return ExitCode::FAILURE;
     }
     let loaded = load(&args.config.load_options(), &OsFiles);
+    let warnings = loaded.diagnostics.iter().filter(|d| !d.is_error()).count();
     for d in &loaded.diagnostics {
         if d.is_error() {
             tracing::error!("{d}");
@@ -216,6 +244,11 @@ pub fn run(args: &ServeArgs) -> ExitCode {
             (alias.clone(), Arc::new(exec))
         })
         .collect();
+    let status = crate::reload::ConfigStatus::initial(&snapshot, warnings);
+    metrics.reload_ok.set(1);
+    metrics
+        .reload_success_time
+        .set(crate::metrics::seconds(status.loaded_at));
     let mut scheduler = bosun_scheduler::Scheduler::new();
     scheduler.set_jobs(bosun_scheduler::config::jobs(&snapshot), Timestamp::now());
     let app = Arc::new(App {
@@ -232,6 +265,9 @@ pub fn run(args: &ServeArgs) -> ExitCode {
         starting: Mutex::default(),
         sweep_at: Mutex::default(),
         aborts: Mutex::default(),
+        config_args: args.config.clone(),
+        config_status: Mutex::new(status),
+        cpus,
         token,
     });
     let rt = match tokio::runtime::Builder::new_multi_thread()
@@ -277,6 +313,7 @@ async fn serve(app: Arc<App>, listen: SocketAddr) -> ExitCode {
         app.clone(),
         stop_rx.clone(),
     ));
+    let reloads = tokio::spawn(crate::reload::reload_loop(app.clone(), stop_rx.clone()));
     let router = routes(app.clone());
     let mut stop_http = stop_rx.clone();
     let server = axum::serve(listener, router).with_graceful_shutdown(async move {
@@ -290,6 +327,7 @@ async fn serve(app: Arc<App>, listen: SocketAddr) -> ExitCode {
     let _ = controller.await;
     let _ = sinker.await;
     let _ = periodics.await;
+    let _ = reloads.await;
     ExitCode::SUCCESS
 }
 
@@ -391,16 +429,52 @@ fn routes(app: Arc<App>) -> Router {
         .route("/api/v1/runs/{id}/log", get(run_log))
         .route("/api/v1/runs/{id}/abort", post(abort_run))
         .route("/api/v1/runs/{id}/rerun", post(rerun))
+        .route("/api/v1/config/status", get(config_status))
+        .route("/api/v1/config/reload", post(config_reload))
+        .route("/api/v1/periodics", get(crate::periodics::list))
+        .route(
+            "/api/v1/periodics/{identity}/trigger",
+            post(crate::periodics::trigger),
+        )
+        .route(
+            "/api/v1/periodics/{identity}/pause",
+            post(crate::periodics::pause),
+        )
+        .route(
+            "/api/v1/periodics/{identity}/resume",
+            post(crate::periodics::resume),
+        )
         .with_state(app)
 }
 
-type ApiResult = Result<Response, Response>;
+/// `GET /api/v1/config/status`.
+async fn config_status(State(app): State<Arc<App>>) -> Response {
+    Json(app.config_status()).into_response()
+}
 
-fn error(status: StatusCode, message: impl Into<String>) -> Response {
+/// `POST /api/v1/config/reload`: reloads now; answers with the status (200
+/// when the configuration was valid, 422 when the last good one stays).
+async fn config_reload(State(app): State<Arc<App>>, headers: HeaderMap) -> ApiResult {
+    authorize(&app, &headers)?;
+    let a = app.clone();
+    let ok = blocking(move || crate::reload::reload(&a, "API")).await;
+    let status = if ok {
+        StatusCode::OK
+    } else {
+        StatusCode::UNPROCESSABLE_ENTITY
+    };
+    Ok((status, Json(app.config_status())).into_response())
+}
+
+/// The answer to a request that failed.
+pub type ApiResult = Result<Response, Response>;
+
+/// An error answer.
+pub fn error(status: StatusCode, message: impl Into<String>) -> Response {
     (status, Json(serde_json::json!({"error": message.into()}))).into_response()
 }
 
-fn store_error(e: StoreError) -> Response {
+pub fn store_error(e: StoreError) -> Response {
     match e {
         StoreError::NotFound(m) => error(StatusCode::NOT_FOUND, format!("run {m} not found")),
         StoreError::InvalidTransition { .. } => error(StatusCode::CONFLICT, e.to_string()),
@@ -417,7 +491,7 @@ fn store_error(e: StoreError) -> Response {
     }
 }
 
-fn authorize(app: &App, headers: &HeaderMap) -> Result<(), Response> {
+pub fn authorize(app: &App, headers: &HeaderMap) -> Result<(), Response> {
     let Some(token) = &app.token else {
         return Ok(());
     };
@@ -436,7 +510,7 @@ fn authorize(app: &App, headers: &HeaderMap) -> Result<(), Response> {
     }
 }
 
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     tokio::task::spawn_blocking(f).await.expect("blocking task")
 }
 

@@ -761,3 +761,287 @@ periodics:
     );
     wait_state(port, first, |s| s == "aborted");
 }
+
+fn periodics_list(port: u16) -> Vec<serde_json::Value> {
+    let (status, body) = request(port, "GET", "/api/v1/periodics", None, None);
+    assert_eq!(status, 200, "{body}");
+    json(&body)["periodics"].as_array().unwrap().clone()
+}
+
+fn find_periodic(port: u16, identity: &str) -> Option<serde_json::Value> {
+    periodics_list(port)
+        .into_iter()
+        .find(|p| p["identity"] == identity)
+}
+
+/// Waits until `cond` holds for the config status (reloads are asynchronous).
+fn wait_config(
+    port: u16,
+    what: &str,
+    cond: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, body) = request(port, "GET", "/api/v1/config/status", None, None);
+        let v = json(&body);
+        if cond(&v) {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{what}: {v}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn metric(port: u16, name_and_labels: &str) -> Option<f64> {
+    let (_, body) = request(port, "GET", "/metrics", None, None);
+    body.lines()
+        .find(|l| l.starts_with(name_and_labels))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+#[test]
+fn config_changes_apply_while_running_and_a_broken_config_keeps_the_last_good_one() {
+    let (_d, dir) = tmp();
+    setup(&dir);
+    let daemon = start(&dir, &[]);
+    let port = daemon.port;
+    assert!(find_periodic(port, "nightly").is_none());
+    let v0 = wait_config(port, "initial", |v| v["ok"] == true)["version"]
+        .as_u64()
+        .unwrap();
+
+    // Add.
+    std::fs::write(
+        dir.join("jobs/more.yaml"),
+        "periodics:\n- name: nightly\n  cron: \"0 3 * * *\"\n  spec: {containers: [{image: x, command: [\"true\"]}]}\n",
+    )
+    .unwrap();
+    let v1 = wait_config(port, "add", |v| {
+        v["version"].as_u64() > Some(v0) && v["ok"] == true
+    });
+    let p = find_periodic(port, "nightly").expect("added");
+    assert_eq!(p["schedule"], "0 3 * * *");
+    let next = p["next_fire"].as_str().unwrap().to_string();
+    assert!(next.ends_with("T03:00:00Z"), "{next}");
+
+    // Change: rescheduled.
+    std::fs::write(
+        dir.join("jobs/more.yaml"),
+        "periodics:\n- name: nightly\n  cron: \"30 4 * * *\"\n  spec: {containers: [{image: x, command: [\"true\"]}]}\n",
+    )
+    .unwrap();
+    let v2 = wait_config(port, "change", |v| {
+        v["version"].as_u64() > v1["version"].as_u64()
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let p = find_periodic(port, "nightly").unwrap();
+        if p["next_fire"]
+            .as_str()
+            .is_some_and(|n| n.ends_with("T04:30:00Z"))
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never rescheduled: {p}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // Break: the last good configuration stays in force, the error is reported.
+    std::fs::write(
+        dir.join("jobs/more.yaml"),
+        "periodics:\n- name: nightly\n  cron: \"99 4 * * *\"\n  spec: {containers: [{image: x, command: [\"true\"]}]}\n",
+    )
+    .unwrap();
+    let broken = wait_config(port, "break", |v| v["ok"] == false);
+    assert_eq!(
+        broken["version"], v2["version"],
+        "the snapshot in force did not change"
+    );
+    let errors = broken["errors"].as_array().unwrap();
+    assert!(
+        errors.iter().any(|e| {
+            let e = e.as_str().unwrap();
+            e.contains("more.yaml:3") && e.contains("nightly")
+        }),
+        "the error names the file, line and job: {errors:?}"
+    );
+    assert_eq!(
+        find_periodic(port, "nightly").unwrap()["schedule"],
+        "30 4 * * *"
+    );
+    assert_eq!(
+        metric(port, "bosun_config_last_reload_successful"),
+        Some(0.0)
+    );
+    assert!(metric(port, "bosun_config_reloads_total{result=\"error\"}").unwrap() >= 1.0);
+    // A run of a job still works while the config is broken.
+    let id = trigger(port, r#"{"job": "ok", "type": "periodic"}"#);
+    wait_state(port, &id, |s| s == "success");
+
+    // Fix, then remove.
+    std::fs::remove_file(dir.join("jobs/more.yaml")).unwrap();
+    wait_config(port, "fix", |v| {
+        v["ok"] == true && v["version"].as_u64() > v2["version"].as_u64()
+    });
+    assert!(find_periodic(port, "nightly").is_none(), "removed");
+    assert_eq!(
+        metric(port, "bosun_config_last_reload_successful"),
+        Some(1.0)
+    );
+
+    // SIGHUP reloads even without a change.
+    let pid = daemon.child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-HUP", &pid])
+        .status()
+        .unwrap()
+        .success());
+    wait_config(port, "SIGHUP", |v| v["last_attempt_reason"] == "SIGHUP");
+}
+
+#[test]
+fn a_configmap_style_symlink_swap_is_a_change() {
+    let (_d, dir) = tmp();
+    setup(&dir);
+    // A job-config directory laid out as Kubernetes mounts a ConfigMap:
+    // cm-jobs.yaml -> ..data/cm-jobs.yaml, ..data -> ..v1.
+    let cm = dir.join("cm");
+    std::fs::create_dir_all(cm.join("..v1")).unwrap();
+    std::fs::write(
+        cm.join("..v1/cm-jobs.yaml"),
+        "periodics:\n- name: from-cm\n  cron: \"0 1 * * *\"\n  spec: {containers: [{image: x, command: [\"true\"]}]}\n",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("..v1", cm.join("..data")).unwrap();
+    std::os::unix::fs::symlink("..data/cm-jobs.yaml", cm.join("cm-jobs.yaml")).unwrap();
+    let daemon = start(&dir, &["--job-config", cm.to_str().unwrap()]);
+    let port = daemon.port;
+    assert_eq!(
+        find_periodic(port, "from-cm").unwrap()["schedule"],
+        "0 1 * * *"
+    );
+    // The update: a new directory, a new `..data` link renamed over the old one.
+    std::fs::create_dir_all(cm.join("..v2")).unwrap();
+    std::fs::write(
+        cm.join("..v2/cm-jobs.yaml"),
+        "periodics:\n- name: from-cm\n  cron: \"0 2 * * *\"\n  spec: {containers: [{image: x, command: [\"true\"]}]}\n",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("..v2", cm.join("..data_tmp")).unwrap();
+    std::fs::rename(cm.join("..data_tmp"), cm.join("..data")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while find_periodic(port, "from-cm").unwrap()["schedule"] != "0 2 * * *" {
+        assert!(Instant::now() < deadline, "the swap was not picked up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn periodics_can_be_listed_triggered_paused_and_resumed() {
+    let (_d, dir) = tmp();
+    setup(&dir);
+    std::fs::write(
+        dir.join("jobs/every-second.yaml"),
+        "periodics:\n- name: tick\n  cron: \"* * * * * *\"\n  concurrency_policy: allow\n  spec: {containers: [{image: x, command: [\"true\"]}]}\n",
+    )
+    .unwrap();
+    let mut daemon = start(&dir, &[]);
+    let port = daemon.port;
+    let all = periodics_list(port);
+    assert!(all
+        .iter()
+        .any(|p| p["identity"] == "ok" && p["paused"] == false));
+    // Trigger: a run now, with no tick.
+    let (status, body) = request(port, "POST", "/api/v1/periodics/ok/trigger", None, None);
+    assert_eq!(status, 201, "{body}");
+    let run = json(&body);
+    assert!(run["scheduled_at"].is_null());
+    wait_state(port, run["id"].as_str().unwrap(), |s| s == "success");
+    let p = find_periodic(port, "ok").unwrap();
+    assert_eq!(p["last_run"]["id"], run["id"]);
+    assert_eq!(
+        request(port, "POST", "/api/v1/periodics/nope/trigger", None, None).0,
+        404
+    );
+
+    // The per-second periodic fires; its gauges and the lateness histogram show it.
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(metric(
+        port,
+        "bosun_periodic_last_scheduled_timestamp_seconds{job=\"tick\""
+    )
+    .is_some());
+    assert!(metric(
+        port,
+        "bosun_periodic_next_fire_timestamp_seconds{job=\"tick\""
+    )
+    .is_some());
+    assert!(metric(port, "bosun_periodic_fire_lateness_seconds_count").unwrap() >= 1.0);
+
+    // Pause: no new runs; the ticks are recorded as skipped (`paused`).
+    let (status, body) = request(port, "POST", "/api/v1/periodics/tick/pause", None, None);
+    assert_eq!(status, 200, "{body}");
+    std::thread::sleep(Duration::from_millis(300));
+    let count = |port| {
+        let (_, body) = request(port, "GET", "/api/v1/runs?job=tick&limit=1000", None, None);
+        json(&body)["runs"].as_array().unwrap().len()
+    };
+    let before = count(port);
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(count(port), before, "a paused periodic creates no runs");
+    assert!(find_periodic(port, "tick").unwrap()["paused"] == true);
+    assert!(
+        metric(
+            port,
+            "bosun_periodic_skipped_total{job=\"tick\",periodic=\"tick\",reason=\"paused\"}"
+        )
+        .unwrap_or(0.0)
+            >= 1.0,
+        "paused ticks are counted"
+    );
+
+    // Paused survives a restart.
+    drop(daemon);
+    daemon = start(&dir, &[]);
+    let port = daemon.port;
+    assert!(find_periodic(port, "tick").unwrap()["paused"] == true);
+    std::thread::sleep(Duration::from_millis(1500));
+    let before = count(port);
+    // Resume: it fires again.
+    let (status, _) = request(port, "POST", "/api/v1/periodics/tick/resume", None, None);
+    assert_eq!(status, 200);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while count(port) == before {
+        assert!(Instant::now() < deadline, "never fired after resume");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(find_periodic(port, "tick").unwrap()["paused"] == false);
+
+    // The CLI.
+    let server = format!("http://127.0.0.1:{port}");
+    let out = Command::new(env!("CARGO_BIN_EXE_bosun"))
+        .args(["periodics", "--server", &server])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("tick ") && l.contains("* * * * * *")),
+        "{stdout}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_bosun"))
+        .args(["periodics", "pause", "tick", "--server", &server])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "tick paused");
+    let out = Command::new(env!("CARGO_BIN_EXE_bosun"))
+        .args(["periodics", "trigger", "nope", "--server", &server])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("404"));
+}

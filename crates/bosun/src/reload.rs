@@ -1,0 +1,326 @@
+//! Hot configuration reload. The daemon watches the config file and the
+//! job-config and in-repo directories (directories, not files: an editor's
+//! rename-over, a Kubernetes ConfigMap's `..data` symlink swap or a git-sync
+//! checkout swap all count as a change), waits for the changes to settle,
+//! then loads the whole configuration again. It also reloads on SIGHUP, on
+//! `POST /api/v1/config/reload`, and every 5 minutes as a safety net.
+//!
+//! A valid configuration replaces the one in force and the scheduler's entries
+//! are updated: periodics added, removed or rescheduled, the others untouched.
+//! An invalid one is reported (log, metrics, `GET /api/v1/config/status`) and
+//! the last good configuration stays in force. Build clusters are read at
+//! start-up only: a change to them is reported and takes effect after a restart.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bosun_config::{load, OsFiles};
+use jiff::Timestamp;
+use notify::{EventKind, RecursiveMode, Watcher};
+use serde::Serialize;
+
+use crate::serve::App;
+
+/// How long changes must settle before a reload.
+pub const DEBOUNCE: Duration = Duration::from_millis(300);
+
+/// How often the configuration is reloaded even when no change was seen.
+pub const RESYNC: Duration = Duration::from_secs(300);
+
+/// The state of the configuration, as `GET /api/v1/config/status` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConfigStatus {
+    /// The last load succeeded (the configuration in force is the newest).
+    pub ok: bool,
+    /// Version of the snapshot in force.
+    pub version: u64,
+    /// When the snapshot in force was loaded.
+    pub loaded_at: Timestamp,
+    /// When the last load was attempted, and why.
+    pub last_attempt_at: Timestamp,
+    /// What started the last load (`start-up`, `file change`, `SIGHUP`, ...).
+    pub last_attempt_reason: String,
+    /// The last load's errors (empty when it succeeded).
+    pub errors: Vec<String>,
+    /// The last load's warnings.
+    pub warnings: usize,
+    /// Jobs in force.
+    pub periodics: usize,
+    /// Presubmits in force.
+    pub presubmits: usize,
+    /// Postsubmits in force.
+    pub postsubmits: usize,
+    /// Things a reload could not apply.
+    pub notes: Vec<String>,
+}
+
+impl ConfigStatus {
+    /// The status right after start-up.
+    pub fn initial(snapshot: &bosun_config::Snapshot, warnings: usize) -> Self {
+        let now = Timestamp::now();
+        let counts = snapshot.counts();
+        ConfigStatus {
+            ok: true,
+            version: snapshot.version,
+            loaded_at: now,
+            last_attempt_at: now,
+            last_attempt_reason: "start-up".into(),
+            errors: Vec::new(),
+            warnings,
+            periodics: counts.periodics,
+            presubmits: counts.presubmits,
+            postsubmits: counts.postsubmits,
+            notes: Vec::new(),
+        }
+    }
+}
+
+/// Loads the configuration again and, when it is valid, puts it in force.
+/// Returns whether it was valid. Blocking.
+pub fn reload(app: &App, reason: &str) -> bool {
+    let loaded = load(&app.config_args.load_options(), &OsFiles);
+    let now = Timestamp::now();
+    let errors: Vec<String> = loaded
+        .diagnostics
+        .iter()
+        .filter(|d| d.is_error())
+        .map(ToString::to_string)
+        .collect();
+    let warnings = loaded.diagnostics.len() - errors.len();
+    let Some(snapshot) = loaded.snapshot else {
+        for e in &errors {
+            tracing::error!(reason, "config reload: {e}");
+        }
+        tracing::error!(
+            reason,
+            errors = errors.len(),
+            "the new configuration is invalid; the last good one stays in force"
+        );
+        app.metrics
+            .reloads
+            .get_or_create(&vec![("result".into(), "error".into())])
+            .inc();
+        app.metrics.reload_ok.set(0);
+        let mut status = app.config_status();
+        status.ok = false;
+        status.last_attempt_at = now;
+        status.last_attempt_reason = reason.to_string();
+        status.errors = errors;
+        status.warnings = warnings;
+        app.set_config_status(status);
+        return false;
+    };
+    let mut notes = Vec::new();
+    if app.clusters_of(&snapshot) != app.clusters {
+        notes.push(
+            "build_clusters changed: cluster changes take effect after a restart".to_string(),
+        );
+        tracing::warn!("build_clusters changed: cluster changes take effect after a restart");
+    }
+    let jobs = bosun_scheduler::config::jobs(&snapshot);
+    let keep: HashSet<String> = jobs.iter().map(|j| j.identity.clone()).collect();
+    {
+        let mut scheduler = app.scheduler.lock().unwrap_or_else(|e| e.into_inner());
+        let gone: Vec<String> = scheduler
+            .jobs()
+            .map(|j| j.identity.clone())
+            .filter(|id| !keep.contains(id))
+            .collect();
+        scheduler.set_jobs(jobs, now);
+        for id in gone {
+            app.metrics.forget_periodic(&id);
+        }
+    }
+    let counts = snapshot.counts();
+    let version = snapshot.version;
+    app.set_snapshot(snapshot);
+    app.scheduler_wake.notify_one();
+    app.wake.notify_one();
+    app.metrics
+        .reloads
+        .get_or_create(&vec![("result".into(), "success".into())])
+        .inc();
+    app.metrics.reload_ok.set(1);
+    app.metrics
+        .reload_success_time
+        .set(crate::metrics::seconds(now));
+    tracing::info!(
+        reason,
+        version,
+        periodics = counts.periodics,
+        "configuration reloaded"
+    );
+    app.set_config_status(ConfigStatus {
+        ok: true,
+        version,
+        loaded_at: now,
+        last_attempt_at: now,
+        last_attempt_reason: reason.to_string(),
+        errors: Vec::new(),
+        warnings,
+        periodics: counts.periodics,
+        presubmits: counts.presubmits,
+        postsubmits: counts.postsubmits,
+        notes,
+    });
+    true
+}
+
+/// What to watch: a directory, recursively or not, and which names in it
+/// matter (none: all).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Watch {
+    dir: PathBuf,
+    recursive: bool,
+    names: Option<Vec<String>>,
+}
+
+/// The directories of the configuration: the config file's directory (for
+/// the file itself and `..data`-style entries), each job-config directory
+/// (recursively; a job-config file is watched like the config file) and each
+/// in-repo checkout (recursively, `.git` ignored).
+fn watches(app: &App) -> Vec<Watch> {
+    let file = |path: &Path| -> Option<Watch> {
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        Some(Watch {
+            dir,
+            recursive: false,
+            names: Some(vec![path.file_name()?.to_string_lossy().to_string()]),
+        })
+    };
+    let args = &app.config_args;
+    let mut out = Vec::new();
+    if let Some(c) = &args.config {
+        out.extend(file(c));
+    }
+    for j in &args.job_config {
+        if j.is_dir() {
+            out.push(Watch {
+                dir: j.clone(),
+                recursive: true,
+                names: None,
+            });
+        } else {
+            out.extend(file(j));
+        }
+    }
+    let snapshot = app.snapshot();
+    for source in args.in_repo.iter().chain(&snapshot.config.in_repo) {
+        out.push(Watch {
+            dir: PathBuf::from(&source.path),
+            recursive: true,
+            names: None,
+        });
+    }
+    out.dedup();
+    out
+}
+
+/// Whether an event concerns the configuration.
+fn relevant(event: &notify::Event, watches: &[Watch]) -> bool {
+    if matches!(event.kind, EventKind::Access(_)) {
+        return false;
+    }
+    event.paths.iter().any(|p| {
+        if p.components().any(|c| c.as_os_str() == ".git") {
+            return false;
+        }
+        let name = p
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default();
+        watches.iter().any(|w| {
+            p.starts_with(&w.dir)
+                && match &w.names {
+                    None => true,
+                    // A ConfigMap swaps `..data`; its timestamped directories
+                    // start with `..` too.
+                    Some(names) => names.contains(&name) || name.starts_with(".."),
+                }
+        })
+    })
+}
+
+/// Starts a watcher sending on `tx` for every relevant change.
+fn start_watcher(
+    app: &App,
+    tx: tokio::sync::mpsc::UnboundedSender<()>,
+) -> Option<notify::RecommendedWatcher> {
+    let watches: Vec<Watch> = watches(app)
+        .into_iter()
+        .map(|w| Watch {
+            dir: std::fs::canonicalize(&w.dir).unwrap_or(w.dir),
+            ..w
+        })
+        .collect();
+    let filter = watches.clone();
+    let mut watcher = match notify::recommended_watcher(
+        move |res: notify::Result<notify::Event>| match res {
+            Ok(event) if relevant(&event, &filter) => {
+                let _ = tx.send(());
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "config watcher"),
+        },
+    ) {
+        Ok(w) => w,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot watch the configuration; it is reloaded every 5 minutes and on SIGHUP");
+            return None;
+        }
+    };
+    for w in &watches {
+        let mode = if w.recursive {
+            RecursiveMode::Recursive
+        } else {
+            RecursiveMode::NonRecursive
+        };
+        if let Err(e) = watcher.watch(&w.dir, mode) {
+            tracing::warn!(dir = %w.dir.display(), error = %e, "cannot watch this directory; it is reloaded every 5 minutes and on SIGHUP");
+        }
+    }
+    Some(watcher)
+}
+
+/// Reloads on changes, SIGHUP and every [`RESYNC`], until `stop`.
+pub async fn reload_loop(app: Arc<App>, mut stop: tokio::sync::watch::Receiver<bool>) {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut watching = watches(&app);
+    let mut watcher = start_watcher(&app, tx.clone());
+    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+    let mut resync = tokio::time::interval_at(tokio::time::Instant::now() + RESYNC, RESYNC);
+    loop {
+        let reason = tokio::select! {
+            Some(()) = rx.recv() => {
+                // Let the change settle: a checkout swap or an editor's save is
+                // several events.
+                loop {
+                    tokio::select! {
+                        Some(()) = rx.recv() => {}
+                        _ = tokio::time::sleep(DEBOUNCE) => break,
+                    }
+                }
+                "file change"
+            }
+            _ = async { match hup.as_mut() { Some(h) => { h.recv().await; } None => std::future::pending().await } } => "SIGHUP",
+            _ = resync.tick() => "resync",
+            _ = stop.changed() => return,
+        };
+        let a = app.clone();
+        let ok = tokio::task::spawn_blocking(move || reload(&a, reason))
+            .await
+            .unwrap_or(false);
+        // The in-repo checkouts may have changed: watch what is configured now.
+        let now = watches(&app);
+        if ok && now != watching {
+            drop(watcher.take());
+            watcher = start_watcher(&app, tx.clone());
+            watching = now;
+        }
+    }
+}
