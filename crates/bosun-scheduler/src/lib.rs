@@ -18,7 +18,7 @@ use std::collections::{BinaryHeap, HashMap};
 
 use bosun_schedule::decide::{decide, Outcome, Policy, RunView, Runs, ScheduleState};
 use bosun_store::{
-    Created, NewRun, PeriodicState, Run, RunFilter, RunState, Store, StoreError, TickOutcome,
+    Created, Fire, NewRun, PeriodicState, Run, RunFilter, RunState, Store, StoreError, TickOutcome,
 };
 use jiff::Timestamp;
 
@@ -234,6 +234,7 @@ fn fire(
         now,
     );
     let mut outcomes = Vec::new();
+    let mut runs = Vec::new();
     let advance = |state: &mut PeriodicState, t: Timestamp| {
         if state.last_tick.is_none_or(|l| t > l) {
             state.last_tick = Some(t);
@@ -248,20 +249,18 @@ fn fire(
                 let mut new = job.template.clone();
                 new.scheduled_at = Some(tick);
                 new.attempt = attempt;
-                let created = store.create_run(new, now)?;
+                runs.push(new);
                 if attempt == 0 {
+                    // The store fills in the run's id.
                     outcomes.push(TickOutcome {
                         periodic: job.identity.clone(),
                         first_tick: tick,
                         last_tick: tick,
                         count: 1,
                         outcome: "run".into(),
-                        run_id: Some(created.run().id.clone()),
+                        run_id: None,
                         recorded_at: now,
                     });
-                }
-                if let Created::New(run) = created {
-                    report.created.push(run);
                 }
                 if state.queued == Some(tick) {
                     state.queued = None;
@@ -294,8 +293,31 @@ fn fire(
             }
         }
     }
-    store.record_outcomes(&outcomes)?;
-    store.put_periodic_state(&state)?;
+    // Runs, outcomes and state in one commit: a crash in between can neither
+    // record a tick twice nor lose one.
+    let created = store.commit_fire(
+        Fire {
+            runs,
+            outcomes: outcomes.clone(),
+            state,
+        },
+        now,
+    )?;
+    for o in &mut outcomes {
+        if o.outcome == "run" && o.run_id.is_none() {
+            o.run_id = created
+                .iter()
+                .map(Created::run)
+                .find(|r| r.scheduled_at == Some(o.first_tick) && r.attempt == 0)
+                .map(|r| r.id.clone());
+        }
+    }
+    report
+        .created
+        .extend(created.into_iter().filter_map(|c| match c {
+            Created::New(run) => Some(run),
+            Created::Existing(_) => None,
+        }));
     report.outcomes.extend(outcomes);
     Ok(decision.wake_at)
 }

@@ -134,6 +134,18 @@ pub struct TickOutcome {
     pub recorded_at: Timestamp,
 }
 
+/// One evaluation of a periodic, committed at once by [`Store::commit_fire`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fire {
+    /// Runs to create (scheduled: each under the unique tick key).
+    pub runs: Vec<NewRun>,
+    /// Tick outcomes, oldest first. A `run` outcome's `run_id` may be left
+    /// empty: the store fills in the id of the tick's run (attempt 0).
+    pub outcomes: Vec<TickOutcome>,
+    /// The periodic's schedule state after this evaluation.
+    pub state: PeriodicState,
+}
+
 /// Told about every committed state change (creation included), in commit order.
 pub trait TransitionObserver: Send + Sync {
     /// `from` is `None` when the run was just created.
@@ -179,6 +191,12 @@ pub trait Store: Send + Sync {
 
     /// A periodic's recorded outcomes, oldest first.
     fn outcomes(&self, periodic: &str) -> Result<Vec<TickOutcome>, StoreError>;
+
+    /// Commits one evaluation of a periodic all at once: its runs, its tick
+    /// outcomes and its schedule state, or nothing (a crash in between can
+    /// neither record a tick twice nor lose one). Returns the runs, created or
+    /// found.
+    fn commit_fire(&self, fire: Fire, at: Timestamp) -> Result<Vec<Created>, StoreError>;
 
     /// Deletes completed runs that completed before `cutoff`, except the latest
     /// run of each periodic (Prow's sinker); returns the deleted ids (their logs

@@ -8,7 +8,7 @@ use jiff::Timestamp;
 
 use crate::run::{apply, Run};
 use crate::{
-    new_run_id, spec_hash, Created, NewRun, PeriodicState, RunFilter, Store, StoreError,
+    new_run_id, spec_hash, Created, Fire, NewRun, PeriodicState, RunFilter, Store, StoreError,
     TickOutcome, Transition, TransitionObserver,
 };
 
@@ -51,6 +51,18 @@ impl MemoryStore {
 }
 
 /// True when `run` passes `f`'s criteria (shared with SQLite's tests).
+/// A `run` outcome without its run gets the id of its tick's run (attempt 0).
+pub(crate) fn fill_run_id(mut o: TickOutcome, created: &[Created]) -> TickOutcome {
+    if o.outcome == "run" && o.run_id.is_none() {
+        o.run_id = created
+            .iter()
+            .map(Created::run)
+            .find(|r| r.scheduled_at == Some(o.first_tick) && r.attempt == 0)
+            .map(|r| r.id.clone());
+    }
+    o
+}
+
 pub(crate) fn matches(run: &Run, f: &RunFilter) -> bool {
     f.job.as_ref().is_none_or(|j| &run.job == j)
         && f.periodic
@@ -160,6 +172,24 @@ impl Store for MemoryStore {
     fn record_outcomes(&self, outcomes: &[TickOutcome]) -> Result<(), StoreError> {
         self.lock().outcomes.extend_from_slice(outcomes);
         Ok(())
+    }
+
+    fn commit_fire(&self, fire: Fire, at: Timestamp) -> Result<Vec<Created>, StoreError> {
+        // In memory nothing survives a crash: committing step by step is atomic
+        // enough, and no step can fail half-way.
+        let created = fire
+            .runs
+            .into_iter()
+            .map(|r| self.create_run(r, at))
+            .collect::<Result<Vec<_>, _>>()?;
+        let outcomes: Vec<TickOutcome> = fire
+            .outcomes
+            .into_iter()
+            .map(|o| fill_run_id(o, &created))
+            .collect();
+        self.record_outcomes(&outcomes)?;
+        self.put_periodic_state(&fire.state)?;
+        Ok(created)
     }
 
     fn outcomes(&self, periodic: &str) -> Result<Vec<TickOutcome>, StoreError> {

@@ -25,7 +25,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
 
 use crate::run::{apply, job_type_from_str, Run, RunState};
 use crate::{
-    hash_hex, new_run_id, Created, NewRun, PeriodicState, RunFilter, Store, StoreError,
+    hash_hex, new_run_id, Created, Fire, NewRun, PeriodicState, RunFilter, Store, StoreError,
     TickOutcome, Transition, TransitionObserver,
 };
 
@@ -128,6 +128,23 @@ struct Prepared {
     annotations_json: String,
 }
 
+/// Does a run's CPU work (ids, JSON, the spec's hash) in the caller's thread.
+fn prepare(new: NewRun) -> Prepared {
+    let mut new = new;
+    new.scheduled_at = new.scheduled_at.map(crate::run::micros);
+    let spec_json = to_json(&new.spec);
+    Prepared {
+        id: new_run_id(),
+        spec_hash: hash_hex(spec_json.as_bytes()),
+        spec_json,
+        refs_json: new.refs.as_ref().map(to_json),
+        extra_refs_json: to_json(&new.extra_refs),
+        labels_json: to_json(&new.labels),
+        annotations_json: to_json(&new.annotations),
+        new,
+    }
+}
+
 enum Op {
     Create(
         Box<Prepared>,
@@ -140,6 +157,11 @@ enum Op {
         Sender<Result<(Run, RunState), StoreError>>,
     ),
     PutState(PeriodicState, Sender<Result<(), StoreError>>),
+    Fire(
+        Box<(Vec<Prepared>, Vec<TickOutcome>, PeriodicState)>,
+        Timestamp,
+        Sender<Result<Vec<Created>, StoreError>>,
+    ),
     Outcomes(Vec<TickOutcome>, Sender<Result<(), StoreError>>),
     Retain(Timestamp, Sender<Result<Vec<String>, StoreError>>),
     Raw(String, Sender<Result<(), StoreError>>),
@@ -270,6 +292,10 @@ enum Reply {
         Result<(Run, RunState), StoreError>,
     ),
     Unit(Sender<Result<(), StoreError>>, Result<(), StoreError>),
+    Fire(
+        Sender<Result<Vec<Created>, StoreError>>,
+        Result<Vec<Created>, StoreError>,
+    ),
     Retain(
         Sender<Result<Vec<String>, StoreError>>,
         Result<Vec<String>, StoreError>,
@@ -355,6 +381,16 @@ fn writer_loop(
                 Reply::Unit(tx, res) => {
                     let _ = tx.send(res);
                 }
+                Reply::Fire(tx, res) => {
+                    if let (Some(o), Ok(created)) = (&observer, &res) {
+                        for c in created {
+                            if let Created::New(run) = c {
+                                o.on_transition(run, None);
+                            }
+                        }
+                    }
+                    let _ = tx.send(res);
+                }
                 Reply::Retain(tx, res) => {
                     let _ = tx.send(res);
                 }
@@ -369,6 +405,7 @@ impl Reply {
             Reply::Create(_, Err(e)) => e,
             Reply::Transition(_, Err(e)) => e,
             Reply::Unit(_, Err(e)) => e,
+            Reply::Fire(_, Err(e)) => e,
             Reply::Retain(_, Err(e)) => e,
             _ => return None,
         };
@@ -385,6 +422,7 @@ fn fail(r: Reply, msg: &str) {
         Reply::Create(tx, _) => drop(tx.send(Err(e()))),
         Reply::Transition(tx, _) => drop(tx.send(Err(e()))),
         Reply::Unit(tx, _) => drop(tx.send(Err(e()))),
+        Reply::Fire(tx, _) => drop(tx.send(Err(e()))),
         Reply::Retain(tx, _) => drop(tx.send(Err(e()))),
     }
 }
@@ -395,6 +433,7 @@ fn fail_op(op: Op, msg: &str) {
         Op::Create(_, _, tx) => drop(tx.send(Err(e()))),
         Op::Transition(_, _, tx) => drop(tx.send(Err(e()))),
         Op::PutState(_, tx) | Op::Outcomes(_, tx) | Op::Raw(_, tx) => drop(tx.send(Err(e()))),
+        Op::Fire(_, _, tx) => drop(tx.send(Err(e()))),
         Op::Retain(_, tx) => drop(tx.send(Err(e()))),
     }
 }
@@ -443,6 +482,25 @@ fn apply_op(tx: &rusqlite::Transaction<'_>, op: Op, cache: &mut WriterCache) -> 
             Reply::Transition(reply, savepoint(tx, || transition(tx, &id, &t)))
         }
         Op::PutState(s, reply) => Reply::Unit(reply, savepoint(tx, || put_state(tx, &s))),
+        Op::Fire(fire, at, reply) => {
+            let (runs, outcomes, state) = *fire;
+            Reply::Fire(
+                reply,
+                savepoint(tx, || {
+                    let created = runs
+                        .into_iter()
+                        .map(|p| create(tx, p, at, cache))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let outcomes: Vec<TickOutcome> = outcomes
+                        .into_iter()
+                        .map(|o| crate::memory::fill_run_id(o, &created))
+                        .collect();
+                    put_outcomes(tx, &outcomes)?;
+                    put_state(tx, &state)?;
+                    Ok(created)
+                }),
+            )
+        }
         Op::Outcomes(o, reply) => Reply::Unit(reply, savepoint(tx, || put_outcomes(tx, &o))),
         Op::Retain(cutoff, reply) => Reply::Retain(reply, savepoint(tx, || retain(tx, cutoff))),
         Op::Raw(sql, reply) => Reply::Unit(reply, tx.execute_batch(&sql).map_err(unavailable)),
@@ -693,19 +751,7 @@ fn retain(tx: &rusqlite::Transaction<'_>, cutoff: Timestamp) -> Result<Vec<Strin
 impl Store for SqliteStore {
     fn create_run(&self, new: NewRun, at: Timestamp) -> Result<Created, StoreError> {
         let at = crate::run::micros(at);
-        let mut new = new;
-        new.scheduled_at = new.scheduled_at.map(crate::run::micros);
-        let spec_json = to_json(&new.spec);
-        let prepared = Prepared {
-            id: new_run_id(),
-            spec_hash: hash_hex(spec_json.as_bytes()),
-            spec_json,
-            refs_json: new.refs.as_ref().map(to_json),
-            extra_refs_json: to_json(&new.extra_refs),
-            labels_json: to_json(&new.labels),
-            annotations_json: to_json(&new.annotations),
-            new,
-        };
+        let prepared = prepare(new);
         self.send(|tx| Op::Create(Box::new(prepared), at, tx))
     }
 
@@ -827,6 +873,12 @@ impl Store for SqliteStore {
 
     fn record_outcomes(&self, outcomes: &[TickOutcome]) -> Result<(), StoreError> {
         self.send(|tx| Op::Outcomes(outcomes.to_vec(), tx))
+    }
+
+    fn commit_fire(&self, fire: Fire, at: Timestamp) -> Result<Vec<Created>, StoreError> {
+        let at = crate::run::micros(at);
+        let runs = fire.runs.into_iter().map(prepare).collect();
+        self.send(|tx| Op::Fire(Box::new((runs, fire.outcomes, fire.state)), at, tx))
     }
 
     fn outcomes(&self, periodic: &str) -> Result<Vec<TickOutcome>, StoreError> {

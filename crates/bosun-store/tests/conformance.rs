@@ -473,3 +473,69 @@ fn sqlite_survives_reopen_with_build_ids_still_increasing() {
         Created::Existing(_)
     ));
 }
+
+#[test]
+fn a_fire_commits_runs_outcomes_and_state_together() {
+    each_store(|s, rec| {
+        let state = PeriodicState {
+            periodic: "p".into(),
+            schedule_hash: "h".into(),
+            first_seen: t("2026-01-01T00:00:00Z"),
+            last_tick: Some(t("2026-01-01T03:00:00Z")),
+            paused: false,
+            queued: None,
+        };
+        let outcome = |first: &str, last: &str, count: u64, what: &str| TickOutcome {
+            periodic: "p".into(),
+            first_tick: t(first),
+            last_tick: t(last),
+            count,
+            outcome: what.into(),
+            run_id: None,
+            recorded_at: t("2026-01-01T03:00:01Z"),
+        };
+        let fire = bosun_store::Fire {
+            runs: vec![new_periodic("p", Some("2026-01-01T03:00:00Z"), 0)],
+            outcomes: vec![
+                outcome("2026-01-01T01:00:00Z", "2026-01-01T02:00:00Z", 2, "missed"),
+                outcome("2026-01-01T03:00:00Z", "2026-01-01T03:00:00Z", 1, "run"),
+            ],
+            state: state.clone(),
+        };
+        let created = s
+            .commit_fire(fire.clone(), t("2026-01-01T03:00:01Z"))
+            .unwrap();
+        let [Created::New(run)] = created.as_slice() else {
+            panic!("{created:?}")
+        };
+        let outcomes = s.outcomes("p").unwrap();
+        assert_eq!(outcomes.len(), 2);
+        assert_eq!(outcomes[0].outcome, "missed");
+        assert_eq!(outcomes[0].run_id, None);
+        assert_eq!(
+            outcomes[1].run_id.as_deref(),
+            Some(run.id.as_str()),
+            "the run outcome names its run"
+        );
+        assert_eq!(s.periodic_state("p").unwrap(), Some(state));
+        assert!(
+            rec.0
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|(id, from, _)| id == &run.id && from.is_none()),
+            "the creation is observed"
+        );
+        // The same tick again (a retried fire): the run is found, not duplicated.
+        let again = s
+            .commit_fire(
+                bosun_store::Fire {
+                    outcomes: vec![],
+                    ..fire
+                },
+                t("2026-01-01T03:00:02Z"),
+            )
+            .unwrap();
+        assert!(matches!(again.as_slice(), [Created::Existing(r)] if r.id == run.id));
+    });
+}

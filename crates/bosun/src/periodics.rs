@@ -291,3 +291,14 @@ pub async fn resume(
     authorize(&app, &headers)?;
     set_paused(app, identity, false).await
 }
+
+/// `GET /api/v1/periodics/{identity}/ticks`: every recorded tick outcome of a
+/// periodic, oldest first (a run, or a skip with its reason and tick range).
+pub async fn ticks(State(app): State<Arc<App>>, Path(identity): Path<String>) -> ApiResult {
+    let store = app.store.clone();
+    let id = identity.clone();
+    let outcomes = blocking(move || store.outcomes(&id))
+        .await
+        .map_err(store_error)?;
+    Ok(Json(serde_json::json!({ "periodic": identity, "ticks": outcomes })).into_response())
+}

@@ -433,6 +433,10 @@ fn routes(app: Arc<App>) -> Router {
         .route("/api/v1/config/reload", post(config_reload))
         .route("/api/v1/periodics", get(crate::periodics::list))
         .route(
+            "/api/v1/periodics/{identity}/ticks",
+            get(crate::periodics::ticks),
+        )
+        .route(
             "/api/v1/periodics/{identity}/trigger",
             post(crate::periodics::trigger),
         )

@@ -1045,3 +1045,174 @@ fn periodics_can_be_listed_triggered_paused_and_resumed() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("404"));
 }
+
+/// `BOSUN_TICK_KILL_CYCLES=30 cargo test -p bosun --test serve kill_9_while` by
+/// hand (3 in CI): per-second periodics, the daemon killed with SIGKILL at
+/// varying points and restarted after varying downtimes.
+#[test]
+fn kill_9_while_periodics_fire_every_second_accounts_for_every_tick_once() {
+    use jiff::{SignedDuration, Timestamp};
+    let (_d, dir) = tmp();
+    setup(&dir);
+    let names = ["sec-a", "sec-b", "sec-c"];
+    let jobs: String = names
+        .iter()
+        .map(|n| {
+            format!("- name: {n}\n  cron: \"* * * * * *\"\n  spec: {{containers: [{{image: x, command: [\"true\"]}}]}}\n")
+        })
+        .collect();
+    std::fs::write(dir.join("jobs/seconds.yaml"), format!("periodics:\n{jobs}")).unwrap();
+    let cycles: u64 = std::env::var("BOSUN_TICK_KILL_CYCLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    let mut up: Vec<(Timestamp, Timestamp)> = Vec::new();
+    for cycle in 0..cycles {
+        let daemon = start(&dir, &[]);
+        let t_up = Timestamp::now();
+        std::thread::sleep(Duration::from_millis(700 + (cycle * 613) % 1800));
+        let t_down = Timestamp::now();
+        drop(daemon); // SIGKILL, wherever the scheduler is
+        up.push((t_up, t_down));
+        std::thread::sleep(Duration::from_millis((cycle * 389) % 1200));
+    }
+    let daemon = start(&dir, &[]);
+    let t_up = Timestamp::now();
+    std::thread::sleep(Duration::from_millis(2500));
+    let port = daemon.port;
+    let mut total_runs = 0;
+    for name in names {
+        let (_, body) = request(
+            port,
+            "GET",
+            &format!("/api/v1/periodics/{name}/ticks"),
+            None,
+            None,
+        );
+        let ticks = json(&body)["ticks"].as_array().unwrap().clone();
+        let (_, body) = request(
+            port,
+            "GET",
+            &format!("/api/v1/runs?job={name}&limit=10000"),
+            None,
+            None,
+        );
+        let runs = json(&body)["runs"].as_array().unwrap().clone();
+        let ts = |v: &serde_json::Value| v.as_str().unwrap().parse::<Timestamp>().unwrap();
+        // Every tick, expanded from the recorded outcomes.
+        let mut seen: Vec<(Timestamp, String)> = Vec::new();
+        for o in &ticks {
+            let (first, last) = (ts(&o["first_tick"]), ts(&o["last_tick"]));
+            let count = o["count"].as_u64().unwrap();
+            let span = last.duration_since(first).as_secs() as u64 + 1;
+            assert_eq!(count, span, "a per-second range counts every second: {o}");
+            for i in 0..count {
+                seen.push((
+                    first + SignedDuration::from_secs(i as i64),
+                    o["outcome"].as_str().unwrap().to_string(),
+                ));
+            }
+            if o["outcome"] == "run" {
+                let id = o["run_id"].as_str().expect("a run outcome names its run");
+                let run = runs.iter().find(|r| r["id"] == id).expect("its run exists");
+                assert_eq!(ts(&run["scheduled_at"]), first);
+            }
+        }
+        seen.sort();
+        let n = seen.len();
+        let mut distinct: Vec<Timestamp> = seen.iter().map(|(t, _)| *t).collect();
+        distinct.dedup();
+        assert_eq!(
+            distinct.len(),
+            n,
+            "{name}: a tick with two outcomes: {ticks:?}"
+        );
+        let (first, last) = (distinct[0], distinct[n - 1]);
+        assert_eq!(
+            last.duration_since(first).as_secs() as usize + 1,
+            n,
+            "{name}: every second from the first tick to the last has an outcome"
+        );
+        assert!(
+            Timestamp::now().duration_since(last).as_secs() <= 2,
+            "{name}: ticks are still being recorded"
+        );
+        // One run per tick, and every scheduled run has its outcome.
+        let mut scheduled: Vec<Timestamp> = runs
+            .iter()
+            .filter(|r| !r["scheduled_at"].is_null())
+            .map(|r| ts(&r["scheduled_at"]))
+            .collect();
+        let m = scheduled.len();
+        scheduled.sort();
+        scheduled.dedup();
+        assert_eq!(scheduled.len(), m, "{name}: no tick has two runs");
+        assert_eq!(
+            m,
+            seen.iter().filter(|(_, o)| o == "run").count(),
+            "{name}: runs and run outcomes match"
+        );
+        total_runs += m;
+        // No tick that fell while the daemon was up (and settled) is missed.
+        for (t, o) in &seen {
+            if o != "missed" {
+                continue;
+            }
+            let during = up.iter().chain([&(t_up, Timestamp::now())]).any(|(a, b)| {
+                *t > *a + SignedDuration::from_secs(1) && *t < *b - SignedDuration::from_millis(500)
+            });
+            assert!(
+                !during,
+                "{name}: tick {t} was missed while the daemon was up"
+            );
+        }
+    }
+    assert!(total_runs >= 3, "periodics fired: {total_runs}");
+}
+
+#[test]
+fn in_repo_lighthouse_periodics_are_scheduled_and_picked_up_on_change() {
+    let (_d, dir) = tmp();
+    setup(&dir);
+    let checkout = dir.join("checkouts/app");
+    std::fs::create_dir_all(checkout.join(".lighthouse/jx")).unwrap();
+    let triggers = |cron: &str| {
+        format!(
+            "apiVersion: config.lighthouse.jenkins-x.io/v1alpha1\nkind: TriggerConfig\nspec:\n  periodics:\n  - name: nightly\n    cron: \"{cron}\"\n    spec: {{containers: [{{image: x, command: [\"true\"]}}]}}\n  - name: tekton-daily\n    cron: \"0 5 * * *\"\n    source: daily.yaml\n"
+        )
+    };
+    std::fs::write(
+        checkout.join(".lighthouse/jx/triggers.yaml"),
+        triggers("0 4 * * *"),
+    )
+    .unwrap();
+    let spec = format!("org/app={}", checkout.display());
+    let daemon = start(&dir, &["--in-repo", &spec]);
+    let port = daemon.port;
+    let p =
+        find_periodic(port, "org/app:nightly").expect("in-repo periodic, identity ORG/REPO:name");
+    assert_eq!(p["job"], "nightly");
+    assert_eq!(p["schedule"], "0 4 * * *");
+    // A Tekton (`source:`) periodic: its runs end in error.
+    let (status, body) = request(
+        port,
+        "POST",
+        "/api/v1/periodics/org%2Fapp:tekton-daily/trigger",
+        None,
+        None,
+    );
+    assert_eq!(status, 201, "{body}");
+    let run = wait_state(port, json(&body)["id"].as_str().unwrap(), |s| s == "error");
+    assert_eq!(run["description"], "agent tekton-pipeline is not supported");
+    // A change in the checkout is picked up.
+    std::fs::write(
+        checkout.join(".lighthouse/jx/triggers.yaml"),
+        triggers("15 6 * * *"),
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while find_periodic(port, "org/app:nightly").unwrap()["schedule"] != "15 6 * * *" {
+        assert!(Instant::now() < deadline, "the change was not picked up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
