@@ -18,7 +18,8 @@ use std::collections::{BinaryHeap, HashMap};
 
 use bosun_schedule::decide::{decide, Outcome, Policy, RunView, Runs, ScheduleState};
 use bosun_store::{
-    Created, Fire, NewRun, PeriodicState, Run, RunFilter, RunState, Store, StoreError, TickOutcome,
+    Created, Fire, NewRun, PeriodicRuns, PeriodicState, Run, RunState, Store, StoreError,
+    TickOutcome,
 };
 use jiff::Timestamp;
 
@@ -58,16 +59,6 @@ pub struct Scheduler {
     next_fire: HashMap<String, Timestamp>,
     queue: BinaryHeap<Reverse<(Timestamp, u64, String)>>,
     generation: u64,
-}
-
-fn view(r: &Run) -> RunView {
-    RunView {
-        created_at: r.created_at,
-        completed_at: r.completed_at,
-        scheduled_at: r.scheduled_at,
-        attempt: r.attempt,
-        succeeded: r.state == RunState::Success,
-    }
 }
 
 impl Scheduler {
@@ -140,8 +131,10 @@ impl Scheduler {
         None
     }
 
-    /// Fires every entry due at `now`. A periodic whose store calls fail is
-    /// retried later (the caller backs off); the others are unaffected.
+    /// Fires every entry due at `now`: the due periodics' states and runs are
+    /// read in a batch, each is decided, and their commits are handed to the
+    /// store together (each on its own: a periodic whose store calls fail is
+    /// retried later by the caller, the others are unaffected).
     pub fn fire_due(
         &mut self,
         store: &dyn Store,
@@ -149,46 +142,109 @@ impl Scheduler {
     ) -> (FireReport, Vec<(String, StoreError)>) {
         let mut report = FireReport::default();
         let mut failed = Vec::new();
+        let mut due: Vec<(String, u64)> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         while let Some(Reverse((t, generation, identity))) = self.queue.peek().cloned() {
             if t > now {
                 break;
             }
             self.queue.pop();
-            let Some((job, current)) = self.jobs.get(&identity) else {
-                continue;
-            };
-            if *current != generation {
-                continue; // superseded by a newer entry of the same periodic
+            if self
+                .jobs
+                .get(&identity)
+                .is_none_or(|(_, g)| *g != generation)
+            {
+                continue; // superseded by a newer entry, or removed
             }
-            let job = job.clone();
-            match fire(store, &job, now, &mut report) {
-                Ok(wake) => {
-                    report.fired.push(identity.clone());
-                    match wake {
-                        Some(wake) => {
-                            self.next_fire.insert(identity.clone(), wake);
-                            self.queue.push(Reverse((wake, generation, identity)));
-                        }
-                        None => {
-                            self.next_fire.remove(&identity);
-                        }
-                    }
+            // Several entries of one periodic (a poke and its timer): one decision.
+            if seen.insert(identity.clone()) {
+                due.push((identity, generation));
+            }
+        }
+        if due.is_empty() {
+            return (report, failed);
+        }
+        let ids: Vec<String> = due.iter().map(|(id, _)| id.clone()).collect();
+        let read = store
+            .periodic_states(&ids)
+            .and_then(|states| Ok((states, store.periodic_runs(&ids)?)));
+        let (mut states, mut runs) = match read {
+            Ok(r) => r,
+            Err(e) => {
+                let msg = e.to_string();
+                failed.extend(
+                    ids.into_iter()
+                        .map(|id| (id, StoreError::Unavailable(msg.clone()))),
+                );
+                return (report, failed);
+            }
+        };
+        let mut plans = Vec::with_capacity(due.len());
+        let mut fires = Vec::with_capacity(due.len());
+        for (identity, generation) in due {
+            let job = &self.jobs[&identity].0;
+            let (fire, wake, abort) = plan(
+                job,
+                states.remove(&identity),
+                runs.remove(&identity).unwrap_or_default(),
+                now,
+            );
+            if abort {
+                report.abort.push(identity.clone());
+            }
+            plans.push((identity, generation, wake, fire.outcomes.clone()));
+            fires.push(fire);
+        }
+        for ((identity, generation, wake, mut outcomes), result) in
+            plans.into_iter().zip(store.commit_fires(fires, now))
+        {
+            let created = match result {
+                Ok(c) => c,
+                Err(e) => {
+                    failed.push((identity, e));
+                    continue;
                 }
-                Err(e) => failed.push((identity, e)),
+            };
+            for o in &mut outcomes {
+                if o.outcome == "run" && o.run_id.is_none() {
+                    o.run_id = created
+                        .iter()
+                        .map(Created::run)
+                        .find(|r| r.scheduled_at == Some(o.first_tick) && r.attempt == 0)
+                        .map(|r| r.id.clone());
+                }
+            }
+            report
+                .created
+                .extend(created.into_iter().filter_map(|c| match c {
+                    Created::New(run) => Some(run),
+                    Created::Existing(_) => None,
+                }));
+            report.outcomes.extend(outcomes);
+            report.fired.push(identity.clone());
+            match wake {
+                Some(wake) => {
+                    self.next_fire.insert(identity.clone(), wake);
+                    self.queue.push(Reverse((wake, generation, identity)));
+                }
+                None => {
+                    self.next_fire.remove(&identity);
+                }
             }
         }
         (report, failed)
     }
 }
 
-/// One periodic at `now`: decide, apply, return when to look again.
-fn fire(
-    store: &dyn Store,
+/// One periodic at `now`: what to commit, when to look again, and whether
+/// to abort its active runs (`replace`). Pure.
+fn plan(
     job: &PeriodicJob,
+    state: Option<PeriodicState>,
+    runs: PeriodicRuns,
     now: Timestamp,
-    report: &mut FireReport,
-) -> Result<Option<Timestamp>, StoreError> {
-    let mut state = match store.periodic_state(&job.identity)? {
+) -> (Fire, Option<Timestamp>, bool) {
+    let mut state = match state {
         Some(s) if s.schedule_hash == job.schedule_hash => s,
         Some(s) => PeriodicState {
             schedule_hash: job.schedule_hash.clone(),
@@ -204,24 +260,13 @@ fn fire(
             queued: None,
         },
     };
-    let last = store
-        .list(&RunFilter {
-            periodic: Some(job.identity.clone()),
-            limit: 1,
-            ..RunFilter::default()
-        })?
-        .first()
-        .map(view);
-    // Whether any run is active is all a decision needs (an indexed lookup of
-    // one row, however many runs are queued).
-    let active = !store
-        .list(&RunFilter {
-            periodic: Some(job.identity.clone()),
-            active: true,
-            limit: 1,
-            ..RunFilter::default()
-        })?
-        .is_empty();
+    let last = runs.last.as_ref().map(|r| RunView {
+        created_at: r.created_at,
+        completed_at: r.completed_at,
+        scheduled_at: r.scheduled_at,
+        attempt: r.attempt,
+        succeeded: r.state == RunState::Success,
+    });
     let decision = decide(
         &job.policy,
         &ScheduleState {
@@ -230,26 +275,26 @@ fn fire(
             paused: state.paused,
             queued: state.queued,
         },
-        &Runs { last, active },
+        &Runs {
+            last,
+            active: runs.active,
+        },
         now,
     );
     let mut outcomes = Vec::new();
-    let mut runs = Vec::new();
+    let mut new_runs = Vec::new();
     let advance = |state: &mut PeriodicState, t: Timestamp| {
         if state.last_tick.is_none_or(|l| t > l) {
             state.last_tick = Some(t);
         }
     };
-    if decision.abort_active {
-        report.abort.push(job.identity.clone());
-    }
     for o in &decision.outcomes {
         match *o {
             Outcome::Run { tick, attempt } => {
                 let mut new = job.template.clone();
                 new.scheduled_at = Some(tick);
                 new.attempt = attempt;
-                runs.push(new);
+                new_runs.push(new);
                 if attempt == 0 {
                     // The store fills in the run's id.
                     outcomes.push(TickOutcome {
@@ -295,31 +340,15 @@ fn fire(
     }
     // Runs, outcomes and state in one commit: a crash in between can neither
     // record a tick twice nor lose one.
-    let created = store.commit_fire(
+    (
         Fire {
-            runs,
-            outcomes: outcomes.clone(),
+            runs: new_runs,
+            outcomes,
             state,
         },
-        now,
-    )?;
-    for o in &mut outcomes {
-        if o.outcome == "run" && o.run_id.is_none() {
-            o.run_id = created
-                .iter()
-                .map(Created::run)
-                .find(|r| r.scheduled_at == Some(o.first_tick) && r.attempt == 0)
-                .map(|r| r.id.clone());
-        }
-    }
-    report
-        .created
-        .extend(created.into_iter().filter_map(|c| match c {
-            Created::New(run) => Some(run),
-            Created::Existing(_) => None,
-        }));
-    report.outcomes.extend(outcomes);
-    Ok(decision.wake_at)
+        decision.wake_at,
+        decision.abort_active,
+    )
 }
 
 #[cfg(test)]
@@ -329,7 +358,7 @@ mod tests {
     use bosun_schedule::decide::Trigger;
     use bosun_schedule::{ParseOptions, Schedule};
     use bosun_store::memory::MemoryStore;
-    use bosun_store::Transition;
+    use bosun_store::{RunFilter, Transition};
 
     fn t(s: &str) -> Timestamp {
         s.parse().unwrap()

@@ -146,6 +146,42 @@ pub struct Fire {
     pub state: PeriodicState,
 }
 
+/// What the scheduler needs to know of a periodic's runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PeriodicRuns {
+    /// The most recently created run, whatever created it.
+    pub last: Option<RunSummary>,
+    /// Some run is not complete.
+    pub active: bool,
+}
+
+/// The parts of a run a scheduling decision looks at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunSummary {
+    /// Created.
+    pub created_at: Timestamp,
+    /// Completed.
+    pub completed_at: Option<Timestamp>,
+    /// The tick it ran for.
+    pub scheduled_at: Option<Timestamp>,
+    /// The attempt.
+    pub attempt: u32,
+    /// Its state.
+    pub state: RunState,
+}
+
+impl From<&Run> for RunSummary {
+    fn from(r: &Run) -> Self {
+        RunSummary {
+            created_at: r.created_at,
+            completed_at: r.completed_at,
+            scheduled_at: r.scheduled_at,
+            attempt: r.attempt,
+            state: r.state,
+        }
+    }
+}
+
 /// Told about every committed state change (creation included), in commit order.
 pub trait TransitionObserver: Send + Sync {
     /// `from` is `None` when the run was just created.
@@ -197,6 +233,50 @@ pub trait Store: Send + Sync {
     /// neither record a tick twice nor lose one). Returns the runs, created or
     /// found.
     fn commit_fire(&self, fire: Fire, at: Timestamp) -> Result<Vec<Created>, StoreError>;
+
+    /// Several fires; a store may commit them together, but each succeeds or
+    /// fails on its own (one periodic's failure never holds back another's).
+    fn commit_fires(
+        &self,
+        fires: Vec<Fire>,
+        at: Timestamp,
+    ) -> Vec<Result<Vec<Created>, StoreError>> {
+        fires.into_iter().map(|f| self.commit_fire(f, at)).collect()
+    }
+
+    /// The schedule states of several periodics (absent: never evaluated).
+    fn periodic_states(
+        &self,
+        periodics: &[String],
+    ) -> Result<std::collections::HashMap<String, PeriodicState>, StoreError> {
+        let mut out = std::collections::HashMap::new();
+        for p in periodics {
+            if let Some(s) = self.periodic_state(p)? {
+                out.insert(p.clone(), s);
+            }
+        }
+        Ok(out)
+    }
+
+    /// For several periodics: the most recent run and whether one is active.
+    fn periodic_runs(
+        &self,
+        periodics: &[String],
+    ) -> Result<std::collections::HashMap<String, PeriodicRuns>, StoreError> {
+        let mut out = std::collections::HashMap::new();
+        for p in periodics {
+            let filter = |active| RunFilter {
+                periodic: Some(p.clone()),
+                active,
+                limit: 1,
+                ..RunFilter::default()
+            };
+            let last = self.list(&filter(false))?.first().map(RunSummary::from);
+            let active = !self.list(&filter(true))?.is_empty();
+            out.insert(p.clone(), PeriodicRuns { last, active });
+        }
+        Ok(out)
+    }
 
     /// Deletes completed runs that completed before `cutoff`, except the latest
     /// run of each periodic (Prow's sinker); returns the deleted ids (their logs

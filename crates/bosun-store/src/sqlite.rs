@@ -871,6 +871,118 @@ impl Store for SqliteStore {
         self.send(|tx| Op::PutState(state.clone(), tx))
     }
 
+    fn periodic_states(
+        &self,
+        periodics: &[String],
+    ) -> Result<std::collections::HashMap<String, PeriodicState>, StoreError> {
+        // One statement per 500 periodics rather than one per periodic.
+        let mut out = std::collections::HashMap::new();
+        self.read(|c| {
+            for chunk in periodics.chunks(500) {
+                let marks = vec!["?"; chunk.len()].join(", ");
+                let mut stmt = c.prepare_cached(&format!(
+                    "SELECT periodic, schedule_hash, first_seen, last_tick, paused, queued FROM periodic_state WHERE periodic IN ({marks})"
+                ))?;
+                let rows = stmt.query_map(rusqlite::params_from_iter(chunk), |r| {
+                    Ok(PeriodicState {
+                        periodic: r.get(0)?,
+                        schedule_hash: r.get(1)?,
+                        first_seen: ts(r.get(2)?)?,
+                        last_tick: opt_ts(r.get(3)?)?,
+                        paused: r.get(4)?,
+                        queued: opt_ts(r.get(5)?)?,
+                    })
+                })?;
+                for s in rows {
+                    let s = s?;
+                    out.insert(s.periodic.clone(), s);
+                }
+            }
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    fn periodic_runs(
+        &self,
+        periodics: &[String],
+    ) -> Result<std::collections::HashMap<String, crate::PeriodicRuns>, StoreError> {
+        // Two index lookups per periodic on one connection, reading only the
+        // columns a decision needs (no JSON).
+        self.read(|c| {
+            let mut last = c.prepare_cached(
+                "SELECT created_at, completed_at, scheduled_at, attempt, state FROM runs WHERE periodic = ?1 ORDER BY seq DESC LIMIT 1",
+            )?;
+            let mut active = c.prepare_cached(
+                "SELECT 1 FROM runs WHERE periodic = ?1 AND completed_at IS NULL ORDER BY seq DESC LIMIT 1",
+            )?;
+            let mut out = std::collections::HashMap::new();
+            for p in periodics {
+                let summary = last
+                    .query_row([p], |r| {
+                        let state: String = r.get(4)?;
+                        Ok(crate::RunSummary {
+                            created_at: ts(r.get(0)?)?,
+                            completed_at: opt_ts(r.get(1)?)?,
+                            scheduled_at: opt_ts(r.get(2)?)?,
+                            attempt: r.get(3)?,
+                            state: state.parse().map_err(|_| {
+                                rusqlite::Error::InvalidColumnType(
+                                    4,
+                                    state,
+                                    rusqlite::types::Type::Text,
+                                )
+                            })?,
+                        })
+                    })
+                    .optional()?;
+                let is_active = active.exists([p])?;
+                out.insert(
+                    p.clone(),
+                    crate::PeriodicRuns {
+                        last: summary,
+                        active: is_active,
+                    },
+                );
+            }
+            Ok(out)
+        })
+    }
+
+    fn commit_fires(
+        &self,
+        fires: Vec<Fire>,
+        at: Timestamp,
+    ) -> Vec<Result<Vec<Created>, StoreError>> {
+        // Every fire is queued before any reply is awaited, so the writer
+        // commits them in a few transactions, each fire in its own savepoint.
+        let at = crate::run::micros(at);
+        let replies: Vec<Result<mpsc::Receiver<Result<Vec<Created>, StoreError>>, StoreError>> = {
+            let writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+            fires
+                .into_iter()
+                .map(|fire| {
+                    let (tx, rx) = mpsc::channel();
+                    let runs = fire.runs.into_iter().map(prepare).collect();
+                    writer
+                        .as_ref()
+                        .ok_or_else(|| unavailable("store closed"))?
+                        .send(Op::Fire(
+                            Box::new((runs, fire.outcomes, fire.state)),
+                            at,
+                            tx,
+                        ))
+                        .map_err(|_| unavailable("writer stopped"))?;
+                    Ok(rx)
+                })
+                .collect()
+        };
+        replies
+            .into_iter()
+            .map(|r| r?.recv().map_err(|_| unavailable("writer stopped"))?)
+            .collect()
+    }
+
     fn record_outcomes(&self, outcomes: &[TickOutcome]) -> Result<(), StoreError> {
         self.send(|tx| Op::Outcomes(outcomes.to_vec(), tx))
     }

@@ -539,3 +539,59 @@ fn a_fire_commits_runs_outcomes_and_state_together() {
         assert!(matches!(again.as_slice(), [Created::Existing(r)] if r.id == run.id));
     });
 }
+
+#[test]
+fn batched_reads_and_fires_agree_with_single_ones() {
+    each_store(|s, _| {
+        let state = |p: &str| PeriodicState {
+            periodic: p.into(),
+            schedule_hash: "h".into(),
+            first_seen: t("2026-01-01T00:00:00Z"),
+            last_tick: Some(t("2026-01-01T01:00:00Z")),
+            paused: p == "b",
+            queued: None,
+        };
+        let fires: Vec<bosun_store::Fire> = ["a", "b"]
+            .iter()
+            .map(|p| bosun_store::Fire {
+                runs: vec![new_periodic(p, Some("2026-01-01T01:00:00Z"), 0)],
+                outcomes: vec![],
+                state: state(p),
+            })
+            .collect();
+        let results = s.commit_fires(fires, t("2026-01-01T01:00:01Z"));
+        assert_eq!(results.len(), 2);
+        assert!(results
+            .iter()
+            .all(|r| matches!(r.as_ref().unwrap().as_slice(), [Created::New(_)])));
+        let a = match &results[0].as_ref().unwrap()[0] {
+            Created::New(r) => r.clone(),
+            other => panic!("{other:?}"),
+        };
+        s.transition(
+            &a.id,
+            Transition::to(RunState::Pending, t("2026-01-01T01:00:02Z"), ""),
+        )
+        .unwrap();
+        s.transition(
+            &a.id,
+            Transition::to(RunState::Success, t("2026-01-01T01:00:03Z"), ""),
+        )
+        .unwrap();
+        let ids: Vec<String> = ["a", "b", "never"].iter().map(|p| p.to_string()).collect();
+        let states = s.periodic_states(&ids).unwrap();
+        assert_eq!(states.len(), 2);
+        assert_eq!(states["a"], state("a"));
+        assert!(states["b"].paused);
+        let runs = s.periodic_runs(&ids).unwrap();
+        assert_eq!(runs.len(), 3);
+        let ra = &runs["a"];
+        assert!(!ra.active);
+        let last = ra.last.as_ref().unwrap();
+        assert_eq!(last.state, RunState::Success);
+        assert_eq!(last.completed_at, Some(t("2026-01-01T01:00:03Z")));
+        assert_eq!(last.scheduled_at, Some(t("2026-01-01T01:00:00Z")));
+        assert!(runs["b"].active, "b's run has not ended");
+        assert_eq!(runs["never"], bosun_store::PeriodicRuns::default());
+    });
+}
