@@ -957,7 +957,8 @@ impl Store for SqliteStore {
         // Every fire is queued before any reply is awaited, so the writer
         // commits them in a few transactions, each fire in its own savepoint.
         let at = crate::run::micros(at);
-        let replies: Vec<Result<mpsc::Receiver<Result<Vec<Created>, StoreError>>, StoreError>> = {
+        type FireReply = mpsc::Receiver<Result<Vec<Created>, StoreError>>;
+        let replies: Vec<Result<FireReply, StoreError>> = {
             let writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
             fires
                 .into_iter()
