@@ -92,9 +92,10 @@ pub async fn scheduler_loop(app: Arc<App>, mut stop: tokio::sync::watch::Receive
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .next_wake();
+        // An entry already due (it fell due while a fire ran) means no sleep.
         let sleep = wake.map_or(Duration::from_secs(3600), |w| {
-            w.duration_since(Timestamp::now())
-                .unsigned_abs()
+            Duration::try_from(w.duration_since(Timestamp::now()))
+                .unwrap_or(Duration::ZERO)
                 .min(Duration::from_secs(3600))
         });
         tokio::select! {
