@@ -331,13 +331,13 @@ fn part_a(corpus: &mut Snapshot, n: usize, idle: Duration) {
     let spec_json: usize = jobs
         .iter()
         .take(corpus.periodics.len())
-        .map(|j| serde_json::to_vec(&j.template.spec).map_or(0, |v| v.len()))
+        .map(|j| j.template.spec.json().len())
         .sum::<usize>()
         / corpus.periodics.len().min(n).max(1);
     println!(
         "  entries built in {:.2} s: {} cron, {} interval, {} minimum_interval\n  \
          the entries (the config: policy, schedule, run template) hold {:.1} MiB = {:.0} \
-         B/periodic of heap ({} B inline; the run template's spec is a JSON tree of a \
+         B/periodic of heap ({} B inline; the run template holds its spec as shared JSON text of a \
          {spec_json} B document on average); resident {:+.1} MiB",
         built.as_secs_f64(),
         mix[0],
@@ -537,7 +537,7 @@ fn part_b(corpus: &mut Snapshot, n: usize, lean: bool) {
     let mut jobs = entries(corpus, n);
     for j in &mut jobs {
         if lean {
-            j.template.spec = serde_json::json!({});
+            j.template.spec = serde_json::json!({}).into();
         }
         j.identity = format!("due-{}", j.identity);
         j.policy.identity = j.identity.clone();
@@ -690,7 +690,7 @@ fn per_run_costs(jobs: &[PeriodicJob]) {
     let started = Instant::now();
     let hashes: usize = copies
         .iter()
-        .map(|c| bosun_store::spec_hash(&c.spec).len())
+        .map(|c| c.spec.hash().len())
         .sum();
     let hash = started.elapsed();
     let started = Instant::now();

@@ -389,7 +389,7 @@ mod tests {
                 extra_refs: vec![],
                 labels: Default::default(),
                 annotations: Default::default(),
-                spec: serde_json::json!({}),
+                spec: serde_json::json!({}).into(),
                 scheduled_at: None,
                 attempt: 0,
                 description: "Job triggered.".into(),

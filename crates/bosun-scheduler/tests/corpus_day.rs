@@ -709,7 +709,7 @@ fn ended_runs_do_not_multiply_evaluations() {
             extra_refs: vec![],
             labels: BTreeMap::new(),
             annotations: BTreeMap::new(),
-            spec: serde_json::json!({}),
+            spec: serde_json::json!({}).into(),
             scheduled_at: None,
             attempt: 0,
             description: "Job triggered.".into(),

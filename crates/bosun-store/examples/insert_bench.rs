@@ -44,7 +44,7 @@ fn main() {
                             "prow.k8s.io/job".to_string(),
                             "true".to_string(),
                         )]),
-                        spec: serde_json::json!({"job": {"name": "true"}, "pod_spec": {"containers": [{"image": "x", "command": ["/bin/true"]}]}}),
+                        spec: serde_json::json!({"job": {"name": "true"}, "pod_spec": {"containers": [{"image": "x", "command": ["/bin/true"]}]}}).into(),
                         scheduled_at: None,
                         attempt: 0,
                         description: "Job triggered.".into(),

@@ -26,7 +26,7 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-pub use run::{NewRun, Run, RunState, Transition};
+pub use run::{NewRun, Run, RunState, Spec, Transition};
 
 /// Store failures.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

@@ -8,8 +8,8 @@ use jiff::Timestamp;
 
 use crate::run::{apply, Run};
 use crate::{
-    new_run_id, spec_hash, Created, Fire, NewRun, PeriodicState, RunFilter, Store, StoreError,
-    TickOutcome, Transition, TransitionObserver,
+    new_run_id, Created, Fire, NewRun, PeriodicState, RunFilter, Store, StoreError, TickOutcome,
+    Transition, TransitionObserver,
 };
 
 #[derive(Default)]
@@ -96,10 +96,10 @@ impl Store for MemoryStore {
             if let Some(id) = key.as_ref().and_then(|k| g.keys.get(k)) {
                 return Ok(Created::Existing(g.runs[id].clone()));
             }
-            let hash = spec_hash(&new.spec);
+            let hash = new.spec.hash().to_string();
             g.specs
                 .entry(hash.clone())
-                .or_insert_with(|| new.spec.clone());
+                .or_insert_with(|| new.spec.value());
             let build_id = (g.last_build_id + 1).max(at.as_microsecond());
             g.last_build_id = build_id;
             let run = new.into_run(new_run_id(), build_id, hash, at);

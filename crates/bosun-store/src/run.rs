@@ -175,8 +175,8 @@ pub struct NewRun {
     pub labels: BTreeMap<String, String>,
     /// Annotations.
     pub annotations: BTreeMap<String, String>,
-    /// The job spec snapshot (JSON), stored once per content.
-    pub spec: serde_json::Value,
+    /// The job spec snapshot, stored once per content.
+    pub spec: Spec,
     /// Nominal tick, for scheduled periodic runs; with `periodic` and `attempt`
     /// the run's unique key.
     pub scheduled_at: Option<Timestamp>,
@@ -213,6 +213,65 @@ impl NewRun {
             description: self.description,
             url: None,
         }
+    }
+}
+
+/// A job spec snapshot: its JSON text and content hash, computed once and
+/// shared by every run made from the same template (a periodic's runs clone an
+/// `Arc`, not the spec).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spec {
+    json: std::sync::Arc<str>,
+    hash: std::sync::Arc<str>,
+}
+
+impl Spec {
+    /// The spec of `value`.
+    pub fn new(value: &serde_json::Value) -> Self {
+        let json = serde_json::to_string(value).expect("JSON values serialize");
+        let hash = crate::hash_hex(json.as_bytes());
+        Spec {
+            json: json.into(),
+            hash: hash.into(),
+        }
+    }
+
+    /// Its JSON text.
+    pub fn json(&self) -> &str {
+        &self.json
+    }
+
+    /// Its content hash (hex SHA-256 of the JSON text).
+    pub fn hash(&self) -> &str {
+        &self.hash
+    }
+
+    /// Its JSON text, shared.
+    pub fn json_arc(&self) -> std::sync::Arc<str> {
+        self.json.clone()
+    }
+
+    /// Its value.
+    pub fn value(&self) -> serde_json::Value {
+        serde_json::from_str(&self.json).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+impl Serialize for Spec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.value().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Spec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        serde_json::Value::deserialize(d).map(|v| Spec::new(&v))
+    }
+}
+
+impl From<serde_json::Value> for Spec {
+    fn from(v: serde_json::Value) -> Self {
+        Spec::new(&v)
     }
 }
 

@@ -26,8 +26,8 @@ use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
 
 use crate::run::{apply, job_type_from_str, Run, RunState};
 use crate::{
-    hash_hex, new_run_id, Created, Fire, NewRun, PeriodicState, RunFilter, Store, StoreError,
-    TickOutcome, Transition, TransitionObserver,
+    new_run_id, Created, Fire, NewRun, PeriodicState, RunFilter, Store, StoreError, TickOutcome,
+    Transition, TransitionObserver,
 };
 
 /// Schema migrations, applied in order; `PRAGMA user_version` is the count applied.
@@ -122,7 +122,7 @@ struct Prepared {
     new: NewRun,
     id: String,
     spec_hash: String,
-    spec_json: String,
+    spec_json: std::sync::Arc<str>,
     refs_json: Option<String>,
     extra_refs_json: String,
     labels_json: String,
@@ -133,10 +133,10 @@ struct Prepared {
 fn prepare(new: NewRun) -> Prepared {
     let mut new = new;
     new.scheduled_at = new.scheduled_at.map(crate::run::micros);
-    let spec_json = to_json(&new.spec);
+    let spec_json = new.spec.json_arc();
     Prepared {
         id: new_run_id(),
-        spec_hash: hash_hex(spec_json.as_bytes()),
+        spec_hash: new.spec.hash().to_string(),
         spec_json,
         refs_json: new.refs.as_ref().map(to_json),
         extra_refs_json: to_json(&new.extra_refs),
@@ -597,7 +597,7 @@ fn create(
         exec(
             tx,
             "INSERT OR IGNORE INTO specs(hash, body) VALUES (?1, ?2)",
-            params![p.spec_hash, p.spec_json],
+            params![p.spec_hash, &*p.spec_json],
         )
         .map_err(unavailable)?;
     }

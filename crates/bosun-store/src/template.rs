@@ -61,11 +61,13 @@ pub fn new_run(
         extra_refs: base.extra_refs.clone(),
         labels,
         annotations,
-        spec: serde_json::to_value(SpecSnapshot {
-            job: base.clone(),
-            pod_spec,
-        })
-        .expect("serializable"),
+        spec: crate::Spec::new(
+            &serde_json::to_value(SpecSnapshot {
+                job: base.clone(),
+                pod_spec,
+            })
+            .expect("serializable"),
+        ),
         scheduled_at: None,
         attempt: 0,
         description: "Job triggered.".into(),

@@ -32,7 +32,7 @@ fn new_periodic(job: &str, tick: Option<&str>, attempt: u32) -> NewRun {
         }],
         labels: BTreeMap::from([("prow.k8s.io/type".to_string(), "periodic".to_string())]),
         annotations: BTreeMap::new(),
-        spec: serde_json::json!({"containers": [{"image": "x", "command": ["true"]}]}),
+        spec: serde_json::json!({"containers": [{"image": "x", "command": ["true"]}]}).into(),
         scheduled_at: tick.map(t),
         attempt,
         description: "Job triggered.".into(),

@@ -21,7 +21,7 @@ fn new_run(job: &str, spec_size: usize) -> NewRun {
         extra_refs: vec![],
         labels: BTreeMap::new(),
         annotations: BTreeMap::new(),
-        spec: serde_json::json!({"blob": "x".repeat(spec_size)}),
+        spec: serde_json::json!({"blob": "x".repeat(spec_size)}).into(),
         scheduled_at: Some(Timestamp::from_second(1_800_000_000).unwrap()),
         attempt: 0,
         description: String::new(),

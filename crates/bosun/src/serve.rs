@@ -625,7 +625,7 @@ async fn create_run(
     };
     if let (Some(ClusterDef::Local { .. }), Ok(spec)) = (
         app.clusters.get(&new.configured_cluster),
-        serde_json::from_value::<SpecSnapshot>(new.spec.clone()),
+        serde_json::from_str::<SpecSnapshot>(new.spec.json()),
     ) {
         if let Some(pod) = &spec.pod_spec {
             if let Err(e) = bosun_cluster::local::command_of(pod) {
@@ -803,7 +803,7 @@ async fn rerun(
         extra_refs: old.extra_refs.clone(),
         labels: old.labels.clone(),
         annotations: old.annotations.clone(),
-        spec: spec.unwrap_or_default(),
+        spec: spec.unwrap_or_default().into(),
         scheduled_at: None,
         attempt: 0,
         description: format!("Rerun of {}.", old.id),
