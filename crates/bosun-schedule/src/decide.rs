@@ -45,7 +45,7 @@ pub struct RetryPolicy {
 #[derive(Debug, Clone)]
 pub struct Policy {
     /// The periodic's identity (seeds jitter).
-    pub identity: String,
+    pub identity: std::sync::Arc<str>,
     /// When it fires.
     pub trigger: Trigger,
     /// Overlap handling (cron ticks; intervals always wait for the previous run).

@@ -539,9 +539,9 @@ fn part_b(corpus: &mut Snapshot, n: usize, lean: bool) {
         if lean {
             j.template.spec = serde_json::json!({}).into();
         }
-        j.identity = format!("due-{}", j.identity);
+        j.identity = format!("due-{}", j.identity).into();
         j.policy.identity = j.identity.clone();
-        j.template.periodic = Some(j.identity.clone());
+        j.template.periodic = Some(j.identity.to_string());
     }
     per_run_costs(&jobs);
     let dir = tempfile::tempdir().expect("temp dir");
@@ -688,10 +688,7 @@ fn per_run_costs(jobs: &[PeriodicJob]) {
     let copies: Vec<NewRun> = jobs.iter().map(|j| j.template.clone()).collect();
     let clone = started.elapsed();
     let started = Instant::now();
-    let hashes: usize = copies
-        .iter()
-        .map(|c| c.spec.hash().len())
-        .sum();
+    let hashes: usize = copies.iter().map(|c| c.spec.hash().len()).sum();
     let hash = started.elapsed();
     let started = Instant::now();
     drop(copies);

@@ -33,7 +33,7 @@ pub fn jobs(snapshot: &Snapshot) -> Vec<PeriodicJob> {
                 Trigger::MinimumInterval(secs(k.minimum_interval.as_deref())?)
             };
             let policy = Policy {
-                identity: identity.clone(),
+                identity: identity.clone().into(),
                 trigger,
                 concurrency: k.concurrency_policy.unwrap_or_default(),
                 catch_up: k.catch_up.unwrap_or_default(),
@@ -55,7 +55,7 @@ pub fn jobs(snapshot: &Snapshot) -> Vec<PeriodicJob> {
                 None,
             );
             Some(PeriodicJob {
-                identity,
+                identity: policy.identity.clone(),
                 schedule_hash,
                 policy,
                 template,

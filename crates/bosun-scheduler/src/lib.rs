@@ -15,6 +15,7 @@ pub mod config;
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
+use std::sync::Arc;
 
 use bosun_schedule::decide::{decide, Outcome, Policy, RunView, Runs, ScheduleState};
 use bosun_store::{
@@ -26,14 +27,15 @@ use jiff::Timestamp;
 /// A periodic as the scheduler sees it.
 #[derive(Debug, Clone)]
 pub struct PeriodicJob {
-    /// Its identity (name, or `ORG/REPO:name`).
-    pub identity: String,
+    /// Its identity (name, or `ORG/REPO:name`), shared with its policy and
+    /// the scheduler's index.
+    pub identity: Arc<str>,
     /// Hash of its schedule definition: a change resets `first_seen`.
     pub schedule_hash: String,
     /// Its policies and trigger.
     pub policy: Policy,
     /// The run to create for a tick (the scheduler sets `scheduled_at` and
-    /// `attempt`).
+    /// `attempt`); its spec is shared JSON text.
     pub template: NewRun,
 }
 
@@ -50,14 +52,24 @@ pub struct FireReport {
     pub fired: Vec<String>,
 }
 
-/// The scheduler.
+/// A periodic's place in the scheduler.
+struct Slot {
+    job: Box<PeriodicJob>,
+    /// Entries of the queue with another generation are stale.
+    generation: u64,
+    /// When it next fires (its last decision's wake-up), for listings and metrics.
+    next_fire: Option<Timestamp>,
+}
+
+/// The scheduler. Memory per periodic, beyond its entry: one slot, one index
+/// bucket (the identity is shared, not copied) and its queue entries (a slot
+/// number, not a name).
 #[derive(Default)]
 pub struct Scheduler {
-    jobs: HashMap<String, (PeriodicJob, u64)>,
-    /// When each periodic next fires (its last decision's wake-up), for
-    /// listings and metrics.
-    next_fire: HashMap<String, Timestamp>,
-    queue: BinaryHeap<Reverse<(Timestamp, u64, String)>>,
+    slots: Vec<Option<Slot>>,
+    free: Vec<u32>,
+    index: HashMap<Arc<str>, u32>,
+    queue: BinaryHeap<Reverse<(Timestamp, u64, u32)>>,
     generation: u64,
 }
 
@@ -67,64 +79,105 @@ impl Scheduler {
         Self::default()
     }
 
+    fn slot(&self, identity: &str) -> Option<&Slot> {
+        let i = *self.index.get(identity)?;
+        self.slots[i as usize].as_ref()
+    }
+
     /// Replaces the set of periodics: new and changed ones are evaluated at
-    /// `now`, removed ones leave the queue (their entries are dropped lazily).
+    /// `now`, unchanged ones keep their timers, removed ones leave (their queue
+    /// entries are dropped lazily).
     pub fn set_jobs(&mut self, jobs: Vec<PeriodicJob>, now: Timestamp) {
-        let mut next: HashMap<String, (PeriodicJob, u64)> = HashMap::new();
+        let mut keep = std::collections::HashSet::with_capacity(jobs.len());
         for job in jobs {
-            let unchanged = self.jobs.get(&job.identity).filter(|(old, _)| {
-                old.schedule_hash == job.schedule_hash && old.template == job.template
-            });
-            match unchanged {
-                Some((_, generation)) => {
-                    let generation = *generation;
-                    next.insert(job.identity.clone(), (job, generation));
+            keep.insert(job.identity.clone());
+            match self.index.get(&*job.identity).copied() {
+                Some(i) => {
+                    let slot = self.slots[i as usize].as_mut().expect("indexed slot");
+                    let unchanged = slot.job.schedule_hash == job.schedule_hash
+                        && slot.job.template == job.template;
+                    *slot.job = job;
+                    if !unchanged {
+                        self.generation += 1;
+                        slot.generation = self.generation;
+                        slot.next_fire = None;
+                        self.queue.push(Reverse((now, self.generation, i)));
+                    }
                 }
                 None => {
                     self.generation += 1;
-                    self.queue
-                        .push(Reverse((now, self.generation, job.identity.clone())));
-                    next.insert(job.identity.clone(), (job, self.generation));
+                    let slot = Slot {
+                        job: Box::new(job),
+                        generation: self.generation,
+                        next_fire: None,
+                    };
+                    let identity = slot.job.identity.clone();
+                    let i = match self.free.pop() {
+                        Some(i) => {
+                            self.slots[i as usize] = Some(slot);
+                            i
+                        }
+                        None => {
+                            self.slots.push(Some(slot));
+                            (self.slots.len() - 1) as u32
+                        }
+                    };
+                    self.index.insert(identity, i);
+                    self.queue.push(Reverse((now, self.generation, i)));
                 }
             }
         }
-        self.next_fire.retain(|id, _| next.contains_key(id));
-        self.jobs = next;
+        let gone: Vec<Arc<str>> = self
+            .index
+            .keys()
+            .filter(|id| !keep.contains(*id))
+            .cloned()
+            .collect();
+        for id in gone {
+            if let Some(i) = self.index.remove(&id) {
+                self.slots[i as usize] = None;
+                self.free.push(i);
+            }
+        }
     }
 
-    /// The periodics, by identity.
+    /// The periodics.
     pub fn jobs(&self) -> impl Iterator<Item = &PeriodicJob> {
-        self.jobs.values().map(|(j, _)| j)
+        self.slots.iter().flatten().map(|s| &*s.job)
     }
 
     /// The periodic `identity`, if scheduled.
     pub fn job(&self, identity: &str) -> Option<&PeriodicJob> {
-        self.jobs.get(identity).map(|(j, _)| j)
+        self.slot(identity).map(|s| &*s.job)
     }
 
     /// When `identity` next fires, as its last evaluation decided (none: it
     /// has not been evaluated yet, or never fires again).
     pub fn next_fire(&self, identity: &str) -> Option<Timestamp> {
-        self.next_fire.get(identity).copied()
+        self.slot(identity)?.next_fire
     }
 
     /// Evaluates `identity` at `now` (a run of it ended, it was paused, ...).
     pub fn poke(&mut self, identity: &str, now: Timestamp) {
-        if let Some((_, generation)) = self.jobs.get(identity) {
-            self.queue
-                .push(Reverse((now, *generation, identity.to_string())));
+        if let Some(&i) = self.index.get(identity) {
+            if let Some(slot) = &self.slots[i as usize] {
+                self.queue.push(Reverse((now, slot.generation, i)));
+            }
         }
+    }
+
+    fn current(&self, generation: u64, i: u32) -> bool {
+        self.slots
+            .get(i as usize)
+            .and_then(Option::as_ref)
+            .is_some_and(|s| s.generation == generation)
     }
 
     /// When the earliest entry is due (superseded entries are dropped first).
     pub fn next_wake(&mut self) -> Option<Timestamp> {
-        while let Some(Reverse((t, generation, identity))) = self.queue.peek() {
-            if self
-                .jobs
-                .get(identity)
-                .is_some_and(|(_, g)| g == generation)
-            {
-                return Some(*t);
+        while let Some(&Reverse((t, generation, i))) = self.queue.peek() {
+            if self.current(generation, i) {
+                return Some(t);
             }
             self.queue.pop();
         }
@@ -142,29 +195,26 @@ impl Scheduler {
     ) -> (FireReport, Vec<(String, StoreError)>) {
         let mut report = FireReport::default();
         let mut failed = Vec::new();
-        let mut due: Vec<(String, u64)> = Vec::new();
+        let mut due: Vec<(String, u64, u32)> = Vec::new();
         let mut seen = std::collections::HashSet::new();
-        while let Some(Reverse((t, generation, identity))) = self.queue.peek().cloned() {
+        while let Some(&Reverse((t, generation, i))) = self.queue.peek() {
             if t > now {
                 break;
             }
             self.queue.pop();
-            if self
-                .jobs
-                .get(&identity)
-                .is_none_or(|(_, g)| *g != generation)
-            {
+            if !self.current(generation, i) {
                 continue; // superseded by a newer entry, or removed
             }
             // Several entries of one periodic (a poke and its timer): one decision.
-            if seen.insert(identity.clone()) {
-                due.push((identity, generation));
+            if seen.insert(i) {
+                let slot = self.slots[i as usize].as_ref().expect("current");
+                due.push((slot.job.identity.to_string(), generation, i));
             }
         }
         if due.is_empty() {
             return (report, failed);
         }
-        let ids: Vec<String> = due.iter().map(|(id, _)| id.clone()).collect();
+        let ids: Vec<String> = due.iter().map(|(id, ..)| id.clone()).collect();
         let read = store
             .periodic_states(&ids)
             .and_then(|states| Ok((states, store.periodic_runs(&ids)?)));
@@ -181,8 +231,8 @@ impl Scheduler {
         };
         let mut plans = Vec::with_capacity(due.len());
         let mut fires = Vec::with_capacity(due.len());
-        for (identity, generation) in due {
-            let job = &self.jobs[&identity].0;
+        for (identity, generation, i) in due {
+            let job = &self.slots[i as usize].as_ref().expect("current").job;
             let (fire, wake, abort) = plan(
                 job,
                 states.remove(&identity),
@@ -192,10 +242,10 @@ impl Scheduler {
             if abort {
                 report.abort.push(identity.clone());
             }
-            plans.push((identity, generation, wake, fire.outcomes.clone()));
+            plans.push((identity, generation, i, wake, fire.outcomes.clone()));
             fires.push(fire);
         }
-        for ((identity, generation, wake, mut outcomes), result) in
+        for ((identity, generation, i, wake, mut outcomes), result) in
             plans.into_iter().zip(store.commit_fires(fires, now))
         {
             let created = match result {
@@ -221,15 +271,12 @@ impl Scheduler {
                     Created::Existing(_) => None,
                 }));
             report.outcomes.extend(outcomes);
-            report.fired.push(identity.clone());
-            match wake {
-                Some(wake) => {
-                    self.next_fire.insert(identity.clone(), wake);
-                    self.queue.push(Reverse((wake, generation, identity)));
-                }
-                None => {
-                    self.next_fire.remove(&identity);
-                }
+            report.fired.push(identity);
+            if let Some(slot) = self.slots[i as usize].as_mut() {
+                slot.next_fire = wake;
+            }
+            if let Some(wake) = wake {
+                self.queue.push(Reverse((wake, generation, i)));
             }
         }
         (report, failed)
@@ -252,7 +299,7 @@ fn plan(
             ..s
         },
         None => PeriodicState {
-            periodic: job.identity.clone(),
+            periodic: job.identity.to_string(),
             schedule_hash: job.schedule_hash.clone(),
             first_seen: now,
             last_tick: None,
@@ -298,7 +345,7 @@ fn plan(
                 if attempt == 0 {
                     // The store fills in the run's id.
                     outcomes.push(TickOutcome {
-                        periodic: job.identity.clone(),
+                        periodic: job.identity.to_string(),
                         first_tick: tick,
                         last_tick: tick,
                         count: 1,
@@ -319,7 +366,7 @@ fn plan(
                 reason,
             } => {
                 outcomes.push(TickOutcome {
-                    periodic: job.identity.clone(),
+                    periodic: job.identity.to_string(),
                     first_tick: first,
                     last_tick: last,
                     count,

@@ -475,7 +475,7 @@ fn a_day_of_the_corpus_runs_and_skips_exactly_as_predicted() {
                 }
             }
         };
-        seeds.insert(job.identity.clone(), seed);
+        seeds.insert(job.identity.to_string(), seed);
         if let Some(tick) = seed.tick {
             let mut new = job.template.clone();
             new.scheduled_at = Some(ts(tick));
@@ -488,12 +488,12 @@ fn a_day_of_the_corpus_runs_and_skips_exactly_as_predicted() {
             if ends <= t0 {
                 complete(&store, &run.id, ts(ends));
             } else {
-                completions.push(Reverse((ends, run.id, job.identity.clone())));
+                completions.push(Reverse((ends, run.id, job.identity.to_string())));
             }
         }
         store
             .put_periodic_state(&PeriodicState {
-                periodic: job.identity.clone(),
+                periodic: job.identity.to_string(),
                 schedule_hash: job.schedule_hash.clone(),
                 first_seen: ts(seed.created.min(t0 - 30 * DAY) - DAY),
                 last_tick: seed.tick.map(ts),
@@ -565,7 +565,7 @@ fn a_day_of_the_corpus_runs_and_skips_exactly_as_predicted() {
     let mut totals: BTreeMap<String, u64> = BTreeMap::new();
     let (mut day_runs, mut outcome_rows, mut catch_up_runs) = (0usize, 0usize, 0usize);
     for job in &jobs {
-        let id = job.identity.as_str();
+        let id = &*job.identity;
         let runs = by_periodic.remove(id).unwrap_or_default();
         let outcomes = store.outcomes(id).unwrap();
         let want = expect(job, seeds[id], t0, end);

@@ -120,12 +120,12 @@ pub fn reload(app: &App, reason: &str) -> bool {
         tracing::warn!("build_clusters changed: cluster changes take effect after a restart");
     }
     let jobs = bosun_scheduler::config::jobs(&snapshot);
-    let keep: HashSet<String> = jobs.iter().map(|j| j.identity.clone()).collect();
+    let keep: HashSet<String> = jobs.iter().map(|j| j.identity.to_string()).collect();
     {
         let mut scheduler = app.scheduler.lock().unwrap_or_else(|e| e.into_inner());
         let gone: Vec<String> = scheduler
             .jobs()
-            .map(|j| j.identity.clone())
+            .map(|j| j.identity.to_string())
             .filter(|id| !keep.contains(id))
             .collect();
         scheduler.set_jobs(jobs, now);
