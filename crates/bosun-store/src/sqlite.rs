@@ -93,6 +93,9 @@ const MIGRATIONS: &[&str] = &[
      CREATE INDEX runs_periodic_seq ON runs(periodic, seq);
      CREATE INDEX runs_periodic_active ON runs(periodic, seq) WHERE completed_at IS NULL;
      CREATE INDEX runs_waiting ON runs(state, configured_cluster, seq);",
+    // 3: a periodic's runs by creation are (periodic, seq), which retention
+    // now uses too: one index fewer for every insert to maintain.
+    "DROP INDEX runs_periodic;",
 ];
 
 /// Where the reply to a queued transition arrives.
@@ -728,12 +731,7 @@ fn retain(tx: &rusqlite::Transaction<'_>, cutoff: Timestamp) -> Result<Vec<Strin
     let cutoff = cutoff.as_microsecond();
     // The latest run of each periodic (by creation) survives, as Prow's sinker keeps it.
     let select = "SELECT id FROM runs WHERE completed_at IS NOT NULL AND completed_at < ?1
-        AND id NOT IN (
-            SELECT id FROM (
-                SELECT id, ROW_NUMBER() OVER (PARTITION BY periodic ORDER BY created_at DESC, id DESC) AS n
-                FROM runs WHERE periodic IS NOT NULL
-            ) WHERE n = 1
-        )";
+        AND seq NOT IN (SELECT MAX(seq) FROM runs WHERE periodic IS NOT NULL GROUP BY periodic)";
     let ids: Vec<String> = {
         let mut stmt = tx.prepare(select).map_err(unavailable)?;
         let rows = stmt
