@@ -891,12 +891,8 @@ fn config_changes_apply_while_running_and_a_broken_config_keeps_the_last_good_on
     );
 
     // SIGHUP reloads even without a change.
-    let pid = daemon.child.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-HUP", &pid])
-        .status()
-        .unwrap()
-        .success());
+    let pid = rustix::process::Pid::from_raw(daemon.child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::HUP).unwrap();
     wait_config(port, "SIGHUP", |v| v["last_attempt_reason"] == "SIGHUP");
 }
 
