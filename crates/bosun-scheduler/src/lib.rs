@@ -256,13 +256,7 @@ impl Scheduler {
                 }
             };
             for o in &mut outcomes {
-                if o.outcome == "run" && o.run_id.is_none() {
-                    o.run_id = created
-                        .iter()
-                        .map(Created::run)
-                        .find(|r| r.scheduled_at == Some(o.first_tick) && r.attempt == 0)
-                        .map(|r| r.id.clone());
-                }
+                o.fill_run_id(&created);
             }
             report
                 .created

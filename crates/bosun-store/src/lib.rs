@@ -134,6 +134,20 @@ pub struct TickOutcome {
     pub recorded_at: Timestamp,
 }
 
+impl TickOutcome {
+    /// A `run` outcome without its run gets the id of its tick's run
+    /// (attempt 0) among `created`.
+    pub fn fill_run_id(&mut self, created: &[Created]) {
+        if self.outcome == "run" && self.run_id.is_none() {
+            self.run_id = created
+                .iter()
+                .map(Created::run)
+                .find(|r| r.scheduled_at == Some(self.first_tick) && r.attempt == 0)
+                .map(|r| r.id.clone());
+        }
+    }
+}
+
 /// One evaluation of a periodic, committed at once by [`Store::commit_fire`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Fire {

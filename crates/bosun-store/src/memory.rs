@@ -51,18 +51,6 @@ impl MemoryStore {
 }
 
 /// True when `run` passes `f`'s criteria (shared with SQLite's tests).
-/// A `run` outcome without its run gets the id of its tick's run (attempt 0).
-pub(crate) fn fill_run_id(mut o: TickOutcome, created: &[Created]) -> TickOutcome {
-    if o.outcome == "run" && o.run_id.is_none() {
-        o.run_id = created
-            .iter()
-            .map(Created::run)
-            .find(|r| r.scheduled_at == Some(o.first_tick) && r.attempt == 0)
-            .map(|r| r.id.clone());
-    }
-    o
-}
-
 pub(crate) fn matches(run: &Run, f: &RunFilter) -> bool {
     f.job.as_ref().is_none_or(|j| &run.job == j)
         && f.periodic
@@ -185,7 +173,10 @@ impl Store for MemoryStore {
         let outcomes: Vec<TickOutcome> = fire
             .outcomes
             .into_iter()
-            .map(|o| fill_run_id(o, &created))
+            .map(|mut o| {
+                o.fill_run_id(&created);
+                o
+            })
             .collect();
         self.record_outcomes(&outcomes)?;
         self.put_periodic_state(&fire.state)?;

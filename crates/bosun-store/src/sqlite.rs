@@ -498,7 +498,10 @@ fn apply_op(tx: &rusqlite::Transaction<'_>, op: Op, cache: &mut WriterCache) -> 
                         .collect::<Result<Vec<_>, _>>()?;
                     let outcomes: Vec<TickOutcome> = outcomes
                         .into_iter()
-                        .map(|o| crate::memory::fill_run_id(o, &created))
+                        .map(|mut o| {
+                            o.fill_run_id(&created);
+                            o
+                        })
                         .collect();
                     put_outcomes(tx, &outcomes)?;
                     put_state(tx, &state)?;
@@ -563,6 +566,19 @@ fn run_from_row(r: &Row<'_>) -> rusqlite::Result<Run> {
         })?,
         description: r.get(19)?,
         url: r.get(20)?,
+    })
+}
+
+/// A `periodic_state` row (`periodic, schedule_hash, first_seen, last_tick,
+/// paused, queued`).
+fn state_from_row(r: &Row<'_>) -> rusqlite::Result<PeriodicState> {
+    Ok(PeriodicState {
+        periodic: r.get(0)?,
+        schedule_hash: r.get(1)?,
+        first_seen: ts(r.get(2)?)?,
+        last_tick: opt_ts(r.get(3)?)?,
+        paused: r.get(4)?,
+        queued: opt_ts(r.get(5)?)?,
     })
 }
 
@@ -852,16 +868,7 @@ impl Store for SqliteStore {
             row(c,
                 "SELECT periodic, schedule_hash, first_seen, last_tick, paused, queued FROM periodic_state WHERE periodic = ?1",
                 [periodic],
-                |r| {
-                    Ok(PeriodicState {
-                        periodic: r.get(0)?,
-                        schedule_hash: r.get(1)?,
-                        first_seen: ts(r.get(2)?)?,
-                        last_tick: opt_ts(r.get(3)?)?,
-                        paused: r.get(4)?,
-                        queued: opt_ts(r.get(5)?)?,
-                    })
-                },
+                state_from_row,
             )
             .optional()
         })
@@ -883,16 +890,7 @@ impl Store for SqliteStore {
                 let mut stmt = c.prepare_cached(&format!(
                     "SELECT periodic, schedule_hash, first_seen, last_tick, paused, queued FROM periodic_state WHERE periodic IN ({marks})"
                 ))?;
-                let rows = stmt.query_map(rusqlite::params_from_iter(chunk), |r| {
-                    Ok(PeriodicState {
-                        periodic: r.get(0)?,
-                        schedule_hash: r.get(1)?,
-                        first_seen: ts(r.get(2)?)?,
-                        last_tick: opt_ts(r.get(3)?)?,
-                        paused: r.get(4)?,
-                        queued: opt_ts(r.get(5)?)?,
-                    })
-                })?;
+                let rows = stmt.query_map(rusqlite::params_from_iter(chunk), state_from_row)?;
                 for s in rows {
                     let s = s?;
                     out.insert(s.periodic.clone(), s);
