@@ -10,6 +10,7 @@
 #![warn(missing_docs)]
 
 pub mod admit;
+pub mod executor;
 pub mod local;
 pub mod registry;
 pub mod shim;

@@ -15,6 +15,7 @@
 
 #![warn(missing_docs)]
 
+pub mod clock;
 pub mod memory;
 pub mod run;
 pub mod sqlite;

@@ -40,9 +40,8 @@ pub const ABORT_GRACE: Duration = Duration::from_secs(5);
 struct Batch(Vec<(String, Transition)>);
 
 impl Batch {
-    fn end(&mut self, run: &Run, to: RunState, why: impl Into<String>) {
-        self.0
-            .push((run.id.clone(), Transition::to(to, Timestamp::now(), why)));
+    fn end(&mut self, run: &Run, to: RunState, at: Timestamp, why: impl Into<String>) {
+        self.0.push((run.id.clone(), Transition::to(to, at, why)));
     }
 
     fn commit(self, app: &App) {
@@ -100,7 +99,7 @@ pub fn reconcile(app: &Arc<App>) {
     };
     let snapshot = app.snapshot();
     let config = &snapshot.config;
-    let now = Timestamp::now();
+    let now = app.clock.now();
     let mut running = Running::default();
     let mut batch = Batch::default();
 
@@ -113,23 +112,27 @@ pub fn reconcile(app: &Arc<App>) {
             batch.end(
                 run,
                 RunState::Error,
+                now,
                 format!("build cluster {alias} was removed"),
             );
             continue;
         };
         if app.take_abort(&run.id) {
             exec.abort(&run.id, ABORT_GRACE);
-            batch.end(run, RunState::Aborted, "Run aborted.");
+            batch.end(run, RunState::Aborted, now, "Run aborted.");
             continue;
         }
         match exec.status(&run.id) {
-            ProcessState::Exited { code: 0 } => batch.end(run, RunState::Success, "Job succeeded."),
+            ProcessState::Exited { code: 0 } => {
+                batch.end(run, RunState::Success, now, "Job succeeded.")
+            }
             ProcessState::Exited { code } => batch.end(
                 run,
                 RunState::Failure,
+                now,
                 format!("Job failed (exit code {code})."),
             ),
-            ProcessState::Lost => batch.end(run, RunState::Error, "executor lost the process"),
+            ProcessState::Lost => batch.end(run, RunState::Error, now, "executor lost the process"),
             ProcessState::Running { .. } | ProcessState::Starting => {
                 let timeout = running_timeout(app, run);
                 if run
@@ -137,7 +140,7 @@ pub fn reconcile(app: &Arc<App>) {
                     .is_some_and(|p| now.duration_since(p).unsigned_abs() > timeout)
                 {
                     exec.abort(&run.id, ABORT_GRACE);
-                    batch.end(run, RunState::Aborted, "Pod running timeout.");
+                    batch.end(run, RunState::Aborted, now, "Pod running timeout.");
                     continue;
                 }
                 running.total += 1;
@@ -177,7 +180,7 @@ pub fn reconcile(app: &Arc<App>) {
         match app.store.get(&id) {
             Ok(Some(run)) if run.state == RunState::Triggered => {
                 app.take_abort(&id);
-                batch.end(&run, RunState::Aborted, "Run aborted.");
+                batch.end(&run, RunState::Aborted, now, "Run aborted.");
             }
             Ok(Some(run)) if run.state.is_final() => {
                 app.take_abort(&id);
@@ -238,7 +241,7 @@ pub fn reconcile(app: &Arc<App>) {
         HashMap::new();
     for run in triggered.iter().filter(|r| !starting.contains_key(&r.id)) {
         if app.take_abort(&run.id) {
-            batch.end(run, RunState::Aborted, "Run aborted.");
+            batch.end(run, RunState::Aborted, now, "Run aborted.");
             continue;
         }
         let alias = run.configured_cluster.clone();
@@ -246,6 +249,7 @@ pub fn reconcile(app: &Arc<App>) {
             batch.end(
                 run,
                 RunState::Error,
+                now,
                 format!("Terminal error: cluster {alias:?} is disabled."),
             );
             continue;
@@ -255,12 +259,13 @@ pub fn reconcile(app: &Arc<App>) {
                 batch.end(
                     run,
                     RunState::Error,
+                    now,
                     format!("Terminal error: {}.", unknown_cluster(&alias)),
                 );
                 continue;
             }
             Some(ClusterDef::Kubernetes { .. }) => {
-                batch.end(run, RunState::Error, format!("Terminal error: cluster {alias:?} is a Kubernetes cluster, which this bosun cannot run yet."));
+                batch.end(run, RunState::Error, now, format!("Terminal error: cluster {alias:?} is a Kubernetes cluster, which this bosun cannot run yet."));
                 continue;
             }
             Some(ClusterDef::Local { .. }) => {}
@@ -269,6 +274,7 @@ pub fn reconcile(app: &Arc<App>) {
             batch.end(
                 run,
                 RunState::Error,
+                now,
                 "Terminal error: the run's job spec is missing.",
             );
             continue;
@@ -277,18 +283,20 @@ pub fn reconcile(app: &Arc<App>) {
             batch.end(
                 run,
                 RunState::Error,
+                now,
                 format!("agent {} is not supported", spec.job.agent),
             );
             continue;
         }
         if spec.job.decorate == Some(true) {
-            batch.end(run, RunState::Error, "decoration is not supported yet");
+            batch.end(run, RunState::Error, now, "decoration is not supported yet");
             continue;
         }
         let Some(pod) = &spec.pod_spec else {
             batch.end(
                 run,
                 RunState::Error,
+                now,
                 "Terminal error: the job has no pod spec.",
             );
             continue;
@@ -296,7 +304,12 @@ pub fn reconcile(app: &Arc<App>) {
         let command = match command_of(pod) {
             Ok(c) => c,
             Err(e) => {
-                batch.end(run, RunState::Error, format!("Pod can not be created: {e}"));
+                batch.end(
+                    run,
+                    RunState::Error,
+                    now,
+                    format!("Pod can not be created: {e}"),
+                );
                 continue;
             }
         };
@@ -332,6 +345,7 @@ pub fn reconcile(app: &Arc<App>) {
     let n_admitted = admitted.len();
     let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
     let mut in_flight = app.starting.lock().unwrap_or_else(|e| e.into_inner());
+    let mut to_start = Vec::with_capacity(admitted.len());
     for id in &admitted {
         let (run, spec, command) = &jobs[id];
         // Built only for runs that start: the environment includes JOB_SPEC.
@@ -357,25 +371,30 @@ pub fn reconcile(app: &Arc<App>) {
                 queue: spec.job.job_queue_name.clone().filter(|q| !q.is_empty()),
             },
         );
+        to_start.push((run.clone(), job));
+    }
+    drop(in_flight);
+    for (run, job) in to_start {
         // Each start runs on its own blocking thread and commits its own
         // transition: a pass never waits for a process to start, so the next
         // pass (the next run's end) follows at once. The store's writer batches
-        // the commits of concurrent starts.
+        // the commits of concurrent starts. Outside a runtime (a simulation),
+        // starts run in the pass.
         let app = app.clone();
-        let run = run.clone();
-        tokio::runtime::Handle::current().spawn_blocking(move || {
+        let start = move || {
             let exec = &app.executors[&run.configured_cluster];
             let mut batch = Batch::default();
+            let at = app.clock.now();
             match exec.start(&run.id, &job) {
                 Ok(()) => {
-                    let mut t =
-                        Transition::to(RunState::Pending, Timestamp::now(), "Job triggered.");
+                    let mut t = Transition::to(RunState::Pending, at, "Job triggered.");
                     t.cluster = Some(run.configured_cluster.clone());
                     batch.0.push((run.id.clone(), t));
                 }
                 Err(e) => batch.end(
                     &run,
                     RunState::Error,
+                    at,
                     format!("Pod can not be created: {e}"),
                 ),
             }
@@ -384,9 +403,12 @@ pub fn reconcile(app: &Arc<App>) {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .remove(&run.id);
-        });
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => drop(rt.spawn_blocking(start)),
+            Err(_) => start(),
+        }
     }
-    drop(in_flight);
     batch.commit(app);
     tracing::debug!(
         running = running.total,

@@ -12,6 +12,8 @@ mod periodics;
 mod reload;
 mod schedule;
 mod serve;
+#[cfg(test)]
+mod sim;
 
 /// bosun: a CI job orchestrator for Prow-style job configuration.
 #[derive(Parser, Debug)]

@@ -32,45 +32,9 @@ pub async fn scheduler_loop(app: Arc<App>, mut stop: tokio::sync::watch::Receive
     let mut backoff: HashMap<String, u32> = HashMap::new();
     loop {
         let a = app.clone();
-        let (fired, failures) = tokio::task::spawn_blocking(move || {
-            let now = Timestamp::now();
-            let mut s = a.scheduler.lock().unwrap_or_else(|e| e.into_inner());
-            let (report, failed) = s.fire_due(a.store.as_ref(), now);
-            if !report.created.is_empty() {
-                a.wake.notify_one();
-            }
-            // Lateness: from the tick to the run's commit (fire_due returns
-            // after the commit).
-            let committed = Timestamp::now();
-            for run in &report.created {
-                if let Some(tick) = run.scheduled_at {
-                    let late = committed.duration_since(tick).as_secs_f64().max(0.0);
-                    a.metrics.fire_lateness.observe(late);
-                }
-            }
-            for o in report.outcomes.iter().filter(|o| o.outcome != "run") {
-                let mut labels = periodic_labels(&o.periodic);
-                labels.push(("reason".into(), o.outcome.clone()));
-                a.metrics.skipped.get_or_create(&labels).inc_by(o.count);
-            }
-            for identity in &report.fired {
-                let labels = periodic_labels(identity);
-                match s.next_fire(identity) {
-                    Some(t) => {
-                        a.metrics.next_fire.get_or_create(&labels).set(seconds(t));
-                    }
-                    None => {
-                        a.metrics.next_fire.remove(&labels);
-                    }
-                }
-            }
-            for identity in &report.abort {
-                a.abort_active_of(identity);
-            }
-            (report.fired, failed)
-        })
-        .await
-        .unwrap_or_default();
+        let (fired, failures) = tokio::task::spawn_blocking(move || fire(&a))
+            .await
+            .unwrap_or_default();
         for identity in fired {
             backoff.remove(&identity);
         }
@@ -79,8 +43,9 @@ pub async fn scheduler_loop(app: Arc<App>, mut stop: tokio::sync::watch::Receive
             *n = (*n + 1).min(8);
             // 1 s, 2 s, 4 s ... up to ~4 min, plus up to 50% jitter.
             let base = 1u64 << *n;
-            let jitter = (Timestamp::now().subsec_nanosecond() as u64) % (base * 500 + 1);
-            let retry_at = Timestamp::now() + Duration::from_millis(base * 1000 + jitter);
+            let now = app.clock.now();
+            let jitter = (now.subsec_nanosecond() as u64) % (base * 500 + 1);
+            let retry_at = now + Duration::from_millis(base * 1000 + jitter);
             tracing::warn!(periodic = %identity, error = %e, "could not fire; retrying later");
             app.scheduler
                 .lock()
@@ -94,7 +59,7 @@ pub async fn scheduler_loop(app: Arc<App>, mut stop: tokio::sync::watch::Receive
             .next_wake();
         // An entry already due (it fell due while a fire ran) means no sleep.
         let sleep = wake.map_or(Duration::from_secs(3600), |w| {
-            Duration::try_from(w.duration_since(Timestamp::now()))
+            Duration::try_from(w.duration_since(app.clock.now()))
                 .unwrap_or(Duration::ZERO)
                 .min(Duration::from_secs(3600))
         });
@@ -104,6 +69,48 @@ pub async fn scheduler_loop(app: Arc<App>, mut stop: tokio::sync::watch::Receive
             _ = stop.changed() => return,
         }
     }
+}
+
+/// Fires every due periodic now (on the app's clock): creates their runs,
+/// records outcomes and metrics, wakes the controller. Returns the periodics
+/// fired and those whose store calls failed. Blocking.
+pub fn fire(a: &App) -> (Vec<String>, Vec<(String, bosun_store::StoreError)>) {
+    let now = a.clock.now();
+    let mut s = a.scheduler.lock().unwrap_or_else(|e| e.into_inner());
+    let (report, failed) = s.fire_due(a.store.as_ref(), now);
+    if !report.created.is_empty() {
+        a.wake.notify_one();
+    }
+    // Lateness: from the tick to the run's commit (fire_due returns after
+    // the commit).
+    let committed = a.clock.now();
+    for run in &report.created {
+        if let Some(tick) = run.scheduled_at {
+            let late = committed.duration_since(tick).as_secs_f64().max(0.0);
+            a.metrics.fire_lateness.observe(late);
+        }
+    }
+    for o in report.outcomes.iter().filter(|o| o.outcome != "run") {
+        let mut labels = periodic_labels(&o.periodic);
+        labels.push(("reason".into(), o.outcome.clone()));
+        a.metrics.skipped.get_or_create(&labels).inc_by(o.count);
+    }
+    for identity in &report.fired {
+        let labels = periodic_labels(identity);
+        match s.next_fire(identity) {
+            Some(t) => {
+                a.metrics.next_fire.get_or_create(&labels).set(seconds(t));
+            }
+            None => {
+                a.metrics.next_fire.remove(&labels);
+            }
+        }
+    }
+    drop(s);
+    for identity in &report.abort {
+        a.abort_active_of(identity);
+    }
+    (report.fired, failed)
 }
 
 /// A periodic as `GET /api/v1/periodics` shows it.
@@ -230,7 +237,8 @@ pub async fn trigger(
         .map(|j| j.template.clone())
         .ok_or_else(|| unknown(&identity))?;
     let store = app.store.clone();
-    let created = blocking(move || store.create_run(template, Timestamp::now()))
+    let now = app.clock.now();
+    let created = blocking(move || store.create_run(template, now))
         .await
         .map_err(store_error)?;
     app.new_runs.notify_one();
@@ -244,7 +252,7 @@ async fn set_paused(app: Arc<App>, identity: String, paused: bool) -> ApiResult 
     let id = identity.clone();
     let result = blocking(
         move || -> Result<Option<PeriodicState>, bosun_store::StoreError> {
-            let now = Timestamp::now();
+            let now = a.clock.now();
             let mut scheduler = a.scheduler.lock().unwrap_or_else(|e| e.into_inner());
             let Some(job) = scheduler.job(&id) else {
                 return Ok(None);

@@ -81,7 +81,7 @@ impl ConfigStatus {
 /// Returns whether it was valid. Blocking.
 pub fn reload(app: &App, reason: &str) -> bool {
     let loaded = load(&app.config_args.load_options(), &OsFiles);
-    let now = Timestamp::now();
+    let now = app.clock.now();
     let errors: Vec<String> = loaded
         .diagnostics
         .iter()

@@ -17,10 +17,12 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use bosun_cluster::executor::Executor;
 use bosun_cluster::local::LocalExecutor;
 use bosun_cluster::registry::{clusters, ClusterDef};
 use bosun_config::types::{JobType, Refs};
 use bosun_config::{load, OsFiles, Snapshot};
+use bosun_store::clock::{Clock, SystemClock};
 use bosun_store::sqlite::{SqliteOptions, SqliteStore};
 use bosun_store::{Created, NewRun, Run, RunFilter, RunState, Store, StoreError};
 use clap::{Args, ValueEnum};
@@ -73,7 +75,9 @@ pub struct App {
     /// Build clusters by alias.
     pub clusters: BTreeMap<String, ClusterDef>,
     /// Executors of the local clusters.
-    pub executors: HashMap<String, Arc<LocalExecutor>>,
+    pub executors: HashMap<String, Arc<dyn Executor>>,
+    /// Where the time comes from (a manual clock in simulations).
+    pub clock: Arc<dyn Clock>,
     /// Metrics.
     pub metrics: Arc<Metrics>,
     /// Wakes the controller at once (a job ended, an abort).
@@ -99,7 +103,64 @@ pub struct App {
     token: Option<String>,
 }
 
+/// What an [`App`] is made of.
+pub struct AppParts {
+    /// The run store.
+    pub store: Arc<dyn Store>,
+    /// The configuration in force.
+    pub snapshot: Snapshot,
+    /// Its load's warnings.
+    pub warnings: usize,
+    /// Build clusters by alias.
+    pub clusters: BTreeMap<String, ClusterDef>,
+    /// Executors by alias.
+    pub executors: HashMap<String, Arc<dyn Executor>>,
+    /// The clock.
+    pub clock: Arc<dyn Clock>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Wakes the controller (executors call it when a job ends).
+    pub wake: Arc<tokio::sync::Notify>,
+    /// Where the configuration comes from.
+    pub config_args: ConfigArgs,
+    /// The API token.
+    pub token: Option<String>,
+    /// CPUs (the default slots of a local cluster).
+    pub cpus: usize,
+}
+
 impl App {
+    /// An app with its scheduler loaded from the snapshot.
+    pub fn new(p: AppParts) -> Arc<App> {
+        let status = crate::reload::ConfigStatus::initial(&p.snapshot, p.warnings);
+        p.metrics.reload_ok.set(1);
+        p.metrics
+            .reload_success_time
+            .set(crate::metrics::seconds(status.loaded_at));
+        let mut scheduler = bosun_scheduler::Scheduler::new();
+        scheduler.set_jobs(bosun_scheduler::config::jobs(&p.snapshot), p.clock.now());
+        Arc::new(App {
+            store: p.store,
+            scheduler: Mutex::new(scheduler),
+            scheduler_wake: tokio::sync::Notify::new(),
+            snapshot: RwLock::new(Arc::new(p.snapshot)),
+            clusters: p.clusters,
+            executors: p.executors,
+            clock: p.clock,
+            metrics: p.metrics,
+            wake: p.wake,
+            new_runs: tokio::sync::Notify::new(),
+            specs: Mutex::default(),
+            starting: Mutex::default(),
+            sweep_at: Mutex::default(),
+            aborts: Mutex::default(),
+            config_args: p.config_args,
+            config_status: Mutex::new(status),
+            cpus: p.cpus,
+            token: p.token,
+        })
+    }
+
     /// The configuration in force.
     pub fn snapshot(&self) -> Arc<Snapshot> {
         self.snapshot
@@ -150,7 +211,7 @@ impl App {
         self.scheduler
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .poke(periodic, Timestamp::now());
+            .poke(periodic, self.clock.now());
         self.scheduler_wake.notify_one();
     }
 
@@ -241,34 +302,21 @@ pub fn run(args: &ServeArgs) -> ExitCode {
             let wake = wake.clone();
             let exec = LocalExecutor::new(args.data_dir.join("runs").join(alias), shim.clone())
                 .on_exit(move || wake.notify_one());
-            (alias.clone(), Arc::new(exec))
+            (alias.clone(), Arc::new(exec) as Arc<dyn Executor>)
         })
         .collect();
-    let status = crate::reload::ConfigStatus::initial(&snapshot, warnings);
-    metrics.reload_ok.set(1);
-    metrics
-        .reload_success_time
-        .set(crate::metrics::seconds(status.loaded_at));
-    let mut scheduler = bosun_scheduler::Scheduler::new();
-    scheduler.set_jobs(bosun_scheduler::config::jobs(&snapshot), Timestamp::now());
-    let app = Arc::new(App {
+    let app = App::new(AppParts {
         store,
-        scheduler: Mutex::new(scheduler),
-        scheduler_wake: tokio::sync::Notify::new(),
-        snapshot: RwLock::new(Arc::new(snapshot)),
+        snapshot,
+        warnings,
         clusters,
         executors,
+        clock: Arc::new(SystemClock),
         metrics,
         wake,
-        new_runs: tokio::sync::Notify::new(),
-        specs: Mutex::default(),
-        starting: Mutex::default(),
-        sweep_at: Mutex::default(),
-        aborts: Mutex::default(),
         config_args: args.config.clone(),
-        config_status: Mutex::new(status),
-        cpus,
         token,
+        cpus,
     });
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -371,7 +419,7 @@ const NEW_RUN_DELAY: Duration = Duration::from_millis(5);
 async fn sinker_loop(app: Arc<App>, mut stop: tokio::sync::watch::Receiver<bool>) {
     loop {
         let a = app.clone();
-        let _ = tokio::task::spawn_blocking(move || sink(&a, Timestamp::now())).await;
+        let _ = tokio::task::spawn_blocking(move || sink(&a, a.clock.now())).await;
         let period = app
             .snapshot()
             .config
@@ -646,7 +694,8 @@ async fn create_run(
         ));
     }
     let store = app.store.clone();
-    let created = blocking(move || store.create_run(new, Timestamp::now()))
+    let now = app.clock.now();
+    let created = blocking(move || store.create_run(new, now))
         .await
         .map_err(store_error)?;
     app.new_runs.notify_one();
@@ -712,7 +761,9 @@ async fn run_log(State(app): State<Arc<App>>, Path(id): Path<String>) -> ApiResu
     let Some(exec) = app.executors.get(&alias) else {
         return Err(error(StatusCode::NOT_FOUND, "this run has no local log"));
     };
-    let path = exec.log_path(&run.id);
+    let Some(path) = exec.log_path(&run.id) else {
+        return Err(error(StatusCode::NOT_FOUND, "this run has no local log"));
+    };
     /// The bytes of `path` from `offset` on (none if it does not exist yet).
     async fn read_from(path: &std::path::Path, offset: u64) -> Vec<u8> {
         use tokio::io::{AsyncReadExt, AsyncSeekExt};
@@ -809,7 +860,8 @@ async fn rerun(
         description: format!("Rerun of {}.", old.id),
     };
     let store = app.store.clone();
-    let created = blocking(move || store.create_run(new, Timestamp::now()))
+    let now = app.clock.now();
+    let created = blocking(move || store.create_run(new, now))
         .await
         .map_err(store_error)?;
     app.new_runs.notify_one();

@@ -1,0 +1,174 @@
+//! The daemon's logic in simulated time: the real scheduler (`periodics::fire`),
+//! the real controller (`controller::reconcile`) and a store, driven by a
+//! [`ManualClock`] with a [`SimulatedExecutor`] whose runs last 5 simulated
+//! minutes. A simulated day takes a second or two.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bosun_cluster::executor::{Executor, SimulatedExecutor};
+use bosun_cluster::registry::clusters;
+use bosun_config::{load, OsFiles};
+use bosun_store::clock::{Clock, ManualClock};
+use bosun_store::memory::MemoryStore;
+use bosun_store::{RunFilter, RunState, Store};
+use jiff::{SignedDuration, Timestamp};
+
+use crate::check::ConfigArgs;
+use crate::metrics::Metrics;
+use crate::serve::{App, AppParts};
+
+const JOBS: &str = r#"
+periodics:
+- name: hourly
+  cron: "0 * * * *"
+  spec: {containers: [{image: x, command: ["true"]}]}
+- name: every-2-min
+  cron: "*/2 * * * *"
+  spec: {containers: [{image: x, command: ["true"]}]}
+- name: interval-10m
+  interval: 10m
+  spec: {containers: [{image: x, command: ["true"]}]}
+- name: min-interval-10m
+  minimum_interval: 10m
+  spec: {containers: [{image: x, command: ["true"]}]}
+"#;
+
+struct Sim {
+    app: Arc<App>,
+    clock: Arc<ManualClock>,
+    exec: Arc<SimulatedExecutor>,
+    store: Arc<MemoryStore>,
+    _dir: tempfile::TempDir,
+}
+
+fn sim(start: Timestamp) -> Sim {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("jobs.yaml"), JOBS).unwrap();
+    let config_args = ConfigArgs {
+        job_config: vec![dir.path().join("jobs.yaml")],
+        ..ConfigArgs::default()
+    };
+    let loaded = load(&config_args.load_options(), &OsFiles);
+    let snapshot = loaded.snapshot.expect("valid config");
+    let clock = Arc::new(ManualClock::new(start));
+    let metrics = Metrics::new("default");
+    let store = Arc::new(MemoryStore::with_observer(metrics.clone()));
+    let exec = Arc::new(SimulatedExecutor::new(
+        clock.clone(),
+        SignedDuration::from_mins(5),
+    ));
+    let app = App::new(AppParts {
+        store: store.clone(),
+        clusters: clusters(&snapshot.config, 8),
+        snapshot,
+        warnings: 0,
+        executors: HashMap::from([("default".to_string(), exec.clone() as Arc<dyn Executor>)]),
+        clock: clock.clone(),
+        metrics,
+        wake: Arc::default(),
+        config_args,
+        token: None,
+        cpus: 8,
+    });
+    Sim {
+        app,
+        clock,
+        exec,
+        store,
+        _dir: dir,
+    }
+}
+
+impl Sim {
+    /// Runs every event before `end`: at each instant, ended runs complete
+    /// (poking their periodics), due periodics fire, new runs start.
+    fn run_until(&self, end: Timestamp) {
+        loop {
+            crate::controller::reconcile(&self.app);
+            let (_, failed) = crate::periodics::fire(&self.app);
+            assert!(failed.is_empty(), "{failed:?}");
+            crate::controller::reconcile(&self.app);
+            let now = self.clock.now();
+            let next_wake = self
+                .app
+                .scheduler
+                .lock()
+                .unwrap()
+                .next_wake()
+                .map(|t| t.max(now + SignedDuration::from_millis(1)));
+            let next = [next_wake, self.exec.next_end()]
+                .into_iter()
+                .flatten()
+                .min();
+            match next {
+                Some(t) if t < end => self.clock.set(t),
+                _ => break,
+            }
+        }
+    }
+
+    fn runs(&self, job: &str) -> Vec<bosun_store::Run> {
+        self.store
+            .list(&RunFilter {
+                job: Some(job.into()),
+                limit: 100_000,
+                oldest_first: true,
+                ..RunFilter::default()
+            })
+            .unwrap()
+    }
+}
+
+#[test]
+fn a_simulated_day_of_scheduler_controller_and_store() {
+    let t0: Timestamp = "2026-03-02T00:00:30Z".parse().unwrap();
+    let end: Timestamp = "2026-03-03T00:00:00Z".parse().unwrap();
+    let s = sim(t0);
+    s.run_until(end);
+    let count = |job: &str| s.runs(job).len();
+    // Cron ticks after the periodic was first seen (00:00:30), before the end.
+    assert_eq!(count("hourly"), 23, "01:00 to 23:00");
+    // Every 2 minutes, runs of 5: a run every 6 minutes, the rest overlap.
+    assert_eq!(count("every-2-min"), 240, "00:02 + 6k up to 23:56");
+    let outcomes = s.store.outcomes("every-2-min").unwrap();
+    let ticks: u64 = outcomes.iter().map(|o| o.count).sum();
+    assert_eq!(ticks, 719, "every tick from 00:02 to 23:58 has one outcome");
+    let overlaps: u64 = outcomes
+        .iter()
+        .filter(|o| o.outcome == "overlap")
+        .map(|o| o.count)
+        .sum();
+    assert_eq!(overlaps, 479);
+    // An interval counts from the previous run's creation (the first runs at
+    // once); a minimum interval from its completion.
+    assert_eq!(count("interval-10m"), 144, "00:00:30 + 10k minutes");
+    assert_eq!(count("min-interval-10m"), 96, "every 15 minutes");
+    let starts: Vec<Timestamp> = s
+        .runs("min-interval-10m")
+        .iter()
+        .map(|r| r.created_at)
+        .collect();
+    assert!(starts
+        .windows(2)
+        .all(|w| w[1].duration_since(w[0]) == SignedDuration::from_mins(15)));
+    // Every run went through the controller to success, 5 minutes after it
+    // started (or is still running at the end).
+    for job in ["hourly", "every-2-min", "interval-10m", "min-interval-10m"] {
+        for r in s.runs(job) {
+            match r.state {
+                RunState::Success => {
+                    let took = r
+                        .completed_at
+                        .unwrap()
+                        .duration_since(r.pending_at.unwrap());
+                    assert_eq!(took, SignedDuration::from_mins(5), "{r:?}");
+                }
+                RunState::Pending => {
+                    assert!(r.pending_at.unwrap() + SignedDuration::from_mins(5) >= end)
+                }
+                other => panic!("{job}: {other} {r:?}"),
+            }
+        }
+    }
+}
