@@ -161,6 +161,50 @@ pub struct Fire {
     pub state: PeriodicState,
 }
 
+/// Retained runs counted by the labels of Prow's `prowjobs` gauge.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RunCount {
+    /// Job name.
+    pub job: String,
+    /// Job type (Prow's name).
+    pub job_type: String,
+    /// State.
+    pub state: String,
+    /// `org` of the run's refs (else of its first extra refs).
+    pub org: String,
+    /// `repo`, likewise.
+    pub repo: String,
+    /// `base_ref`, likewise.
+    pub base_ref: String,
+    /// Where it ran (else where it was configured to).
+    pub cluster: String,
+    /// Labelled `prow.k8s.io/retest: "true"`.
+    pub retest: bool,
+    /// How many runs.
+    pub count: u64,
+}
+
+impl RunCount {
+    /// The labels of `run` with a count of one.
+    pub fn of(run: &Run) -> RunCount {
+        let refs = run.refs.as_ref().or(run.extra_refs.first());
+        RunCount {
+            job: run.job.clone(),
+            job_type: run.job_type.as_str().to_string(),
+            state: run.state.as_str().to_string(),
+            org: refs.map(|r| r.org.clone()).unwrap_or_default(),
+            repo: refs.map(|r| r.repo.clone()).unwrap_or_default(),
+            base_ref: refs.and_then(|r| r.base_ref.clone()).unwrap_or_default(),
+            cluster: run
+                .cluster
+                .clone()
+                .unwrap_or_else(|| run.configured_cluster.clone()),
+            retest: run.labels.get("prow.k8s.io/retest").map(String::as_str) == Some("true"),
+            count: 1,
+        }
+    }
+}
+
 /// What the scheduler needs to know of a periodic's runs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PeriodicRuns {
@@ -242,6 +286,30 @@ pub trait Store: Send + Sync {
 
     /// A periodic's recorded outcomes, oldest first.
     fn outcomes(&self, periodic: &str) -> Result<Vec<TickOutcome>, StoreError>;
+
+    /// Every retained run, counted by Prow's `prowjobs` labels (sorted).
+    fn count_runs(&self) -> Result<Vec<RunCount>, StoreError> {
+        let mut counts: std::collections::BTreeMap<RunCount, u64> = Default::default();
+        let mut offset = 0;
+        loop {
+            let page = self.list(&RunFilter {
+                limit: 1000,
+                offset,
+                ..RunFilter::default()
+            })?;
+            for r in &page {
+                *counts.entry(RunCount::of(r)).or_default() += 1;
+            }
+            if page.len() < 1000 {
+                break;
+            }
+            offset += page.len();
+        }
+        Ok(counts
+            .into_iter()
+            .map(|(c, n)| RunCount { count: n, ..c })
+            .collect())
+    }
 
     /// Commits one evaluation of a periodic all at once: its runs, its tick
     /// outcomes and its schedule state, or nothing (a crash in between can

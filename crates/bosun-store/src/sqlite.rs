@@ -947,6 +947,36 @@ impl Store for SqliteStore {
         })
     }
 
+    fn count_runs(&self) -> Result<Vec<crate::RunCount>, StoreError> {
+        // One grouped scan in SQL (no run is decoded): the labels come from the
+        // refs' JSON as `RunCount::of` takes them.
+        let sql = "SELECT job, job_type, state,
+                CASE WHEN refs IS NOT NULL THEN json_extract(refs, '$.org') ELSE COALESCE(json_extract(extra_refs, '$[0].org'), '') END,
+                CASE WHEN refs IS NOT NULL THEN json_extract(refs, '$.repo') ELSE COALESCE(json_extract(extra_refs, '$[0].repo'), '') END,
+                COALESCE(CASE WHEN refs IS NOT NULL THEN json_extract(refs, '$.base_ref') ELSE json_extract(extra_refs, '$[0].base_ref') END, ''),
+                COALESCE(cluster, configured_cluster),
+                COALESCE(json_extract(labels, '$.\"prow.k8s.io/retest\"'), '') = 'true',
+                COUNT(*)
+            FROM runs GROUP BY 1, 2, 3, 4, 5, 6, 7, 8 ORDER BY 1, 2, 3, 4, 5, 6, 7, 8";
+        self.read(|c| {
+            let mut stmt = c.prepare_cached(sql)?;
+            let rows = stmt.query_map([], |r| {
+                Ok(crate::RunCount {
+                    job: r.get(0)?,
+                    job_type: r.get(1)?,
+                    state: r.get(2)?,
+                    org: r.get(3)?,
+                    repo: r.get(4)?,
+                    base_ref: r.get(5)?,
+                    cluster: r.get(6)?,
+                    retest: r.get(7)?,
+                    count: r.get::<_, i64>(8)? as u64,
+                })
+            })?;
+            rows.collect()
+        })
+    }
+
     fn commit_fires(
         &self,
         fires: Vec<Fire>,

@@ -595,3 +595,112 @@ fn batched_reads_and_fires_agree_with_single_ones() {
         assert_eq!(runs["never"], bosun_store::PeriodicRuns::default());
     });
 }
+
+#[test]
+fn runs_are_counted_by_prow_labels() {
+    each_store(|s, _| {
+        // A periodic with extra refs, two runs; a presubmit whose refs win over
+        // its extra refs, one run a retest; a run with no refs at all.
+        for _ in 0..2 {
+            s.create_run(new_periodic("p", None, 0), t("2026-01-01T00:00:00Z"))
+                .unwrap();
+        }
+        let mut pre = new_periodic("pre", None, 0);
+        pre.job_type = JobType::Presubmit;
+        pre.periodic = None;
+        pre.refs = Some(Refs {
+            org: "k".into(),
+            repo: "test-infra".into(),
+            base_ref: Some("main".into()),
+            ..Refs::default()
+        });
+        s.create_run(pre.clone(), t("2026-01-01T00:00:00Z"))
+            .unwrap();
+        pre.labels
+            .insert("prow.k8s.io/retest".into(), "true".into());
+        let retest = match s.create_run(pre, t("2026-01-01T00:00:01Z")).unwrap() {
+            Created::New(r) => r,
+            other => panic!("{other:?}"),
+        };
+        s.transition(
+            &retest.id,
+            Transition::to(RunState::Aborted, t("2026-01-01T00:00:02Z"), ""),
+        )
+        .unwrap();
+        let mut bare = new_periodic("bare", None, 0);
+        bare.extra_refs.clear();
+        s.create_run(bare, t("2026-01-01T00:00:00Z")).unwrap();
+
+        let counts = s.count_runs().unwrap();
+        let want = |job: &str,
+                    ty: &str,
+                    state: &str,
+                    org: &str,
+                    repo: &str,
+                    base: &str,
+                    retest: bool,
+                    count: u64| {
+            bosun_store::RunCount {
+                job: job.into(),
+                job_type: ty.into(),
+                state: state.into(),
+                org: org.into(),
+                repo: repo.into(),
+                base_ref: base.into(),
+                cluster: "default".into(),
+                retest,
+                count,
+            }
+        };
+        let mut expected = vec![
+            want("p", "periodic", "triggered", "o", "r", "", false, 2),
+            want(
+                "pre",
+                "presubmit",
+                "triggered",
+                "k",
+                "test-infra",
+                "main",
+                false,
+                1,
+            ),
+            want(
+                "pre",
+                "presubmit",
+                "aborted",
+                "k",
+                "test-infra",
+                "main",
+                true,
+                1,
+            ),
+            want("bare", "periodic", "triggered", "", "", "", false, 1),
+        ];
+        expected.sort();
+        let mut got = counts.clone();
+        got.sort();
+        assert_eq!(got, expected);
+        // The grouped count agrees with counting the runs one by one.
+        let all = s
+            .list(&RunFilter {
+                limit: 1000,
+                ..RunFilter::default()
+            })
+            .unwrap();
+        let mut by_run: Vec<bosun_store::RunCount> = Vec::new();
+        for r in &all {
+            let c = bosun_store::RunCount::of(r);
+            match by_run.iter_mut().find(|x| {
+                bosun_store::RunCount {
+                    count: 1,
+                    ..(*x).clone()
+                } == c
+            }) {
+                Some(x) => x.count += 1,
+                None => by_run.push(c),
+            }
+        }
+        by_run.sort();
+        assert_eq!(by_run, expected);
+    });
+}

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use bosun_store::{Run, RunFilter, RunState, Store, TransitionObserver};
+use bosun_store::{Run, RunCount, RunState, Store, TransitionObserver};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::encoding::{EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::counter::Counter;
@@ -89,34 +89,27 @@ pub fn seconds(t: jiff::Timestamp) -> f64 {
 
 /// Prow's nine labels for a run in `state`.
 pub fn prow_labels(namespace: &str, run: &Run, state: RunState) -> Labels {
-    let refs = run.refs.as_ref().or(run.extra_refs.first());
-    let (org, repo, base_ref) = refs
-        .map(|r| {
-            (
-                r.org.clone(),
-                r.repo.clone(),
-                r.base_ref.clone().unwrap_or_default(),
-            )
-        })
-        .unwrap_or_default();
+    count_labels(
+        namespace,
+        RunCount {
+            state: state.as_str().to_string(),
+            ..RunCount::of(run)
+        },
+    )
+}
+
+/// Prow's nine labels of a count.
+fn count_labels(namespace: &str, c: RunCount) -> Labels {
     vec![
         ("job_namespace".into(), namespace.to_string()),
-        ("job_name".into(), run.job.clone()),
-        ("type".into(), run.job_type.as_str().into()),
-        ("state".into(), state.as_str().into()),
-        ("org".into(), org),
-        ("repo".into(), repo),
-        ("base_ref".into(), base_ref),
-        (
-            "cluster".into(),
-            run.cluster
-                .clone()
-                .unwrap_or_else(|| run.configured_cluster.clone()),
-        ),
-        (
-            "retest".into(),
-            (run.labels.get("prow.k8s.io/retest").map(String::as_str) == Some("true")).to_string(),
-        ),
+        ("job_name".into(), c.job),
+        ("type".into(), c.job_type),
+        ("state".into(), c.state),
+        ("org".into(), c.org),
+        ("repo".into(), c.repo),
+        ("base_ref".into(), c.base_ref),
+        ("cluster".into(), c.cluster),
+        ("retest".into(), c.retest.to_string()),
     ]
 }
 
@@ -203,24 +196,11 @@ impl Metrics {
     /// The text exposition, with `prowjobs` recomputed from the store.
     pub fn render(&self, store: &dyn Store) -> String {
         self.prowjobs.clear();
-        let mut offset = 0;
-        loop {
-            let page = store
-                .list(&RunFilter {
-                    limit: 1000,
-                    offset,
-                    ..RunFilter::default()
-                })
-                .unwrap_or_default();
-            for r in &page {
-                self.prowjobs
-                    .get_or_create(&prow_labels(&self.namespace, r, r.state))
-                    .inc();
-            }
-            if page.len() < 1000 {
-                break;
-            }
-            offset += page.len();
+        for c in store.count_runs().unwrap_or_default() {
+            let count = c.count as i64;
+            self.prowjobs
+                .get_or_create(&count_labels(&self.namespace, c))
+                .set(count);
         }
         let mut out = String::new();
         let _ = encode(&mut out, &self.registry);

@@ -218,6 +218,9 @@ fn runs_reach_their_final_states() {
         metrics.contains("job_name=\"bad\",type=\"periodic\",state=\"failure\""),
         "{metrics}"
     );
+    // Retained runs by state: one `ok` run that succeeded.
+    let retained = "prowjobs{job_namespace=\"default\",job_name=\"ok\",type=\"periodic\",state=\"success\",org=\"\",repo=\"\",base_ref=\"\",cluster=\"default\",retest=\"false\"} 1";
+    assert!(metrics.lines().any(|l| l == retained), "{metrics}");
 }
 
 #[test]
