@@ -613,44 +613,51 @@ async fn create_run(
             ));
         }
     }
-    for (repo, jobs) in &snapshot.presubmits {
-        for j in jobs.iter().filter(|j| j.base.name == req.job) {
-            if type_filter.is_none_or(|t| t == "presubmit")
-                && req.repo.as_deref().is_none_or(|r| r == repo)
-            {
-                found.push((
-                    JobType::Presubmit,
-                    Some(repo.clone()),
-                    new_run(
-                        &j.base,
-                        JobType::Presubmit,
-                        None,
-                        snapshot.pod_spec(j),
-                        req.refs.clone(),
-                    ),
-                ));
+    /// The jobs of one kind named `req.job`, narrowed by repo and type.
+    fn by_repo<K>(
+        snapshot: &Snapshot,
+        jobs: &BTreeMap<String, Vec<bosun_config::Job<K>>>,
+        job_type: JobType,
+        req: &TriggerRequest,
+        found: &mut Vec<(JobType, Option<String>, NewRun)>,
+    ) {
+        if req
+            .job_type
+            .as_deref()
+            .is_some_and(|t| t != job_type.as_str())
+        {
+            return;
+        }
+        for (repo, jobs) in jobs {
+            if req.repo.as_deref().is_some_and(|r| r != repo) {
+                continue;
+            }
+            for j in jobs.iter().filter(|j| j.base.name == req.job) {
+                let new = new_run(
+                    &j.base,
+                    job_type,
+                    None,
+                    snapshot.pod_spec(j),
+                    req.refs.clone(),
+                );
+                found.push((job_type, Some(repo.clone()), new));
             }
         }
     }
-    for (repo, jobs) in &snapshot.postsubmits {
-        for j in jobs.iter().filter(|j| j.base.name == req.job) {
-            if type_filter.is_none_or(|t| t == "postsubmit")
-                && req.repo.as_deref().is_none_or(|r| r == repo)
-            {
-                found.push((
-                    JobType::Postsubmit,
-                    Some(repo.clone()),
-                    new_run(
-                        &j.base,
-                        JobType::Postsubmit,
-                        None,
-                        snapshot.pod_spec(j),
-                        req.refs.clone(),
-                    ),
-                ));
-            }
-        }
-    }
+    by_repo(
+        &snapshot,
+        &snapshot.presubmits,
+        JobType::Presubmit,
+        &req,
+        &mut found,
+    );
+    by_repo(
+        &snapshot,
+        &snapshot.postsubmits,
+        JobType::Postsubmit,
+        &req,
+        &mut found,
+    );
     let (job_type, _, new) = match found.len() {
         0 => {
             return Err(error(
