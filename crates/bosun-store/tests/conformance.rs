@@ -77,7 +77,7 @@ fn create_get_and_list() {
             .unwrap();
         let Created::New(a) = a else { panic!("new") };
         assert_eq!(a.id.len(), 36);
-        assert_eq!(uuid_version(&a.id), '4');
+        assert_eq!(uuid_version(&a.id), '7');
         assert_eq!(a.state, RunState::Triggered);
         assert_eq!(s.get(&a.id).unwrap().as_ref(), Some(&a));
         let b = s
@@ -702,5 +702,43 @@ fn runs_are_counted_by_prow_labels() {
         }
         by_run.sort();
         assert_eq!(by_run, expected);
+    });
+}
+
+#[test]
+fn a_refused_request_does_not_fail_the_others_of_its_batch() {
+    each_store(|s, _| {
+        let at = t("2026-01-01T00:00:00Z");
+        let a = s
+            .create_run(new_periodic("a", None, 0), at)
+            .unwrap()
+            .run()
+            .clone();
+        let b = s
+            .create_run(new_periodic("b", None, 0), at)
+            .unwrap()
+            .run()
+            .clone();
+        // Queued together: a forbidden transition, an unknown run and a good
+        // one. Only the good one is written, and it is.
+        let results = s.transitions(vec![
+            (a.id.clone(), Transition::to(RunState::Success, at, "x")),
+            (
+                "no-such-run".into(),
+                Transition::to(RunState::Pending, at, "x"),
+            ),
+            (
+                b.id.clone(),
+                Transition::to(RunState::Pending, at, "started"),
+            ),
+        ]);
+        assert!(matches!(
+            results[0],
+            Err(StoreError::InvalidTransition { .. })
+        ));
+        assert!(matches!(results[1], Err(StoreError::NotFound(_))));
+        assert_eq!(results[2].as_ref().unwrap().state, RunState::Pending);
+        assert_eq!(s.get(&a.id).unwrap().unwrap().state, RunState::Triggered);
+        assert_eq!(s.get(&b.id).unwrap().unwrap().state, RunState::Pending);
     });
 }

@@ -2,8 +2,10 @@
 //! Triggered runs are checked (cluster, agent, decoration, command), admitted
 //! under the limits (global, per job, per queue FIFO, per cluster slots) and
 //! started; pending runs are followed to their end, aborted on request or at the
-//! running timeout. It keeps no state of its own: after a restart it reads the
-//! active runs from the store and re-attaches to their processes.
+//! running timeout. It keeps no state of its own: it reads the active runs from
+//! [`App::active`], the store's committed active runs held in memory (loaded
+//! at start-up, then kept by the store's commits), and after a restart
+//! re-attaches to their processes.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -13,7 +15,7 @@ use bosun_cluster::admit::{admit, Limits, Running, Waiting};
 use bosun_cluster::local::{command_of, JobProcess, ProcessState};
 use bosun_cluster::registry::{unknown_cluster, ClusterDef};
 use bosun_store::template::SpecSnapshot;
-use bosun_store::{Run, RunFilter, RunState, Transition};
+use bosun_store::{Run, RunState, Transition};
 use jiff::Timestamp;
 
 use crate::serve::App;
@@ -89,14 +91,7 @@ pub fn reconcile(app: &Arc<App>) {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .clone();
-    let Ok(pending) = app.store.list(&RunFilter {
-        state: Some(RunState::Pending),
-        oldest_first: true,
-        limit: 1_000_000,
-        ..RunFilter::default()
-    }) else {
-        return;
-    };
+    let pending = app.active.pending();
     let snapshot = app.snapshot();
     let config = &snapshot.config;
     let now = app.clock.now();
@@ -177,15 +172,13 @@ pub fn reconcile(app: &Arc<App>) {
         .cloned()
         .collect();
     for id in requested {
-        match app.store.get(&id) {
-            Ok(Some(run)) if run.state == RunState::Triggered => {
+        match app.active.get(&id) {
+            Some(run) if run.state == RunState::Triggered => {
                 app.take_abort(&id);
                 batch.end(&run, RunState::Aborted, now, "Run aborted.");
             }
-            Ok(Some(run)) if run.state.is_final() => {
-                app.take_abort(&id);
-            }
-            Ok(None) => {
+            // Complete, or no such run.
+            None => {
                 app.take_abort(&id);
             }
             _ => {}
@@ -209,36 +202,20 @@ pub fn reconcile(app: &Arc<App>) {
             }
             ClusterDef::Kubernetes { .. } => MAX_WAITING_PER_PASS,
         };
-        let Ok(runs) = app.store.list(&RunFilter {
-            state: Some(RunState::Triggered),
-            configured_cluster: Some(alias.clone()),
-            oldest_first: true,
-            limit,
-            ..RunFilter::default()
-        }) else {
-            return;
-        };
-        triggered.extend(runs);
+        triggered.extend(app.active.waiting(alias, limit));
     }
-    // Runs naming a cluster that does not exist end in error; looking for them
-    // reads past every waiting run, so at most once a second.
-    if app.sweep_due() {
-        if let Ok(runs) = app.store.list(&RunFilter {
-            state: Some(RunState::Triggered),
-            not_configured_clusters: app.clusters.keys().cloned().collect(),
-            oldest_first: true,
-            limit: MAX_WAITING_PER_PASS,
-            ..RunFilter::default()
-        }) {
-            triggered.extend(runs);
-        }
-    }
+    // Runs naming a cluster that does not exist (they end in error).
+    triggered.extend(
+        app.active
+            .waiting_elsewhere(|c| app.clusters.contains_key(c), MAX_WAITING_PER_PASS),
+    );
     // Admission is first-in first-out across clusters (build ids grow with
     // creation).
     triggered.sort_by_key(|r| (r.build_id.parse::<u64>().unwrap_or(u64::MAX), r.created_at));
     let mut waiting = Vec::new();
-    let mut jobs: HashMap<String, (Run, std::sync::Arc<SpecSnapshot>, Vec<String>)> =
-        HashMap::new();
+    // What a run to start needs: the run, its spec, its command.
+    type ToStart = (Arc<Run>, Arc<SpecSnapshot>, Vec<String>);
+    let mut jobs: HashMap<String, ToStart> = HashMap::new();
     for run in triggered.iter().filter(|r| !starting.contains_key(&r.id)) {
         if app.take_abort(&run.id) {
             batch.end(run, RunState::Aborted, now, "Run aborted.");

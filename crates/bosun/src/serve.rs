@@ -22,6 +22,7 @@ use bosun_cluster::local::LocalExecutor;
 use bosun_cluster::registry::{clusters, ClusterDef};
 use bosun_config::types::{JobType, Refs};
 use bosun_config::{load, OsFiles, Snapshot};
+use bosun_store::active::{ActiveRuns, Observers};
 use bosun_store::clock::{Clock, SystemClock};
 use bosun_store::sqlite::{SqliteOptions, SqliteStore};
 use bosun_store::{Created, NewRun, Run, RunFilter, RunState, Store, StoreError};
@@ -90,8 +91,8 @@ pub struct App {
     pub scheduler_wake: tokio::sync::Notify,
     /// Parsed spec snapshots by content hash (immutable, so never stale).
     pub specs: Mutex<HashMap<String, Arc<SpecSnapshot>>>,
-    /// When the controller last looked for runs on unknown clusters.
-    sweep_at: Mutex<Option<std::time::Instant>>,
+    /// The store's active runs, in memory (the controller's view).
+    pub active: Arc<ActiveRuns>,
     /// Runs whose start is in flight (the controller counts them as running).
     pub starting: Mutex<HashMap<String, controller::Starting>>,
     /// Runs whose abort was requested.
@@ -107,6 +108,8 @@ pub struct App {
 pub struct AppParts {
     /// The run store.
     pub store: Arc<dyn Store>,
+    /// Its active runs, loaded, and told of the store's commits.
+    pub active: Arc<ActiveRuns>,
     /// The configuration in force.
     pub snapshot: Snapshot,
     /// Its load's warnings.
@@ -152,7 +155,7 @@ impl App {
             new_runs: tokio::sync::Notify::new(),
             specs: Mutex::default(),
             starting: Mutex::default(),
-            sweep_at: Mutex::default(),
+            active: p.active,
             aborts: Mutex::default(),
             config_args: p.config_args,
             config_status: Mutex::new(status),
@@ -215,18 +218,6 @@ impl App {
         self.scheduler_wake.notify_one();
     }
 
-    /// True at most once a second: time for the controller's sweep of runs on
-    /// unknown clusters.
-    pub fn sweep_due(&self) -> bool {
-        let mut at = self.sweep_at.lock().unwrap_or_else(|e| e.into_inner());
-        let now = std::time::Instant::now();
-        if at.is_some_and(|t| now.duration_since(t) < Duration::from_secs(1)) {
-            return false;
-        }
-        *at = Some(now);
-        true
-    }
-
     /// True (once) when an abort of `id` was requested.
     pub fn take_abort(&self, id: &str) -> bool {
         self.aborts
@@ -275,10 +266,11 @@ pub fn run(args: &ServeArgs) -> ExitCode {
         return ExitCode::FAILURE;
     }
     let metrics = Metrics::new(&snapshot.config.prowjob_namespace);
+    let active = Arc::new(ActiveRuns::default());
     let store = match SqliteStore::open_with(
         args.data_dir.join("bosun.db"),
         SqliteOptions::default(),
-        Some(metrics.clone()),
+        Some(Arc::new(Observers(vec![metrics.clone(), active.clone()]))),
     ) {
         Ok(s) => Arc::new(s),
         Err(e) => {
@@ -286,6 +278,10 @@ pub fn run(args: &ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if let Err(e) = active.load(&*store) {
+        tracing::error!(error = %e, "cannot read the active runs");
+        return ExitCode::FAILURE;
+    }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let clusters = clusters(&snapshot.config, cpus);
     let shim = vec![
@@ -307,6 +303,7 @@ pub fn run(args: &ServeArgs) -> ExitCode {
         .collect();
     let app = App::new(AppParts {
         store,
+        active,
         snapshot,
         warnings,
         clusters,

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use bosun_cluster::executor::{Executor, SimulatedExecutor};
 use bosun_cluster::registry::clusters;
 use bosun_config::{load, OsFiles};
+use bosun_store::active::{ActiveRuns, Observers};
 use bosun_store::clock::{Clock, ManualClock};
 use bosun_store::memory::MemoryStore;
 use bosun_store::{RunFilter, RunState, Store};
@@ -53,13 +54,19 @@ fn sim(start: Timestamp) -> Sim {
     let snapshot = loaded.snapshot.expect("valid config");
     let clock = Arc::new(ManualClock::new(start));
     let metrics = Metrics::new("default");
-    let store = Arc::new(MemoryStore::with_observer(metrics.clone()));
+    let active = Arc::new(ActiveRuns::default());
+    let store = Arc::new(MemoryStore::with_observer(Arc::new(Observers(vec![
+        metrics.clone(),
+        active.clone(),
+    ]))));
+    active.load(&*store).unwrap();
     let exec = Arc::new(SimulatedExecutor::new(
         clock.clone(),
         SignedDuration::from_mins(5),
     ));
     let app = App::new(AppParts {
         store: store.clone(),
+        active,
         clusters: clusters(&snapshot.config, 8),
         snapshot,
         warnings: 0,

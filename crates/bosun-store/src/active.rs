@@ -1,0 +1,158 @@
+//! The active runs in memory, kept from the store's own stream of commits.
+//!
+//! The controller looks at the waiting and running runs on every pass, which
+//! comes with every new run and every run that ends. Reading them from the
+//! store each time decoded the same rows again and again (with a long queue, a
+//! pass read dozens of rows to start one run). [`ActiveRuns`] is a
+//! [`TransitionObserver`]: the store tells it every run it creates and every
+//! transition, after the commit and in commit order, so it holds exactly the
+//! committed active runs, indexed as the controller asks for them. Plank keeps
+//! an informer's cache of ProwJobs for the same reason.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::{Run, RunFilter, RunState, Store, StoreError, TransitionObserver};
+
+/// The runs that are not complete, by id, with the waiting ones by cluster
+/// and the running ones, oldest first.
+#[derive(Default)]
+pub struct ActiveRuns {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    runs: HashMap<String, Arc<Run>>,
+    /// `triggered` runs by configured cluster, by build id (creation order).
+    waiting: BTreeMap<String, BTreeMap<u64, Arc<Run>>>,
+    /// `pending` runs by build id.
+    pending: BTreeMap<u64, Arc<Run>>,
+}
+
+fn order(run: &Run) -> u64 {
+    run.build_id.parse().unwrap_or(u64::MAX)
+}
+
+impl Inner {
+    fn apply(&mut self, run: Run) {
+        if let Some(old) = self.runs.remove(&run.id) {
+            self.unindex(&old);
+        }
+        if run.state.is_final() {
+            return;
+        }
+        let run = Arc::new(run);
+        match run.state {
+            RunState::Triggered => {
+                self.waiting
+                    .entry(run.configured_cluster.clone())
+                    .or_default()
+                    .insert(order(&run), run.clone());
+            }
+            RunState::Pending => {
+                self.pending.insert(order(&run), run.clone());
+            }
+            _ => {}
+        }
+        self.runs.insert(run.id.clone(), run);
+    }
+
+    fn unindex(&mut self, old: &Run) {
+        match old.state {
+            RunState::Triggered => {
+                if let Some(q) = self.waiting.get_mut(&old.configured_cluster) {
+                    q.remove(&order(old));
+                    if q.is_empty() {
+                        self.waiting.remove(&old.configured_cluster);
+                    }
+                }
+            }
+            RunState::Pending => {
+                self.pending.remove(&order(old));
+            }
+            _ => {}
+        }
+    }
+}
+
+impl ActiveRuns {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Reads the active runs from `store`, which must already report its
+    /// commits to this cache. The lock is held across the read, so a commit
+    /// that lands meanwhile is applied after it, never overwritten by it.
+    pub fn load(&self, store: &dyn Store) -> Result<usize, StoreError> {
+        let mut inner = self.lock();
+        let runs = store.list(&RunFilter {
+            active: true,
+            oldest_first: true,
+            limit: i64::MAX as usize,
+            ..RunFilter::default()
+        })?;
+        let n = runs.len();
+        for run in runs {
+            inner.apply(run);
+        }
+        Ok(n)
+    }
+
+    /// The active run `id`.
+    pub fn get(&self, id: &str) -> Option<Arc<Run>> {
+        self.lock().runs.get(id).cloned()
+    }
+
+    /// How many runs are active.
+    pub fn len(&self) -> usize {
+        self.lock().runs.len()
+    }
+
+    /// Whether no run is active.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The `pending` runs, oldest first.
+    pub fn pending(&self) -> Vec<Arc<Run>> {
+        self.lock().pending.values().cloned().collect()
+    }
+
+    /// The oldest `limit` `triggered` runs configured for `cluster`.
+    pub fn waiting(&self, cluster: &str, limit: usize) -> Vec<Arc<Run>> {
+        self.lock()
+            .waiting
+            .get(cluster)
+            .map(|q| q.values().take(limit).cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// The oldest `limit` `triggered` runs of each configured cluster that
+    /// `known` does not accept.
+    pub fn waiting_elsewhere(&self, known: impl Fn(&str) -> bool, limit: usize) -> Vec<Arc<Run>> {
+        self.lock()
+            .waiting
+            .iter()
+            .filter(|(cluster, _)| !known(cluster))
+            .flat_map(|(_, q)| q.values().take(limit).cloned())
+            .collect()
+    }
+}
+
+impl TransitionObserver for ActiveRuns {
+    fn on_transition(&self, run: &Run, _from: Option<RunState>) {
+        self.lock().apply(run.clone());
+    }
+}
+
+/// Several observers, called in order.
+pub struct Observers(pub Vec<Arc<dyn TransitionObserver>>);
+
+impl TransitionObserver for Observers {
+    fn on_transition(&self, run: &Run, from: Option<RunState>) {
+        for o in &self.0 {
+            o.on_transition(run, from);
+        }
+    }
+}
