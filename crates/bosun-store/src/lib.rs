@@ -248,12 +248,22 @@ pub trait TransitionObserver: Send + Sync {
     fn on_transition(&self, run: &Run, from: Option<RunState>);
 }
 
+/// Receives the result of [`Store::create_run_then`].
+pub type CreateDone = Box<dyn FnOnce(Result<Created, StoreError>) + Send>;
+
 /// What bosun needs from a run store.
 pub trait Store: Send + Sync {
     /// Creates a run; for a scheduled periodic run whose (periodic, scheduled_at,
     /// attempt) exists, returns the existing one and creates nothing. Returns only
     /// after the run is durable.
     fn create_run(&self, new: NewRun, at: Timestamp) -> Result<Created, StoreError>;
+
+    /// `create_run` without waiting: `done` gets the result once the run is
+    /// durable (or the create failed), possibly on another thread. An async
+    /// caller waits on a channel instead of holding a thread for the commit.
+    fn create_run_then(&self, new: NewRun, at: Timestamp, done: CreateDone) {
+        done(self.create_run(new, at));
+    }
 
     /// Moves a run to another state (validated by the state machine).
     fn transition(&self, id: &str, t: Transition) -> Result<Run, StoreError>;

@@ -28,8 +28,8 @@ use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
 
 use crate::run::{apply, job_type_from_str, Run, RunState};
 use crate::{
-    new_run_id, Created, Fire, NewRun, PeriodicState, RunFilter, Store, StoreError, TickOutcome,
-    Transition, TransitionObserver,
+    new_run_id, CreateDone, Created, Fire, NewRun, PeriodicState, RunFilter, Store, StoreError,
+    TickOutcome, Transition, TransitionObserver,
 };
 
 /// Schema migrations, applied in order; `PRAGMA user_version` is the count applied.
@@ -98,6 +98,46 @@ const MIGRATIONS: &[&str] = &[
     // 3: a periodic's runs by creation are (periodic, seq), which retention
     // now uses too: one index fewer for every insert to maintain.
     "DROP INDEX runs_periodic;",
+    // 4: fewer b-trees for every insert to write (each is a page in every
+    // commit): `seq` becomes the table's own key (no index of its own), build
+    // ids are unique because the single writer hands them out in order (no
+    // index to check it), and the controller keeps its waiting runs in memory
+    // (no index by cluster).
+    "CREATE TABLE runs4 (
+        seq INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        build_id INTEGER NOT NULL,
+        job TEXT NOT NULL,
+        job_type TEXT NOT NULL,
+        periodic TEXT,
+        configured_cluster TEXT NOT NULL,
+        cluster TEXT,
+        refs TEXT,
+        extra_refs TEXT NOT NULL,
+        labels TEXT NOT NULL,
+        annotations TEXT NOT NULL,
+        spec_hash TEXT NOT NULL,
+        scheduled_at INTEGER,
+        attempt INTEGER NOT NULL,
+        pod_revival_count INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        pending_at INTEGER,
+        completed_at INTEGER,
+        state TEXT NOT NULL,
+        description TEXT NOT NULL,
+        url TEXT
+     );
+     INSERT INTO runs4(seq, id, build_id, job, job_type, periodic, configured_cluster, cluster, refs, extra_refs, labels, annotations, spec_hash, scheduled_at, attempt, pod_revival_count, created_at, pending_at, completed_at, state, description, url)
+        SELECT seq, id, build_id, job, job_type, periodic, configured_cluster, cluster, refs, extra_refs, labels, annotations, spec_hash, scheduled_at, attempt, pod_revival_count, created_at, pending_at, completed_at, state, description, url FROM runs;
+     DROP TABLE runs;
+     ALTER TABLE runs4 RENAME TO runs;
+     CREATE UNIQUE INDEX runs_tick ON runs(periodic, scheduled_at, attempt)
+        WHERE periodic IS NOT NULL AND scheduled_at IS NOT NULL;
+     CREATE INDEX runs_job ON runs(job, seq);
+     CREATE INDEX runs_state ON runs(state, seq);
+     CREATE INDEX runs_active ON runs(seq) WHERE completed_at IS NULL;
+     CREATE INDEX runs_periodic_seq ON runs(periodic, seq);
+     CREATE INDEX runs_periodic_active ON runs(periodic, seq) WHERE completed_at IS NULL;",
 ];
 
 /// Where the reply to a queued transition arrives.
@@ -152,11 +192,7 @@ fn prepare(new: NewRun) -> Prepared {
 }
 
 enum Op {
-    Create(
-        Box<Prepared>,
-        Timestamp,
-        Sender<Result<Created, StoreError>>,
-    ),
+    Create(Box<Prepared>, Timestamp, CreateDone),
     Transition(
         String,
         Transition,
@@ -310,10 +346,7 @@ impl Drop for SqliteStore {
 
 /// Replies held until the batch's commit.
 enum Reply {
-    Create(
-        Sender<Result<Created, StoreError>>,
-        Result<Created, StoreError>,
-    ),
+    Create(CreateDone, Result<Created, StoreError>),
     Transition(
         Sender<Result<(Run, RunState), StoreError>>,
         Result<(Run, RunState), StoreError>,
@@ -430,11 +463,11 @@ fn writer_loop(
         let _ = committed_tx.try_send(());
         for r in replies {
             match r {
-                Reply::Create(tx, res) => {
+                Reply::Create(done, res) => {
                     if let (Some(o), Ok(Created::New(run))) = (&observer, &res) {
                         o.on_transition(run, None);
                     }
-                    let _ = tx.send(res);
+                    done(res);
                 }
                 Reply::Transition(tx, res) => {
                     if let (Some(o), Ok((run, from))) = (&observer, &res) {
@@ -497,7 +530,7 @@ impl Reply {
 fn fail(r: Reply, msg: &str) {
     let e = || unavailable(msg);
     match r {
-        Reply::Create(tx, _) => drop(tx.send(Err(e()))),
+        Reply::Create(done, _) => done(Err(e())),
         Reply::Transition(tx, _) => drop(tx.send(Err(e()))),
         Reply::Unit(tx, _) => drop(tx.send(Err(e()))),
         Reply::Fire(tx, _) => drop(tx.send(Err(e()))),
@@ -508,7 +541,7 @@ fn fail(r: Reply, msg: &str) {
 fn fail_op(op: Op, msg: &str) {
     let e = || unavailable(msg);
     match op {
-        Op::Create(_, _, tx) => drop(tx.send(Err(e()))),
+        Op::Create(_, _, done) => done(Err(e())),
         Op::Transition(_, _, tx) => drop(tx.send(Err(e()))),
         Op::PutState(_, tx) | Op::Outcomes(_, tx) | Op::Raw(_, tx) => drop(tx.send(Err(e()))),
         Op::Fire(_, _, tx) => drop(tx.send(Err(e()))),
@@ -817,9 +850,30 @@ fn retain(tx: &rusqlite::Transaction<'_>, cutoff: Timestamp) -> Result<Vec<Strin
 
 impl Store for SqliteStore {
     fn create_run(&self, new: NewRun, at: Timestamp) -> Result<Created, StoreError> {
+        let (tx, rx) = mpsc::channel();
+        self.create_run_then(
+            new,
+            at,
+            Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        );
+        rx.recv().map_err(|_| unavailable("writer stopped"))?
+    }
+
+    fn create_run_then(&self, new: NewRun, at: Timestamp, done: CreateDone) {
         let at = crate::run::micros(at);
-        let prepared = prepare(new);
-        self.send(|tx| Op::Create(Box::new(prepared), at, tx))
+        let op = Op::Create(Box::new(prepare(new)), at, done);
+        let writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(w) = writer.as_ref() else {
+            drop(writer);
+            fail_op(op, "store closed");
+            return;
+        };
+        if let Err(mpsc::SendError(op)) = w.send(op) {
+            drop(writer);
+            fail_op(op, "writer stopped");
+        }
     }
 
     fn transition(&self, id: &str, t: Transition) -> Result<Run, StoreError> {
@@ -1106,5 +1160,80 @@ impl Store for SqliteStore {
 
     fn delete_completed_before(&self, cutoff: Timestamp) -> Result<Vec<String>, StoreError> {
         self.send(|tx| Op::Retain(cutoff, tx))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A database made by the schema before migration 4 opens with its runs,
+    /// their order and the build id counter intact.
+    #[test]
+    fn runs_survive_the_migration_to_seq_as_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bosun.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            for m in &MIGRATIONS[..3] {
+                conn.execute_batch(m).unwrap();
+            }
+            conn.pragma_update(None, "user_version", 3).unwrap();
+            for (seq, id, state, completed) in
+                [(1, "a", "success", Some(5)), (2, "b", "triggered", None)]
+            {
+                conn.execute(
+                    &format!("INSERT INTO runs({RUN_COLUMNS}, seq) VALUES (?1, ?2, 'job', 'periodic', 'job', 'default', NULL, NULL, '[]', '{{}}', '{{}}', 'h', NULL, 0, 0, 1, NULL, ?3, ?4, '', NULL, ?5)"),
+                    params![id, 100 + seq, completed, state, seq],
+                )
+                .unwrap();
+            }
+            conn.execute("INSERT INTO meta(key, value) VALUES ('build_id', 102)", [])
+                .unwrap();
+        }
+        let store = SqliteStore::open(&path).unwrap();
+        let runs = store.list(&RunFilter::default()).unwrap();
+        let ids: Vec<&str> = runs.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, ["b", "a"], "newest first, by seq");
+        let active = store
+            .list(&RunFilter {
+                active: true,
+                ..RunFilter::default()
+            })
+            .unwrap();
+        assert_eq!(active.len(), 1);
+        assert_eq!(active[0].id, "b");
+        let at = Timestamp::from_second(0).unwrap();
+        let created = store
+            .create_run(
+                NewRun {
+                    job: "job".into(),
+                    job_type: bosun_config::types::JobType::Periodic,
+                    periodic: None,
+                    configured_cluster: "default".into(),
+                    state: RunState::Triggered,
+                    refs: None,
+                    extra_refs: vec![],
+                    labels: Default::default(),
+                    annotations: Default::default(),
+                    spec: serde_json::json!({}).into(),
+                    scheduled_at: None,
+                    attempt: 0,
+                    description: String::new(),
+                },
+                at,
+            )
+            .unwrap();
+        assert_eq!(
+            created.run().build_id,
+            "103",
+            "build ids go on from the stored counter"
+        );
+        let runs = store.list(&RunFilter::default()).unwrap();
+        assert_eq!(
+            runs[0].id,
+            created.run().id,
+            "and the new run is the newest"
+        );
     }
 }

@@ -27,6 +27,77 @@ pub fn job_label(name: &str) -> String {
         .to_string()
 }
 
+/// A job's runs before their refs: everything a run of the job shares (its
+/// spec snapshot serialized and hashed once, its labels and annotations).
+#[derive(Debug, Clone)]
+pub struct RunTemplate {
+    new: NewRun,
+}
+
+impl RunTemplate {
+    /// The template of `base`'s runs.
+    pub fn new(
+        base: &JobBase,
+        job_type: JobType,
+        periodic: Option<String>,
+        pod_spec: Option<PodSpec>,
+    ) -> Self {
+        let mut labels = base.labels.clone();
+        labels.insert("created-by-prow".into(), "true".into());
+        labels.insert("prow.k8s.io/job".into(), job_label(&base.name));
+        labels.insert("prow.k8s.io/type".into(), job_type.as_str().into());
+        let mut annotations = base.annotations.clone();
+        annotations.insert("prow.k8s.io/job".into(), base.name.clone());
+        RunTemplate {
+            new: NewRun {
+                job: base.name.clone(),
+                job_type,
+                periodic,
+                configured_cluster: base.cluster.clone(),
+                state: RunState::Triggered,
+                refs: None,
+                extra_refs: base.extra_refs.clone(),
+                labels,
+                annotations,
+                spec: crate::Spec::new(
+                    &serde_json::to_value(SpecSnapshot {
+                        job: base.clone(),
+                        pod_spec,
+                    })
+                    .expect("serializable"),
+                ),
+                scheduled_at: None,
+                attempt: 0,
+                description: "Job triggered.".into(),
+            },
+        }
+    }
+
+    /// The spec snapshot its runs carry.
+    pub fn spec(&self) -> &crate::Spec {
+        &self.new.spec
+    }
+
+    /// A run on `refs`, with Prow's refs labels (from `refs`, or else from the
+    /// job's first `extra_refs`).
+    pub fn run(&self, refs: Option<Refs>) -> NewRun {
+        let mut new = self.new.clone();
+        if let Some(r) = refs.as_ref().or(new.extra_refs.first()) {
+            let labels = &mut new.labels;
+            labels.insert("prow.k8s.io/refs.org".into(), r.org.clone());
+            labels.insert("prow.k8s.io/refs.repo".into(), r.repo.clone());
+            if let Some(b) = &r.base_ref {
+                labels.insert("prow.k8s.io/refs.base_ref".into(), b.clone());
+            }
+            if let Some(p) = r.pulls.first() {
+                labels.insert("prow.k8s.io/refs.pull".into(), p.number.to_string());
+            }
+        }
+        new.refs = refs;
+        new
+    }
+}
+
 /// A new run of a job, with Prow's labels and annotations.
 pub fn new_run(
     base: &JobBase,
@@ -35,41 +106,5 @@ pub fn new_run(
     pod_spec: Option<PodSpec>,
     refs: Option<Refs>,
 ) -> NewRun {
-    let mut labels = base.labels.clone();
-    labels.insert("created-by-prow".into(), "true".into());
-    labels.insert("prow.k8s.io/job".into(), job_label(&base.name));
-    labels.insert("prow.k8s.io/type".into(), job_type.as_str().into());
-    if let Some(r) = refs.as_ref().or(base.extra_refs.first()) {
-        labels.insert("prow.k8s.io/refs.org".into(), r.org.clone());
-        labels.insert("prow.k8s.io/refs.repo".into(), r.repo.clone());
-        if let Some(b) = &r.base_ref {
-            labels.insert("prow.k8s.io/refs.base_ref".into(), b.clone());
-        }
-        if let Some(p) = r.pulls.first() {
-            labels.insert("prow.k8s.io/refs.pull".into(), p.number.to_string());
-        }
-    }
-    let mut annotations = base.annotations.clone();
-    annotations.insert("prow.k8s.io/job".into(), base.name.clone());
-    NewRun {
-        job: base.name.clone(),
-        job_type,
-        periodic,
-        configured_cluster: base.cluster.clone(),
-        state: RunState::Triggered,
-        refs,
-        extra_refs: base.extra_refs.clone(),
-        labels,
-        annotations,
-        spec: crate::Spec::new(
-            &serde_json::to_value(SpecSnapshot {
-                job: base.clone(),
-                pod_spec,
-            })
-            .expect("serializable"),
-        ),
-        scheduled_at: None,
-        attempt: 0,
-        description: "Job triggered.".into(),
-    }
+    RunTemplate::new(base, job_type, periodic, pod_spec).run(refs)
 }

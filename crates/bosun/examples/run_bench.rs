@@ -36,6 +36,9 @@ fn main() {
     let raw_dir = dir.join("raw");
     std::fs::create_dir_all(&raw_dir).unwrap();
     let next = Arc::new(AtomicUsize::new(0));
+    if std::env::var_os("BOSUN_BENCH_INSERTS_ONLY").is_some() {
+        next.store(n, Ordering::Relaxed);
+    }
     let t0 = Instant::now();
     let workers: Vec<_> = (0..8)
         .map(|_| {
@@ -97,11 +100,14 @@ fn main() {
                 let base = base.clone();
                 std::thread::spawn(move || {
                     while next.fetch_add(1, Ordering::Relaxed) < n {
-                        let r = agent
+                        let mut r = agent
                             .post(format!("{base}/api/v1/runs"))
                             .send_json(serde_json::json!({ "job": job }))
                             .unwrap();
                         assert_eq!(r.status().as_u16(), 201);
+                        // Read to the end, so the connection is kept for the
+                        // next request (8 connections in all).
+                        r.body_mut().read_to_string().unwrap();
                     }
                 })
             })
@@ -109,7 +115,11 @@ fn main() {
         clients.into_iter().for_each(|c| c.join().unwrap());
     };
     let t1 = Instant::now();
-    post_all("true");
+    // BOSUN_BENCH_INSERTS_ONLY=1: only the held inserts (to profile them).
+    let only_inserts = std::env::var_os("BOSUN_BENCH_INSERTS_ONLY").is_some();
+    if !only_inserts {
+        post_all("true");
+    }
     let inserts = t1.elapsed();
     loop {
         let mut r = agent
@@ -140,9 +150,28 @@ fn main() {
             break;
         }
     }
+    let cpu = |pid: u32| -> f64 {
+        // utime + stime, in clock ticks (100 per second).
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map_or(vec![], |(_, rest)| rest.split_whitespace().collect());
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        (ticks(11) + ticks(12)) / 100.0
+    };
+    let (daemon_cpu0, own_cpu0) = (cpu(daemon.id()), cpu(std::process::id()));
     let t2 = Instant::now();
     post_all("held");
     let held_inserts = t2.elapsed();
+    let (daemon_cpu, own_cpu) = (
+        cpu(daemon.id()) - daemon_cpu0,
+        cpu(std::process::id()) - own_cpu0,
+    );
     let status =
         std::fs::read_to_string(format!("/proc/{}/status", daemon.id())).unwrap_or_default();
     let rss = status
@@ -169,7 +198,7 @@ fn main() {
         inserts.as_secs_f64()
     );
     println!(
-        "inserts alone: {n} POSTs committed in {:.3} s (target < 1 s)",
+        "inserts alone: {n} POSTs committed in {:.3} s (target < 1 s); CPU: daemon {daemon_cpu:.2} s, this client {own_cpu:.2} s",
         held_inserts.as_secs_f64()
     );
     println!(

@@ -34,7 +34,7 @@ use subtle::ConstantTimeEq;
 use crate::check::ConfigArgs;
 use crate::controller;
 use crate::metrics::Metrics;
-use bosun_store::template::{new_run, SpecSnapshot};
+use bosun_store::template::{RunTemplate, SpecSnapshot};
 
 /// Log format.
 #[derive(ValueEnum, Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -93,6 +93,9 @@ pub struct App {
     pub specs: Mutex<HashMap<String, Arc<SpecSnapshot>>>,
     /// The store's active runs, in memory (the controller's view).
     pub active: Arc<ActiveRuns>,
+    /// Run templates of the jobs triggered through the API, for the
+    /// snapshot in force.
+    templates: Mutex<Templates>,
     /// Runs whose start is in flight (the controller counts them as running).
     pub starting: Mutex<HashMap<String, controller::Starting>>,
     /// Runs whose abort was requested.
@@ -102,6 +105,23 @@ pub struct App {
     config_status: Mutex<crate::reload::ConfigStatus>,
     cpus: usize,
     token: Option<String>,
+}
+
+/// A job in the API's template cache: its kind, its repo (pre- and
+/// postsubmits) and its place in the snapshot's list.
+type TemplateKey = (JobType, Option<String>, usize);
+
+/// The API's run templates for one snapshot.
+#[derive(Default)]
+struct Templates {
+    snapshot: Option<Arc<Snapshot>>,
+    by_job: HashMap<TemplateKey, Arc<ApiTemplate>>,
+}
+
+/// A run template, and why its runs cannot run, if they cannot.
+struct ApiTemplate {
+    template: RunTemplate,
+    unrunnable: Option<String>,
 }
 
 /// What an [`App`] is made of.
@@ -156,6 +176,7 @@ impl App {
             specs: Mutex::default(),
             starting: Mutex::default(),
             active: p.active,
+            templates: Mutex::default(),
             aborts: Mutex::default(),
             config_args: p.config_args,
             config_status: Mutex::new(status),
@@ -216,6 +237,54 @@ impl App {
             .unwrap_or_else(|e| e.into_inner())
             .poke(periodic, self.clock.now());
         self.scheduler_wake.notify_one();
+    }
+
+    /// The run template of a job of `snapshot` (made by `make` the first time
+    /// it is asked for while `snapshot` is in force).
+    fn template(
+        &self,
+        snapshot: &Arc<Snapshot>,
+        key: TemplateKey,
+        make: impl FnOnce() -> RunTemplate,
+    ) -> Arc<ApiTemplate> {
+        let mut cache = self.templates.lock().unwrap_or_else(|e| e.into_inner());
+        if !cache
+            .snapshot
+            .as_ref()
+            .is_some_and(|s| Arc::ptr_eq(s, snapshot))
+        {
+            *cache = Templates {
+                snapshot: Some(snapshot.clone()),
+                by_job: HashMap::new(),
+            };
+        }
+        cache
+            .by_job
+            .entry(key)
+            .or_insert_with(|| {
+                let template = make();
+                let unrunnable = self.unrunnable(&template);
+                Arc::new(ApiTemplate {
+                    template,
+                    unrunnable,
+                })
+            })
+            .clone()
+    }
+
+    /// Why runs of `template` cannot run on its (local) cluster, if they
+    /// cannot.
+    fn unrunnable(&self, template: &RunTemplate) -> Option<String> {
+        let new = template.run(None);
+        let Some(ClusterDef::Local { .. }) = self.clusters.get(&new.configured_cluster) else {
+            return None;
+        };
+        let spec = serde_json::from_str::<SpecSnapshot>(template.spec().json()).ok()?;
+        let e = bosun_cluster::local::command_of(spec.pod_spec.as_ref()?).err()?;
+        Some(format!(
+            "job {} cannot run on local cluster {}: {e}",
+            new.job, new.configured_cluster
+        ))
     }
 
     /// True (once) when an abort of `id` was requested.
@@ -590,33 +659,34 @@ async fn create_run(
     let snapshot = app.snapshot();
     let type_filter = req.job_type.as_deref();
     // Candidates by name, narrowed by repo and type.
-    let mut found: Vec<(JobType, Option<String>, NewRun)> = Vec::new();
-    for p in snapshot
+    let mut found: Vec<(JobType, Option<String>, Arc<ApiTemplate>)> = Vec::new();
+    for (i, p) in snapshot
         .periodics
         .iter()
-        .filter(|p| p.base.name == req.job || p.identity() == req.job)
+        .enumerate()
+        .filter(|(_, p)| p.base.name == req.job || p.identity() == req.job)
     {
         if type_filter.is_none_or(|t| t == "periodic") && req.repo.is_none() {
-            found.push((
-                JobType::Periodic,
-                None,
-                new_run(
+            let key = (JobType::Periodic, None, i);
+            let t = app.template(&snapshot, key, || {
+                RunTemplate::new(
                     &p.base,
                     JobType::Periodic,
                     Some(p.identity()),
                     snapshot.pod_spec(p),
-                    req.refs.clone(),
-                ),
-            ));
+                )
+            });
+            found.push((JobType::Periodic, None, t));
         }
     }
     /// The jobs of one kind named `req.job`, narrowed by repo and type.
     fn by_repo<K>(
-        snapshot: &Snapshot,
+        app: &App,
+        snapshot: &Arc<Snapshot>,
         jobs: &BTreeMap<String, Vec<bosun_config::Job<K>>>,
         job_type: JobType,
         req: &TriggerRequest,
-        found: &mut Vec<(JobType, Option<String>, NewRun)>,
+        found: &mut Vec<(JobType, Option<String>, Arc<ApiTemplate>)>,
     ) {
         if req
             .job_type
@@ -629,19 +699,20 @@ async fn create_run(
             if req.repo.as_deref().is_some_and(|r| r != repo) {
                 continue;
             }
-            for j in jobs.iter().filter(|j| j.base.name == req.job) {
-                let new = new_run(
-                    &j.base,
-                    job_type,
-                    None,
-                    snapshot.pod_spec(j),
-                    req.refs.clone(),
-                );
-                found.push((job_type, Some(repo.clone()), new));
+            for (i, j) in jobs
+                .iter()
+                .enumerate()
+                .filter(|(_, j)| j.base.name == req.job)
+            {
+                let t = app.template(snapshot, (job_type, Some(repo.clone()), i), || {
+                    RunTemplate::new(&j.base, job_type, None, snapshot.pod_spec(j))
+                });
+                found.push((job_type, Some(repo.clone()), t));
             }
         }
     }
     by_repo(
+        &app,
         &snapshot,
         &snapshot.presubmits,
         JobType::Presubmit,
@@ -649,13 +720,14 @@ async fn create_run(
         &mut found,
     );
     by_repo(
+        &app,
         &snapshot,
         &snapshot.postsubmits,
         JobType::Postsubmit,
         &req,
         &mut found,
     );
-    let (job_type, _, new) = match found.len() {
+    let (job_type, _, template) = match found.len() {
         0 => {
             return Err(error(
                 StatusCode::NOT_FOUND,
@@ -675,35 +747,32 @@ async fn create_run(
                 .into_response());
         }
     };
-    if let (Some(ClusterDef::Local { .. }), Ok(spec)) = (
-        app.clusters.get(&new.configured_cluster),
-        serde_json::from_str::<SpecSnapshot>(new.spec.json()),
-    ) {
-        if let Some(pod) = &spec.pod_spec {
-            if let Err(e) = bosun_cluster::local::command_of(pod) {
-                return Err(error(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    format!(
-                        "job {} cannot run on local cluster {}: {e}",
-                        new.job, new.configured_cluster
-                    ),
-                ));
-            }
-        }
+    if let Some(e) = &template.unrunnable {
+        return Err(error(StatusCode::UNPROCESSABLE_ENTITY, e.clone()));
     }
+    let new = template.template.run(req.refs);
     if job_type == JobType::Presubmit && new.refs.as_ref().is_none_or(|r| r.pulls.is_empty()) {
         return Err(error(
             StatusCode::UNPROCESSABLE_ENTITY,
             "a presubmit needs refs with at least one pull request (refs.pulls)",
         ));
     }
-    let store = app.store.clone();
-    let now = app.clock.now();
-    let created = blocking(move || store.create_run(new, now))
+    // The store's writer answers through a channel: no thread waits for the
+    // commit.
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    app.store.create_run_then(
+        new,
+        app.clock.now(),
+        Box::new(move |r| {
+            let _ = tx.send(r);
+        }),
+    );
+    let created = rx
         .await
+        .unwrap_or_else(|_| Err(StoreError::Unavailable("store stopped".into())))
         .map_err(store_error)?;
     app.new_runs.notify_one();
-    Ok((StatusCode::CREATED, Json(created.run().clone())).into_response())
+    Ok((StatusCode::CREATED, Json(created.run())).into_response())
 }
 
 #[derive(Debug, Deserialize)]
