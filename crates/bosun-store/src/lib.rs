@@ -397,10 +397,7 @@ pub fn hash_hex(bytes: &[u8]) -> String {
     out
 }
 
-/// A new run id: a lowercase UUIDv7 (its first 48 bits are the creation time
-/// in milliseconds, the rest random). Ids made one after another sort one
-/// after another, so a burst of inserts appends to the end of the store's id
-/// index instead of touching a random page of it for every run.
+/// A new run id: a lowercase UUIDv4 (DESIGN.md's run identity).
 pub fn new_run_id() -> String {
-    uuid::Uuid::now_v7().to_string()
+    uuid::Uuid::new_v4().to_string()
 }

@@ -110,7 +110,7 @@ pub fn job_type_from_str(s: &str) -> Option<JobType> {
 /// A run: one execution of a job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Run {
-    /// Lowercase UUIDv7; also the pod name on Kubernetes.
+    /// Lowercase UUIDv4; also the pod name on Kubernetes.
     pub id: String,
     /// Prow's `BUILD_ID`: a decimal string, increasing with every run.
     pub build_id: String,

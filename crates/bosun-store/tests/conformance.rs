@@ -77,7 +77,7 @@ fn create_get_and_list() {
             .unwrap();
         let Created::New(a) = a else { panic!("new") };
         assert_eq!(a.id.len(), 36);
-        assert_eq!(uuid_version(&a.id), '7');
+        assert_eq!(uuid_version(&a.id), '4');
         assert_eq!(a.state, RunState::Triggered);
         assert_eq!(s.get(&a.id).unwrap().as_ref(), Some(&a));
         let b = s
