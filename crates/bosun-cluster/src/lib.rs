@@ -14,3 +14,4 @@ pub mod executor;
 pub mod local;
 pub mod registry;
 pub mod shim;
+pub mod trust;

@@ -19,6 +19,7 @@ use crate::load::{LoadOptions, Parsed};
 use crate::model::{Job, Periodic, Postsubmit, PresetDef, Presubmit};
 use crate::types::{
     ClusterKind, DecorationConfig, DemandSource, JobBase, JobSource, JobType, Preset, ProwConfig,
+    TrustRule,
 };
 use crate::yaml::Mark;
 
@@ -612,12 +613,7 @@ impl Ctx<'_> {
             // The definition's repository: the pre/postsubmit's repo key, the
             // in-repo source, or a periodic's `extra_refs[0]`.
             let repo = (!repo.is_empty()).then_some(repo);
-            let admitted = rules.iter().any(|r| {
-                (r.jobs.is_empty() || r.jobs.iter().any(|p| name_matches(p, &job.base.name)))
-                    && (r.repos.is_empty() || r.repos.iter().any(|want| repo_matches(want, repo)))
-                    && (r.types.is_empty() || r.types.contains(&ty))
-            });
-            if !admitted {
+            if !trust_admits(rules, &job.base.name, repo, ty) {
                 d.push(
                     err_at(
                         job,
@@ -783,6 +779,18 @@ fn name_matches(pattern: &str, name: &str) -> bool {
 fn repo_matches(want: &str, repo: Option<&str>) -> bool {
     let Some(repo) = repo else { return false };
     want == repo || (!want.contains('/') && repo.split('/').next() == Some(want))
+}
+
+/// Whether a trusted cluster's allow rules admit a job: some rule whose every
+/// given field matches the job's definition (its name, against names or
+/// anchored patterns; the `org/repo` it is defined for, against `org/repo` or
+/// `org`; its type). Refs in a request never count.
+pub fn trust_admits(rules: &[TrustRule], name: &str, repo: Option<&str>, ty: JobType) -> bool {
+    rules.iter().any(|r| {
+        (r.jobs.is_empty() || r.jobs.iter().any(|p| name_matches(p, name)))
+            && (r.repos.is_empty() || r.repos.iter().any(|want| repo_matches(want, repo)))
+            && (r.types.is_empty() || r.types.contains(&ty))
+    })
 }
 
 /// Prow's `InRepoConfigAllowsCluster`: union over `org/repo`, `org` and `*`;

@@ -34,6 +34,7 @@ use subtle::ConstantTimeEq;
 use crate::check::ConfigArgs;
 use crate::controller;
 use crate::metrics::Metrics;
+use bosun_cluster::trust;
 use bosun_store::template::{RunTemplate, SpecSnapshot};
 
 /// Log format.
@@ -107,6 +108,47 @@ pub struct App {
     token: Option<String>,
 }
 
+/// The repository a periodic is defined for: its in-repo source, else its
+/// first `extra_refs`.
+fn definition_repo(p: &bosun_config::Periodic) -> Option<String> {
+    match &p.source {
+        bosun_config::types::JobSource::InRepo { repo, .. } => Some(repo.clone()),
+        bosun_config::types::JobSource::Central => p
+            .base
+            .extra_refs
+            .first()
+            .map(|r| format!("{}/{}", r.org, r.repo)),
+    }
+}
+
+/// The configured job a run re-runs, found by its type and name (and, for a
+/// pre- or postsubmit, the repository of its refs): `Some(repo it is defined
+/// for)`, or `None` when no such job is configured any more.
+fn rerun_definition_repo(snapshot: &Snapshot, run: &Run) -> Option<Option<String>> {
+    let run_repo = run.refs.as_ref().map(|r| format!("{}/{}", r.org, r.repo));
+    fn in_repos<K>(
+        jobs: &BTreeMap<String, Vec<bosun_config::Job<K>>>,
+        repo: Option<&str>,
+        name: &str,
+    ) -> Option<Option<String>> {
+        let repo = repo?;
+        jobs.get(repo)?
+            .iter()
+            .any(|j| j.base.name == name)
+            .then(|| Some(repo.to_string()))
+    }
+    match run.job_type {
+        JobType::Periodic => snapshot
+            .periodics
+            .iter()
+            .find(|p| Some(p.identity()) == run.periodic || p.base.name == run.job)
+            .map(definition_repo),
+        JobType::Presubmit => in_repos(&snapshot.presubmits, run_repo.as_deref(), &run.job),
+        JobType::Postsubmit => in_repos(&snapshot.postsubmits, run_repo.as_deref(), &run.job),
+        _ => None,
+    }
+}
+
 /// A job in the API's template cache: its kind, its repo (pre- and
 /// postsubmits) and its place in the snapshot's list.
 type TemplateKey = (JobType, Option<String>, usize);
@@ -118,9 +160,11 @@ struct Templates {
     by_job: HashMap<TemplateKey, Arc<ApiTemplate>>,
 }
 
-/// A run template, and why its runs cannot run, if they cannot.
+/// A run template, the repository its job is defined for, and why its runs
+/// cannot run, if they cannot.
 struct ApiTemplate {
     template: RunTemplate,
+    repo: Option<String>,
     unrunnable: Option<String>,
 }
 
@@ -245,7 +289,7 @@ impl App {
         &self,
         snapshot: &Arc<Snapshot>,
         key: TemplateKey,
-        make: impl FnOnce() -> RunTemplate,
+        make: impl FnOnce() -> (RunTemplate, Option<String>),
     ) -> Arc<ApiTemplate> {
         let mut cache = self.templates.lock().unwrap_or_else(|e| e.into_inner());
         if !cache
@@ -262,10 +306,11 @@ impl App {
             .by_job
             .entry(key)
             .or_insert_with(|| {
-                let template = make();
+                let (template, repo) = make();
                 let unrunnable = self.unrunnable(&template);
                 Arc::new(ApiTemplate {
                     template,
+                    repo,
                     unrunnable,
                 })
             })
@@ -669,12 +714,13 @@ async fn create_run(
         if type_filter.is_none_or(|t| t == "periodic") && req.repo.is_none() {
             let key = (JobType::Periodic, None, i);
             let t = app.template(&snapshot, key, || {
-                RunTemplate::new(
+                let template = RunTemplate::new(
                     &p.base,
                     JobType::Periodic,
                     Some(p.identity()),
                     snapshot.pod_spec(p),
-                )
+                );
+                (template, definition_repo(p))
             });
             found.push((JobType::Periodic, None, t));
         }
@@ -705,7 +751,8 @@ async fn create_run(
                 .filter(|(_, j)| j.base.name == req.job)
             {
                 let t = app.template(snapshot, (job_type, Some(repo.clone()), i), || {
-                    RunTemplate::new(&j.base, job_type, None, snapshot.pod_spec(j))
+                    let template = RunTemplate::new(&j.base, job_type, None, snapshot.pod_spec(j));
+                    (template, Some(repo.clone()))
                 });
                 found.push((job_type, Some(repo.clone()), t));
             }
@@ -751,6 +798,19 @@ async fn create_run(
         return Err(error(StatusCode::UNPROCESSABLE_ENTITY, e.clone()));
     }
     let new = template.template.run(req.refs);
+    let definition = trust::Definition {
+        name: &new.job,
+        job_type,
+        repo: template.repo.as_deref(),
+    };
+    if let Some(why) = trust::refusal(
+        &snapshot.config,
+        &new.configured_cluster,
+        definition,
+        new.refs.as_ref(),
+    ) {
+        return Err(error(StatusCode::FORBIDDEN, why));
+    }
     if job_type == JobType::Presubmit && new.refs.as_ref().is_none_or(|r| r.pulls.is_empty()) {
         return Err(error(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -910,6 +970,35 @@ async fn rerun(
 ) -> ApiResult {
     authorize(&app, &headers)?;
     let old = find(&app, id).await?;
+    // On a trusted cluster, the job must still be configured and admitted,
+    // and the run's refs must be its own.
+    let snapshot = app.snapshot();
+    if let Some(cluster) = snapshot
+        .config
+        .build_clusters
+        .get(&old.configured_cluster)
+        .filter(|c| c.trusted.is_some())
+        .map(|_| old.configured_cluster.as_str())
+    {
+        let Some(repo) = rerun_definition_repo(&snapshot, &old) else {
+            return Err(error(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "job {} runs on trusted cluster {cluster:?} and is no longer configured",
+                    old.job
+                ),
+            ));
+        };
+        let definition = trust::Definition {
+            name: &old.job,
+            job_type: old.job_type,
+            repo: repo.as_deref(),
+        };
+        if let Some(why) = trust::refusal(&snapshot.config, cluster, definition, old.refs.as_ref())
+        {
+            return Err(error(StatusCode::FORBIDDEN, why));
+        }
+    }
     let store = app.store.clone();
     let spec = {
         let hash = old.spec_hash.clone();

@@ -1215,3 +1215,105 @@ fn in_repo_lighthouse_periodics_are_scheduled_and_picked_up_on_change() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn trusted_clusters_take_only_admitted_jobs_on_their_own_refs() {
+    let (_d, dir) = tmp();
+    std::fs::create_dir_all(dir.join("jobs")).unwrap();
+    std::fs::write(
+        dir.join("config.yaml"),
+        r#"
+build_clusters:
+  trusted:
+    kind: local
+    trusted:
+    - {jobs: [label-sync], types: [periodic]}
+    - {repos: [org/app], types: [postsubmit]}
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("jobs/jobs.yaml"),
+        r#"
+periodics:
+- name: label-sync
+  cron: "0 0 31 2 *"
+  cluster: trusted
+  spec: {containers: [{image: x, command: ["true"]}]}
+- name: open-job
+  cron: "0 0 31 2 *"
+  spec: {containers: [{image: x, command: ["true"]}]}
+postsubmits:
+  org/app:
+  - name: post-app-publish
+    cluster: trusted
+    spec: {containers: [{image: x, command: ["true"]}]}
+"#,
+    )
+    .unwrap();
+    let daemon = start(&dir, &[]);
+    let port = daemon.port;
+    let sync = trigger(port, r#"{"job": "label-sync"}"#);
+    assert_eq!(
+        wait_state(port, &sync, |s| s == "success")["cluster"],
+        "trusted"
+    );
+    let own = r#"{"org": "org", "repo": "app", "base_ref": "main"}"#;
+    let post = trigger(
+        port,
+        &format!(r#"{{"job": "post-app-publish", "refs": {own}}}"#),
+    );
+    wait_state(port, &post, |s| s == "success");
+    // Other code on the trusted cluster: another repo, a pull request, refs
+    // on a periodic. Refused with 403, nothing stored.
+    for body in [
+        r#"{"job": "post-app-publish", "refs": {"org": "evil", "repo": "app", "base_ref": "main"}}"#,
+        r#"{"job": "post-app-publish", "refs": {"org": "org", "repo": "app", "base_ref": "main", "pulls": [{"number": 1, "author": "a", "sha": "abc"}]}}"#,
+        r#"{"job": "label-sync", "refs": {"org": "org", "repo": "app", "base_ref": "main"}}"#,
+    ] {
+        let (status, answer) = request(port, "POST", "/api/v1/runs", Some(body), None);
+        assert_eq!(status, 403, "{body}: {answer}");
+        assert!(
+            json(&answer)["error"]
+                .as_str()
+                .unwrap()
+                .contains("trusted cluster \"trusted\""),
+            "{answer}"
+        );
+    }
+    // Clusters without rules take any refs.
+    trigger(
+        port,
+        r#"{"job": "open-job", "refs": {"org": "evil", "repo": "x", "base_ref": "main"}}"#,
+    );
+    // A rerun of an admitted run is admitted.
+    let (status, body) = request(
+        port,
+        "POST",
+        &format!("/api/v1/runs/{sync}/rerun"),
+        None,
+        None,
+    );
+    assert_eq!(status, 201, "{body}");
+    let (_, body) = request(port, "GET", "/api/v1/runs?limit=100", None, None);
+    assert_eq!(json(&body)["runs"].as_array().unwrap().len(), 4, "{body}");
+    // Once label-sync is no longer configured, its runs are not rerun there.
+    let jobs = std::fs::read_to_string(dir.join("jobs/jobs.yaml")).unwrap();
+    let without = jobs.replace(
+        "- name: label-sync\n  cron: \"0 0 31 2 *\"\n  cluster: trusted",
+        "- name: label-sync-v2\n  cron: \"0 0 31 2 *\"",
+    );
+    assert_ne!(without, jobs);
+    std::fs::write(dir.join("jobs/jobs.yaml"), without).unwrap();
+    let (status, body) = request(port, "POST", "/api/v1/config/reload", None, None);
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = request(
+        port,
+        "POST",
+        &format!("/api/v1/runs/{sync}/rerun"),
+        None,
+        None,
+    );
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("no longer configured"), "{body}");
+}
