@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::PodSpec;
 use rustix::process::{kill_process_group, Pid, Signal};
 
 use crate::shim::{
-    self, start_time, Reply, Request, StartRequest, LOG_SUFFIX, SOCKET, STATE_SUFFIX,
+    self, start_time, Reply, Request, RunAs, StartRequest, LOG_SUFFIX, SOCKET, STATE_SUFFIX,
 };
 
 /// Errors starting or controlling a local run.
@@ -77,6 +77,8 @@ pub struct LocalExecutor {
     subscribed: Arc<std::sync::atomic::AtomicBool>,
     /// Called (from the events thread) when a job ends.
     on_exit: Option<Arc<dyn Fn() + Send + Sync>>,
+    /// The user jobs run as (the cluster's `run_as`).
+    run_as: Option<RunAs>,
 }
 
 impl Drop for LocalExecutor {
@@ -134,7 +136,14 @@ impl LocalExecutor {
             events: Mutex::default(),
             subscribed: Arc::default(),
             on_exit: None,
+            run_as: None,
         }
+    }
+
+    /// Runs every job as `user` instead of the supervisor's user.
+    pub fn run_as(mut self, user: Option<RunAs>) -> Self {
+        self.run_as = user;
+        self
     }
 
     /// Calls `f` whenever a run this executor started ends, so its owner can
@@ -286,6 +295,7 @@ impl LocalExecutor {
             command: job.command.clone(),
             env: job.env.clone(),
             working_dir: job.working_dir.clone(),
+            run_as: self.run_as,
         });
         match self.request(&req)? {
             Reply::Started | Reply::Exists => Ok(()),

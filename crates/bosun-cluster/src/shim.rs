@@ -70,6 +70,48 @@ pub struct StartRequest {
     pub env: Vec<(String, String)>,
     /// The container's `workingDir`, taken inside the run's `work/`.
     pub working_dir: Option<String>,
+    /// The user the job runs as (the cluster's `run_as`); its working
+    /// directory is given to that user.
+    #[serde(default)]
+    pub run_as: Option<RunAs>,
+}
+
+/// A user and group to run a job as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunAs {
+    /// User id.
+    pub uid: u32,
+    /// Group id.
+    pub gid: u32,
+}
+
+impl RunAs {
+    /// Resolves a cluster's `run_as`: `UID`, `UID:GID`, or a user name looked
+    /// up in `passwd` (the text of `/etc/passwd`; users known only to a
+    /// directory service must be given by number).
+    pub fn resolve(spec: &str, passwd: &str) -> Result<RunAs, String> {
+        let number = |s: &str| s.parse::<u32>().ok();
+        if let Some((u, g)) = spec.split_once(':') {
+            return match (number(u), number(g)) {
+                (Some(uid), Some(gid)) => Ok(RunAs { uid, gid }),
+                _ => Err(format!("run_as {spec:?}: want UID:GID as numbers")),
+            };
+        }
+        if let Some(uid) = number(spec) {
+            return Ok(RunAs { uid, gid: uid });
+        }
+        passwd
+            .lines()
+            .map(|l| l.split(':').collect::<Vec<_>>())
+            .find(|f| f.first() == Some(&spec))
+            .and_then(|f| {
+                Some(RunAs {
+                    uid: number(f.get(2)?)?,
+                    gid: number(f.get(3)?)?,
+                })
+            })
+            .ok_or_else(|| format!("run_as {spec:?}: no such user in /etc/passwd (give UID:GID)"))
+    }
 }
 
 /// The supervisor's answer to a start.
@@ -211,6 +253,21 @@ impl Supervisor {
                 .append(true)
                 .open(self.root.join(format!("{}{LOG_SUFFIX}", req.id)))
         });
+        let owned = req.run_as.map_or(Ok(()), |u| {
+            // The run's directories belong to the job's user, so it can write
+            // there; its log is written through the descriptors it inherits.
+            let mut at = dir.clone();
+            std::os::unix::fs::chown(&at, Some(u.uid), Some(u.gid))?;
+            for c in relative
+                .components()
+                .filter(|c| matches!(c, Component::Normal(_)))
+            {
+                at.push(c);
+                std::os::unix::fs::chown(&at, Some(u.uid), Some(u.gid))?;
+            }
+            Ok(())
+        });
+        let opened = opened.and_then(|l| owned.map(|()| l));
         let mut log = match opened {
             Ok(l) => l,
             Err(e) => {
@@ -226,7 +283,12 @@ impl Supervisor {
         // The lock is held from spawn to insert, so the reaper, which takes it
         // before looking a pid up, always finds the job.
         let mut state = self.lock();
-        let spawned = Command::new(program)
+        let mut command = Command::new(program);
+        if let Some(u) = req.run_as {
+            // As root, std also drops the supplementary groups.
+            command.uid(u.uid).gid(u.gid);
+        }
+        let spawned = command
             .args(args)
             .current_dir(&workdir)
             .env_clear()
@@ -403,4 +465,39 @@ fn supervise(args: &ShimArgs) -> std::io::Result<()> {
     }
     drop(lock);
     Ok(())
+}
+
+#[cfg(test)]
+mod run_as_tests {
+    use super::RunAs;
+
+    #[test]
+    fn run_as_takes_numbers_or_a_passwd_name() {
+        let passwd =
+            "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65533:nobody:/:/usr/sbin/nologin\n";
+        assert_eq!(
+            RunAs::resolve("nobody", passwd),
+            Ok(RunAs {
+                uid: 65534,
+                gid: 65533
+            })
+        );
+        assert_eq!(
+            RunAs::resolve("1000", passwd),
+            Ok(RunAs {
+                uid: 1000,
+                gid: 1000
+            })
+        );
+        assert_eq!(
+            RunAs::resolve("1000:50", passwd),
+            Ok(RunAs { uid: 1000, gid: 50 })
+        );
+        assert!(RunAs::resolve("ghost", passwd)
+            .unwrap_err()
+            .contains("no such user"));
+        assert!(RunAs::resolve("a:b", passwd)
+            .unwrap_err()
+            .contains("UID:GID"));
+    }
 }

@@ -34,6 +34,7 @@ use subtle::ConstantTimeEq;
 use crate::check::ConfigArgs;
 use crate::controller;
 use crate::metrics::Metrics;
+use bosun_cluster::shim::RunAs;
 use bosun_cluster::trust;
 use bosun_store::template::{RunTemplate, SpecSnapshot};
 
@@ -106,6 +107,39 @@ pub struct App {
     config_status: Mutex<crate::reload::ConfigStatus>,
     cpus: usize,
     token: Option<String>,
+}
+
+/// The user each local cluster runs its jobs as (`build_clusters.<alias>.run_as`).
+/// Local jobs could read the daemon's kubeconfigs, so when trusted clusters are
+/// configured and bosun runs as root, every local cluster must set one.
+fn local_users(
+    config: &bosun_config::types::ProwConfig,
+    clusters: &BTreeMap<String, ClusterDef>,
+) -> Result<HashMap<String, RunAs>, String> {
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let mut users = HashMap::new();
+    for (alias, c) in &config.build_clusters {
+        if let Some(spec) = &c.run_as {
+            let user =
+                RunAs::resolve(spec, &passwd).map_err(|e| format!("build_clusters.{alias}.{e}"))?;
+            users.insert(alias.clone(), user);
+        }
+    }
+    let trusted = config.build_clusters.values().any(|c| c.trusted.is_some());
+    if trusted && rustix::process::geteuid().is_root() {
+        let missing: Vec<&str> = clusters
+            .iter()
+            .filter(|(a, c)| matches!(c, ClusterDef::Local { .. }) && !users.contains_key(*a))
+            .map(|(a, _)| a.as_str())
+            .collect();
+        if !missing.is_empty() {
+            return Err(format!(
+                "trusted clusters are configured and bosun runs as root, so local jobs could read its credentials: set build_clusters.<alias>.run_as to an unprivileged user for the local cluster(s) {} (an implicit default cluster must be defined to set it)",
+                missing.join(", ")
+            ));
+        }
+    }
+    Ok(users)
 }
 
 /// The repository a periodic is defined for: its in-repo source, else its
@@ -404,6 +438,13 @@ pub fn run(args: &ServeArgs) -> ExitCode {
             .unwrap_or_else(|_| "bosun".into()),
         "run-shim".to_string(),
     ];
+    let run_as = match local_users(&snapshot.config, &clusters) {
+        Ok(u) => u,
+        Err(e) => {
+            tracing::error!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let wake = Arc::new(tokio::sync::Notify::new());
     let executors = clusters
         .iter()
@@ -411,6 +452,7 @@ pub fn run(args: &ServeArgs) -> ExitCode {
         .map(|(alias, _)| {
             let wake = wake.clone();
             let exec = LocalExecutor::new(args.data_dir.join("runs").join(alias), shim.clone())
+                .run_as(run_as.get(alias).copied())
                 .on_exit(move || wake.notify_one());
             (alias.clone(), Arc::new(exec) as Arc<dyn Executor>)
         })

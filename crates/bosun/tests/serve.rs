@@ -1219,13 +1219,17 @@ fn in_repo_lighthouse_periodics_are_scheduled_and_picked_up_on_change() {
 #[test]
 fn trusted_clusters_take_only_admitted_jobs_on_their_own_refs() {
     let (_d, dir) = tmp();
+    // Jobs run as `nobody`, who must reach their directories.
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     std::fs::create_dir_all(dir.join("jobs")).unwrap();
     std::fs::write(
         dir.join("config.yaml"),
         r#"
 build_clusters:
+  default: {kind: local, run_as: nobody}
   trusted:
     kind: local
+    run_as: nobody
     trusted:
     - {jobs: [label-sync], types: [periodic]}
     - {repos: [org/app], types: [postsubmit]}
@@ -1316,4 +1320,81 @@ postsubmits:
     );
     assert_eq!(status, 403, "{body}");
     assert!(body.contains("no longer configured"), "{body}");
+}
+
+#[test]
+fn with_trusted_clusters_a_root_daemon_runs_local_jobs_only_as_their_run_as_user() {
+    let (_d, dir) = tmp();
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::create_dir_all(dir.join("jobs")).unwrap();
+    std::fs::write(
+        dir.join("jobs/jobs.yaml"),
+        "periodics:\n- name: whoami\n  cron: \"0 0 31 2 *\"\n  spec: {containers: [{image: x, command: [sh, -c, \"id -u; id -g; touch mine\"]}]}\n",
+    )
+    .unwrap();
+    let trusted = "  trusted: {kind: local, run_as: nobody, trusted: [{jobs: [none]}]}\n";
+    // No run_as on the (implicit) default cluster.
+    std::fs::write(
+        dir.join("config.yaml"),
+        format!("build_clusters:\n{trusted}"),
+    )
+    .unwrap();
+    let root = rustix::process::geteuid().is_root();
+    if root {
+        let out = Command::new(env!("CARGO_BIN_EXE_bosun"))
+            .arg("serve")
+            .arg("--config")
+            .arg(dir.join("config.yaml"))
+            .arg("--job-config")
+            .arg(dir.join("jobs"))
+            .arg("--data-dir")
+            .arg(dir.join("data"))
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{}", free_port()))
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("run_as") && err.contains("local cluster(s) default"),
+            "{err}"
+        );
+    } else {
+        // Not root: jobs already run as this unprivileged user; bosun starts,
+        // and cannot switch users, so the rest needs root.
+        drop(start(&dir, &[]));
+        return;
+    }
+    // With run_as on every local cluster, jobs run as that user.
+    std::fs::write(
+        dir.join("config.yaml"),
+        format!("build_clusters:\n  default: {{kind: local, run_as: nobody}}\n{trusted}"),
+    )
+    .unwrap();
+    let daemon = start(&dir, &[]);
+    let id = trigger(daemon.port, r#"{"job": "whoami"}"#);
+    let run = wait_state(daemon.port, &id, |s| s != "triggered" && s != "pending");
+    let (_, log) = request(
+        daemon.port,
+        "GET",
+        &format!("/api/v1/runs/{id}/log"),
+        None,
+        None,
+    );
+    assert_eq!(run["state"], "success", "{run} {log}");
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap();
+    let nobody: Vec<&str> = passwd
+        .lines()
+        .find(|l| l.starts_with("nobody:"))
+        .expect("a nobody user")
+        .split(':')
+        .collect();
+    assert_eq!(
+        log.lines().collect::<Vec<_>>(),
+        [nobody[2], nobody[3]],
+        "{log}"
+    );
+    let file = dir.join("data/runs/default").join(&id).join("mine");
+    let owner = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&file).unwrap());
+    assert_eq!(owner.to_string(), nobody[2], "the job wrote as its user");
 }
