@@ -1,8 +1,11 @@
-//! Which build clusters exist: `build_clusters` from the config, plus an implicit
-//! local `default` when nothing defines `default` (DESIGN.md). Kubernetes clusters
-//! from kubeconfig files join this registry with the Kubernetes executor.
+//! Which build clusters exist: `build_clusters` from the config, every context
+//! of the kubeconfig files (as in Prow, each context name is an alias), plus an
+//! implicit local `default` when nothing defines `default` (DESIGN.md). An
+//! alias defined in both places is a configuration error, reported by the
+//! loader; here `build_clusters` wins.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use bosun_config::types::{ClusterKind, ProwConfig};
 
@@ -18,12 +21,27 @@ pub enum ClusterDef {
     Kubernetes {
         /// The kubeconfig context.
         context: String,
+        /// The kubeconfig file that defines it (none: the default one).
+        kubeconfig: Option<PathBuf>,
     },
 }
 
-/// The clusters of a configuration by alias. `cpus` is the default slot count of
-/// a local cluster.
-pub fn clusters(config: &ProwConfig, cpus: usize) -> BTreeMap<String, ClusterDef> {
+/// A context of a kubeconfig file: a cluster alias.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubeContext {
+    /// The context's name, which is the alias.
+    pub name: String,
+    /// The file.
+    pub file: PathBuf,
+}
+
+/// The clusters of a configuration and its kubeconfig contexts, by alias.
+/// `cpus` is the default slot count of a local cluster.
+pub fn clusters(
+    config: &ProwConfig,
+    kube: &[KubeContext],
+    cpus: usize,
+) -> BTreeMap<String, ClusterDef> {
     let mut out: BTreeMap<String, ClusterDef> = config
         .build_clusters
         .iter()
@@ -34,11 +52,19 @@ pub fn clusters(config: &ProwConfig, cpus: usize) -> BTreeMap<String, ClusterDef
                 },
                 ClusterKind::Kubernetes => ClusterDef::Kubernetes {
                     context: c.context.clone().unwrap_or_else(|| alias.clone()),
+                    kubeconfig: c.kubeconfig.as_ref().map(PathBuf::from),
                 },
             };
             (alias.clone(), def)
         })
         .collect();
+    for k in kube {
+        out.entry(k.name.clone())
+            .or_insert_with(|| ClusterDef::Kubernetes {
+                context: k.name.clone(),
+                kubeconfig: Some(k.file.clone()),
+            });
+    }
     out.entry("default".into())
         .or_insert(ClusterDef::Local { slots: cpus });
     out
@@ -61,34 +87,58 @@ mod tests {
 
     #[test]
     fn implicit_default_and_slots() {
-        let c = clusters(&bosun_config::load::default_config(), 4);
+        let c = clusters(&bosun_config::load::default_config(), &[], 4);
         assert_eq!(
             c.into_iter().collect::<Vec<_>>(),
             vec![("default".to_string(), ClusterDef::Local { slots: 4 })]
         );
         let c = clusters(
             &config("build_clusters:\n  big: {max_concurrency: 8}\n  k: {kind: kubernetes}\n"),
+            &[KubeContext {
+                name: "build02".into(),
+                file: "/etc/kube/a".into(),
+            }],
             2,
         );
         assert_eq!(c["big"], ClusterDef::Local { slots: 8 });
         assert_eq!(
             c["k"],
             ClusterDef::Kubernetes {
-                context: "k".into()
+                context: "k".into(),
+                kubeconfig: None,
+            }
+        );
+        assert_eq!(
+            c["build02"],
+            ClusterDef::Kubernetes {
+                context: "build02".into(),
+                kubeconfig: Some("/etc/kube/a".into()),
             }
         );
         assert_eq!(c["default"], ClusterDef::Local { slots: 2 });
         // A configured default replaces the implicit one.
         let c = clusters(
             &config("build_clusters:\n  default: {kind: kubernetes, context: prod}\n"),
+            &[],
             2,
         );
         assert_eq!(
             c["default"],
             ClusterDef::Kubernetes {
-                context: "prod".into()
+                context: "prod".into(),
+                kubeconfig: None,
             }
         );
+        // A kubeconfig context named default replaces the implicit one too.
+        let c = clusters(
+            &bosun_config::load::default_config(),
+            &[KubeContext {
+                name: "default".into(),
+                file: "/k".into(),
+            }],
+            2,
+        );
+        assert!(matches!(c["default"], ClusterDef::Kubernetes { .. }));
         assert_eq!(
             unknown_cluster("nope"),
             "no build client found for cluster \"nope\""

@@ -24,6 +24,10 @@ pub struct ConfigArgs {
     /// A kubeconfig file whose contexts are build-cluster aliases; repeatable.
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: Vec<PathBuf>,
+    /// A directory of kubeconfig files (each file's contexts are aliases).
+    /// Without `--kubeconfig` and `--kubeconfig-dir`, the files of `$KUBECONFIG`.
+    #[arg(long = "kubeconfig-dir", value_name = "DIR")]
+    pub kubeconfig_dir: Option<PathBuf>,
 }
 
 impl ConfigArgs {
@@ -33,10 +37,54 @@ impl ConfigArgs {
             config: self.config.clone(),
             job_config: self.job_config.clone(),
             in_repo: self.in_repo.clone(),
-            kubeconfigs: self.kubeconfig.clone(),
+            kubeconfigs: self.kubeconfig_files(),
             schedule_check: Some(std::sync::Arc::new(bosun_schedule::ConfigScheduleCheck)),
             ..LoadOptions::default()
         }
+    }
+}
+
+impl ConfigArgs {
+    /// The kubeconfig files, as Prow finds them: `--kubeconfig`, the files of
+    /// `--kubeconfig-dir` (read again at each load, so files added later
+    /// count), else `$KUBECONFIG` (colon-separated).
+    pub fn kubeconfig_files(&self) -> Vec<PathBuf> {
+        let mut files = self.kubeconfig.clone();
+        if let Some(dir) = &self.kubeconfig_dir {
+            let mut listed: Vec<PathBuf> = std::fs::read_dir(dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+                .map(|e| e.path())
+                .filter(|p| p.is_file())
+                .collect();
+            listed.sort();
+            files.extend(listed);
+        }
+        if files.is_empty() && self.kubeconfig_dir.is_none() {
+            if let Some(v) = std::env::var_os("KUBECONFIG") {
+                files.extend(std::env::split_paths(&v).filter(|p| !p.as_os_str().is_empty()));
+            }
+        }
+        files
+    }
+
+    /// The contexts of the kubeconfig files (a file that cannot be read adds
+    /// none; the loader reports it).
+    pub fn kube_contexts(&self) -> Vec<bosun_cluster::registry::KubeContext> {
+        self.kubeconfig_files()
+            .into_iter()
+            .flat_map(|file| {
+                bosun_config::load::kubeconfig_contexts(&bosun_config::OsFiles, &file)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(move |name| bosun_cluster::registry::KubeContext {
+                        name,
+                        file: file.clone(),
+                    })
+            })
+            .collect()
     }
 }
 

@@ -92,6 +92,7 @@ pub fn reconcile(app: &Arc<App>) {
         .unwrap_or_else(|e| e.into_inner())
         .clone();
     let pending = app.active.pending();
+    let clusters = app.clusters();
     let snapshot = app.snapshot();
     let config = &snapshot.config;
     let now = app.clock.now();
@@ -103,7 +104,7 @@ pub fn reconcile(app: &Arc<App>) {
             .cluster
             .clone()
             .unwrap_or_else(|| run.configured_cluster.clone());
-        let Some(exec) = app.executors.get(&alias) else {
+        let Some(exec) = clusters.executors.get(&alias) else {
             batch.end(
                 run,
                 RunState::Error,
@@ -191,7 +192,7 @@ pub fn reconcile(app: &Arc<App>) {
     // has free slots (a pass starts at most that many; the rest wait for the
     // next pass, which comes as soon as a run ends), none when it is full.
     let mut triggered = Vec::new();
-    for (alias, def) in &app.clusters {
+    for (alias, def) in &clusters.defs {
         let limit = match def {
             ClusterDef::Local { slots } => {
                 let used = running.by_cluster.get(alias).copied().unwrap_or(0);
@@ -207,7 +208,7 @@ pub fn reconcile(app: &Arc<App>) {
     // Runs naming a cluster that does not exist (they end in error).
     triggered.extend(
         app.active
-            .waiting_elsewhere(|c| app.clusters.contains_key(c), MAX_WAITING_PER_PASS),
+            .waiting_elsewhere(|c| clusters.defs.contains_key(c), MAX_WAITING_PER_PASS),
     );
     // Admission is first-in first-out across clusters (build ids grow with
     // creation).
@@ -231,7 +232,7 @@ pub fn reconcile(app: &Arc<App>) {
             );
             continue;
         }
-        match app.clusters.get(&alias) {
+        match clusters.defs.get(&alias) {
             None => {
                 batch.end(
                     run,
@@ -308,8 +309,8 @@ pub fn reconcile(app: &Arc<App>) {
             .iter()
             .map(|(k, v)| (k.clone(), *v))
             .collect(),
-        cluster_slots: app
-            .clusters
+        cluster_slots: clusters
+            .defs
             .iter()
             .filter_map(|(a, c)| match c {
                 ClusterDef::Local { slots } => Some((a.clone(), *slots as u32)),
@@ -358,11 +359,15 @@ pub fn reconcile(app: &Arc<App>) {
         // the commits of concurrent starts. Outside a runtime (a simulation),
         // starts run in the pass.
         let app = app.clone();
+        // Its cluster is local (checked above), so it has an executor.
+        let exec = clusters.executors.get(&run.configured_cluster).cloned();
         let start = move || {
-            let exec = &app.executors[&run.configured_cluster];
             let mut batch = Batch::default();
             let at = app.clock.now();
-            match exec.start(&run.id, &job) {
+            let started = exec
+                .ok_or_else(|| "its build cluster was removed".to_string())
+                .and_then(|exec| exec.start(&run.id, &job).map_err(|e| e.to_string()));
+            match started {
                 Ok(()) => {
                     let mut t = Transition::to(RunState::Pending, at, "Job triggered.");
                     t.cluster = Some(run.configured_cluster.clone());

@@ -8,8 +8,10 @@
 //! A valid configuration replaces the one in force and the scheduler's entries
 //! are updated: periodics added, removed or rescheduled, the others untouched.
 //! An invalid one is reported (log, metrics, `GET /api/v1/config/status`) and
-//! the last good configuration stays in force. Build clusters are read at
-//! start-up only: a change to them is reported and takes effect after a restart.
+//! the last good configuration stays in force. Build clusters (`build_clusters`
+//! and the contexts of the kubeconfig files, which are watched too) are
+//! replaced with it: a new cluster takes runs at once, a removed one's pending
+//! runs end in error, and an unchanged local cluster keeps its executor.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -89,35 +91,45 @@ pub fn reload(app: &App, reason: &str) -> bool {
         .map(ToString::to_string)
         .collect();
     let warnings = loaded.diagnostics.len() - errors.len();
-    let Some(snapshot) = loaded.snapshot else {
-        for e in &errors {
-            tracing::error!(reason, "config reload: {e}");
+    // The clusters of a valid configuration (and its kubeconfig files), and
+    // the users of its local clusters; any error keeps the last good ones.
+    let in_force = loaded.snapshot.ok_or(errors).and_then(|snapshot| {
+        let defs = app.clusters_of(&snapshot);
+        match crate::serve::local_users(&snapshot.config, &defs) {
+            Ok(users) => Ok((snapshot, defs, users)),
+            Err(e) => Err(vec![e]),
         }
-        tracing::error!(
-            reason,
-            errors = errors.len(),
-            "the new configuration is invalid; the last good one stays in force"
-        );
-        app.metrics
-            .reloads
-            .get_or_create(&vec![("result".into(), "error".into())])
-            .inc();
-        app.metrics.reload_ok.set(0);
-        let mut status = app.config_status();
-        status.ok = false;
-        status.last_attempt_at = now;
-        status.last_attempt_reason = reason.to_string();
-        status.errors = errors;
-        status.warnings = warnings;
-        app.set_config_status(status);
-        return false;
+    });
+    let (snapshot, defs, users) = match in_force {
+        Ok(v) => v,
+        Err(errors) => {
+            for e in &errors {
+                tracing::error!(reason, "config reload: {e}");
+            }
+            tracing::error!(
+                reason,
+                errors = errors.len(),
+                "the new configuration is invalid; the last good one stays in force"
+            );
+            app.metrics
+                .reloads
+                .get_or_create(&vec![("result".into(), "error".into())])
+                .inc();
+            app.metrics.reload_ok.set(0);
+            let mut status = app.config_status();
+            status.ok = false;
+            status.last_attempt_at = now;
+            status.last_attempt_reason = reason.to_string();
+            status.errors = errors;
+            status.warnings = warnings;
+            app.set_config_status(status);
+            return false;
+        }
     };
-    let mut notes = Vec::new();
-    if app.clusters_of(&snapshot) != app.clusters {
-        notes.push(
-            "build_clusters changed: cluster changes take effect after a restart".to_string(),
-        );
-        tracing::warn!("build_clusters changed: cluster changes take effect after a restart");
+    let notes = Vec::new();
+    let (added, removed) = app.set_clusters(defs, users);
+    if !added.is_empty() || !removed.is_empty() {
+        tracing::info!(?added, ?removed, "build clusters changed");
     }
     let jobs = bosun_scheduler::config::jobs(&snapshot);
     let keep: HashSet<String> = jobs.iter().map(|j| j.identity.to_string()).collect();
@@ -179,8 +191,9 @@ struct Watch {
 
 /// The directories of the configuration: the config file's directory (for
 /// the file itself and `..data`-style entries), each job-config directory
-/// (recursively; a job-config file is watched like the config file) and each
-/// in-repo checkout (recursively, `.git` ignored).
+/// (recursively; a job-config file is watched like the config file), the
+/// kubeconfig files and directory, and each in-repo checkout (recursively,
+/// `.git` ignored).
 fn watches(app: &App) -> Vec<Watch> {
     let file = |path: &Path| -> Option<Watch> {
         let dir = match path.parent() {
@@ -207,6 +220,24 @@ fn watches(app: &App) -> Vec<Watch> {
             });
         } else {
             out.extend(file(j));
+        }
+    }
+    // Kubeconfig files and the kubeconfig directory: their contexts are
+    // build clusters.
+    if let Some(dir) = &args.kubeconfig_dir {
+        out.push(Watch {
+            dir: dir.clone(),
+            recursive: false,
+            names: None,
+        });
+    }
+    for f in args.kubeconfig_files() {
+        if args
+            .kubeconfig_dir
+            .as_ref()
+            .is_none_or(|d| f.parent() != Some(d))
+        {
+            out.extend(file(&f));
         }
     }
     let snapshot = app.snapshot();

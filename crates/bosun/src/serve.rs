@@ -75,10 +75,10 @@ pub struct App {
     /// The run store.
     pub store: Arc<dyn Store>,
     snapshot: RwLock<Arc<Snapshot>>,
-    /// Build clusters by alias.
-    pub clusters: BTreeMap<String, ClusterDef>,
-    /// Executors of the local clusters.
-    pub executors: HashMap<String, Arc<dyn Executor>>,
+    /// The build clusters in force (swapped whole by a reload).
+    clusters: RwLock<Arc<Clusters>>,
+    /// Makes a local cluster's executor.
+    make_executor: ExecutorFactory,
     /// Where the time comes from (a manual clock in simulations).
     pub clock: Arc<dyn Clock>,
     /// Metrics.
@@ -112,7 +112,7 @@ pub struct App {
 /// The user each local cluster runs its jobs as (`build_clusters.<alias>.run_as`).
 /// Local jobs could read the daemon's kubeconfigs, so when trusted clusters are
 /// configured and bosun runs as root, every local cluster must set one.
-fn local_users(
+pub fn local_users(
     config: &bosun_config::types::ProwConfig,
     clusters: &BTreeMap<String, ClusterDef>,
 ) -> Result<HashMap<String, RunAs>, String> {
@@ -202,6 +202,48 @@ struct ApiTemplate {
     unrunnable: Option<String>,
 }
 
+/// Makes the executor of a local cluster, given its alias and user.
+pub type ExecutorFactory = Box<dyn Fn(&str, Option<RunAs>) -> Arc<dyn Executor> + Send + Sync>;
+
+/// The build clusters in force and the executors of the local ones.
+pub struct Clusters {
+    /// Clusters by alias.
+    pub defs: BTreeMap<String, ClusterDef>,
+    /// The users local clusters run jobs as.
+    pub users: HashMap<String, RunAs>,
+    /// Executors of the local clusters.
+    pub executors: HashMap<String, Arc<dyn Executor>>,
+}
+
+impl Clusters {
+    /// The clusters `defs`, with an executor for each local one: the one of
+    /// `previous` when its alias and user are unchanged (its runs go on), else
+    /// a new one.
+    pub fn build(
+        defs: BTreeMap<String, ClusterDef>,
+        users: HashMap<String, RunAs>,
+        make: &ExecutorFactory,
+        previous: Option<&Clusters>,
+    ) -> Clusters {
+        let executors = defs
+            .iter()
+            .filter(|(_, c)| matches!(c, ClusterDef::Local { .. }))
+            .map(|(alias, _)| {
+                let user = users.get(alias).copied();
+                let kept = previous
+                    .filter(|p| p.users.get(alias).copied() == user)
+                    .and_then(|p| p.executors.get(alias).cloned());
+                (alias.clone(), kept.unwrap_or_else(|| make(alias, user)))
+            })
+            .collect();
+        Clusters {
+            defs,
+            users,
+            executors,
+        }
+    }
+}
+
 /// What an [`App`] is made of.
 pub struct AppParts {
     /// The run store.
@@ -214,8 +256,10 @@ pub struct AppParts {
     pub warnings: usize,
     /// Build clusters by alias.
     pub clusters: BTreeMap<String, ClusterDef>,
-    /// Executors by alias.
-    pub executors: HashMap<String, Arc<dyn Executor>>,
+    /// The users local clusters run jobs as.
+    pub users: HashMap<String, RunAs>,
+    /// Makes a local cluster's executor.
+    pub make_executor: ExecutorFactory,
     /// The clock.
     pub clock: Arc<dyn Clock>,
     /// Metrics.
@@ -245,8 +289,13 @@ impl App {
             scheduler: Mutex::new(scheduler),
             scheduler_wake: tokio::sync::Notify::new(),
             snapshot: RwLock::new(Arc::new(p.snapshot)),
-            clusters: p.clusters,
-            executors: p.executors,
+            clusters: RwLock::new(Arc::new(Clusters::build(
+                p.clusters,
+                p.users,
+                &p.make_executor,
+                None,
+            ))),
+            make_executor: p.make_executor,
             clock: p.clock,
             metrics: p.metrics,
             wake: p.wake,
@@ -278,7 +327,43 @@ impl App {
 
     /// The build clusters a configuration defines.
     pub fn clusters_of(&self, snapshot: &Snapshot) -> BTreeMap<String, ClusterDef> {
-        clusters(&snapshot.config, self.cpus)
+        clusters(
+            &snapshot.config,
+            &self.config_args.kube_contexts(),
+            self.cpus,
+        )
+    }
+
+    /// The build clusters in force.
+    pub fn clusters(&self) -> Arc<Clusters> {
+        self.clusters
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Puts `defs` in force (local executors of unchanged clusters are kept).
+    /// Returns the aliases added and removed.
+    pub fn set_clusters(
+        &self,
+        defs: BTreeMap<String, ClusterDef>,
+        users: HashMap<String, RunAs>,
+    ) -> (Vec<String>, Vec<String>) {
+        let mut slot = self.clusters.write().unwrap_or_else(|e| e.into_inner());
+        let added = defs
+            .keys()
+            .filter(|a| !slot.defs.contains_key(*a))
+            .cloned()
+            .collect();
+        let removed = slot
+            .defs
+            .keys()
+            .filter(|a| !defs.contains_key(*a))
+            .cloned()
+            .collect();
+        let next = Clusters::build(defs, users, &self.make_executor, Some(&slot));
+        *slot = Arc::new(next);
+        (added, removed)
     }
 
     /// The configuration's status.
@@ -355,7 +440,9 @@ impl App {
     /// cannot.
     fn unrunnable(&self, template: &RunTemplate) -> Option<String> {
         let new = template.run(None);
-        let Some(ClusterDef::Local { .. }) = self.clusters.get(&new.configured_cluster) else {
+        let Some(ClusterDef::Local { .. }) =
+            self.clusters().defs.get(&new.configured_cluster).cloned()
+        else {
             return None;
         };
         let spec = serde_json::from_str::<SpecSnapshot>(template.spec().json()).ok()?;
@@ -431,7 +518,7 @@ pub fn run(args: &ServeArgs) -> ExitCode {
         return ExitCode::FAILURE;
     }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let clusters = clusters(&snapshot.config, cpus);
+    let clusters = clusters(&snapshot.config, &args.config.kube_contexts(), cpus);
     let shim = vec![
         std::env::current_exe()
             .map(|p| p.display().to_string())
@@ -446,24 +533,24 @@ pub fn run(args: &ServeArgs) -> ExitCode {
         }
     };
     let wake = Arc::new(tokio::sync::Notify::new());
-    let executors = clusters
-        .iter()
-        .filter(|(_, c)| matches!(c, ClusterDef::Local { .. }))
-        .map(|(alias, _)| {
+    let make_executor: ExecutorFactory = {
+        let (wake, runs) = (wake.clone(), args.data_dir.join("runs"));
+        Box::new(move |alias, user| {
             let wake = wake.clone();
-            let exec = LocalExecutor::new(args.data_dir.join("runs").join(alias), shim.clone())
-                .run_as(run_as.get(alias).copied())
+            let exec = LocalExecutor::new(runs.join(alias), shim.clone())
+                .run_as(user)
                 .on_exit(move || wake.notify_one());
-            (alias.clone(), Arc::new(exec) as Arc<dyn Executor>)
+            Arc::new(exec) as Arc<dyn Executor>
         })
-        .collect();
+    };
     let app = App::new(AppParts {
         store,
         active,
         snapshot,
         warnings,
         clusters,
-        executors,
+        users: run_as,
+        make_executor,
         clock: Arc::new(SystemClock),
         metrics,
         wake,
@@ -604,7 +691,7 @@ pub fn sink(app: &App, now: Timestamp) -> Vec<String> {
     match app.store.delete_completed_before(cutoff) {
         Ok(ids) => {
             for id in &ids {
-                for exec in app.executors.values() {
+                for exec in app.clusters().executors.values() {
                     let _ = exec.remove(id);
                 }
             }
@@ -933,7 +1020,7 @@ async fn run_log(State(app): State<Arc<App>>, Path(id): Path<String>) -> ApiResu
         .cluster
         .clone()
         .unwrap_or_else(|| run.configured_cluster.clone());
-    let Some(exec) = app.executors.get(&alias) else {
+    let Some(exec) = app.clusters().executors.get(&alias).cloned() else {
         return Err(error(StatusCode::NOT_FOUND, "this run has no local log"));
     };
     let Some(path) = exec.log_path(&run.id) else {

@@ -67,10 +67,14 @@ fn sim(start: Timestamp) -> Sim {
     let app = App::new(AppParts {
         store: store.clone(),
         active,
-        clusters: clusters(&snapshot.config, 8),
+        clusters: clusters(&snapshot.config, &[], 8),
         snapshot,
         warnings: 0,
-        executors: HashMap::from([("default".to_string(), exec.clone() as Arc<dyn Executor>)]),
+        users: HashMap::new(),
+        make_executor: {
+            let exec = exec.clone();
+            Box::new(move |_, _| exec.clone() as Arc<dyn Executor>)
+        },
         clock: clock.clone(),
         metrics,
         wake: Arc::default(),

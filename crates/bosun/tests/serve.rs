@@ -1398,3 +1398,105 @@ fn with_trusted_clusters_a_root_daemon_runs_local_jobs_only_as_their_run_as_user
     let owner = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&file).unwrap());
     assert_eq!(owner.to_string(), nobody[2], "the job wrote as its user");
 }
+
+const KUBECONFIG: &str = "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"https://127.0.0.1:1\"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: CONTEXT, context: {cluster: c, user: u}}]\ncurrent-context: CONTEXT\n";
+
+#[test]
+fn build_clusters_and_kubeconfig_contexts_change_without_a_restart() {
+    let (_d, dir) = tmp();
+    std::fs::create_dir_all(dir.join("jobs")).unwrap();
+    std::fs::create_dir_all(dir.join("kube")).unwrap();
+    let job = |name: &str, cluster: &str, cmd: &str| {
+        format!("- name: {name}\n  cron: \"0 0 31 2 *\"\n  cluster: {cluster}\n  spec: {{containers: [{{image: x, command: [{cmd}]}}]}}\n")
+    };
+    std::fs::write(
+        dir.join("config.yaml"),
+        "build_clusters:\n  a: {kind: local}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("jobs/jobs.yaml"),
+        format!("periodics:\n{}", job("on-a", "a", "sleep, \"30\"")),
+    )
+    .unwrap();
+    let kube = dir.join("kube");
+    let daemon = start(&dir, &["--kubeconfig-dir", kube.to_str().unwrap()]);
+    let port = daemon.port;
+    let reload = |want: u16| {
+        let (status, body) = request(port, "POST", "/api/v1/config/reload", None, None);
+        assert_eq!(status, want, "{body}");
+    };
+    let long = trigger(port, r#"{"job": "on-a"}"#);
+    wait_state(port, &long, |s| s == "pending");
+
+    // A new local cluster takes runs at once.
+    std::fs::write(
+        dir.join("config.yaml"),
+        "build_clusters:\n  a: {kind: local}\n  b: {kind: local}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("jobs/jobs.yaml"),
+        format!(
+            "periodics:\n{}{}",
+            job("on-a", "a", "sleep, \"30\""),
+            job("on-b", "b", "\"true\"")
+        ),
+    )
+    .unwrap();
+    reload(200);
+    let on_b = trigger(port, r#"{"job": "on-b"}"#);
+    assert_eq!(wait_state(port, &on_b, |s| s == "success")["cluster"], "b");
+
+    // A kubeconfig file dropped into the directory adds its contexts.
+    std::fs::write(kube.join("x.yaml"), KUBECONFIG.replace("CONTEXT", "k8s-x")).unwrap();
+    std::fs::write(
+        dir.join("jobs/jobs.yaml"),
+        format!(
+            "periodics:\n{}{}{}",
+            job("on-a", "a", "sleep, \"30\""),
+            job("on-b", "b", "\"true\""),
+            job("on-k8s", "k8s-x", "\"true\"")
+        ),
+    )
+    .unwrap();
+    reload(200);
+    let on_k8s = trigger(port, r#"{"job": "on-k8s"}"#);
+    let run = wait_state(port, &on_k8s, |s| s == "error");
+    assert!(
+        run["description"]
+            .as_str()
+            .unwrap()
+            .contains("Kubernetes cluster"),
+        "a known Kubernetes alias, not an unknown one: {run}"
+    );
+
+    // The same context in a second file is an error: the last good clusters
+    // and configuration stay.
+    std::fs::write(kube.join("y.yaml"), KUBECONFIG.replace("CONTEXT", "k8s-x")).unwrap();
+    reload(422);
+    let (_, status) = request(port, "GET", "/api/v1/config/status", None, None);
+    assert!(status.contains("occurred more than once"), "{status}");
+    let again = trigger(port, r#"{"job": "on-b"}"#);
+    wait_state(port, &again, |s| s == "success");
+    std::fs::remove_file(kube.join("y.yaml")).unwrap();
+
+    // Removing cluster a ends its pending run in error.
+    std::fs::write(
+        dir.join("config.yaml"),
+        "build_clusters:\n  b: {kind: local}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("jobs/jobs.yaml"),
+        format!(
+            "periodics:\n{}{}",
+            job("on-b", "b", "\"true\""),
+            job("on-k8s", "k8s-x", "\"true\"")
+        ),
+    )
+    .unwrap();
+    reload(200);
+    let run = wait_state(port, &long, |s| s == "error");
+    assert_eq!(run["description"], "build cluster a was removed", "{run}");
+}
