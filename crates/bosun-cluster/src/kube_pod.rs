@@ -162,7 +162,7 @@ mod tests {
             };
             assert_eq!(get("JOB_NAME"), [long], "the job's own value, once");
             assert_eq!(get("BUILD_ID"), ["1800000000000001"]);
-            assert_eq!(get("PROW_JOB_ID"), [r.id.clone()]);
+            assert_eq!(get("PROW_JOB_ID"), std::slice::from_ref(&r.id));
             assert_eq!(get("JOB_TYPE"), ["periodic"]);
             assert!(get("JOB_SPEC")[0].contains("\"type\":\"periodic\""));
         }
