@@ -11,6 +11,7 @@
 
 pub mod admit;
 pub mod executor;
+pub mod kube;
 pub mod kube_pod;
 pub mod local;
 pub mod registry;
