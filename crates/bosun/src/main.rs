@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 mod check;
 mod client;
+mod clusters;
 mod controller;
 mod metrics;
 mod periodics;

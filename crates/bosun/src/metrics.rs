@@ -27,7 +27,8 @@ type Labels = Vec<(String, String)>;
 pub struct PlainCounter(Counter);
 
 impl PlainCounter {
-    fn inc(&self) {
+    /// Adds one.
+    pub fn inc(&self) {
         self.0.inc();
     }
 }
@@ -71,6 +72,10 @@ pub struct Metrics {
     pub reload_ok: Gauge,
     /// When the configuration in force was loaded.
     pub reload_success_time: FloatGauge,
+    /// Per build cluster and status: 1 for its status now, 0 for the others.
+    pub cluster_status: Family<Labels, Gauge>,
+    /// Prow's: failed creations of a Kubernetes client, per cluster.
+    pub failed_client_creations: Family<Labels, PlainCounter>,
 }
 
 /// The labels of a periodic's series: its job name and its identity.
@@ -177,7 +182,21 @@ impl Metrics {
             "When the configuration in force was loaded",
             reload_success_time.clone(),
         );
+        let cluster_status = Family::<Labels, Gauge>::default();
+        registry.register(
+            "bosun_build_cluster_status",
+            "1 for each build cluster's health now (Reachable, Unreachable, MissingPermissions, Disabled), with Prow's word beside it",
+            cluster_status.clone(),
+        );
+        let failed_client_creations = Family::<Labels, PlainCounter>::default();
+        registry.register(
+            "kubernetes_failed_client_creations",
+            "Failed creations of a Kubernetes client, per build cluster (Prow's name)",
+            failed_client_creations.clone(),
+        );
         Arc::new(Metrics {
+            cluster_status,
+            failed_client_creations,
             registry,
             transitions,
             prowjobs,

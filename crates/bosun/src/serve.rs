@@ -79,6 +79,10 @@ pub struct App {
     clusters: RwLock<Arc<Clusters>>,
     /// Makes a local cluster's executor.
     make_executor: ExecutorFactory,
+    /// The build clusters' health (Kubernetes clients and probe results).
+    pub health: crate::clusters::SharedHealth,
+    /// Told when the build clusters change (the health task probes at once).
+    pub clusters_changed: tokio::sync::Notify,
     /// Where the time comes from (a manual clock in simulations).
     pub clock: Arc<dyn Clock>,
     /// Metrics.
@@ -296,6 +300,8 @@ impl App {
                 None,
             ))),
             make_executor: p.make_executor,
+            health: Mutex::default(),
+            clusters_changed: tokio::sync::Notify::new(),
             clock: p.clock,
             metrics: p.metrics,
             wake: p.wake,
@@ -361,8 +367,12 @@ impl App {
             .filter(|a| !defs.contains_key(*a))
             .cloned()
             .collect();
+        let changed = slot.defs != defs;
         let next = Clusters::build(defs, users, &self.make_executor, Some(&slot));
         *slot = Arc::new(next);
+        if changed {
+            self.clusters_changed.notify_one();
+        }
         (added, removed)
     }
 
@@ -602,6 +612,7 @@ async fn serve(app: Arc<App>, listen: SocketAddr) -> ExitCode {
         stop_rx.clone(),
     ));
     let reloads = tokio::spawn(crate::reload::reload_loop(app.clone(), stop_rx.clone()));
+    let health = tokio::spawn(crate::clusters::health_loop(app.clone(), stop_rx.clone()));
     let router = routes(app.clone());
     let mut stop_http = stop_rx.clone();
     let server = axum::serve(listener, router).with_graceful_shutdown(async move {
@@ -616,6 +627,7 @@ async fn serve(app: Arc<App>, listen: SocketAddr) -> ExitCode {
     let _ = sinker.await;
     let _ = periodics.await;
     let _ = reloads.await;
+    let _ = health.await;
     ExitCode::SUCCESS
 }
 
@@ -718,6 +730,7 @@ fn routes(app: Arc<App>) -> Router {
         .route("/api/v1/runs/{id}/abort", post(abort_run))
         .route("/api/v1/runs/{id}/rerun", post(rerun))
         .route("/api/v1/config/status", get(config_status))
+        .route("/api/v1/clusters", get(crate::clusters::list))
         .route("/api/v1/config/reload", post(config_reload))
         .route("/api/v1/periodics", get(crate::periodics::list))
         .route(

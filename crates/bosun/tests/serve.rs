@@ -73,8 +73,13 @@ fn setup(dir: &Path) {
 }
 
 fn start(dir: &Path, extra: &[&str]) -> Daemon {
+    start_with(dir, extra, &[])
+}
+
+fn start_with(dir: &Path, extra: &[&str], envs: &[(&str, &str)]) -> Daemon {
     let port = free_port();
     let child = Command::new(env!("CARGO_BIN_EXE_bosun"))
+        .envs(envs.iter().copied())
         .arg("serve")
         .arg("--config")
         .arg(dir.join("config.yaml"))
@@ -1499,4 +1504,82 @@ fn build_clusters_and_kubeconfig_contexts_change_without_a_restart() {
     reload(200);
     let run = wait_state(port, &long, |s| s == "error");
     assert_eq!(run["description"], "build cluster a was removed", "{run}");
+}
+
+#[test]
+fn clusters_report_their_health() {
+    let (_d, dir) = tmp();
+    std::fs::create_dir_all(dir.join("jobs")).unwrap();
+    std::fs::create_dir_all(dir.join("kube")).unwrap();
+    // Nothing listens on port 1: the cluster cannot be reached.
+    std::fs::write(
+        dir.join("kube/k.yaml"),
+        KUBECONFIG.replace("CONTEXT", "gone"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("config.yaml"),
+        "disabled_clusters: [off]\nbuild_clusters:\n  off: {kind: local}\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("jobs/jobs.yaml"), "periodics: []\n").unwrap();
+    let kube = dir.join("kube");
+    let daemon = start_with(
+        &dir,
+        &["--kubeconfig-dir", kube.to_str().unwrap()],
+        &[("BOSUN_HEALTH_INTERVAL_MS", "100")],
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let clusters = loop {
+        let (_, body) = request(daemon.port, "GET", "/api/v1/clusters", None, None);
+        let v = json(&body);
+        let gone = v["clusters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["alias"] == "gone")
+            .cloned()
+            .unwrap();
+        if gone["reason"]
+            .as_str()
+            .is_some_and(|r| r != "not probed yet")
+        {
+            break v;
+        }
+        assert!(Instant::now() < deadline, "never probed: {v}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let by_alias = |a: &str| {
+        clusters["clusters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["alias"] == a)
+            .cloned()
+            .unwrap()
+    };
+    let gone = by_alias("gone");
+    assert_eq!(
+        (
+            gone["kind"].as_str(),
+            gone["status"].as_str(),
+            gone["prow_status"].as_str()
+        ),
+        (Some("kubernetes"), Some("Unreachable"), Some("Error")),
+        "{clusters}"
+    );
+    let off = by_alias("off");
+    assert_eq!(
+        (off["status"].as_str(), off["prow_status"].as_str()),
+        (Some("Disabled"), Some("No-Manager"))
+    );
+    let default = by_alias("default");
+    assert_eq!(
+        (default["kind"].as_str(), default["status"].as_str()),
+        (Some("local"), Some("Reachable"))
+    );
+    assert_eq!(
+        metric(daemon.port, "bosun_build_cluster_status{cluster=\"gone\",status=\"Unreachable\",prow_status=\"Error\"}"),
+        Some(1.0)
+    );
 }
