@@ -18,7 +18,8 @@ use bosun_store::template::SpecSnapshot;
 use bosun_store::{Run, RunState, Transition};
 use jiff::Timestamp;
 
-use crate::serve::App;
+use crate::serve::{App, Clusters};
+use bosun_cluster::kube::Health;
 
 /// How many of the oldest waiting runs one pass considers.
 pub const MAX_WAITING_PER_PASS: usize = 256;
@@ -214,8 +215,8 @@ pub fn reconcile(app: &Arc<App>) {
     // creation).
     triggered.sort_by_key(|r| (r.build_id.parse::<u64>().unwrap_or(u64::MAX), r.created_at));
     let mut waiting = Vec::new();
-    // What a run to start needs: the run, its spec, its command.
-    type ToStart = (Arc<Run>, Arc<SpecSnapshot>, Vec<String>);
+    // What a run to start needs: the run, its spec, its command, its cluster.
+    type ToStart = (Arc<Run>, Arc<SpecSnapshot>, Vec<String>, String);
     let mut jobs: HashMap<String, ToStart> = HashMap::new();
     for run in triggered.iter().filter(|r| !starting.contains_key(&r.id)) {
         if app.take_abort(&run.id) {
@@ -232,21 +233,27 @@ pub fn reconcile(app: &Arc<App>) {
             );
             continue;
         }
-        match clusters.defs.get(&alias) {
-            None => {
-                batch.end(
-                    run,
-                    RunState::Error,
-                    now,
-                    format!("Terminal error: {}.", unknown_cluster(&alias)),
-                );
-                continue;
-            }
-            Some(ClusterDef::Kubernetes { .. }) => {
-                batch.end(run, RunState::Error, now, format!("Terminal error: cluster {alias:?} is a Kubernetes cluster, which this bosun cannot run yet."));
-                continue;
-            }
-            Some(ClusterDef::Local { .. }) => {}
+        let Some(def) = clusters.defs.get(&alias) else {
+            batch.end(
+                run,
+                RunState::Error,
+                now,
+                format!("Terminal error: {}.", unknown_cluster(&alias)),
+            );
+            continue;
+        };
+        // A cluster that is not Reachable keeps its runs waiting, or hands
+        // them to its `failover_to` cluster while that one is Reachable.
+        let target = match crate::clusters::health_of(app, &alias, def) {
+            Health::Reachable => alias.clone(),
+            _ => match failover_target(app, &clusters, &alias, run) {
+                Some(t) => t,
+                None => continue,
+            },
+        };
+        if let Some(ClusterDef::Kubernetes { .. }) = clusters.defs.get(&target) {
+            batch.end(run, RunState::Error, now, format!("Terminal error: cluster {target:?} is a Kubernetes cluster, which this bosun cannot run yet."));
+            continue;
         }
         let Some(spec) = spec_of(app, run) else {
             batch.end(
@@ -296,9 +303,9 @@ pub fn reconcile(app: &Arc<App>) {
             job: run.job.clone(),
             max_concurrency: spec.job.max_concurrency.max(0) as u32,
             queue: spec.job.job_queue_name.clone().filter(|q| !q.is_empty()),
-            cluster: alias,
+            cluster: target.clone(),
         });
-        jobs.insert(run.id.clone(), (run.clone(), spec.clone(), command));
+        jobs.insert(run.id.clone(), (run.clone(), spec.clone(), command, target));
     }
 
     let limits = Limits {
@@ -325,7 +332,7 @@ pub fn reconcile(app: &Arc<App>) {
     let mut in_flight = app.starting.lock().unwrap_or_else(|e| e.into_inner());
     let mut to_start = Vec::with_capacity(admitted.len());
     for id in &admitted {
-        let (run, spec, command) = &jobs[id];
+        let (run, spec, command, target) = &jobs[id];
         // Built only for runs that start: the environment includes JOB_SPEC.
         let container = &spec.pod_spec.as_ref().expect("checked").containers[0];
         let mut env: Vec<(String, String)> = container
@@ -345,14 +352,14 @@ pub fn reconcile(app: &Arc<App>) {
             run.id.clone(),
             Starting {
                 job: run.job.clone(),
-                cluster: run.configured_cluster.clone(),
+                cluster: target.clone(),
                 queue: spec.job.job_queue_name.clone().filter(|q| !q.is_empty()),
             },
         );
-        to_start.push((run.clone(), job));
+        to_start.push((run.clone(), job, target.clone()));
     }
     drop(in_flight);
-    for (run, job) in to_start {
+    for (run, job, target) in to_start {
         // Each start runs on its own blocking thread and commits its own
         // transition: a pass never waits for a process to start, so the next
         // pass (the next run's end) follows at once. The store's writer batches
@@ -360,7 +367,7 @@ pub fn reconcile(app: &Arc<App>) {
         // starts run in the pass.
         let app = app.clone();
         // Its cluster is local (checked above), so it has an executor.
-        let exec = clusters.executors.get(&run.configured_cluster).cloned();
+        let exec = clusters.executors.get(&target).cloned();
         let start = move || {
             let mut batch = Batch::default();
             let at = app.clock.now();
@@ -370,7 +377,7 @@ pub fn reconcile(app: &Arc<App>) {
             match started {
                 Ok(()) => {
                     let mut t = Transition::to(RunState::Pending, at, "Job triggered.");
-                    t.cluster = Some(run.configured_cluster.clone());
+                    t.cluster = Some(target.clone());
                     batch.0.push((run.id.clone(), t));
                 }
                 Err(e) => batch.end(
@@ -400,6 +407,40 @@ pub fn reconcile(app: &Arc<App>) {
         total_us = t0.elapsed().as_micros() as u64,
         "controller pass"
     );
+}
+
+/// Where the runs of `alias`, which is not Reachable, go instead: its
+/// `failover_to` cluster while that one is Reachable, unless it is a trusted
+/// cluster that does not admit the run (then the run waits).
+fn failover_target(app: &App, clusters: &Clusters, alias: &str, run: &Run) -> Option<String> {
+    let snapshot = app.snapshot();
+    let to = snapshot
+        .config
+        .build_clusters
+        .get(alias)?
+        .failover_to
+        .clone()?;
+    let def = clusters.defs.get(&to)?;
+    if crate::clusters::health_of(app, &to, def) != Health::Reachable {
+        return None;
+    }
+    let repo = run
+        .refs
+        .as_ref()
+        .or(run.extra_refs.first())
+        .map(|r| format!("{}/{}", r.org, r.repo));
+    let definition = bosun_cluster::trust::Definition {
+        name: &run.job,
+        job_type: run.job_type,
+        repo: repo.as_deref(),
+    };
+    if let Some(why) =
+        bosun_cluster::trust::refusal(&snapshot.config, &to, definition, run.refs.as_ref())
+    {
+        tracing::warn!(run = %run.id, from = alias, to = %to, "no failover: {why}");
+        return None;
+    }
+    Some(to)
 }
 
 fn running_timeout(app: &App, run: &Run) -> Duration {

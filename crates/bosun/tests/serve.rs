@@ -1583,3 +1583,38 @@ fn clusters_report_their_health() {
         Some(1.0)
     );
 }
+
+#[test]
+fn runs_of_an_unreachable_cluster_wait_or_fail_over() {
+    let (_d, dir) = tmp();
+    std::fs::create_dir_all(dir.join("jobs")).unwrap();
+    let kubeconfig = dir.join("k.yaml");
+    std::fs::write(&kubeconfig, KUBECONFIG.replace("CONTEXT", "gone")).unwrap();
+    let k = kubeconfig.display();
+    std::fs::write(
+        dir.join("config.yaml"),
+        format!(
+            "build_clusters:\n  gone: {{kind: kubernetes, kubeconfig: {k}, context: gone, failover_to: spare}}\n  stuck: {{kind: kubernetes, kubeconfig: {k}, context: gone}}\n  spare: {{kind: local}}\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("jobs/jobs.yaml"),
+        "periodics:\n- name: moved\n  cron: \"0 0 31 2 *\"\n  cluster: gone\n  spec: {containers: [{image: x, command: [\"true\"]}]}\n- name: waits\n  cron: \"0 0 31 2 *\"\n  cluster: stuck\n  spec: {containers: [{image: x, command: [\"true\"]}]}\n",
+    )
+    .unwrap();
+    let daemon = start_with(&dir, &[], &[("BOSUN_HEALTH_INTERVAL_MS", "100")]);
+    let port = daemon.port;
+    let moved = trigger(port, r#"{"job": "moved"}"#);
+    let run = wait_state(port, &moved, |s| s == "success");
+    assert_eq!(
+        (run["configured_cluster"].as_str(), run["cluster"].as_str()),
+        (Some("gone"), Some("spare")),
+        "{run}"
+    );
+    let waits = trigger(port, r#"{"job": "waits"}"#);
+    // Several probes and controller passes later, it still waits.
+    std::thread::sleep(Duration::from_millis(1500));
+    let (_, body) = request(port, "GET", &format!("/api/v1/runs/{waits}"), None, None);
+    assert_eq!(json(&body)["state"], "triggered", "{body}");
+}
