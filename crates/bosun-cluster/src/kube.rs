@@ -41,6 +41,10 @@ pub async fn client(kubeconfig: Option<&Path>, context: &str) -> Result<Client, 
     config.connect_timeout = Some(API_TIMEOUT);
     config.read_timeout = Some(API_TIMEOUT);
     config.write_timeout = Some(API_TIMEOUT);
+    // kube retries 429, 503 and 504 answers for minutes by default; bosun's
+    // own loops come back to a cluster soon enough, and a call must not hold
+    // a task past the API timeout.
+    config.default_retry = false;
     Client::try_from(config).map_err(|e| format!("context {context:?}: {e}"))
 }
 

@@ -1466,15 +1466,12 @@ fn build_clusters_and_kubeconfig_contexts_change_without_a_restart() {
     )
     .unwrap();
     reload(200);
+    // A known alias (an unknown one ends in error at once) of a cluster that
+    // cannot be reached (nothing listens there): its run waits.
     let on_k8s = trigger(port, r#"{"job": "on-k8s"}"#);
-    let run = wait_state(port, &on_k8s, |s| s == "error");
-    assert!(
-        run["description"]
-            .as_str()
-            .unwrap()
-            .contains("Kubernetes cluster"),
-        "a known Kubernetes alias, not an unknown one: {run}"
-    );
+    std::thread::sleep(Duration::from_millis(500));
+    let (_, body) = request(port, "GET", &format!("/api/v1/runs/{on_k8s}"), None, None);
+    assert_eq!(json(&body)["state"], "triggered", "{body}");
 
     // The same context in a second file is an error: the last good clusters
     // and configuration stay.
