@@ -1,7 +1,7 @@
 //! Build cluster health. Every [`probe_interval`] (30 s) each Kubernetes
-//! cluster is probed by a task of its own (`/version`, then access reviews for
-//! the pod verbs; see `bosun_cluster::kube`), so a hanging cluster only delays
-//! its own answer, never another's. Local clusters are always `Reachable`;
+//! cluster is probed by a task of its own, which keeps its client (`/version`,
+//! then access reviews for the pod verbs; see `bosun_cluster::kube`), so a
+//! hanging cluster only delays its own answer, never another's. Local clusters are always `Reachable`;
 //! clusters in `disabled_clusters` are `Disabled`. The result is served by
 //! `GET /api/v1/clusters` and exported as `bosun_build_cluster_status`.
 
@@ -26,12 +26,10 @@ pub fn probe_interval() -> Duration {
         .map_or(Duration::from_secs(30), Duration::from_millis)
 }
 
-/// Kubernetes clients and health trackers of the clusters probed so far.
+/// The health trackers of the Kubernetes clusters in force.
 #[derive(Default)]
 pub struct HealthBook {
     trackers: HashMap<String, Tracker>,
-    /// A client per cluster, kept while its definition is unchanged.
-    clients: HashMap<String, (ClusterDef, kube::Client)>,
 }
 
 /// A cluster's health now.
@@ -60,67 +58,57 @@ pub fn health_of(app: &App, alias: &str, def: &ClusterDef) -> Health {
     }
 }
 
-/// Probes every Kubernetes cluster now, each on its own task; returns when all
-/// have answered (each call is bounded by the API timeout).
-pub async fn probe_all(app: &Arc<App>) {
-    let clusters = app.clusters();
-    let namespace = app.snapshot().config.pod_namespace.clone();
-    let mut tasks = tokio::task::JoinSet::new();
-    for (alias, def) in &clusters.defs {
-        let ClusterDef::Kubernetes {
-            context,
-            kubeconfig,
-        } = def
-        else {
-            continue;
-        };
-        let (app, alias, def) = (app.clone(), alias.clone(), def.clone());
-        let (context, kubeconfig, namespace) =
-            (context.clone(), kubeconfig.clone(), namespace.clone());
-        tasks.spawn(async move {
-            let cached = app
-                .health
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clients
-                .get(&alias)
-                .filter(|(d, _)| *d == def)
-                .map(|(_, c)| c.clone());
-            let client = match cached {
-                Some(c) => Ok(c),
-                None => bosun_cluster::kube::client(kubeconfig.as_deref(), &context).await,
-            };
-            let probe = match client {
-                Ok(client) => {
-                    let probe = bosun_cluster::kube::probe(&client, &namespace).await;
-                    app.health
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .clients
-                        .insert(alias.clone(), (def, client));
-                    probe
-                }
-                Err(e) => {
-                    app.metrics
-                        .failed_client_creations
-                        .get_or_create(&vec![("cluster".into(), alias.clone())])
-                        .inc();
-                    bosun_cluster::kube::Probe::Failed(e)
-                }
-            };
-            let mut book = app.health.lock().unwrap_or_else(|e| e.into_inner());
-            let health = book.trackers.entry(alias.clone()).or_default().record(probe).clone();
-            if !matches!(health, Health::Reachable) {
-                tracing::warn!(cluster = %alias, status = health.word(), health = ?health, "build cluster is not healthy");
+/// Probes one Kubernetes cluster and records the result (a client is made
+/// when there is none yet; a failure to make one counts in
+/// `kubernetes_failed_client_creations`).
+async fn probe_one(app: &App, alias: &str, def: &ClusterDef, client: &mut Option<kube::Client>) {
+    let ClusterDef::Kubernetes {
+        context,
+        kubeconfig,
+    } = def
+    else {
+        return;
+    };
+    if client.is_none() {
+        match bosun_cluster::kube::client(kubeconfig.as_deref(), context).await {
+            Ok(c) => *client = Some(c),
+            Err(e) => {
+                app.metrics
+                    .failed_client_creations
+                    .get_or_create(&vec![("cluster".into(), alias.to_string())])
+                    .inc();
+                record(app, alias, bosun_cluster::kube::Probe::Failed(e));
+                return;
             }
-        });
+        }
     }
-    while tasks.join_next().await.is_some() {}
-    // Forget clusters that are gone, and export the health of every cluster.
-    let mut book = app.health.lock().unwrap_or_else(|e| e.into_inner());
-    book.trackers.retain(|a, _| clusters.defs.contains_key(a));
-    book.clients.retain(|a, _| clusters.defs.contains_key(a));
-    drop(book);
+    let namespace = app.snapshot().config.pod_namespace.clone();
+    let probe = match client {
+        Some(c) => bosun_cluster::kube::probe(c, &namespace).await,
+        None => return,
+    };
+    record(app, alias, probe);
+}
+
+fn record(app: &App, alias: &str, probe: bosun_cluster::kube::Probe) {
+    let health = app
+        .health
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .trackers
+        .entry(alias.to_string())
+        .or_default()
+        .record(probe)
+        .clone();
+    if !matches!(health, Health::Reachable) {
+        tracing::warn!(cluster = %alias, status = health.word(), health = ?health, "build cluster is not healthy");
+    }
+    export(app);
+}
+
+/// Sets `bosun_build_cluster_status` for every cluster in force.
+fn export(app: &App) {
+    let clusters = app.clusters();
     app.metrics.cluster_status.clear();
     for (alias, def) in &clusters.defs {
         let now = health_of(app, alias, def);
@@ -142,19 +130,65 @@ pub async fn probe_all(app: &Arc<App>) {
     }
 }
 
-/// Probes the clusters every [`probe_interval`] and whenever the clusters
-/// change (a reload wakes it).
-pub async fn health_loop(app: Arc<App>, mut stop: tokio::sync::watch::Receiver<bool>) {
+/// One Kubernetes cluster's probes, every [`probe_interval`], on a task of
+/// its own: a cluster that hangs delays only its own next answer.
+async fn cluster_loop(
+    app: Arc<App>,
+    alias: String,
+    def: ClusterDef,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
     let every = probe_interval();
+    let mut client = None;
     loop {
         tokio::select! {
-            _ = probe_all(&app) => {}
+            _ = probe_one(&app, &alias, &def, &mut client) => {}
             _ = stop.changed() => return,
         }
         tokio::select! {
             _ = tokio::time::sleep(every) => {}
-            _ = app.clusters_changed.notified() => {}
             _ = stop.changed() => return,
+        }
+    }
+}
+
+/// Keeps one probing task per Kubernetes cluster in force: started for a new
+/// or changed cluster, stopped for a removed one (a reload wakes it).
+pub async fn health_loop(app: Arc<App>, mut stop: tokio::sync::watch::Receiver<bool>) {
+    let mut tasks: HashMap<String, (ClusterDef, tokio::task::JoinHandle<()>)> = HashMap::new();
+    loop {
+        let clusters = app.clusters();
+        tasks.retain(|alias, (def, task)| {
+            let keep = clusters.defs.get(alias) == Some(def);
+            if !keep {
+                task.abort();
+            }
+            keep
+        });
+        {
+            let mut book = app.health.lock().unwrap_or_else(|e| e.into_inner());
+            book.trackers.retain(|a, _| tasks.contains_key(a));
+        }
+        for (alias, def) in &clusters.defs {
+            if matches!(def, ClusterDef::Kubernetes { .. }) && !tasks.contains_key(alias) {
+                let task = tokio::spawn(cluster_loop(
+                    app.clone(),
+                    alias.clone(),
+                    def.clone(),
+                    stop.clone(),
+                ));
+                tasks.insert(alias.clone(), (def.clone(), task));
+            }
+        }
+        export(&app);
+        tokio::select! {
+            _ = app.clusters_changed.notified() => {}
+            _ = stop.changed() => {
+                for (_, (_, task)) in tasks.drain() {
+                    task.abort();
+                }
+                return;
+            }
         }
     }
 }
