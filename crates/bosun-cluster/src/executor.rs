@@ -25,6 +25,22 @@ pub trait Executor: Send + Sync {
     fn remove(&self, run_id: &str) -> Result<(), LocalError>;
     /// The run's log file, if the executor keeps one.
     fn log_path(&self, run_id: &str) -> Option<PathBuf>;
+    /// Whether runs start as pods ([`Executor::start_pod`]) rather than
+    /// processes.
+    fn runs_pods(&self) -> bool {
+        false
+    }
+    /// Starts a run as `pod` (Kubernetes clusters); starting one that was
+    /// started before does nothing.
+    fn start_pod(
+        &self,
+        _run_id: &str,
+        _pod: &k8s_openapi::api::core::v1::Pod,
+    ) -> Result<(), LocalError> {
+        Err(LocalError::Unsupported(
+            "this cluster runs processes, not pods".into(),
+        ))
+    }
 }
 
 impl Executor for LocalExecutor {

@@ -7,8 +7,16 @@
 //! allowed, `MissingPermissions` when the API answers but denies a verb, and
 //! `Unreachable` after two failed probes in a row (one failure may be a blip).
 
-use std::path::Path;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::executor::Executor;
+use crate::local::{JobProcess, LocalError, ProcessState};
 
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
@@ -185,6 +193,312 @@ impl Tracker {
     /// The health now.
     pub fn health(&self) -> &Health {
         &self.health
+    }
+}
+
+/// A Kubernetes build cluster's executor: one pod per run in the pod
+/// namespace, followed through a watch of bosun's pods (label
+/// `created-by-prow=true`, re-listed after `410 Gone`). It runs on a tokio
+/// runtime of its own, so a cluster that hangs holds only its own thread;
+/// callers wait at most [`API_TIMEOUT`] for any call.
+///
+/// Not yet: pod timeouts, revivals after eviction or node loss (such runs end
+/// in error), streaming the pod's log into the run's log, deleting finished
+/// pods after `sinker.terminated_pod_ttl`.
+pub struct KubeExecutor {
+    inner: Arc<KubeInner>,
+    rt: Option<tokio::runtime::Runtime>,
+}
+
+struct KubeInner {
+    kubeconfig: Option<PathBuf>,
+    context: String,
+    namespace: String,
+    client: tokio::sync::Mutex<Option<Client>>,
+    /// bosun's pods by name, as the watch last saw them.
+    pods: Mutex<HashMap<String, Pod>>,
+    /// Runs started by this executor that the watch has not shown yet.
+    started: Mutex<HashMap<String, std::time::Instant>>,
+    /// The watch has listed the pods at least once.
+    synced: AtomicBool,
+    on_change: Option<Arc<dyn Fn() + Send + Sync>>,
+}
+
+/// How long a started run may be missing from the watch before it counts as
+/// lost.
+const START_GRACE: Duration = Duration::from_secs(30);
+
+impl KubeInner {
+    async fn client(&self) -> Result<Client, String> {
+        let mut slot = self.client.lock().await;
+        if let Some(c) = slot.as_ref() {
+            return Ok(c.clone());
+        }
+        let c = client(self.kubeconfig.as_deref(), &self.context).await?;
+        *slot = Some(c.clone());
+        Ok(c)
+    }
+
+    async fn pods_api(&self) -> Result<Api<Pod>, String> {
+        Ok(Api::namespaced(self.client().await?, &self.namespace))
+    }
+
+    fn changed(&self) {
+        if let Some(f) = &self.on_change {
+            f();
+        }
+    }
+
+    /// Follows bosun's pods until the runtime ends.
+    async fn watch(self: Arc<Self>) {
+        use futures_util::StreamExt;
+        use kube::runtime::watcher::{self, Event};
+        loop {
+            let api = match self.pods_api().await {
+                Ok(a) => a,
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            };
+            let config = watcher::Config::default().labels("created-by-prow=true");
+            let mut events = watcher::watcher(api, config).boxed();
+            let mut listing: HashMap<String, Pod> = HashMap::new();
+            while let Some(event) = events.next().await {
+                let name = |p: &Pod| p.metadata.name.clone().unwrap_or_default();
+                match event {
+                    Ok(Event::Init) => listing.clear(),
+                    Ok(Event::InitApply(p)) => {
+                        listing.insert(name(&p), p);
+                    }
+                    Ok(Event::InitDone) => {
+                        *self.pods.lock().unwrap_or_else(|e| e.into_inner()) =
+                            std::mem::take(&mut listing);
+                        self.synced.store(true, Ordering::SeqCst);
+                        self.changed();
+                    }
+                    Ok(Event::Apply(p)) => {
+                        let n = name(&p);
+                        self.started
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .remove(&n);
+                        self.pods
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .insert(n, p);
+                        self.changed();
+                    }
+                    Ok(Event::Delete(p)) => {
+                        self.pods
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .remove(&name(&p));
+                        self.changed();
+                    }
+                    // The watcher re-lists by itself (410 Gone included); wait
+                    // a little before it tries again.
+                    Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
+                }
+            }
+        }
+    }
+}
+
+impl KubeExecutor {
+    /// The executor of `context` (in `kubeconfig`, or the default one),
+    /// creating pods in `namespace`; `on_change` is called whenever one of
+    /// bosun's pods changes (the controller looks again).
+    pub fn new(
+        name: &str,
+        kubeconfig: Option<PathBuf>,
+        context: &str,
+        namespace: &str,
+        on_change: Option<Arc<dyn Fn() + Send + Sync>>,
+    ) -> Result<Self, String> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name(format!("bosun-kube-{name}"))
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        let inner = Arc::new(KubeInner {
+            kubeconfig,
+            context: context.to_string(),
+            namespace: namespace.to_string(),
+            client: tokio::sync::Mutex::new(None),
+            pods: Mutex::default(),
+            started: Mutex::default(),
+            synced: AtomicBool::new(false),
+            on_change,
+        });
+        rt.spawn(inner.clone().watch());
+        Ok(KubeExecutor {
+            inner,
+            rt: Some(rt),
+        })
+    }
+
+    /// Runs `f` on this cluster's runtime and waits for it, at most a little
+    /// over the API timeout.
+    fn call<T: Send + 'static>(
+        &self,
+        f: impl std::future::Future<Output = Result<T, String>> + Send + 'static,
+    ) -> Result<T, String> {
+        let rt = self.rt.as_ref().ok_or("executor stopped")?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        rt.spawn(async move {
+            let r = match tokio::time::timeout(API_TIMEOUT, f).await {
+                Ok(r) => r,
+                Err(_) => Err("the cluster's API did not answer in time".to_string()),
+            };
+            let _ = tx.send(r);
+        });
+        rx.recv_timeout(API_TIMEOUT + Duration::from_secs(2))
+            .map_err(|_| "the cluster's API did not answer in time".to_string())?
+    }
+
+    fn delete(&self, run_id: &str) -> Result<(), String> {
+        let inner = self.inner.clone();
+        let name = run_id.to_string();
+        self.call(async move {
+            match inner
+                .pods_api()
+                .await?
+                .delete(&name, &kube::api::DeleteParams::default())
+                .await
+            {
+                Ok(_) => Ok(()),
+                Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                Err(e) => Err(e.to_string()),
+            }
+        })
+    }
+}
+
+impl Drop for KubeExecutor {
+    fn drop(&mut self) {
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// Where a pod stands, as a run's state.
+pub fn pod_state(pod: &Pod) -> ProcessState {
+    let status = pod.status.clone().unwrap_or_default();
+    if pod.metadata.deletion_timestamp.is_some() {
+        return ProcessState::Failed("Pod got deleted unexpectedly".into());
+    }
+    let terminated: Vec<_> = status
+        .container_statuses
+        .iter()
+        .flatten()
+        .filter_map(|c| c.state.as_ref()?.terminated.clone())
+        .collect();
+    if terminated
+        .iter()
+        .any(|t| t.reason.as_deref() == Some("OOMKilled"))
+    {
+        return ProcessState::Failed(
+            "a container was killed for running out of memory (OOMKilled)".into(),
+        );
+    }
+    match status.phase.as_deref() {
+        Some("Succeeded") | Some("Failed") if status.reason.as_deref() == Some("Evicted") => {
+            ProcessState::Failed("the pod was evicted".into())
+        }
+        Some("Succeeded") => ProcessState::Exited {
+            code: terminated
+                .iter()
+                .map(|t| t.exit_code)
+                .find(|c| *c != 0)
+                .unwrap_or(0),
+        },
+        Some("Failed") => ProcessState::Exited {
+            code: terminated
+                .iter()
+                .map(|t| t.exit_code)
+                .find(|c| *c != 0)
+                .unwrap_or(1),
+        },
+        Some("Unknown") => ProcessState::Failed("the pod's node was lost (phase Unknown)".into()),
+        _ => ProcessState::Running { pid: 0 },
+    }
+}
+
+impl Executor for KubeExecutor {
+    fn start(&self, _run_id: &str, _job: &JobProcess) -> Result<(), LocalError> {
+        Err(LocalError::Unsupported(
+            "a Kubernetes cluster runs pods".into(),
+        ))
+    }
+
+    fn runs_pods(&self) -> bool {
+        true
+    }
+
+    fn start_pod(&self, run_id: &str, pod: &Pod) -> Result<(), LocalError> {
+        let inner = self.inner.clone();
+        let pod = pod.clone();
+        self.inner
+            .started
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(run_id.to_string(), std::time::Instant::now());
+        self.call(async move {
+            match inner
+                .pods_api()
+                .await?
+                .create(&PostParams::default(), &pod)
+                .await
+            {
+                Ok(_) => Ok(()),
+                // Started before (a restart between create and commit).
+                Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+                Err(e) => Err(e.to_string()),
+            }
+        })
+        .map_err(LocalError::Io)
+    }
+
+    fn status(&self, run_id: &str) -> ProcessState {
+        if let Some(pod) = self
+            .inner
+            .pods
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(run_id)
+        {
+            return pod_state(pod);
+        }
+        let recently = self
+            .inner
+            .started
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(run_id)
+            .is_some_and(|t| t.elapsed() < START_GRACE);
+        if recently || !self.inner.synced.load(Ordering::SeqCst) {
+            ProcessState::Starting
+        } else {
+            ProcessState::Lost
+        }
+    }
+
+    fn abort(&self, run_id: &str, _grace: Duration) -> ProcessState {
+        match self.delete(run_id) {
+            Ok(()) => ProcessState::Exited { code: 128 + 15 },
+            Err(e) => ProcessState::Failed(format!("cannot delete the pod: {e}")),
+        }
+    }
+
+    fn remove(&self, run_id: &str) -> Result<(), LocalError> {
+        self.delete(run_id).map_err(LocalError::Io)
+    }
+
+    fn log_path(&self, _run_id: &str) -> Option<PathBuf> {
+        None
     }
 }
 

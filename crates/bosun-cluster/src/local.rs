@@ -46,7 +46,7 @@ pub struct JobProcess {
 }
 
 /// Where a local run stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProcessState {
     /// The job has ended and its supervisor is recording the exit code.
     Starting,
@@ -62,6 +62,9 @@ pub enum ProcessState {
     },
     /// Neither the job nor its exit code can be found: "executor lost the process".
     Lost,
+    /// The run cannot go on, for this reason (it ends in `error`): a pod
+    /// killed for memory, deleted under bosun, ...
+    Failed(String),
 }
 
 /// The local executor of one cluster.

@@ -35,6 +35,19 @@ pub struct Starting {
     pub queue: Option<String>,
 }
 
+/// How an admitted run starts: its command (local clusters) or its pod
+/// (Kubernetes clusters).
+enum Launch {
+    Process(Vec<String>),
+    Pod(Box<k8s_openapi::api::core::v1::Pod>),
+}
+
+/// What a start hands its executor.
+enum Start {
+    Process(JobProcess),
+    Pod(Box<k8s_openapi::api::core::v1::Pod>),
+}
+
 /// How long an aborted job gets between SIGTERM and SIGKILL.
 pub const ABORT_GRACE: Duration = Duration::from_secs(5);
 
@@ -130,6 +143,7 @@ pub fn reconcile(app: &Arc<App>) {
                 format!("Job failed (exit code {code})."),
             ),
             ProcessState::Lost => batch.end(run, RunState::Error, now, "executor lost the process"),
+            ProcessState::Failed(why) => batch.end(run, RunState::Error, now, why),
             ProcessState::Running { .. } | ProcessState::Starting => {
                 let timeout = running_timeout(app, run);
                 if run
@@ -215,8 +229,8 @@ pub fn reconcile(app: &Arc<App>) {
     // creation).
     triggered.sort_by_key(|r| (r.build_id.parse::<u64>().unwrap_or(u64::MAX), r.created_at));
     let mut waiting = Vec::new();
-    // What a run to start needs: the run, its spec, its command, its cluster.
-    type ToStart = (Arc<Run>, Arc<SpecSnapshot>, Vec<String>, String);
+    // What a run to start needs: the run, its spec, how it starts, its cluster.
+    type ToStart = (Arc<Run>, Arc<SpecSnapshot>, Launch, String);
     let mut jobs: HashMap<String, ToStart> = HashMap::new();
     for run in triggered.iter().filter(|r| !starting.contains_key(&r.id)) {
         if app.take_abort(&run.id) {
@@ -251,10 +265,17 @@ pub fn reconcile(app: &Arc<App>) {
                 None => continue,
             },
         };
-        if let Some(ClusterDef::Kubernetes { .. }) = clusters.defs.get(&target) {
-            batch.end(run, RunState::Error, now, format!("Terminal error: cluster {target:?} is a Kubernetes cluster, which this bosun cannot run yet."));
+        let Some(exec) = clusters.executors.get(&target).cloned() else {
+            batch.end(
+                run,
+                RunState::Error,
+                now,
+                format!(
+                    "Terminal error: cluster {target:?} has no executor (see the daemon's log)."
+                ),
+            );
             continue;
-        }
+        };
         let Some(spec) = spec_of(app, run) else {
             batch.end(
                 run,
@@ -286,16 +307,33 @@ pub fn reconcile(app: &Arc<App>) {
             );
             continue;
         };
-        let command = match command_of(pod) {
-            Ok(c) => c,
-            Err(e) => {
-                batch.end(
-                    run,
-                    RunState::Error,
-                    now,
-                    format!("Pod can not be created: {e}"),
-                );
-                continue;
+        // A local cluster runs the container's command; a Kubernetes one,
+        // the pod (built now, so a bad one fails here).
+        let launch = if exec.runs_pods() {
+            match bosun_cluster::kube_pod::pod_for_run(run, &spec, &config.pod_namespace) {
+                Ok(pod) => Launch::Pod(Box::new(pod)),
+                Err(e) => {
+                    batch.end(
+                        run,
+                        RunState::Error,
+                        now,
+                        format!("Pod can not be created: {e}"),
+                    );
+                    continue;
+                }
+            }
+        } else {
+            match command_of(pod) {
+                Ok(c) => Launch::Process(c),
+                Err(e) => {
+                    batch.end(
+                        run,
+                        RunState::Error,
+                        now,
+                        format!("Pod can not be created: {e}"),
+                    );
+                    continue;
+                }
             }
         };
         waiting.push(Waiting {
@@ -305,7 +343,7 @@ pub fn reconcile(app: &Arc<App>) {
             queue: spec.job.job_queue_name.clone().filter(|q| !q.is_empty()),
             cluster: target.clone(),
         });
-        jobs.insert(run.id.clone(), (run.clone(), spec.clone(), command, target));
+        jobs.insert(run.id.clone(), (run.clone(), spec.clone(), launch, target));
     }
 
     let limits = Limits {
@@ -332,21 +370,27 @@ pub fn reconcile(app: &Arc<App>) {
     let mut in_flight = app.starting.lock().unwrap_or_else(|e| e.into_inner());
     let mut to_start = Vec::with_capacity(admitted.len());
     for id in &admitted {
-        let (run, spec, command, target) = &jobs[id];
-        // Built only for runs that start: the environment includes JOB_SPEC.
-        let container = &spec.pod_spec.as_ref().expect("checked").containers[0];
-        let mut env: Vec<(String, String)> = container
-            .env
-            .iter()
-            .flatten()
-            .filter_map(|e| e.value.clone().map(|v| (e.name.clone(), v)))
-            .collect();
-        env.extend(run.job_env());
-        env.push(("PATH".into(), path.clone()));
-        let job = JobProcess {
-            command: command.clone(),
-            env,
-            working_dir: container.working_dir.clone(),
+        let (run, spec, launch, target) = &jobs[id];
+        let job = match launch {
+            Launch::Pod(pod) => Start::Pod(pod.clone()),
+            Launch::Process(command) => {
+                // Built only for runs that start: the environment includes
+                // JOB_SPEC.
+                let container = &spec.pod_spec.as_ref().expect("checked").containers[0];
+                let mut env: Vec<(String, String)> = container
+                    .env
+                    .iter()
+                    .flatten()
+                    .filter_map(|e| e.value.clone().map(|v| (e.name.clone(), v)))
+                    .collect();
+                env.extend(run.job_env());
+                env.push(("PATH".into(), path.clone()));
+                Start::Process(JobProcess {
+                    command: command.clone(),
+                    env,
+                    working_dir: container.working_dir.clone(),
+                })
+            }
         };
         in_flight.insert(
             run.id.clone(),
@@ -373,7 +417,13 @@ pub fn reconcile(app: &Arc<App>) {
             let at = app.clock.now();
             let started = exec
                 .ok_or_else(|| "its build cluster was removed".to_string())
-                .and_then(|exec| exec.start(&run.id, &job).map_err(|e| e.to_string()));
+                .and_then(|exec| {
+                    match &job {
+                        Start::Process(p) => exec.start(&run.id, p),
+                        Start::Pod(pod) => exec.start_pod(&run.id, pod),
+                    }
+                    .map_err(|e| e.to_string())
+                });
             match started {
                 Ok(()) => {
                     let mut t = Transition::to(RunState::Pending, at, "Job triggered.");

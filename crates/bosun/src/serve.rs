@@ -34,6 +34,7 @@ use subtle::ConstantTimeEq;
 use crate::check::ConfigArgs;
 use crate::controller;
 use crate::metrics::Metrics;
+use bosun_cluster::kube::KubeExecutor;
 use bosun_cluster::shim::RunAs;
 use bosun_cluster::trust;
 use bosun_store::template::{RunTemplate, SpecSnapshot};
@@ -206,43 +207,53 @@ struct ApiTemplate {
     unrunnable: Option<String>,
 }
 
-/// Makes the executor of a local cluster, given its alias and user.
-pub type ExecutorFactory = Box<dyn Fn(&str, Option<RunAs>) -> Arc<dyn Executor> + Send + Sync>;
+/// Makes the executor of a cluster, given its alias, definition, user (local
+/// clusters) and pod namespace (Kubernetes clusters); none when it cannot.
+pub type ExecutorFactory =
+    Box<dyn Fn(&str, &ClusterDef, Option<RunAs>, &str) -> Option<Arc<dyn Executor>> + Send + Sync>;
 
-/// The build clusters in force and the executors of the local ones.
+/// The build clusters in force and their executors.
 pub struct Clusters {
     /// Clusters by alias.
     pub defs: BTreeMap<String, ClusterDef>,
     /// The users local clusters run jobs as.
     pub users: HashMap<String, RunAs>,
-    /// Executors of the local clusters.
+    /// Where Kubernetes clusters create pods.
+    pub namespace: String,
+    /// Executors by alias.
     pub executors: HashMap<String, Arc<dyn Executor>>,
 }
 
 impl Clusters {
-    /// The clusters `defs`, with an executor for each local one: the one of
-    /// `previous` when its alias and user are unchanged (its runs go on), else
-    /// a new one.
+    /// The clusters `defs`, each with its executor: the one of `previous`
+    /// when the cluster is unchanged (its runs go on), else a new one.
     pub fn build(
         defs: BTreeMap<String, ClusterDef>,
         users: HashMap<String, RunAs>,
+        namespace: String,
         make: &ExecutorFactory,
         previous: Option<&Clusters>,
     ) -> Clusters {
         let executors = defs
             .iter()
-            .filter(|(_, c)| matches!(c, ClusterDef::Local { .. }))
-            .map(|(alias, _)| {
+            .filter_map(|(alias, def)| {
                 let user = users.get(alias).copied();
                 let kept = previous
-                    .filter(|p| p.users.get(alias).copied() == user)
+                    .filter(|p| match def {
+                        ClusterDef::Local { .. } => p.users.get(alias).copied() == user,
+                        ClusterDef::Kubernetes { .. } => {
+                            p.defs.get(alias) == Some(def) && p.namespace == namespace
+                        }
+                    })
                     .and_then(|p| p.executors.get(alias).cloned());
-                (alias.clone(), kept.unwrap_or_else(|| make(alias, user)))
+                let exec = kept.or_else(|| make(alias, def, user, &namespace))?;
+                Some((alias.clone(), exec))
             })
             .collect();
         Clusters {
             defs,
             users,
+            namespace,
             executors,
         }
     }
@@ -288,6 +299,7 @@ impl App {
             .set(crate::metrics::seconds(status.loaded_at));
         let mut scheduler = bosun_scheduler::Scheduler::new();
         scheduler.set_jobs(bosun_scheduler::config::jobs(&p.snapshot), p.clock.now());
+        let namespace = p.snapshot.config.pod_namespace.clone();
         Arc::new(App {
             store: p.store,
             scheduler: Mutex::new(scheduler),
@@ -296,6 +308,7 @@ impl App {
             clusters: RwLock::new(Arc::new(Clusters::build(
                 p.clusters,
                 p.users,
+                namespace,
                 &p.make_executor,
                 None,
             ))),
@@ -354,6 +367,7 @@ impl App {
         &self,
         defs: BTreeMap<String, ClusterDef>,
         users: HashMap<String, RunAs>,
+        namespace: String,
     ) -> (Vec<String>, Vec<String>) {
         let mut slot = self.clusters.write().unwrap_or_else(|e| e.into_inner());
         let added = defs
@@ -368,7 +382,7 @@ impl App {
             .cloned()
             .collect();
         let changed = slot.defs != defs;
-        let next = Clusters::build(defs, users, &self.make_executor, Some(&slot));
+        let next = Clusters::build(defs, users, namespace, &self.make_executor, Some(&slot));
         *slot = Arc::new(next);
         if changed {
             self.clusters_changed.notify_one();
@@ -545,12 +559,34 @@ pub fn run(args: &ServeArgs) -> ExitCode {
     let wake = Arc::new(tokio::sync::Notify::new());
     let make_executor: ExecutorFactory = {
         let (wake, runs) = (wake.clone(), args.data_dir.join("runs"));
-        Box::new(move |alias, user| {
-            let wake = wake.clone();
-            let exec = LocalExecutor::new(runs.join(alias), shim.clone())
-                .run_as(user)
-                .on_exit(move || wake.notify_one());
-            Arc::new(exec) as Arc<dyn Executor>
+        Box::new(move |alias, def, user, namespace| match def {
+            ClusterDef::Local { .. } => {
+                let wake = wake.clone();
+                let exec = LocalExecutor::new(runs.join(alias), shim.clone())
+                    .run_as(user)
+                    .on_exit(move || wake.notify_one());
+                Some(Arc::new(exec) as Arc<dyn Executor>)
+            }
+            ClusterDef::Kubernetes {
+                context,
+                kubeconfig,
+            } => {
+                let wake = wake.clone();
+                let on_change: Arc<dyn Fn() + Send + Sync> = Arc::new(move || wake.notify_one());
+                match KubeExecutor::new(
+                    alias,
+                    kubeconfig.clone(),
+                    context,
+                    namespace,
+                    Some(on_change),
+                ) {
+                    Ok(exec) => Some(Arc::new(exec) as Arc<dyn Executor>),
+                    Err(e) => {
+                        tracing::error!(cluster = alias, error = %e, "cannot start the cluster's executor");
+                        None
+                    }
+                }
+            }
         })
     };
     let app = App::new(AppParts {

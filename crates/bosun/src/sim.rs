@@ -73,7 +73,7 @@ fn sim(start: Timestamp) -> Sim {
         users: HashMap::new(),
         make_executor: {
             let exec = exec.clone();
-            Box::new(move |_, _| exec.clone() as Arc<dyn Executor>)
+            Box::new(move |_, _, _, _| Some(exec.clone() as Arc<dyn Executor>))
         },
         clock: clock.clone(),
         metrics,

@@ -24,6 +24,10 @@ impl Drop for Daemon {
 }
 
 fn start(dir: &std::path::Path, kubeconfigs: &[std::path::PathBuf]) -> Daemon {
+    start_jobs(dir, kubeconfigs, "periodics: []\n")
+}
+
+fn start_jobs(dir: &std::path::Path, kubeconfigs: &[std::path::PathBuf], jobs: &str) -> Daemon {
     let port = TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -31,7 +35,7 @@ fn start(dir: &std::path::Path, kubeconfigs: &[std::path::PathBuf]) -> Daemon {
         .port();
     std::fs::create_dir_all(dir.join("jobs")).unwrap();
     std::fs::write(dir.join("config.yaml"), "{}\n").unwrap();
-    std::fs::write(dir.join("jobs/jobs.yaml"), "periodics: []\n").unwrap();
+    std::fs::write(dir.join("jobs/jobs.yaml"), jobs).unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_bosun"));
     cmd.arg("serve")
         .arg("--config")
@@ -44,7 +48,7 @@ fn start(dir: &std::path::Path, kubeconfigs: &[std::path::PathBuf]) -> Daemon {
         .arg(format!("127.0.0.1:{port}"))
         .env("BOSUN_HEALTH_INTERVAL_MS", "200")
         .stdout(Stdio::null())
-        .stderr(Stdio::null());
+        .stderr(std::fs::File::create(dir.join("stderr.log")).unwrap());
     for k in kubeconfigs {
         cmd.arg("--kubeconfig").arg(k);
     }
@@ -54,7 +58,11 @@ fn start(dir: &std::path::Path, kubeconfigs: &[std::path::PathBuf]) -> Daemon {
     };
     let deadline = Instant::now() + Duration::from_secs(20);
     while get(port, "/healthz").is_none() {
-        assert!(Instant::now() < deadline, "daemon did not come up");
+        assert!(
+            Instant::now() < deadline,
+            "daemon did not come up: {}",
+            std::fs::read_to_string(dir.join("stderr.log")).unwrap_or_default()
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     daemon
@@ -142,4 +150,140 @@ fn cluster_health_follows_each_api_on_its_own() {
     // The hung cluster is Unreachable once its calls have timed out twice.
     wait_status(port, "build-a", "Unreachable", Duration::from_secs(40));
     a.set_hang(false);
+}
+
+fn post(port: u16, path: &str, body: &str) -> (u16, serde_json::Value) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let mut r = agent
+        .post(format!("http://127.0.0.1:{port}{path}"))
+        .header("Content-Type", "application/json")
+        .send(body)
+        .unwrap();
+    let status = r.status().as_u16();
+    let text = r.body_mut().read_to_string().unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::Null),
+    )
+}
+
+fn trigger(port: u16, job: &str) -> String {
+    let (status, run) = post(port, "/api/v1/runs", &format!(r#"{{"job": "{job}"}}"#));
+    assert_eq!(status, 201, "{run}");
+    run["id"].as_str().unwrap().to_string()
+}
+
+fn wait_run(port: u16, id: &str, state: &str) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let run: serde_json::Value =
+            serde_json::from_str(&get(port, &format!("/api/v1/runs/{id}")).unwrap()).unwrap();
+        if run["state"] == state {
+            return run;
+        }
+        assert!(Instant::now() < deadline, "run never became {state}: {run}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn wait_pod(fake: &FakeCluster, name: &str) -> k8s_openapi::api::core::v1::Pod {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(p) = fake.pod("default", name) {
+            return p;
+        }
+        assert!(Instant::now() < deadline, "no pod {name}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+const JOBS: &str = "periodics:
+- name: k-job
+  cron: \"0 0 31 2 *\"
+  cluster: build-a
+  labels: {team: infra}
+  spec: {containers: [{image: alpine, command: [\"true\"]}]}
+";
+
+#[test]
+fn runs_on_a_kubernetes_cluster_follow_their_pods() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = FakeCluster::start(&dir.path().join("a"), "build-a");
+    let data = dir.path().join("bosun");
+    let daemon = start_jobs(&data, &[a.kubeconfig_path()], JOBS);
+    let port = daemon.port;
+
+    // A run becomes a pod as Prow builds it, and follows its phases.
+    let ok = trigger(port, "k-job");
+    let pod = wait_pod(&a, &ok);
+    let labels = pod.metadata.labels.clone().unwrap();
+    assert_eq!(labels["created-by-prow"], "true");
+    assert_eq!(labels["prow.k8s.io/id"], ok);
+    assert_eq!(labels["prow.k8s.io/job"], "k-job");
+    assert_eq!(labels["team"], "infra");
+    let spec = pod.spec.clone().unwrap();
+    assert_eq!(spec.restart_policy.as_deref(), Some("Never"));
+    for c in &spec.containers {
+        let env = c.env.clone().unwrap();
+        assert!(env
+            .iter()
+            .any(|e| e.name == "PROW_JOB_ID" && e.value.as_deref() == Some(ok.as_str())));
+    }
+    let run = wait_run(port, &ok, "pending");
+    assert_eq!(run["cluster"], "build-a");
+    a.run_pod("default", &ok);
+    a.succeed_pod("default", &ok);
+    wait_run(port, &ok, "success");
+
+    // A failed pod is a failed run; a container killed for memory, an error.
+    let failed = trigger(port, "k-job");
+    wait_pod(&a, &failed);
+    a.fail_pod("default", &failed);
+    wait_run(port, &failed, "failure");
+    let oom = trigger(port, "k-job");
+    wait_pod(&a, &oom);
+    let mut update = bosun_fakekube::PhaseUpdate::new("Failed");
+    update.containers = Some(vec![bosun_fakekube::ContainerOutcome {
+        name: "test".into(),
+        exit_code: Some(137),
+        reason: Some("OOMKilled".into()),
+    }]);
+    a.set_phase("default", &oom, &update);
+    let run = wait_run(port, &oom, "error");
+    assert!(
+        run["description"].as_str().unwrap().contains("OOMKilled"),
+        "{run}"
+    );
+
+    // Abort deletes the pod.
+    let aborted = trigger(port, "k-job");
+    wait_pod(&a, &aborted);
+    wait_run(port, &aborted, "pending");
+    let (status, _) = post(port, &format!("/api/v1/runs/{aborted}/abort"), "");
+    assert_eq!(status, 202);
+    wait_run(port, &aborted, "aborted");
+    assert!(a
+        .deleted()
+        .iter()
+        .any(|d| d.name == aborted && d.source == "api"));
+
+    // A restarted daemon re-adopts a running pod and creates no second one.
+    let adopted = trigger(port, "k-job");
+    wait_pod(&a, &adopted);
+    wait_run(port, &adopted, "pending");
+    a.run_pod("default", &adopted);
+    drop(daemon);
+    let daemon = start_jobs(&data, &[a.kubeconfig_path()], JOBS);
+    let port = daemon.port;
+    a.succeed_pod("default", &adopted);
+    wait_run(port, &adopted, "success");
+    let creates = a
+        .requests()
+        .iter()
+        .filter(|r| r.method == "POST" && r.path.ends_with("/pods"))
+        .count();
+    assert_eq!(creates, 5, "one pod per run, none twice");
 }
