@@ -214,6 +214,7 @@ struct KubeInner {
     kubeconfig: Option<PathBuf>,
     context: String,
     namespace: String,
+    settings: PodSettings,
     client: tokio::sync::Mutex<Option<Client>>,
     /// bosun's pods by name, as the watch last saw them.
     pods: Mutex<HashMap<String, Pod>>,
@@ -222,6 +223,34 @@ struct KubeInner {
     /// The watch has listed the pods at least once.
     synced: AtomicBool,
     on_change: Option<Arc<dyn Fn() + Send + Sync>>,
+}
+
+/// What a Kubernetes executor needs from the configuration: where pods go
+/// and plank's pod timeouts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodSettings {
+    /// `pod_namespace`.
+    pub namespace: String,
+    /// `plank.pod_unscheduled_timeout` (default 5m): longest a pod may wait
+    /// to be scheduled (no start time).
+    pub unscheduled_timeout: Duration,
+    /// `plank.pod_pending_timeout` (default 10m): longest a started pod may
+    /// stay Pending.
+    pub pending_timeout: Duration,
+}
+
+impl PodSettings {
+    /// From the configuration, with Prow's defaults.
+    pub fn of(config: &bosun_config::types::ProwConfig) -> Self {
+        let or = |d: Option<bosun_config::duration::GoDuration>, default: u64| {
+            d.map_or(Duration::from_secs(default), |d| d.to_std())
+        };
+        PodSettings {
+            namespace: config.pod_namespace.clone(),
+            unscheduled_timeout: or(config.plank.pod_unscheduled_timeout, 5 * 60),
+            pending_timeout: or(config.plank.pod_pending_timeout, 10 * 60),
+        }
+    }
 }
 
 /// How long a started run may be missing from the watch before it counts as
@@ -313,7 +342,7 @@ impl KubeExecutor {
         name: &str,
         kubeconfig: Option<PathBuf>,
         context: &str,
-        namespace: &str,
+        settings: &PodSettings,
         on_change: Option<Arc<dyn Fn() + Send + Sync>>,
     ) -> Result<Self, String> {
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -325,7 +354,8 @@ impl KubeExecutor {
         let inner = Arc::new(KubeInner {
             kubeconfig,
             context: context.to_string(),
-            namespace: namespace.to_string(),
+            namespace: settings.namespace.clone(),
+            settings: settings.clone(),
             client: tokio::sync::Mutex::new(None),
             pods: Mutex::default(),
             started: Mutex::default(),
@@ -384,9 +414,29 @@ impl Drop for KubeExecutor {
     }
 }
 
-/// Where a pod stands, as a run's state.
-pub fn pod_state(pod: &Pod) -> ProcessState {
+/// Where a pod stands, as a run's state, at `now` (plank's scheduling and
+/// pending timeouts apply).
+pub fn pod_state(pod: &Pod, settings: &PodSettings, now: jiff::Timestamp) -> ProcessState {
     let status = pod.status.clone().unwrap_or_default();
+    let older = |t: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+                 limit: Duration| {
+        t.is_some_and(|t| now.duration_since(t.0).unsigned_abs() > limit)
+    };
+    if status.phase.as_deref().is_none_or(|p| p == "Pending") {
+        match &status.start_time {
+            None if older(
+                pod.metadata.creation_timestamp.as_ref(),
+                settings.unscheduled_timeout,
+            ) =>
+            {
+                return ProcessState::Failed("Pod scheduling timeout.".into());
+            }
+            Some(t) if older(Some(t), settings.pending_timeout) => {
+                return ProcessState::Failed("Pod pending timeout.".into());
+            }
+            _ => {}
+        }
+    }
     if pod.metadata.deletion_timestamp.is_some() {
         return ProcessState::Failed("Pod got deleted unexpectedly".into());
     }
@@ -463,14 +513,27 @@ impl Executor for KubeExecutor {
     }
 
     fn status(&self, run_id: &str) -> ProcessState {
-        if let Some(pod) = self
+        let seen = self
             .inner
             .pods
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(run_id)
-        {
-            return pod_state(pod);
+            .map(|pod| pod_state(pod, &self.inner.settings, jiff::Timestamp::now()));
+        if let Some(state) = seen {
+            if matches!(&state, ProcessState::Failed(why) if why.contains("timeout")) {
+                // As plank: a pod past its timeout is deleted (without
+                // holding up the caller).
+                if let Some(rt) = &self.rt {
+                    let (inner, name) = (self.inner.clone(), run_id.to_string());
+                    rt.spawn(async move {
+                        if let Ok(api) = inner.pods_api().await {
+                            let _ = api.delete(&name, &kube::api::DeleteParams::default()).await;
+                        }
+                    });
+                }
+            }
+            return state;
         }
         let recently = self
             .inner

@@ -127,7 +127,11 @@ pub fn reload(app: &App, reason: &str) -> bool {
         }
     };
     let notes = Vec::new();
-    let (added, removed) = app.set_clusters(defs, users, snapshot.config.pod_namespace.clone());
+    let (added, removed) = app.set_clusters(
+        defs,
+        users,
+        bosun_cluster::kube::PodSettings::of(&snapshot.config),
+    );
     if !added.is_empty() || !removed.is_empty() {
         tracing::info!(?added, ?removed, "build clusters changed");
     }

@@ -34,7 +34,7 @@ use subtle::ConstantTimeEq;
 use crate::check::ConfigArgs;
 use crate::controller;
 use crate::metrics::Metrics;
-use bosun_cluster::kube::KubeExecutor;
+use bosun_cluster::kube::{KubeExecutor, PodSettings};
 use bosun_cluster::shim::RunAs;
 use bosun_cluster::trust;
 use bosun_store::template::{RunTemplate, SpecSnapshot};
@@ -209,8 +209,11 @@ struct ApiTemplate {
 
 /// Makes the executor of a cluster, given its alias, definition, user (local
 /// clusters) and pod namespace (Kubernetes clusters); none when it cannot.
-pub type ExecutorFactory =
-    Box<dyn Fn(&str, &ClusterDef, Option<RunAs>, &str) -> Option<Arc<dyn Executor>> + Send + Sync>;
+pub type ExecutorFactory = Box<
+    dyn Fn(&str, &ClusterDef, Option<RunAs>, &PodSettings) -> Option<Arc<dyn Executor>>
+        + Send
+        + Sync,
+>;
 
 /// The build clusters in force and their executors.
 pub struct Clusters {
@@ -218,8 +221,8 @@ pub struct Clusters {
     pub defs: BTreeMap<String, ClusterDef>,
     /// The users local clusters run jobs as.
     pub users: HashMap<String, RunAs>,
-    /// Where Kubernetes clusters create pods.
-    pub namespace: String,
+    /// Where Kubernetes clusters create pods, and their timeouts.
+    pub pods: PodSettings,
     /// Executors by alias.
     pub executors: HashMap<String, Arc<dyn Executor>>,
 }
@@ -230,7 +233,7 @@ impl Clusters {
     pub fn build(
         defs: BTreeMap<String, ClusterDef>,
         users: HashMap<String, RunAs>,
-        namespace: String,
+        pods: PodSettings,
         make: &ExecutorFactory,
         previous: Option<&Clusters>,
     ) -> Clusters {
@@ -242,18 +245,18 @@ impl Clusters {
                     .filter(|p| match def {
                         ClusterDef::Local { .. } => p.users.get(alias).copied() == user,
                         ClusterDef::Kubernetes { .. } => {
-                            p.defs.get(alias) == Some(def) && p.namespace == namespace
+                            p.defs.get(alias) == Some(def) && p.pods == pods
                         }
                     })
                     .and_then(|p| p.executors.get(alias).cloned());
-                let exec = kept.or_else(|| make(alias, def, user, &namespace))?;
+                let exec = kept.or_else(|| make(alias, def, user, &pods))?;
                 Some((alias.clone(), exec))
             })
             .collect();
         Clusters {
             defs,
             users,
-            namespace,
+            pods,
             executors,
         }
     }
@@ -299,7 +302,7 @@ impl App {
             .set(crate::metrics::seconds(status.loaded_at));
         let mut scheduler = bosun_scheduler::Scheduler::new();
         scheduler.set_jobs(bosun_scheduler::config::jobs(&p.snapshot), p.clock.now());
-        let namespace = p.snapshot.config.pod_namespace.clone();
+        let pods = PodSettings::of(&p.snapshot.config);
         Arc::new(App {
             store: p.store,
             scheduler: Mutex::new(scheduler),
@@ -308,7 +311,7 @@ impl App {
             clusters: RwLock::new(Arc::new(Clusters::build(
                 p.clusters,
                 p.users,
-                namespace,
+                pods,
                 &p.make_executor,
                 None,
             ))),
@@ -367,7 +370,7 @@ impl App {
         &self,
         defs: BTreeMap<String, ClusterDef>,
         users: HashMap<String, RunAs>,
-        namespace: String,
+        pods: PodSettings,
     ) -> (Vec<String>, Vec<String>) {
         let mut slot = self.clusters.write().unwrap_or_else(|e| e.into_inner());
         let added = defs
@@ -382,7 +385,7 @@ impl App {
             .cloned()
             .collect();
         let changed = slot.defs != defs;
-        let next = Clusters::build(defs, users, namespace, &self.make_executor, Some(&slot));
+        let next = Clusters::build(defs, users, pods, &self.make_executor, Some(&slot));
         *slot = Arc::new(next);
         if changed {
             self.clusters_changed.notify_one();
@@ -559,7 +562,7 @@ pub fn run(args: &ServeArgs) -> ExitCode {
     let wake = Arc::new(tokio::sync::Notify::new());
     let make_executor: ExecutorFactory = {
         let (wake, runs) = (wake.clone(), args.data_dir.join("runs"));
-        Box::new(move |alias, def, user, namespace| match def {
+        Box::new(move |alias, def, user, pods| match def {
             ClusterDef::Local { .. } => {
                 let wake = wake.clone();
                 let exec = LocalExecutor::new(runs.join(alias), shim.clone())
@@ -573,13 +576,7 @@ pub fn run(args: &ServeArgs) -> ExitCode {
             } => {
                 let wake = wake.clone();
                 let on_change: Arc<dyn Fn() + Send + Sync> = Arc::new(move || wake.notify_one());
-                match KubeExecutor::new(
-                    alias,
-                    kubeconfig.clone(),
-                    context,
-                    namespace,
-                    Some(on_change),
-                ) {
+                match KubeExecutor::new(alias, kubeconfig.clone(), context, pods, Some(on_change)) {
                     Ok(exec) => Some(Arc::new(exec) as Arc<dyn Executor>),
                     Err(e) => {
                         tracing::error!(cluster = alias, error = %e, "cannot start the cluster's executor");

@@ -28,13 +28,22 @@ fn start(dir: &std::path::Path, kubeconfigs: &[std::path::PathBuf]) -> Daemon {
 }
 
 fn start_jobs(dir: &std::path::Path, kubeconfigs: &[std::path::PathBuf], jobs: &str) -> Daemon {
+    start_full(dir, kubeconfigs, "{}\n", jobs)
+}
+
+fn start_full(
+    dir: &std::path::Path,
+    kubeconfigs: &[std::path::PathBuf],
+    config: &str,
+    jobs: &str,
+) -> Daemon {
     let port = TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
     std::fs::create_dir_all(dir.join("jobs")).unwrap();
-    std::fs::write(dir.join("config.yaml"), "{}\n").unwrap();
+    std::fs::write(dir.join("config.yaml"), config).unwrap();
     std::fs::write(dir.join("jobs/jobs.yaml"), jobs).unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_bosun"));
     cmd.arg("serve")
@@ -286,4 +295,41 @@ fn runs_on_a_kubernetes_cluster_follow_their_pods() {
         .filter(|r| r.method == "POST" && r.path.ends_with("/pods"))
         .count();
     assert_eq!(creates, 5, "one pod per run, none twice");
+}
+
+#[test]
+fn pods_past_plank_timeouts_end_in_error_and_are_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = FakeCluster::start(&dir.path().join("a"), "build-a");
+    let daemon = start_full(
+        &dir.path().join("bosun"),
+        &[a.kubeconfig_path()],
+        "plank: {pod_unscheduled_timeout: 1s, pod_pending_timeout: 1s}\n",
+        JOBS,
+    );
+    let port = daemon.port;
+    // Never scheduled.
+    let unscheduled = trigger(port, "k-job");
+    wait_pod(&a, &unscheduled);
+    a.unschedulable("default", &unscheduled, None);
+    let run = wait_run(port, &unscheduled, "error");
+    assert_eq!(run["description"], "Pod scheduling timeout.");
+    // Bound to a node but never running.
+    let stuck = trigger(port, "k-job");
+    wait_pod(&a, &stuck);
+    let mut update = bosun_fakekube::PhaseUpdate::new("Pending");
+    update.node = Some("node-1".into());
+    a.set_phase("default", &stuck, &update);
+    let run = wait_run(port, &stuck, "error");
+    assert_eq!(run["description"], "Pod pending timeout.");
+    // Both pods are deleted, as plank deletes them.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !(a.pod("default", &unscheduled).is_none() && a.pod("default", &stuck).is_none()) {
+        assert!(
+            Instant::now() < deadline,
+            "pods not deleted: {:?}",
+            a.pods().len()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

@@ -190,7 +190,9 @@ fn apply_phase(pod: &mut Pod, update: &PhaseUpdate) -> Result<(), ApiError> {
     status.phase = Some(phase.to_string());
     status.reason = update.reason.clone();
     status.message = update.message.clone();
-    if phase != "Pending" {
+    // A kubelet acknowledges a pod bound to its node (start time) while it is
+    // still Pending (pulling images, ...).
+    if phase != "Pending" || update.node.is_some() {
         status.start_time.get_or_insert_with(|| Time(now()));
         status
             .host_ip
