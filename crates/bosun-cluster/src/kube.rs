@@ -202,9 +202,11 @@ impl Tracker {
 /// runtime of its own, so a cluster that hangs holds only its own thread;
 /// callers wait at most [`API_TIMEOUT`] for any call.
 ///
-/// Not yet: pod timeouts, revivals after eviction or node loss (such runs end
-/// in error), streaming the pod's log into the run's log, deleting finished
-/// pods after `sinker.terminated_pod_ttl`.
+/// Each pod's log is copied, as it is written, into the run's log file (the
+/// run log endpoint streams it).
+///
+/// Not yet: revivals after eviction or node loss (such runs end in error),
+/// deleting finished pods after `sinker.terminated_pod_ttl`.
 pub struct KubeExecutor {
     inner: Arc<KubeInner>,
     rt: Option<tokio::runtime::Runtime>,
@@ -222,6 +224,10 @@ struct KubeInner {
     started: Mutex<HashMap<String, std::time::Instant>>,
     /// The watch has listed the pods at least once.
     synced: AtomicBool,
+    /// Where pod logs are copied (`ID.log`).
+    log_dir: PathBuf,
+    /// Pods whose log is being copied.
+    copying: Mutex<std::collections::HashSet<String>>,
     on_change: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
@@ -278,6 +284,63 @@ impl KubeInner {
         }
     }
 
+    /// Starts copying `pod`'s log into `log_dir/NAME.log` once its containers
+    /// have started (the copy follows the log until the pod ends), once per
+    /// pod.
+    fn copy_log(self: &Arc<Self>, pod: &Pod) {
+        let started = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            .is_some_and(|p| p != "Pending");
+        let Some(name) = pod.metadata.name.clone().filter(|_| started) else {
+            return;
+        };
+        if !self
+            .copying
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.clone())
+        {
+            return;
+        }
+        let inner = self.clone();
+        tokio::spawn(async move {
+            use futures_util::AsyncReadExt;
+            use std::io::Write;
+            let path = inner.log_dir.join(format!("{name}.log"));
+            let copied = async {
+                let api = inner.pods_api().await?;
+                let params = kube::api::LogParams {
+                    follow: true,
+                    ..Default::default()
+                };
+                let mut stream = api
+                    .log_stream(&name, &params)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                std::fs::create_dir_all(&inner.log_dir).map_err(|e| e.to_string())?;
+                let mut file = std::fs::File::create(&path).map_err(|e| e.to_string())?;
+                let mut buf = vec![0u8; 16 * 1024];
+                loop {
+                    let n = stream.read(&mut buf).await.map_err(|e| e.to_string())?;
+                    if n == 0 {
+                        return Ok::<(), String>(());
+                    }
+                    file.write_all(&buf[..n]).map_err(|e| e.to_string())?;
+                }
+            }
+            .await;
+            if let Err(e) = copied {
+                let _ = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&path)
+                    .and_then(|mut f| writeln!(f, "bosun: the pod's log could not be copied: {e}"));
+            }
+        });
+    }
+
     /// Follows bosun's pods until the runtime ends.
     async fn watch(self: Arc<Self>) {
         use futures_util::StreamExt;
@@ -298,6 +361,7 @@ impl KubeInner {
                 match event {
                     Ok(Event::Init) => listing.clear(),
                     Ok(Event::InitApply(p)) => {
+                        self.copy_log(&p);
                         listing.insert(name(&p), p);
                     }
                     Ok(Event::InitDone) => {
@@ -307,6 +371,7 @@ impl KubeInner {
                         self.changed();
                     }
                     Ok(Event::Apply(p)) => {
+                        self.copy_log(&p);
                         let n = name(&p);
                         self.started
                             .lock()
@@ -343,6 +408,7 @@ impl KubeExecutor {
         kubeconfig: Option<PathBuf>,
         context: &str,
         settings: &PodSettings,
+        log_dir: PathBuf,
         on_change: Option<Arc<dyn Fn() + Send + Sync>>,
     ) -> Result<Self, String> {
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -360,6 +426,8 @@ impl KubeExecutor {
             pods: Mutex::default(),
             started: Mutex::default(),
             synced: AtomicBool::new(false),
+            log_dir,
+            copying: Mutex::default(),
             on_change,
         });
         rt.spawn(inner.clone().watch());
@@ -557,11 +625,17 @@ impl Executor for KubeExecutor {
     }
 
     fn remove(&self, run_id: &str) -> Result<(), LocalError> {
-        self.delete(run_id).map_err(LocalError::Io)
+        self.delete(run_id).map_err(LocalError::Io)?;
+        match std::fs::remove_file(self.inner.log_dir.join(format!("{run_id}.log"))) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(LocalError::Io(e.to_string()))
+            }
+            _ => Ok(()),
+        }
     }
 
-    fn log_path(&self, _run_id: &str) -> Option<PathBuf> {
-        None
+    fn log_path(&self, run_id: &str) -> Option<PathBuf> {
+        Some(self.inner.log_dir.join(format!("{run_id}.log")))
     }
 }
 

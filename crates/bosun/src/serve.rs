@@ -576,7 +576,14 @@ pub fn run(args: &ServeArgs) -> ExitCode {
             } => {
                 let wake = wake.clone();
                 let on_change: Arc<dyn Fn() + Send + Sync> = Arc::new(move || wake.notify_one());
-                match KubeExecutor::new(alias, kubeconfig.clone(), context, pods, Some(on_change)) {
+                match KubeExecutor::new(
+                    alias,
+                    kubeconfig.clone(),
+                    context,
+                    pods,
+                    runs.join(alias),
+                    Some(on_change),
+                ) {
                     Ok(exec) => Some(Arc::new(exec) as Arc<dyn Executor>),
                     Err(e) => {
                         tracing::error!(cluster = alias, error = %e, "cannot start the cluster's executor");

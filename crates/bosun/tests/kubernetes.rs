@@ -244,8 +244,19 @@ fn runs_on_a_kubernetes_cluster_follow_their_pods() {
     let run = wait_run(port, &ok, "pending");
     assert_eq!(run["cluster"], "build-a");
     a.run_pod("default", &ok);
+    a.append_log("default", &ok, "hello from the pod\n");
     a.succeed_pod("default", &ok);
     wait_run(port, &ok, "success");
+    // The pod's log is the run's log.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let log = get(port, &format!("/api/v1/runs/{ok}/log")).unwrap_or_default();
+        if log.contains("hello from the pod") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "log: {log:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 
     // A failed pod is a failed run; a container killed for memory, an error.
     let failed = trigger(port, "k-job");
