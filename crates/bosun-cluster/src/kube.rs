@@ -384,10 +384,21 @@ impl KubeInner {
                         self.changed();
                     }
                     Ok(Event::Delete(p)) => {
-                        self.pods
+                        let n = name(&p);
+                        self.copying
                             .lock()
                             .unwrap_or_else(|e| e.into_inner())
-                            .remove(&name(&p));
+                            .remove(&n);
+                        let mut pods = self.pods.lock().unwrap_or_else(|e| e.into_inner());
+                        // Only the pod that was deleted: a revived run's new
+                        // pod (same name, new uid) stays.
+                        if pods
+                            .get(&n)
+                            .is_some_and(|q| q.metadata.uid == p.metadata.uid)
+                        {
+                            pods.remove(&n);
+                        }
+                        drop(pods);
                         self.changed();
                     }
                     // The watcher re-lists by itself (410 Gone included); wait
@@ -524,7 +535,7 @@ pub fn pod_state(pod: &Pod, settings: &PodSettings, now: jiff::Timestamp) -> Pro
     }
     match status.phase.as_deref() {
         Some("Succeeded") | Some("Failed") if status.reason.as_deref() == Some("Evicted") => {
-            ProcessState::Failed("the pod was evicted".into())
+            ProcessState::Revivable("being evicted".into())
         }
         Some("Succeeded") => ProcessState::Exited {
             code: terminated
@@ -540,7 +551,7 @@ pub fn pod_state(pod: &Pod, settings: &PodSettings, now: jiff::Timestamp) -> Pro
                 .find(|c| *c != 0)
                 .unwrap_or(1),
         },
-        Some("Unknown") => ProcessState::Failed("the pod's node was lost (phase Unknown)".into()),
+        Some("Unknown") => ProcessState::Revivable("its node being lost".into()),
         _ => ProcessState::Running { pid: 0 },
     }
 }
@@ -559,6 +570,13 @@ impl Executor for KubeExecutor {
     fn start_pod(&self, run_id: &str, pod: &Pod) -> Result<(), LocalError> {
         let inner = self.inner.clone();
         let pod = pod.clone();
+        // Until the watch shows the new pod, the run is starting (a revived
+        // run's old pod no longer counts).
+        self.inner
+            .pods
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(run_id);
         self.inner
             .started
             .lock()
@@ -613,7 +631,7 @@ impl Executor for KubeExecutor {
         if recently || !self.inner.synced.load(Ordering::SeqCst) {
             ProcessState::Starting
         } else {
-            ProcessState::Lost
+            ProcessState::Revivable("its pod disappearing".into())
         }
     }
 

@@ -65,6 +65,9 @@ pub enum ProcessState {
     /// The run cannot go on, for this reason (it ends in `error`): a pod
     /// killed for memory, deleted under bosun, ...
     Failed(String),
+    /// The run's pod is gone through no fault of the job (evicted, its node
+    /// lost, missing): it may be started again (a revival), for this reason.
+    Revivable(String),
 }
 
 /// The local executor of one cluster.

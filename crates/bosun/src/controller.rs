@@ -144,6 +144,51 @@ pub fn reconcile(app: &Arc<App>) {
             ),
             ProcessState::Lost => batch.end(run, RunState::Error, now, "executor lost the process"),
             ProcessState::Failed(why) => batch.end(run, RunState::Error, now, why),
+            // As plank: the pod is started again, up to `max_revivals` times.
+            ProcessState::Revivable(why) => {
+                let max = config.plank.max_revivals.unwrap_or(3).max(0) as u32;
+                if run.pod_revival_count >= max {
+                    batch.end(
+                        run,
+                        RunState::Error,
+                        now,
+                        format!("Job pod reached max revivals ({max}) after {why}."),
+                    );
+                    continue;
+                }
+                let revived = spec_of(app, run)
+                    .ok_or_else(|| "the run's job spec is missing".to_string())
+                    .and_then(|spec| {
+                        bosun_cluster::kube_pod::pod_for_run(run, &spec, &config.pod_namespace)
+                    })
+                    .and_then(|pod| {
+                        exec.abort(&run.id, ABORT_GRACE);
+                        exec.start_pod(&run.id, &pod).map_err(|e| e.to_string())
+                    });
+                match revived {
+                    Ok(()) => {
+                        tracing::info!(run = %run.id, "pod revived after {why}");
+                        batch.0.push((
+                            run.id.clone(),
+                            Transition::to(
+                                RunState::Pending,
+                                now,
+                                format!("Pod revived after {why}."),
+                            ),
+                        ));
+                    }
+                    Err(e) => batch.end(
+                        run,
+                        RunState::Error,
+                        now,
+                        format!("Pod can not be revived after {why}: {e}"),
+                    ),
+                }
+                // Counted as running: it still holds its slot.
+                running.total += 1;
+                *running.by_job.entry(run.job.clone()).or_default() += 1;
+                *running.by_cluster.entry(alias.clone()).or_default() += 1;
+            }
             ProcessState::Running { .. } | ProcessState::Starting => {
                 let timeout = running_timeout(app, run);
                 if run

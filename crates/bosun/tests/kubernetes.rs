@@ -344,3 +344,54 @@ fn pods_past_plank_timeouts_end_in_error_and_are_deleted() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn evicted_and_lost_pods_are_revived_up_to_max_revivals() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = FakeCluster::start(&dir.path().join("a"), "build-a");
+    let daemon = start_full(
+        &dir.path().join("bosun"),
+        &[a.kubeconfig_path()],
+        "plank: {max_revivals: 2}\n",
+        JOBS,
+    );
+    let port = daemon.port;
+    let id = trigger(port, "k-job");
+    let first = wait_pod(&a, &id);
+    a.run_pod("default", &id);
+    let uid = |p: &k8s_openapi::api::core::v1::Pod| p.metadata.uid.clone().unwrap();
+    // Evicted: a new pod of the same name, the run still pending.
+    let mut evict = bosun_fakekube::PhaseUpdate::new("Failed");
+    evict.reason = Some("Evicted".into());
+    a.set_phase("default", &id, &evict);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let second = loop {
+        if let Some(p) = a.pod("default", &id).filter(|p| uid(p) != uid(&first)) {
+            break p;
+        }
+        assert!(Instant::now() < deadline, "not revived");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let run = wait_run(port, &id, "pending");
+    assert_eq!(run["pod_revival_count"], 1, "{run}");
+    // Its node lost: revived again.
+    a.run_pod("default", &id);
+    a.set_phase("default", &id, &bosun_fakekube::PhaseUpdate::new("Unknown"));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while a
+        .pod("default", &id)
+        .is_none_or(|p| uid(&p) == uid(&second))
+    {
+        assert!(Instant::now() < deadline, "not revived twice");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A third loss is past max_revivals: the run ends in error.
+    a.run_pod("default", &id);
+    a.set_phase("default", &id, &evict);
+    let run = wait_run(port, &id, "error");
+    assert_eq!(
+        run["description"], "Job pod reached max revivals (2) after being evicted.",
+        "{run}"
+    );
+    assert_eq!(run["pod_revival_count"], 2);
+}
