@@ -215,6 +215,9 @@ const JOBS: &str = "periodics:
   cluster: build-a
   labels: {team: infra}
   spec: {containers: [{image: alpine, command: [\"true\"]}]}
+- name: local-job
+  cron: \"0 0 31 2 *\"
+  spec: {containers: [{image: alpine, command: [\"true\"]}]}
 ";
 
 #[test]
@@ -257,6 +260,19 @@ fn runs_on_a_kubernetes_cluster_follow_their_pods() {
         assert!(Instant::now() < deadline, "log: {log:?}");
         std::thread::sleep(Duration::from_millis(100));
     }
+
+    // Local and Kubernetes clusters side by side.
+    let local = trigger(port, "local-job");
+    assert_eq!(wait_run(port, &local, "success")["cluster"], "default");
+
+    // The watch outlives a 410 Gone (it lists again).
+    let after_gone = trigger(port, "k-job");
+    wait_pod(&a, &after_gone);
+    wait_run(port, &after_gone, "pending");
+    a.gone();
+    a.run_pod("default", &after_gone);
+    a.succeed_pod("default", &after_gone);
+    wait_run(port, &after_gone, "success");
 
     // A failed pod is a failed run; a container killed for memory, an error.
     let failed = trigger(port, "k-job");
@@ -305,7 +321,7 @@ fn runs_on_a_kubernetes_cluster_follow_their_pods() {
         .iter()
         .filter(|r| r.method == "POST" && r.path.ends_with("/pods"))
         .count();
-    assert_eq!(creates, 5, "one pod per run, none twice");
+    assert_eq!(creates, 6, "one pod per run, none twice");
 }
 
 #[test]
