@@ -205,8 +205,8 @@ impl Tracker {
 /// Each pod's log is copied, as it is written, into the run's log file (the
 /// run log endpoint streams it).
 ///
-/// Not yet: revivals after eviction or node loss (such runs end in error),
-/// deleting finished pods after `sinker.terminated_pod_ttl`.
+/// Finished pods are deleted `sinker.terminated_pod_ttl` after they ended,
+/// once their log is copied, except in `sinker.exclude_clusters`.
 pub struct KubeExecutor {
     inner: Arc<KubeInner>,
     rt: Option<tokio::runtime::Runtime>,
@@ -228,6 +228,10 @@ struct KubeInner {
     log_dir: PathBuf,
     /// Pods whose log is being copied.
     copying: Mutex<std::collections::HashSet<String>>,
+    /// Pods whose log has been copied to its end.
+    copied: Mutex<std::collections::HashSet<String>>,
+    /// The cluster's alias.
+    alias: String,
     on_change: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
@@ -243,6 +247,11 @@ pub struct PodSettings {
     /// `plank.pod_pending_timeout` (default 10m): longest a started pod may
     /// stay Pending.
     pub pending_timeout: Duration,
+    /// `sinker.terminated_pod_ttl` (default `sinker.max_pod_age`, 24h): how
+    /// long a finished pod is kept (its log is copied first).
+    pub terminated_pod_ttl: Duration,
+    /// `sinker.exclude_clusters`: clusters whose pods are never deleted.
+    pub exclude_clusters: Vec<String>,
 }
 
 impl PodSettings {
@@ -255,6 +264,14 @@ impl PodSettings {
             namespace: config.pod_namespace.clone(),
             unscheduled_timeout: or(config.plank.pod_unscheduled_timeout, 5 * 60),
             pending_timeout: or(config.plank.pod_pending_timeout, 10 * 60),
+            terminated_pod_ttl: or(
+                config
+                    .sinker
+                    .terminated_pod_ttl
+                    .or(config.sinker.max_pod_age),
+                24 * 3600,
+            ),
+            exclude_clusters: config.sinker.exclude_clusters.clone(),
         }
     }
 }
@@ -331,6 +348,11 @@ impl KubeInner {
                 }
             }
             .await;
+            inner
+                .copied
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(name.clone());
             if let Err(e) = copied {
                 let _ = std::fs::OpenOptions::new()
                     .create(true)
@@ -339,6 +361,39 @@ impl KubeInner {
                     .and_then(|mut f| writeln!(f, "bosun: the pod's log could not be copied: {e}"));
             }
         });
+    }
+
+    /// Sinker for pods: deletes bosun's finished pods `terminated_pod_ttl`
+    /// after they ended, once their log is copied (never in an excluded
+    /// cluster).
+    async fn sink(self: Arc<Self>) {
+        if self.settings.exclude_clusters.contains(&self.alias) {
+            return;
+        }
+        let ttl = self.settings.terminated_pod_ttl;
+        let every = (ttl / 2).clamp(Duration::from_millis(200), Duration::from_secs(60));
+        loop {
+            tokio::time::sleep(every).await;
+            let now = jiff::Timestamp::now();
+            let done: Vec<String> = {
+                let pods = self.pods.lock().unwrap_or_else(|e| e.into_inner());
+                let copied = self.copied.lock().unwrap_or_else(|e| e.into_inner());
+                pods.iter()
+                    .filter(|(name, pod)| {
+                        let ended = finished_at(pod);
+                        ended.is_some_and(|t| now.duration_since(t).unsigned_abs() > ttl)
+                            && copied.contains(*name)
+                    })
+                    .map(|(name, _)| name.clone())
+                    .collect()
+            };
+            let Ok(api) = self.pods_api().await else {
+                continue;
+            };
+            for name in done {
+                let _ = api.delete(&name, &kube::api::DeleteParams::default()).await;
+            }
+        }
     }
 
     /// Follows bosun's pods until the runtime ends.
@@ -439,9 +494,12 @@ impl KubeExecutor {
             synced: AtomicBool::new(false),
             log_dir,
             copying: Mutex::default(),
+            copied: Mutex::default(),
+            alias: name.to_string(),
             on_change,
         });
         rt.spawn(inner.clone().watch());
+        rt.spawn(inner.clone().sink());
         Ok(KubeExecutor {
             inner,
             rt: Some(rt),
@@ -491,6 +549,31 @@ impl Drop for KubeExecutor {
             rt.shutdown_background();
         }
     }
+}
+
+/// When a finished pod's last container ended (none while it runs).
+fn finished_at(pod: &Pod) -> Option<jiff::Timestamp> {
+    let status = pod.status.as_ref()?;
+    if !matches!(status.phase.as_deref(), Some("Succeeded") | Some("Failed")) {
+        return None;
+    }
+    status
+        .container_statuses
+        .iter()
+        .flatten()
+        .filter_map(|c| {
+            Some(
+                c.state
+                    .as_ref()?
+                    .terminated
+                    .as_ref()?
+                    .finished_at
+                    .as_ref()?
+                    .0,
+            )
+        })
+        .max()
+        .or_else(|| pod.metadata.creation_timestamp.as_ref().map(|t| t.0))
 }
 
 /// Where a pod stands, as a run's state, at `now` (plank's scheduling and

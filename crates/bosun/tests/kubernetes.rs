@@ -411,3 +411,52 @@ fn evicted_and_lost_pods_are_revived_up_to_max_revivals() {
     );
     assert_eq!(run["pod_revival_count"], 2);
 }
+
+#[test]
+fn finished_pods_are_deleted_after_their_ttl_except_in_excluded_clusters() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = FakeCluster::start(&dir.path().join("a"), "build-a");
+    let b = FakeCluster::start(&dir.path().join("b"), "build-b");
+    let jobs = format!(
+        "{JOBS}- name: b-job\n  cron: \"0 0 31 2 *\"\n  cluster: build-b\n  spec: {{containers: [{{image: alpine, command: [\"true\"]}}]}}\n"
+    );
+    let daemon = start_full(
+        &dir.path().join("bosun"),
+        &[a.kubeconfig_path(), b.kubeconfig_path()],
+        "sinker: {terminated_pod_ttl: 1s, exclude_clusters: [build-b]}\n",
+        &jobs,
+    );
+    let port = daemon.port;
+    let on_a = trigger(port, "k-job");
+    let on_b = trigger(port, "b-job");
+    wait_pod(&a, &on_a);
+    wait_pod(&b, &on_b);
+    for (fake, id) in [(&a, &on_a), (&b, &on_b)] {
+        fake.run_pod("default", id);
+        fake.append_log("default", id, "kept\n");
+        fake.succeed_pod("default", id);
+        wait_run(port, id, "success");
+    }
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while a.pod("default", &on_a).is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "the finished pod was not deleted"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(a
+        .deleted()
+        .iter()
+        .any(|d| d.name == on_a && d.source == "api"));
+    // Its log was copied first and outlives it.
+    assert!(get(port, &format!("/api/v1/runs/{on_a}/log"))
+        .unwrap()
+        .contains("kept"));
+    // Excluded cluster: still there well past the TTL.
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        b.pod("default", &on_b).is_some(),
+        "pods of excluded clusters stay"
+    );
+}
