@@ -23,6 +23,8 @@ pub enum ClusterDef {
         context: String,
         /// The kubeconfig file that defines it (none: the default one).
         kubeconfig: Option<PathBuf>,
+        /// Runs at once (`max_concurrency`; 0: unlimited).
+        slots: usize,
     },
 }
 
@@ -53,6 +55,7 @@ pub fn clusters(
                 ClusterKind::Kubernetes => ClusterDef::Kubernetes {
                     context: c.context.clone().unwrap_or_else(|| alias.clone()),
                     kubeconfig: c.kubeconfig.as_ref().map(PathBuf::from),
+                    slots: c.max_concurrency.map_or(0, |m| m.max(0) as usize),
                 },
             };
             (alias.clone(), def)
@@ -63,6 +66,7 @@ pub fn clusters(
             .or_insert_with(|| ClusterDef::Kubernetes {
                 context: k.name.clone(),
                 kubeconfig: Some(k.file.clone()),
+                slots: 0,
             });
     }
     out.entry("default".into())
@@ -106,6 +110,7 @@ mod tests {
             ClusterDef::Kubernetes {
                 context: "k".into(),
                 kubeconfig: None,
+                slots: 0,
             }
         );
         assert_eq!(
@@ -113,6 +118,7 @@ mod tests {
             ClusterDef::Kubernetes {
                 context: "build02".into(),
                 kubeconfig: Some("/etc/kube/a".into()),
+                slots: 0,
             }
         );
         assert_eq!(c["default"], ClusterDef::Local { slots: 2 });
@@ -127,6 +133,7 @@ mod tests {
             ClusterDef::Kubernetes {
                 context: "prod".into(),
                 kubeconfig: None,
+                slots: 0,
             }
         );
         // A kubeconfig context named default replaces the implicit one too.

@@ -65,6 +65,7 @@ async fn probe_one(app: &App, alias: &str, def: &ClusterDef, client: &mut Option
     let ClusterDef::Kubernetes {
         context,
         kubeconfig,
+        ..
     } = def
     else {
         return;
@@ -222,8 +223,10 @@ pub async fn list(State(app): State<Arc<App>>) -> Response {
                 ClusterDef::Kubernetes {
                     context,
                     kubeconfig,
+                    slots,
                 } => {
                     v["kind"] = "kubernetes".into();
+                    v["slots"] = (*slots).into();
                     v["context"] = context.clone().into();
                     v["kubeconfig"] = kubeconfig.as_ref().map(|p| p.display().to_string()).into();
                 }

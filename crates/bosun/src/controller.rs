@@ -403,8 +403,9 @@ pub fn reconcile(app: &Arc<App>) {
             .defs
             .iter()
             .filter_map(|(a, c)| match c {
-                ClusterDef::Local { slots } => Some((a.clone(), *slots as u32)),
-                ClusterDef::Kubernetes { .. } => None,
+                ClusterDef::Local { slots } | ClusterDef::Kubernetes { slots, .. } => {
+                    Some((a.clone(), *slots as u32))
+                }
             })
             .collect(),
     };

@@ -573,6 +573,7 @@ pub fn run(args: &ServeArgs) -> ExitCode {
             ClusterDef::Kubernetes {
                 context,
                 kubeconfig,
+                ..
             } => {
                 let wake = wake.clone();
                 let on_change: Arc<dyn Fn() + Send + Sync> = Arc::new(move || wake.notify_one());

@@ -460,3 +460,29 @@ fn finished_pods_are_deleted_after_their_ttl_except_in_excluded_clusters() {
         "pods of excluded clusters stay"
     );
 }
+
+#[test]
+fn max_concurrency_holds_on_a_kubernetes_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = FakeCluster::start(&dir.path().join("a"), "build-a");
+    let config = format!(
+        "build_clusters:\n  build-a: {{kind: kubernetes, kubeconfig: {}, context: build-a, max_concurrency: 1}}\n",
+        a.kubeconfig_path().display()
+    );
+    let daemon = start_full(&dir.path().join("bosun"), &[], &config, JOBS);
+    let port = daemon.port;
+    let first = trigger(port, "k-job");
+    let second = trigger(port, "k-job");
+    wait_pod(&a, &first);
+    wait_run(port, &first, "pending");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        a.pod("default", &second).is_none(),
+        "one slot: the second waits"
+    );
+    a.run_pod("default", &first);
+    a.succeed_pod("default", &first);
+    wait_run(port, &first, "success");
+    wait_pod(&a, &second);
+    wait_run(port, &second, "pending");
+}
