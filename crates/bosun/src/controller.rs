@@ -402,9 +402,9 @@ pub fn reconcile(app: &Arc<App>) {
         cluster_slots: clusters
             .defs
             .iter()
-            .filter_map(|(a, c)| match c {
+            .map(|(a, c)| match c {
                 ClusterDef::Local { slots } | ClusterDef::Kubernetes { slots, .. } => {
-                    Some((a.clone(), *slots as u32))
+                    (a.clone(), *slots as u32)
                 }
             })
             .collect(),
