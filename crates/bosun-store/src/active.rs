@@ -24,14 +24,22 @@ pub struct ActiveRuns {
 #[derive(Default)]
 struct Inner {
     runs: HashMap<String, Arc<Run>>,
-    /// `triggered` runs by configured cluster, by build id (creation order).
+    /// `triggered` runs by cluster (the one decided for them, else the
+    /// configured one), by build id (creation order).
     waiting: BTreeMap<String, BTreeMap<u64, Arc<Run>>>,
+    /// `scheduling` runs by build id.
+    scheduling: BTreeMap<u64, Arc<Run>>,
     /// `pending` runs by build id.
     pending: BTreeMap<u64, Arc<Run>>,
 }
 
 fn order(run: &Run) -> u64 {
     run.build_id.parse().unwrap_or(u64::MAX)
+}
+
+/// The cluster a waiting run waits for.
+fn cluster(run: &Run) -> &str {
+    run.cluster.as_deref().unwrap_or(&run.configured_cluster)
 }
 
 impl Inner {
@@ -46,12 +54,15 @@ impl Inner {
         match run.state {
             RunState::Triggered => {
                 self.waiting
-                    .entry(run.configured_cluster.clone())
+                    .entry(cluster(&run).to_string())
                     .or_default()
                     .insert(order(&run), run.clone());
             }
             RunState::Pending => {
                 self.pending.insert(order(&run), run.clone());
+            }
+            RunState::Scheduling => {
+                self.scheduling.insert(order(&run), run.clone());
             }
             _ => {}
         }
@@ -61,15 +72,18 @@ impl Inner {
     fn unindex(&mut self, old: &Run) {
         match old.state {
             RunState::Triggered => {
-                if let Some(q) = self.waiting.get_mut(&old.configured_cluster) {
+                if let Some(q) = self.waiting.get_mut(cluster(old)) {
                     q.remove(&order(old));
                     if q.is_empty() {
-                        self.waiting.remove(&old.configured_cluster);
+                        self.waiting.remove(cluster(old));
                     }
                 }
             }
             RunState::Pending => {
                 self.pending.remove(&order(old));
+            }
+            RunState::Scheduling => {
+                self.scheduling.remove(&order(old));
             }
             _ => {}
         }
@@ -114,12 +128,18 @@ impl ActiveRuns {
         self.len() == 0
     }
 
+    /// The `scheduling` runs, oldest first.
+    pub fn scheduling(&self) -> Vec<Arc<Run>> {
+        self.lock().scheduling.values().cloned().collect()
+    }
+
     /// The `pending` runs, oldest first.
     pub fn pending(&self) -> Vec<Arc<Run>> {
         self.lock().pending.values().cloned().collect()
     }
 
-    /// The oldest `limit` `triggered` runs configured for `cluster`.
+    /// The oldest `limit` `triggered` runs waiting for `cluster` (the one
+    /// decided for them, else the configured one).
     pub fn waiting(&self, cluster: &str, limit: usize) -> Vec<Arc<Run>> {
         self.lock()
             .waiting

@@ -98,6 +98,16 @@ impl RunTemplate {
     }
 }
 
+/// The state new runs start in: `scheduling` when `scheduler.enabled` (their
+/// cluster is then decided before they wait to start), else `triggered`.
+pub fn initial_state(config: &bosun_config::types::ProwConfig) -> RunState {
+    if config.scheduler.enabled {
+        RunState::Scheduling
+    } else {
+        RunState::Triggered
+    }
+}
+
 /// A new run of a job, with Prow's labels and annotations.
 pub fn new_run(
     base: &JobBase,

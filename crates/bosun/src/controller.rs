@@ -234,7 +234,7 @@ pub fn reconcile(app: &Arc<App>) {
         .collect();
     for id in requested {
         match app.active.get(&id) {
-            Some(run) if run.state == RunState::Triggered => {
+            Some(run) if matches!(run.state, RunState::Triggered | RunState::Scheduling) => {
                 app.take_abort(&id);
                 batch.end(&run, RunState::Aborted, now, "Run aborted.");
             }
@@ -244,6 +244,40 @@ pub fn reconcile(app: &Arc<App>) {
             }
             _ => {}
         }
+    }
+    std::mem::take(&mut batch).commit(app);
+
+    // Scheduling (`scheduler.enabled`): each run gets its cluster, with
+    // Prow's failover mapping applied (unconditionally, as Prow does, but
+    // never onto a trusted cluster that does not admit the run), then waits
+    // to start there.
+    for run in app.active.scheduling() {
+        if app.take_abort(&run.id) {
+            batch.end(&run, RunState::Aborted, now, "Run aborted.");
+            continue;
+        }
+        let mut to = run.configured_cluster.clone();
+        if let Some(mapped) = config.scheduler.failover.mappings.get(&to) {
+            let repo = definition_repo(&run);
+            let definition = bosun_cluster::trust::Definition {
+                name: &run.job,
+                job_type: run.job_type,
+                repo: repo.as_deref(),
+            };
+            match bosun_cluster::trust::refusal(config, mapped, definition, run.refs.as_ref()) {
+                None => to = mapped.clone(),
+                Some(why) => {
+                    tracing::warn!(run = %run.id, to = %mapped, "failover mapping ignored: {why}")
+                }
+            }
+        }
+        let mut t = Transition::to(
+            RunState::Triggered,
+            now,
+            format!("Job scheduled to cluster {to}."),
+        );
+        t.cluster = Some(to);
+        batch.0.push((run.id.clone(), t));
     }
     std::mem::take(&mut batch).commit(app);
 
@@ -282,7 +316,11 @@ pub fn reconcile(app: &Arc<App>) {
             batch.end(run, RunState::Aborted, now, "Run aborted.");
             continue;
         }
-        let alias = run.configured_cluster.clone();
+        // The cluster decided for the run when it was scheduled, else its own.
+        let alias = run
+            .cluster
+            .clone()
+            .unwrap_or_else(|| run.configured_cluster.clone());
         if config.disabled_clusters.contains(&alias) {
             batch.end(
                 run,
@@ -505,6 +543,16 @@ pub fn reconcile(app: &Arc<App>) {
     );
 }
 
+/// The repository a run's job is defined for, as far as the run tells: its
+/// refs' (validated against the job's own when it was created on a trusted
+/// cluster), else its first `extra_refs`.
+fn definition_repo(run: &Run) -> Option<String> {
+    run.refs
+        .as_ref()
+        .or(run.extra_refs.first())
+        .map(|r| format!("{}/{}", r.org, r.repo))
+}
+
 /// Where the runs of `alias`, which is not Reachable, go instead: its
 /// `failover_to` cluster while that one is Reachable, unless it is a trusted
 /// cluster that does not admit the run (then the run waits).
@@ -520,11 +568,7 @@ fn failover_target(app: &App, clusters: &Clusters, alias: &str, run: &Run) -> Op
     if crate::clusters::health_of(app, &to, def) != Health::Reachable {
         return None;
     }
-    let repo = run
-        .refs
-        .as_ref()
-        .or(run.extra_refs.first())
-        .map(|r| format!("{}/{}", r.org, r.repo));
+    let repo = definition_repo(run);
     let definition = bosun_cluster::trust::Definition {
         name: &run.job,
         job_type: run.job_type,

@@ -980,7 +980,8 @@ async fn create_run(
     if let Some(e) = &template.unrunnable {
         return Err(error(StatusCode::UNPROCESSABLE_ENTITY, e.clone()));
     }
-    let new = template.template.run(req.refs);
+    let mut new = template.template.run(req.refs);
+    new.state = bosun_store::template::initial_state(&snapshot.config);
     let definition = trust::Definition {
         name: &new.job,
         job_type,
@@ -1194,7 +1195,7 @@ async fn rerun(
         job_type: old.job_type,
         periodic: old.periodic.clone(),
         configured_cluster: old.configured_cluster.clone(),
-        state: RunState::Triggered,
+        state: bosun_store::template::initial_state(&snapshot.config),
         refs: old.refs.clone(),
         extra_refs: old.extra_refs.clone(),
         labels: old.labels.clone(),

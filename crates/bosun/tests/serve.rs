@@ -1615,3 +1615,48 @@ fn runs_of_an_unreachable_cluster_wait_or_fail_over() {
     let (_, body) = request(port, "GET", &format!("/api/v1/runs/{waits}"), None, None);
     assert_eq!(json(&body)["state"], "triggered", "{body}");
 }
+
+#[test]
+fn with_the_scheduler_enabled_failover_mappings_move_runs_but_never_onto_a_trusted_cluster() {
+    let (_d, dir) = tmp();
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::create_dir_all(dir.join("jobs")).unwrap();
+    std::fs::write(
+        dir.join("config.yaml"),
+        r#"
+scheduler:
+  enabled: true
+  failover: {mappings: {old: new, x: trusted}}
+build_clusters:
+  default: {kind: local, run_as: nobody}
+  old: {kind: local, run_as: nobody}
+  new: {kind: local, run_as: nobody}
+  x: {kind: local, run_as: nobody}
+  trusted: {kind: local, run_as: nobody, trusted: [{jobs: [someone-else]}]}
+"#,
+    )
+    .unwrap();
+    let job = |name: &str, cluster: &str| {
+        format!("- name: {name}\n  cron: \"0 0 31 2 *\"\n  cluster: {cluster}\n  spec: {{containers: [{{image: x, command: [\"true\"]}}]}}\n")
+    };
+    std::fs::write(
+        dir.join("jobs/jobs.yaml"),
+        format!("periodics:\n{}{}", job("on-old", "old"), job("on-x", "x")),
+    )
+    .unwrap();
+    let daemon = start(&dir, &[]);
+    let port = daemon.port;
+    let moved = trigger(port, r#"{"job": "on-old"}"#);
+    let run = wait_state(port, &moved, |s| s == "success");
+    assert_eq!(
+        (run["configured_cluster"].as_str(), run["cluster"].as_str()),
+        (Some("old"), Some("new")),
+        "{run}"
+    );
+    let kept = trigger(port, r#"{"job": "on-x"}"#);
+    let run = wait_state(port, &kept, |s| s == "success");
+    assert_eq!(
+        run["cluster"], "x",
+        "the trusted cluster does not admit on-x: {run}"
+    );
+}
