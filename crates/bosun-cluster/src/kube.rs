@@ -719,10 +719,28 @@ impl Executor for KubeExecutor {
     }
 
     fn abort(&self, run_id: &str, _grace: Duration) -> ProcessState {
-        match self.delete(run_id) {
-            Ok(()) => ProcessState::Exited { code: 128 + 15 },
-            Err(e) => ProcessState::Failed(format!("cannot delete the pod: {e}")),
+        // The deletion goes on on this cluster's runtime: the caller (a
+        // controller pass, for every cluster) never waits for this one.
+        if let Some(rt) = &self.rt {
+            let (inner, name) = (self.inner.clone(), run_id.to_string());
+            rt.spawn(async move {
+                let deleted = async {
+                    inner
+                        .pods_api()
+                        .await?
+                        .delete(&name, &kube::api::DeleteParams::default())
+                        .await
+                        .map_err(|e| e.to_string())
+                };
+                match tokio::time::timeout(API_TIMEOUT, deleted).await {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) if e.contains("404") || e.contains("NotFound") => {}
+                    Ok(Err(e)) => tracing::warn!(pod = %name, error = %e, "cannot delete the pod"),
+                    Err(_) => tracing::warn!(pod = %name, "deleting the pod timed out"),
+                }
+            });
         }
+        ProcessState::Exited { code: 128 + 15 }
     }
 
     fn remove(&self, run_id: &str) -> Result<(), LocalError> {

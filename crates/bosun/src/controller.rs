@@ -112,8 +112,12 @@ pub fn reconcile(app: &Arc<App>) {
     let now = app.clock.now();
     let mut running = Running::default();
     let mut batch = Batch::default();
+    // Pods to start again, each on a task of its own (like starts).
+    let mut revivals: Vec<(Arc<Run>, Arc<dyn bosun_cluster::executor::Executor>, String)> =
+        Vec::new();
 
-    for run in &pending {
+    // Runs being revived are in `starting` (counted below).
+    for run in pending.iter().filter(|r| !starting.contains_key(&r.id)) {
         let alias = run
             .cluster
             .clone()
@@ -156,34 +160,18 @@ pub fn reconcile(app: &Arc<App>) {
                     );
                     continue;
                 }
-                let revived = spec_of(app, run)
-                    .ok_or_else(|| "the run's job spec is missing".to_string())
-                    .and_then(|spec| {
-                        bosun_cluster::kube_pod::pod_for_run(run, &spec, &config.pod_namespace)
-                    })
-                    .and_then(|pod| {
-                        exec.abort(&run.id, ABORT_GRACE);
-                        exec.start_pod(&run.id, &pod).map_err(|e| e.to_string())
-                    });
-                match revived {
-                    Ok(()) => {
-                        tracing::info!(run = %run.id, "pod revived after {why}");
-                        batch.0.push((
-                            run.id.clone(),
-                            Transition::to(
-                                RunState::Pending,
-                                now,
-                                format!("Pod revived after {why}."),
-                            ),
-                        ));
-                    }
-                    Err(e) => batch.end(
-                        run,
-                        RunState::Error,
-                        now,
-                        format!("Pod can not be revived after {why}: {e}"),
-                    ),
-                }
+                app.starting
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(
+                        run.id.clone(),
+                        Starting {
+                            job: run.job.clone(),
+                            cluster: alias.clone(),
+                            queue: job_queue(app, run),
+                        },
+                    );
+                revivals.push((run.clone(), exec.clone(), why));
                 // Counted as running: it still holds its slot.
                 running.total += 1;
                 *running.by_job.entry(run.job.clone()).or_default() += 1;
@@ -210,10 +198,47 @@ pub fn reconcile(app: &Arc<App>) {
     }
 
     std::mem::take(&mut batch).commit(app);
-    for (id, s) in &starting {
-        if pending.iter().any(|r| &r.id == id) {
-            continue; // counted above
+    for (run, exec, why) in revivals {
+        let app = app.clone();
+        let namespace = config.pod_namespace.clone();
+        let revive = move || {
+            let at = app.clock.now();
+            let mut batch = Batch::default();
+            let revived = spec_of(&app, &run)
+                .ok_or_else(|| "the run's job spec is missing".to_string())
+                .and_then(|spec| bosun_cluster::kube_pod::pod_for_run(&run, &spec, &namespace))
+                .and_then(|pod| {
+                    exec.abort(&run.id, ABORT_GRACE);
+                    exec.start_pod(&run.id, &pod).map_err(|e| e.to_string())
+                });
+            match revived {
+                Ok(()) => {
+                    tracing::info!(run = %run.id, "pod revived after {why}");
+                    batch.0.push((
+                        run.id.clone(),
+                        Transition::to(RunState::Pending, at, format!("Pod revived after {why}.")),
+                    ));
+                }
+                Err(e) => batch.end(
+                    &run,
+                    RunState::Error,
+                    at,
+                    format!("Pod can not be revived after {why}: {e}"),
+                ),
+            }
+            batch.commit(&app);
+            app.starting
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&run.id);
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => drop(rt.spawn_blocking(revive)),
+            Err(_) => revive(),
         }
+    }
+    // Runs being started or revived (skipped by the loop above).
+    for s in starting.values() {
         running.total += 1;
         *running.by_job.entry(s.job.clone()).or_default() += 1;
         *running.by_cluster.entry(s.cluster.clone()).or_default() += 1;

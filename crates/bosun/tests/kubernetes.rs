@@ -486,3 +486,46 @@ fn max_concurrency_holds_on_a_kubernetes_cluster() {
     wait_pod(&a, &second);
     wait_run(port, &second, "pending");
 }
+
+#[test]
+fn a_hanging_cluster_never_delays_runs_on_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = FakeCluster::start(&dir.path().join("a"), "build-a");
+    let b = FakeCluster::start(&dir.path().join("b"), "build-b");
+    let jobs = format!(
+        "{JOBS}- name: b-job\n  cron: \"0 0 31 2 *\"\n  cluster: build-b\n  spec: {{containers: [{{image: alpine, command: [\"true\"]}}]}}\n"
+    );
+    let daemon = start_full(
+        &dir.path().join("bosun"),
+        &[a.kubeconfig_path(), b.kubeconfig_path()],
+        "{}\n",
+        &jobs,
+    );
+    let port = daemon.port;
+    let on_a = trigger(port, "k-job");
+    wait_pod(&a, &on_a);
+    wait_run(port, &on_a, "pending");
+    a.run_pod("default", &on_a);
+    // Cluster a stops answering: aborting its run (a pod deletion) and
+    // starting another there (a pod creation) both hang on it.
+    a.set_hang(true);
+    let (status, _) = post(port, &format!("/api/v1/runs/{on_a}/abort"), "");
+    assert_eq!(status, 202);
+    wait_run(port, &on_a, "aborted");
+    let _stuck = trigger(port, "k-job");
+    // Meanwhile cluster b runs a job from start to end, far within a's 10 s
+    // API timeout.
+    let started = Instant::now();
+    let on_b = trigger(port, "b-job");
+    wait_pod(&b, &on_b);
+    wait_run(port, &on_b, "pending");
+    b.run_pod("default", &on_b);
+    b.succeed_pod("default", &on_b);
+    wait_run(port, &on_b, "success");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "cluster b waited for cluster a: {:?}",
+        started.elapsed()
+    );
+    a.set_hang(false);
+}
