@@ -41,6 +41,15 @@ pub trait Executor: Send + Sync {
             "this cluster runs processes, not pods".into(),
         ))
     }
+    /// Starts a run's pod again in place of its lost one: deletes the old
+    /// pod, waits until its name is free, then creates `pod`. Blocking.
+    fn revive_pod(
+        &self,
+        run_id: &str,
+        pod: &k8s_openapi::api::core::v1::Pod,
+    ) -> Result<(), LocalError> {
+        self.start_pod(run_id, pod)
+    }
 }
 
 impl Executor for LocalExecutor {

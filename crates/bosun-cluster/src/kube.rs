@@ -681,6 +681,48 @@ impl Executor for KubeExecutor {
         .map_err(LocalError::Io)
     }
 
+    fn revive_pod(&self, run_id: &str, pod: &Pod) -> Result<(), LocalError> {
+        self.delete(run_id).map_err(LocalError::Io)?;
+        // A deleted pod may take a while to go (its grace period): its name is
+        // free once a create no longer conflicts.
+        let deadline = std::time::Instant::now() + API_TIMEOUT;
+        loop {
+            let inner = self.inner.clone();
+            let pod = pod.clone();
+            let created = self.call(async move {
+                match inner
+                    .pods_api()
+                    .await?
+                    .create(&PostParams::default(), &pod)
+                    .await
+                {
+                    Ok(_) => Ok(true),
+                    Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+                    Err(e) => Err(e.to_string()),
+                }
+            });
+            match created {
+                Ok(true) => break,
+                Ok(false) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(200))
+                }
+                Ok(false) => return Err(LocalError::Io("the old pod is still there".into())),
+                Err(e) => return Err(LocalError::Io(e)),
+            }
+        }
+        self.inner
+            .pods
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(run_id);
+        self.inner
+            .started
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(run_id.to_string(), std::time::Instant::now());
+        Ok(())
+    }
+
     fn status(&self, run_id: &str) -> ProcessState {
         let seen = self
             .inner

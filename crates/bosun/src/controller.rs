@@ -76,6 +76,25 @@ impl Batch {
     }
 }
 
+/// Runs `f` (a start or a revival, which waits on its cluster) on a blocking
+/// task of its own, so the pass goes on; outside a runtime (a simulation), at
+/// once.
+fn off_the_pass(f: impl FnOnce() + Send + 'static) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(rt) => drop(rt.spawn_blocking(f)),
+        Err(_) => f(),
+    }
+}
+
+/// Commits what a start or revival decided and releases its run.
+fn finish_start(app: &App, batch: Batch, id: &str) {
+    batch.commit(app);
+    app.starting
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(id);
+}
+
 /// A run's spec snapshot, parsed once per content hash.
 fn spec_of(app: &App, run: &Run) -> Option<std::sync::Arc<SpecSnapshot>> {
     if let Some(s) = app
@@ -207,10 +226,7 @@ pub fn reconcile(app: &Arc<App>) {
             let revived = spec_of(&app, &run)
                 .ok_or_else(|| "the run's job spec is missing".to_string())
                 .and_then(|spec| bosun_cluster::kube_pod::pod_for_run(&run, &spec, &namespace))
-                .and_then(|pod| {
-                    exec.abort(&run.id, ABORT_GRACE);
-                    exec.start_pod(&run.id, &pod).map_err(|e| e.to_string())
-                });
+                .and_then(|pod| exec.revive_pod(&run.id, &pod).map_err(|e| e.to_string()));
             match revived {
                 Ok(()) => {
                     tracing::info!(run = %run.id, "pod revived after {why}");
@@ -226,16 +242,9 @@ pub fn reconcile(app: &Arc<App>) {
                     format!("Pod can not be revived after {why}: {e}"),
                 ),
             }
-            batch.commit(&app);
-            app.starting
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&run.id);
+            finish_start(&app, batch, &run.id);
         };
-        match tokio::runtime::Handle::try_current() {
-            Ok(rt) => drop(rt.spawn_blocking(revive)),
-            Err(_) => revive(),
-        }
+        off_the_pass(revive);
     }
     // Runs being started or revived (skipped by the loop above).
     for s in starting.values() {
@@ -546,16 +555,9 @@ pub fn reconcile(app: &Arc<App>) {
                     format!("Pod can not be created: {e}"),
                 ),
             }
-            batch.commit(&app);
-            app.starting
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&run.id);
+            finish_start(&app, batch, &run.id);
         };
-        match tokio::runtime::Handle::try_current() {
-            Ok(rt) => drop(rt.spawn_blocking(start)),
-            Err(_) => start(),
-        }
+        off_the_pass(start);
     }
     batch.commit(app);
     tracing::debug!(
