@@ -118,12 +118,32 @@ fn cluster_health_follows_each_api_on_its_own() {
     let dir = tempfile::tempdir().unwrap();
     let a = FakeCluster::start(&dir.path().join("a"), "build-a");
     let b = FakeCluster::start(&dir.path().join("b"), "build-b");
-    let daemon = start(
+    // A kubeconfig whose context cannot make a client (it names a cluster the
+    // file does not define).
+    let broken = dir.path().join("broken.yaml");
+    std::fs::write(
+        &broken,
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"https://127.0.0.1:1\", certificate-authority-data: bm90IGEgY2VydA==}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: broken, context: {cluster: missing, user: u}}]\n",
+    )
+    .unwrap();
+    let daemon = start_jobs(
         &dir.path().join("bosun"),
-        &[a.kubeconfig_path(), b.kubeconfig_path()],
+        &[a.kubeconfig_path(), b.kubeconfig_path(), broken],
+        JOBS,
     );
     let port = daemon.port;
     let quick = Duration::from_secs(10);
+    let c = wait_status(port, "broken", "Unreachable", quick);
+    assert!(
+        c["reason"].as_str().is_some_and(|r| r != "not probed yet"),
+        "{c}"
+    );
+    let metrics = get(port, "/metrics").unwrap();
+    let failed = metrics
+        .lines()
+        .find(|l| l.starts_with("kubernetes_failed_client_creations{cluster=\"broken\"}"))
+        .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok());
+    assert!(failed.is_some_and(|n| n >= 1.0), "{metrics}");
     for alias in ["build-a", "build-b"] {
         let c = wait_status(port, alias, "Reachable", quick);
         assert_eq!(c["kind"], "kubernetes");
@@ -138,12 +158,22 @@ fn cluster_health_follows_each_api_on_its_own() {
         wait_status(port, "build-a", "Reachable", quick)["status"],
         "Reachable"
     );
-    // A cluster whose API is down is Unreachable after two failed probes.
+    // A cluster whose API is down is Unreachable after two failed probes;
+    // its runs wait, and start once it is back.
     a.set_down(true);
     let c = wait_status(port, "build-a", "Unreachable", quick);
     assert_eq!(c["prow_status"], "Error");
+    let waiting = trigger(port, "k-job");
+    std::thread::sleep(Duration::from_millis(500));
+    let run: serde_json::Value =
+        serde_json::from_str(&get(port, &format!("/api/v1/runs/{waiting}")).unwrap()).unwrap();
+    assert_eq!(run["state"], "triggered", "{run}");
     a.set_down(false);
     wait_status(port, "build-a", "Reachable", quick);
+    wait_pod(&a, &waiting);
+    a.run_pod("default", &waiting);
+    a.succeed_pod("default", &waiting);
+    wait_run(port, &waiting, "success");
     // A cluster that hangs does not hold back another's probes: b's fix is
     // seen long before a's calls time out (10 s).
     a.set_hang(true);
@@ -331,7 +361,7 @@ fn pods_past_plank_timeouts_end_in_error_and_are_deleted() {
     let daemon = start_full(
         &dir.path().join("bosun"),
         &[a.kubeconfig_path()],
-        "plank: {pod_unscheduled_timeout: 1s, pod_pending_timeout: 1s}\n",
+        "plank: {pod_unscheduled_timeout: 1s, pod_pending_timeout: 1s, pod_running_timeout: 2s}\n",
         JOBS,
     );
     let port = daemon.port;
@@ -349,9 +379,18 @@ fn pods_past_plank_timeouts_end_in_error_and_are_deleted() {
     a.set_phase("default", &stuck, &update);
     let run = wait_run(port, &stuck, "error");
     assert_eq!(run["description"], "Pod pending timeout.");
-    // Both pods are deleted, as plank deletes them.
+    // Running too long: aborted.
+    let long = trigger(port, "k-job");
+    wait_pod(&a, &long);
+    a.run_pod("default", &long);
+    let run = wait_run(port, &long, "aborted");
+    assert_eq!(run["description"], "Pod running timeout.");
+    // All three pods are deleted, as plank deletes them.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !(a.pod("default", &unscheduled).is_none() && a.pod("default", &stuck).is_none()) {
+    while [&unscheduled, &stuck, &long]
+        .iter()
+        .any(|id| a.pod("default", id).is_some())
+    {
         assert!(
             Instant::now() < deadline,
             "pods not deleted: {:?}",
