@@ -23,10 +23,6 @@ impl Drop for Daemon {
     }
 }
 
-fn start(dir: &std::path::Path, kubeconfigs: &[std::path::PathBuf]) -> Daemon {
-    start_jobs(dir, kubeconfigs, "periodics: []\n")
-}
-
 fn start_jobs(dir: &std::path::Path, kubeconfigs: &[std::path::PathBuf], jobs: &str) -> Daemon {
     start_full(dir, kubeconfigs, "{}\n", jobs)
 }
