@@ -295,6 +295,19 @@ impl KubeInner {
         Ok(Api::namespaced(self.client().await?, &self.namespace))
     }
 
+    /// Until the watch shows the run's new pod, the run is starting (a
+    /// revived run's old pod no longer counts).
+    fn mark_started(&self, run_id: &str) {
+        self.pods
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(run_id);
+        self.started
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(run_id.to_string(), std::time::Instant::now());
+    }
+
     fn changed(&self) {
         if let Some(f) = &self.on_change {
             f();
@@ -653,18 +666,7 @@ impl Executor for KubeExecutor {
     fn start_pod(&self, run_id: &str, pod: &Pod) -> Result<(), LocalError> {
         let inner = self.inner.clone();
         let pod = pod.clone();
-        // Until the watch shows the new pod, the run is starting (a revived
-        // run's old pod no longer counts).
-        self.inner
-            .pods
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(run_id);
-        self.inner
-            .started
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(run_id.to_string(), std::time::Instant::now());
+        self.inner.mark_started(run_id);
         self.call(async move {
             match inner
                 .pods_api()
@@ -710,16 +712,7 @@ impl Executor for KubeExecutor {
                 Err(e) => return Err(LocalError::Io(e)),
             }
         }
-        self.inner
-            .pods
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(run_id);
-        self.inner
-            .started
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(run_id.to_string(), std::time::Instant::now());
+        self.inner.mark_started(run_id);
         Ok(())
     }
 

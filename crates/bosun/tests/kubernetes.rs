@@ -235,6 +235,9 @@ fn wait_pod(fake: &FakeCluster, name: &str) -> k8s_openapi::api::core::v1::Pod {
     }
 }
 
+/// A job on the second fake cluster, `build-b`.
+const B_JOB: &str = "- name: b-job\n  cron: \"0 0 31 2 *\"\n  cluster: build-b\n  spec: {containers: [{image: alpine, command: [\"true\"]}]}\n";
+
 const JOBS: &str = "periodics:
 - name: k-job
   cron: \"0 0 31 2 *\"
@@ -452,9 +455,7 @@ fn finished_pods_are_deleted_after_their_ttl_except_in_excluded_clusters() {
     let dir = tempfile::tempdir().unwrap();
     let a = FakeCluster::start(&dir.path().join("a"), "build-a");
     let b = FakeCluster::start(&dir.path().join("b"), "build-b");
-    let jobs = format!(
-        "{JOBS}- name: b-job\n  cron: \"0 0 31 2 *\"\n  cluster: build-b\n  spec: {{containers: [{{image: alpine, command: [\"true\"]}}]}}\n"
-    );
+    let jobs = format!("{JOBS}{B_JOB}");
     let daemon = start_full(
         &dir.path().join("bosun"),
         &[a.kubeconfig_path(), b.kubeconfig_path()],
@@ -527,9 +528,7 @@ fn a_hanging_cluster_never_delays_runs_on_another() {
     let dir = tempfile::tempdir().unwrap();
     let a = FakeCluster::start(&dir.path().join("a"), "build-a");
     let b = FakeCluster::start(&dir.path().join("b"), "build-b");
-    let jobs = format!(
-        "{JOBS}- name: b-job\n  cron: \"0 0 31 2 *\"\n  cluster: build-b\n  spec: {{containers: [{{image: alpine, command: [\"true\"]}}]}}\n"
-    );
+    let jobs = format!("{JOBS}{B_JOB}");
     let daemon = start_full(
         &dir.path().join("bosun"),
         &[a.kubeconfig_path(), b.kubeconfig_path()],
