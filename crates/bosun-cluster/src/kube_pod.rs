@@ -54,7 +54,7 @@ pub fn pod_for_run(run: &Run, spec: &SpecSnapshot, namespace: &str) -> Result<Po
         all.extend(env.iter().cloned());
         c.env = Some(all);
     }
-    let mut labels: BTreeMap<String, String> = run.labels.clone();
+    let mut labels: BTreeMap<String, String> = (*run.labels).clone();
     labels.insert(CREATED_BY.into(), "true".into());
     labels.insert("prow.k8s.io/job".into(), job_label(&run.job));
     labels.insert("prow.k8s.io/type".into(), run.job_type.as_str().into());
@@ -74,7 +74,7 @@ pub fn pod_for_run(run: &Run, spec: &SpecSnapshot, namespace: &str) -> Result<Po
                 .then_some((k, base))
         })
         .collect();
-    let mut annotations = run.annotations.clone();
+    let mut annotations = (*run.annotations).clone();
     annotations.insert("prow.k8s.io/job".into(), run.job.clone());
     Ok(Pod {
         metadata: ObjectMeta {
@@ -111,8 +111,9 @@ mod tests {
             labels: labels
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            annotations: BTreeMap::from([("prow.k8s.io/job".into(), job.into())]),
+                .collect::<BTreeMap<_, _>>()
+                .into(),
+            annotations: BTreeMap::from([("prow.k8s.io/job".into(), job.into())]).into(),
             spec: serde_json::json!({}).into(),
             scheduled_at: None,
             attempt: 0,

@@ -51,14 +51,16 @@ fn template(i: usize, spec: &Spec) -> NewRun {
             ("prow.k8s.io/type".to_string(), "periodic".to_string()),
             ("preset-service-account".to_string(), "true".to_string()),
             ("preset-k8s-ssh".to_string(), "true".to_string()),
-        ]),
+        ])
+        .into(),
         annotations: BTreeMap::from([
             ("prow.k8s.io/job".to_string(), job),
             (
                 "testgrid-dashboards".to_string(),
                 "sig-release-master".to_string(),
             ),
-        ]),
+        ])
+        .into(),
         spec: spec.clone(),
         scheduled_at: None,
         attempt: 0,

@@ -39,11 +39,11 @@ fn main() {
                             ("created-by-prow".to_string(), "true".to_string()),
                             ("prow.k8s.io/job".to_string(), "true".to_string()),
                             ("prow.k8s.io/type".to_string(), "periodic".to_string()),
-                        ]),
+                        ]).into(),
                         annotations: BTreeMap::from([(
                             "prow.k8s.io/job".to_string(),
                             "true".to_string(),
-                        )]),
+                        )]).into(),
                         spec: serde_json::json!({"job": {"name": "true"}, "pod_spec": {"containers": [{"image": "x", "command": ["/bin/true"]}]}}).into(),
                         scheduled_at: None,
                         attempt: 0,

@@ -28,7 +28,7 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-pub use run::{NewRun, Run, RunState, Spec, Transition};
+pub use run::{Labels, NewRun, Run, RunState, Spec, Transition};
 
 /// Store failures.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

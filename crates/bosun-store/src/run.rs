@@ -107,6 +107,11 @@ pub fn job_type_from_str(s: &str) -> Option<JobType> {
     }
 }
 
+/// Labels or annotations: shared, because every run of a job starts with the
+/// same ones (a periodic's run copies its template's by a reference count, not
+/// a dozen string copies; mutate with `Arc::make_mut`).
+pub type Labels = std::sync::Arc<BTreeMap<String, String>>;
+
 /// A run: one execution of a job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Run {
@@ -129,9 +134,9 @@ pub struct Run {
     /// Further repositories.
     pub extra_refs: Vec<Refs>,
     /// Labels (Prow's plus the job's).
-    pub labels: BTreeMap<String, String>,
+    pub labels: Labels,
     /// Annotations.
-    pub annotations: BTreeMap<String, String>,
+    pub annotations: Labels,
     /// Content hash of the job spec snapshot (see [`crate::Store::spec`]).
     pub spec_hash: String,
     /// The nominal tick of a scheduled periodic run (UTC).
@@ -172,9 +177,9 @@ pub struct NewRun {
     /// Further repositories.
     pub extra_refs: Vec<Refs>,
     /// Labels.
-    pub labels: BTreeMap<String, String>,
+    pub labels: Labels,
     /// Annotations.
-    pub annotations: BTreeMap<String, String>,
+    pub annotations: Labels,
     /// The job spec snapshot, stored once per content.
     pub spec: Spec,
     /// Nominal tick, for scheduled periodic runs; with `periodic` and `attempt`
@@ -449,8 +454,8 @@ mod env_tests {
             cluster: None,
             refs,
             extra_refs: vec![],
-            labels: BTreeMap::new(),
-            annotations: BTreeMap::new(),
+            labels: Labels::default(),
+            annotations: Labels::default(),
             spec_hash: String::new(),
             scheduled_at: None,
             attempt: 0,

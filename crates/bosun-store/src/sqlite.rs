@@ -11,6 +11,21 @@
 //! Temporary data stays in memory. Checkpoints (copying the WAL into the
 //! database) run on a thread of their own, never in the writer's way.
 //!
+//! Bursts of periodic fires go through a fire log first. When a writer batch
+//! holds only fires, and at least [`SqliteOptions::fire_log_min`] of them,
+//! their runs, tick outcomes and schedule states are appended to three log
+//! tables without indexes, and that one transaction is the commit point: the
+//! callers get their answers and observers see the runs. The writer then folds
+//! the log into `runs`, `tick_outcomes` and `periodic_state` in a second
+//! transaction, before it takes any other request. An append is one b-tree
+//! page at the end of a table, where a run in `runs` also writes seven indexes,
+//! so ten thousand periodics due in one second commit in a small fraction of
+//! the time. Reads wait while a committed log is not folded yet, so no reader
+//! sees a fire's run without its outcome and schedule state, and a crash
+//! between the two transactions leaves a log that the next open folds first.
+//! The tick's unique key is checked against `runs` and the log's own batch
+//! before the append, so the log never holds a second run of a tick.
+//!
 //! A write that cannot commit (disk full, database locked by another process past
 //! the busy timeout, I/O error) fails with [`StoreError::Unavailable`] and leaves
 //! nothing behind: a request that breaks its own rules (no such run, a
@@ -138,7 +153,123 @@ const MIGRATIONS: &[&str] = &[
      CREATE INDEX runs_active ON runs(seq) WHERE completed_at IS NULL;
      CREATE INDEX runs_periodic_seq ON runs(periodic, seq);
      CREATE INDEX runs_periodic_active ON runs(periodic, seq) WHERE completed_at IS NULL;",
+    // 5: the fire log (see the module's documentation): the tables a burst of
+    // fires is appended to, as `runs`, `tick_outcomes` and `periodic_state`
+    // without any index; empty whenever the writer is idle.
+    "CREATE TABLE fire_log_runs (
+        seq INTEGER NOT NULL,
+        id TEXT NOT NULL,
+        build_id INTEGER NOT NULL,
+        job TEXT NOT NULL,
+        job_type TEXT NOT NULL,
+        periodic TEXT,
+        configured_cluster TEXT NOT NULL,
+        cluster TEXT,
+        refs TEXT,
+        extra_refs TEXT NOT NULL,
+        labels TEXT NOT NULL,
+        annotations TEXT NOT NULL,
+        spec_hash TEXT NOT NULL,
+        scheduled_at INTEGER,
+        attempt INTEGER NOT NULL,
+        pod_revival_count INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        pending_at INTEGER,
+        completed_at INTEGER,
+        state TEXT NOT NULL,
+        description TEXT NOT NULL,
+        url TEXT
+     );
+     CREATE TABLE fire_log_outcomes (
+        periodic TEXT NOT NULL,
+        first_tick INTEGER NOT NULL,
+        last_tick INTEGER NOT NULL,
+        count INTEGER NOT NULL,
+        outcome TEXT NOT NULL,
+        run_id TEXT,
+        recorded_at INTEGER NOT NULL
+     );
+     CREATE TABLE fire_log_states (
+        periodic TEXT NOT NULL,
+        schedule_hash TEXT NOT NULL,
+        first_seen INTEGER NOT NULL,
+        last_tick INTEGER,
+        paused INTEGER NOT NULL,
+        queued INTEGER
+     );",
 ];
+
+/// Moves the fire log into the tables it stands for, in log order (a later
+/// schedule state of a periodic replaces an earlier one), and empties it.
+const FOLD: &str = "
+    INSERT INTO runs(seq, id, build_id, job, job_type, periodic, configured_cluster, cluster, refs, extra_refs, labels, annotations, spec_hash, scheduled_at, attempt, pod_revival_count, created_at, pending_at, completed_at, state, description, url)
+        SELECT seq, id, build_id, job, job_type, periodic, configured_cluster, cluster, refs, extra_refs, labels, annotations, spec_hash, scheduled_at, attempt, pod_revival_count, created_at, pending_at, completed_at, state, description, url
+        FROM fire_log_runs ORDER BY seq;
+    INSERT INTO tick_outcomes(periodic, first_tick, last_tick, count, outcome, run_id, recorded_at)
+        SELECT periodic, first_tick, last_tick, count, outcome, run_id, recorded_at
+        FROM fire_log_outcomes ORDER BY rowid;
+    INSERT INTO periodic_state(periodic, schedule_hash, first_seen, last_tick, paused, queued)
+        SELECT periodic, schedule_hash, first_seen, last_tick, paused, queued
+        FROM fire_log_states WHERE true ORDER BY rowid
+        ON CONFLICT(periodic) DO UPDATE SET schedule_hash = excluded.schedule_hash,
+            first_seen = excluded.first_seen, last_tick = excluded.last_tick,
+            paused = excluded.paused, queued = excluded.queued;
+    DELETE FROM fire_log_runs;
+    DELETE FROM fire_log_outcomes;
+    DELETE FROM fire_log_states;";
+
+/// Where a batch's fires are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    /// `runs`, `tick_outcomes`, `periodic_state`.
+    Tables,
+    /// The fire log.
+    Log,
+}
+
+/// Whether a committed fire log is waiting to be folded; reads wait for it.
+#[derive(Default)]
+struct FoldGate {
+    unfolded: Mutex<bool>,
+    folded: std::sync::Condvar,
+}
+
+impl FoldGate {
+    fn set(&self, unfolded: bool) {
+        *self.unfolded.lock().unwrap_or_else(|e| e.into_inner()) = unfolded;
+        if !unfolded {
+            self.folded.notify_all();
+        }
+    }
+
+    /// Waits (at most `limit`) until no committed log is unfolded.
+    fn wait(&self, limit: Duration) -> Result<(), StoreError> {
+        let guard = self.unfolded.lock().unwrap_or_else(|e| e.into_inner());
+        let (guard, _) = self
+            .folded
+            .wait_timeout_while(guard, limit, |unfolded| *unfolded)
+            .unwrap_or_else(|e| e.into_inner());
+        if *guard {
+            return Err(unavailable("the fire log could not be folded yet"));
+        }
+        Ok(())
+    }
+}
+
+/// A batch of fires holds up to this many times `max_batch` of them.
+const FIRE_BATCH_FACTOR: usize = 16;
+
+/// How long a read waits for the fire log to be folded.
+const FOLD_WAIT: Duration = Duration::from_secs(10);
+
+/// Folds the fire log in one transaction (nothing happens when it is empty).
+fn fold(conn: &mut Connection) -> Result<(), String> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| e.to_string())?;
+    tx.execute_batch(FOLD).map_err(|e| e.to_string())?;
+    tx.commit().map_err(|e| e.to_string())
+}
 
 /// Where the reply to a queued transition arrives.
 type TransitionReply = mpsc::Receiver<Result<(Run, RunState), StoreError>>;
@@ -150,6 +281,13 @@ pub struct SqliteOptions {
     pub busy_timeout: Duration,
     /// At most this many requests share one transaction.
     pub max_batch: usize,
+    /// A batch of at least this many fires (and nothing else) is committed
+    /// through the fire log; 0: never.
+    pub fire_log_min: usize,
+    /// Tests: never fold the fire log while open (as if every fold were cut
+    /// short by a crash), so that the next open must.
+    #[doc(hidden)]
+    pub hold_fire_log: bool,
 }
 
 impl Default for SqliteOptions {
@@ -157,6 +295,8 @@ impl Default for SqliteOptions {
         SqliteOptions {
             busy_timeout: Duration::from_secs(5),
             max_batch: 512,
+            fire_log_min: 64,
+            hold_fire_log: false,
         }
     }
 }
@@ -215,6 +355,7 @@ pub struct SqliteStore {
     writer: Mutex<Option<Sender<Op>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
     reader: Mutex<Connection>,
+    gate: Arc<FoldGate>,
 }
 
 fn unavailable(e: impl std::fmt::Display) -> StoreError {
@@ -271,6 +412,8 @@ impl SqliteStore {
         let path = path.into();
         let mut wconn = open(&path, &opts)?;
         migrate(&mut wconn)?;
+        // A log committed before a crash is folded before anything else.
+        fold(&mut wconn).map_err(unavailable)?;
         // The writer never checkpoints: copying the WAL into the database (and
         // its fsync) would stall the commits queued behind it. A thread of its
         // own does it, on its own connection, without blocking the writer
@@ -283,6 +426,15 @@ impl SqliteStore {
         let (tx, rx) = mpsc::channel();
         let (cktx, ckrx) = mpsc::sync_channel(1);
         let max_batch = opts.max_batch.max(1);
+        let gate = Arc::new(FoldGate::default());
+        let writer = Writer {
+            max_batch,
+            fire_log_min: opts.fire_log_min,
+            hold_fire_log: opts.hold_fire_log,
+            observer,
+            committed: cktx,
+            gate: gate.clone(),
+        };
         let checkpointer = std::thread::Builder::new()
             .name("bosun-store-checkpoint".into())
             .spawn(move || checkpoint_loop(ckconn, ckrx))
@@ -290,7 +442,7 @@ impl SqliteStore {
         let thread = std::thread::Builder::new()
             .name("bosun-store-writer".into())
             .spawn(move || {
-                writer_loop(wconn, rx, max_batch, observer, cktx);
+                writer.run(wconn, rx);
                 let _ = checkpointer.join();
             })
             .map_err(unavailable)?;
@@ -299,6 +451,7 @@ impl SqliteStore {
             writer: Mutex::new(Some(tx)),
             thread: Mutex::new(Some(thread)),
             reader: Mutex::new(reader),
+            gate,
         })
     }
 
@@ -329,6 +482,7 @@ impl SqliteStore {
     }
 
     fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T, StoreError> {
+        self.gate.wait(FOLD_WAIT)?;
         let conn = self.reader.lock().unwrap_or_else(|e| e.into_inner());
         f(&conn).map_err(unavailable)
     }
@@ -371,6 +525,9 @@ struct WriterCache {
     counters: Option<(i64, i64)>,
     /// Spec hashes known to be stored (specs are never deleted).
     specs: std::collections::HashSet<String>,
+    /// The tick keys (periodic, scheduled_at, attempt) of the runs in the
+    /// unfolded fire log.
+    log_keys: std::collections::HashSet<(String, i64, u32)>,
 }
 
 /// The least time between two checkpoints.
@@ -403,22 +560,114 @@ fn checkpoint_loop(conn: Connection, commits: Receiver<()>) {
     }
 }
 
-fn writer_loop(
-    mut conn: Connection,
-    rx: Receiver<Op>,
+/// The writer thread's settings.
+struct Writer {
     max_batch: usize,
+    fire_log_min: usize,
+    hold_fire_log: bool,
     observer: Option<Arc<dyn TransitionObserver>>,
-    committed_tx: mpsc::SyncSender<()>,
-) {
-    let mut cache = WriterCache::default();
-    while let Ok(first) = rx.recv() {
-        let mut ops = vec![first];
-        while ops.len() < max_batch {
-            match rx.try_recv() {
-                Ok(op) => ops.push(op),
-                Err(_) => break,
+    committed: mpsc::SyncSender<()>,
+    gate: Arc<FoldGate>,
+}
+
+impl Writer {
+    fn run(self, mut conn: Connection, rx: Receiver<Op>) {
+        let mut cache = WriterCache::default();
+        // An op that did not fit the previous batch (fires and other requests
+        // go in separate batches, so a burst of fires can use the log).
+        let mut held: Option<Op> = None;
+        let mut unfolded = false;
+        loop {
+            if unfolded && held.is_none() {
+                // More fires of the burst go on the log before it is folded.
+                held = rx.try_recv().ok();
             }
+            if unfolded && !matches!(held, Some(Op::Fire(..))) {
+                // A fold that failed is tried again before the next batch, and
+                // every second while nothing comes.
+                match fold(&mut conn) {
+                    Ok(()) => {
+                        unfolded = false;
+                        cache.log_keys.clear();
+                        self.gate.set(false);
+                    }
+                    Err(e) => tracing::warn!(error = %e, "cannot fold the fire log; retrying"),
+                }
+            }
+            let first = match held.take() {
+                Some(op) => op,
+                None if unfolded => match rx.recv_timeout(Duration::from_secs(1)) {
+                    Ok(op) => op,
+                    Err(mpsc::RecvTimeoutError::Timeout) => continue,
+                    Err(mpsc::RecvTimeoutError::Disconnected) => return,
+                },
+                None => match rx.recv() {
+                    Ok(op) => op,
+                    Err(_) => return,
+                },
+            };
+            let fires = matches!(first, Op::Fire(..));
+            // Appends to the log are cheap and their commit's fsync is not:
+            // fires are taken in batches many times larger.
+            let limit = if fires {
+                self.max_batch.saturating_mul(FIRE_BATCH_FACTOR)
+            } else {
+                self.max_batch
+            };
+            let mut ops = vec![first];
+            while ops.len() < limit {
+                match rx.try_recv() {
+                    Ok(op) if matches!(op, Op::Fire(..)) == fires => ops.push(op),
+                    Ok(op) => {
+                        held = Some(op);
+                        break;
+                    }
+                    Err(_) => break,
+                }
+            }
+            if unfolded && !fires {
+                // Nothing but fires is written on top of an unfolded log.
+                for op in ops.drain(..) {
+                    fail_op(op, "the fire log could not be folded");
+                }
+                continue;
+            }
+            let fired: usize = ops
+                .iter()
+                .map(|op| match op {
+                    Op::Fire(f, ..) => f.0.len().max(1),
+                    _ => 0,
+                })
+                .sum();
+            let target =
+                if unfolded || (fires && self.fire_log_min > 0 && fired >= self.fire_log_min) {
+                    Target::Log
+                } else {
+                    Target::Tables
+                };
+            let Some(replies) = self.commit(&mut conn, ops, target, &mut cache) else {
+                continue;
+            };
+            if target == Target::Log && !self.hold_fire_log {
+                // Readers wait from now until the fold; the callers are told
+                // after this, so none of them reads around the log.
+                unfolded = true;
+                self.gate.set(true);
+            }
+            let _ = self.committed.try_send(());
+            self.reply(replies);
         }
+    }
+
+    /// Applies a batch in one transaction; on failure every request of the
+    /// batch is failed and None returned.
+    fn commit(
+        &self,
+        conn: &mut Connection,
+        mut ops: Vec<Op>,
+        target: Target,
+        cache: &mut WriterCache,
+    ) -> Option<Vec<Reply>> {
         let mut replies = Vec::with_capacity(ops.len());
         let committed = (|| -> Result<(), String> {
             let tx = conn
@@ -426,7 +675,7 @@ fn writer_loop(
                 .map_err(|e| e.to_string())?;
             let before = cache.counters;
             for op in ops.drain(..) {
-                let reply = apply_op(&tx, op, &mut cache);
+                let reply = apply_op(&tx, op, cache, target);
                 // A request refused by its own rules (no such run, a forbidden
                 // transition) is refused before it writes anything. A failed
                 // read or write (a full disk, an I/O error) may leave part of
@@ -450,7 +699,13 @@ fn writer_loop(
             tx.commit().map_err(|e| e.to_string())
         })();
         if let Err(msg) = committed {
-            cache = WriterCache::default();
+            // The unfolded log's keys stay: that log is committed. (Keys of
+            // this batch may stay too; a key found there is looked up.)
+            let log_keys = std::mem::take(&mut cache.log_keys);
+            *cache = WriterCache {
+                log_keys,
+                ..WriterCache::default()
+            };
             // Nothing of the batch was written.
             for r in replies.drain(..) {
                 fail(r, &msg);
@@ -458,19 +713,24 @@ fn writer_loop(
             for op in ops.drain(..) {
                 fail_op(op, &msg);
             }
-            continue;
+            return None;
         }
-        let _ = committed_tx.try_send(());
+        Some(replies)
+    }
+
+    /// Tells the observer and the callers what a committed batch did.
+    fn reply(&self, replies: Vec<Reply>) {
+        let observer = &self.observer;
         for r in replies {
             match r {
                 Reply::Create(done, res) => {
-                    if let (Some(o), Ok(Created::New(run))) = (&observer, &res) {
+                    if let (Some(o), Ok(Created::New(run))) = (observer, &res) {
                         o.on_transition(run, None);
                     }
                     done(res);
                 }
                 Reply::Transition(tx, res) => {
-                    if let (Some(o), Ok((run, from))) = (&observer, &res) {
+                    if let (Some(o), Ok((run, from))) = (observer, &res) {
                         o.on_transition(run, Some(*from));
                     }
                     let _ = tx.send(res);
@@ -479,7 +739,7 @@ fn writer_loop(
                     let _ = tx.send(res);
                 }
                 Reply::Fire(tx, res) => {
-                    if let (Some(o), Ok(created)) = (&observer, &res) {
+                    if let (Some(o), Ok(created)) = (observer, &res) {
                         for c in created {
                             if let Created::New(run) = c {
                                 o.on_transition(run, None);
@@ -566,9 +826,16 @@ fn row<T>(
     c.prepare_cached(sql)?.query_row(p, f)
 }
 
-fn apply_op(tx: &rusqlite::Transaction<'_>, op: Op, cache: &mut WriterCache) -> Reply {
+fn apply_op(
+    tx: &rusqlite::Transaction<'_>,
+    op: Op,
+    cache: &mut WriterCache,
+    target: Target,
+) -> Reply {
     match op {
-        Op::Create(new, at, reply) => Reply::Create(reply, create(tx, *new, at, cache)),
+        Op::Create(new, at, reply) => {
+            Reply::Create(reply, create(tx, *new, at, cache, Target::Tables))
+        }
         Op::Transition(id, t, reply) => Reply::Transition(reply, transition(tx, &id, &t)),
         Op::PutState(s, reply) => Reply::Unit(reply, put_state(tx, &s)),
         Op::Fire(fire, at, reply) => {
@@ -578,7 +845,7 @@ fn apply_op(tx: &rusqlite::Transaction<'_>, op: Op, cache: &mut WriterCache) -> 
                 (|| {
                     let created = runs
                         .into_iter()
-                        .map(|p| create(tx, p, at, cache))
+                        .map(|p| create(tx, p, at, cache, target))
                         .collect::<Result<Vec<_>, _>>()?;
                     let outcomes: Vec<TickOutcome> = outcomes
                         .into_iter()
@@ -587,13 +854,16 @@ fn apply_op(tx: &rusqlite::Transaction<'_>, op: Op, cache: &mut WriterCache) -> 
                             o
                         })
                         .collect();
-                    put_outcomes(tx, &outcomes)?;
-                    put_state(tx, &state)?;
+                    put_outcomes(tx, &outcomes, target)?;
+                    match target {
+                        Target::Tables => put_state(tx, &state)?,
+                        Target::Log => log_state(tx, &state)?,
+                    }
                     Ok(created)
                 })(),
             )
         }
-        Op::Outcomes(o, reply) => Reply::Unit(reply, put_outcomes(tx, &o)),
+        Op::Outcomes(o, reply) => Reply::Unit(reply, put_outcomes(tx, &o, Target::Tables)),
         Op::Retain(cutoff, reply) => Reply::Retain(reply, retain(tx, cutoff)),
         Op::Raw(sql, reply) => Reply::Unit(reply, tx.execute_batch(&sql).map_err(unavailable)),
     }
@@ -681,17 +951,32 @@ fn create(
     p: Prepared,
     at: Timestamp,
     cache: &mut WriterCache,
+    target: Target,
 ) -> Result<Created, StoreError> {
     let new = p.new;
-    if let (Some(periodic), Some(t)) = (&new.periodic, new.scheduled_at) {
-        let existing = row(
+    let key = match (&new.periodic, new.scheduled_at) {
+        (Some(periodic), Some(t)) => Some((periodic.clone(), t.as_microsecond(), new.attempt)),
+        _ => None,
+    };
+    if let Some((periodic, t, attempt)) = &key {
+        let mut existing = row(
             tx,
             &format!("SELECT {RUN_COLUMNS} FROM runs WHERE periodic = ?1 AND scheduled_at = ?2 AND attempt = ?3"),
-            params![periodic, t.as_microsecond(), new.attempt],
+            params![periodic, t, attempt],
             run_from_row,
         )
         .optional()
         .map_err(unavailable)?;
+        if existing.is_none() && cache.log_keys.contains(&(periodic.clone(), *t, *attempt)) {
+            existing = row(
+                tx,
+                &format!("SELECT {RUN_COLUMNS} FROM fire_log_runs WHERE periodic = ?1 AND scheduled_at = ?2 AND attempt = ?3"),
+                params![periodic, t, attempt],
+                run_from_row,
+            )
+            .optional()
+            .map_err(unavailable)?;
+        }
         if let Some(run) = existing {
             return Ok(Created::Existing(run));
         }
@@ -716,9 +1001,12 @@ fn create(
             .optional()
             .map_err(unavailable)?
             .unwrap_or(0);
-            let seq: i64 = row(tx, "SELECT COALESCE(MAX(seq), 0) FROM runs", [], |r| {
-                r.get(0)
-            })
+            let seq: i64 = row(
+                tx,
+                "SELECT MAX(COALESCE((SELECT MAX(seq) FROM runs), 0), COALESCE((SELECT MAX(seq) FROM fire_log_runs), 0))",
+                [],
+                |r| r.get(0),
+            )
             .map_err(unavailable)?;
             (build, seq)
         }
@@ -726,9 +1014,13 @@ fn create(
     let build_id = (last_build + 1).max(at.as_microsecond());
     let seq = last_seq + 1;
     let run = new.into_run(p.id, build_id, p.spec_hash, at);
+    let table = match target {
+        Target::Tables => "runs",
+        Target::Log => "fire_log_runs",
+    };
     exec(
         tx,
-        &format!("INSERT INTO runs({RUN_COLUMNS}, seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)"),
+        &format!("INSERT INTO {table}({RUN_COLUMNS}, seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)"),
         params![
             run.id,
             build_id,
@@ -758,6 +1050,9 @@ fn create(
     // Only now: a failed insert fails the batch, whose cache is then dropped.
     cache.counters = Some((build_id, seq));
     cache.specs.insert(run.spec_hash.clone());
+    if let (Target::Log, Some(key)) = (target, key) {
+        cache.log_keys.insert(key);
+    }
     Ok(Created::New(run))
 }
 
@@ -805,12 +1100,34 @@ fn put_state(tx: &rusqlite::Transaction<'_>, s: &PeriodicState) -> Result<(), St
     Ok(())
 }
 
+/// Appends a schedule state to the fire log.
+fn log_state(tx: &rusqlite::Transaction<'_>, s: &PeriodicState) -> Result<(), StoreError> {
+    exec(tx,
+        "INSERT INTO fire_log_states(periodic, schedule_hash, first_seen, last_tick, paused, queued) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![
+            s.periodic,
+            s.schedule_hash,
+            s.first_seen.as_microsecond(),
+            s.last_tick.map(|t| t.as_microsecond()),
+            s.paused,
+            s.queued.map(|t| t.as_microsecond()),
+        ],
+    )
+    .map_err(unavailable)?;
+    Ok(())
+}
+
 fn put_outcomes(
     tx: &rusqlite::Transaction<'_>,
     outcomes: &[TickOutcome],
+    target: Target,
 ) -> Result<(), StoreError> {
+    let table = match target {
+        Target::Tables => "tick_outcomes",
+        Target::Log => "fire_log_outcomes",
+    };
     let mut stmt = tx
-        .prepare_cached("INSERT INTO tick_outcomes(periodic, first_tick, last_tick, count, outcome, run_id, recorded_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")
+        .prepare_cached(&format!("INSERT INTO {table}(periodic, first_tick, last_tick, count, outcome, run_id, recorded_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"))
         .map_err(unavailable)?;
     for o in outcomes {
         stmt.execute(params![

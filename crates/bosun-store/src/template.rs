@@ -57,8 +57,8 @@ impl RunTemplate {
                 state: RunState::Triggered,
                 refs: None,
                 extra_refs: base.extra_refs.clone(),
-                labels,
-                annotations,
+                labels: labels.into(),
+                annotations: annotations.into(),
                 spec: crate::Spec::new(
                     &serde_json::to_value(SpecSnapshot {
                         job: base.clone(),
@@ -83,7 +83,7 @@ impl RunTemplate {
     pub fn run(&self, refs: Option<Refs>) -> NewRun {
         let mut new = self.new.clone();
         if let Some(r) = refs.as_ref().or(new.extra_refs.first()) {
-            let labels = &mut new.labels;
+            let labels = std::sync::Arc::make_mut(&mut new.labels);
             labels.insert("prow.k8s.io/refs.org".into(), r.org.clone());
             labels.insert("prow.k8s.io/refs.repo".into(), r.repo.clone());
             if let Some(b) = &r.base_ref {

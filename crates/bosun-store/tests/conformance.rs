@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use bosun_config::types::{JobType, Refs};
 use bosun_store::memory::MemoryStore;
-use bosun_store::sqlite::SqliteStore;
+use bosun_store::sqlite::{SqliteOptions, SqliteStore};
 use bosun_store::{
     Created, NewRun, PeriodicState, Run, RunFilter, RunState, Store, StoreError, TickOutcome,
     Transition, TransitionObserver,
@@ -30,8 +30,8 @@ fn new_periodic(job: &str, tick: Option<&str>, attempt: u32) -> NewRun {
             repo: "r".into(),
             ..Refs::default()
         }],
-        labels: BTreeMap::from([("prow.k8s.io/type".to_string(), "periodic".to_string())]),
-        annotations: BTreeMap::new(),
+        labels: BTreeMap::from([("prow.k8s.io/type".to_string(), "periodic".to_string())]).into(),
+        annotations: BTreeMap::new().into(),
         spec: serde_json::json!({"containers": [{"image": "x", "command": ["true"]}]}).into(),
         scheduled_at: tick.map(t),
         attempt,
@@ -51,19 +51,25 @@ impl TransitionObserver for Recorder {
     }
 }
 
-/// Runs `f` against a fresh store of every kind.
+/// Runs `f` against a fresh store of every kind: in memory, SQLite, and
+/// SQLite with every fire going through its fire log.
 fn each_store(f: impl Fn(&dyn Store, &Recorder)) {
     let rec = Arc::new(Recorder::default());
     f(&MemoryStore::with_observer(rec.clone()), &rec);
-    let dir = tempfile::tempdir().unwrap();
-    let rec = Arc::new(Recorder::default());
-    let s = SqliteStore::open_with(
-        dir.path().join("bosun.db"),
-        Default::default(),
-        Some(rec.clone()),
-    )
-    .unwrap();
-    f(&s, &rec);
+    for fire_log_min in [SqliteOptions::default().fire_log_min, 1] {
+        let dir = tempfile::tempdir().unwrap();
+        let rec = Arc::new(Recorder::default());
+        let s = SqliteStore::open_with(
+            dir.path().join("bosun.db"),
+            SqliteOptions {
+                fire_log_min,
+                ..SqliteOptions::default()
+            },
+            Some(rec.clone()),
+        )
+        .unwrap();
+        f(&s, &rec);
+    }
 }
 
 #[test]
@@ -474,6 +480,99 @@ fn sqlite_survives_reopen_with_build_ids_still_increasing() {
     ));
 }
 
+/// A burst of fires committed through the fire log by a daemon that dies
+/// before folding it: the next open folds it, and nothing is lost, doubled or
+/// half there (runs, outcomes, schedule states, build ids, tick keys).
+#[test]
+fn sqlite_folds_a_fire_log_left_by_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bosun.db");
+    let at = t("2026-01-01T03:00:01Z");
+    let fire = |i: usize| bosun_store::Fire {
+        runs: vec![new_periodic(
+            &format!("p{i}"),
+            Some("2026-01-01T03:00:00Z"),
+            0,
+        )],
+        outcomes: vec![TickOutcome {
+            periodic: format!("p{i}"),
+            first_tick: t("2026-01-01T03:00:00Z"),
+            last_tick: t("2026-01-01T03:00:00Z"),
+            count: 1,
+            outcome: "run".into(),
+            run_id: None,
+            recorded_at: at,
+        }],
+        state: PeriodicState {
+            periodic: format!("p{i}"),
+            schedule_hash: "h".into(),
+            first_seen: t("2026-01-01T00:00:00Z"),
+            last_tick: Some(t("2026-01-01T03:00:00Z")),
+            paused: false,
+            queued: None,
+        },
+    };
+    let created: Vec<Run> = {
+        let s = SqliteStore::open_with(
+            &path,
+            SqliteOptions {
+                fire_log_min: 1,
+                hold_fire_log: true,
+                ..SqliteOptions::default()
+            },
+            None,
+        )
+        .unwrap();
+        s.commit_fires((0..100).map(fire).collect(), at)
+            .into_iter()
+            .map(|r| match r.unwrap().as_slice() {
+                [Created::New(run)] => run.clone(),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    };
+    let s = SqliteStore::open(&path).unwrap();
+    for (i, run) in created.iter().enumerate() {
+        assert_eq!(s.get(&run.id).unwrap().as_ref(), Some(run));
+        let outcomes = s.outcomes(&format!("p{i}")).unwrap();
+        assert_eq!(outcomes.len(), 1);
+        assert_eq!(outcomes[0].run_id.as_deref(), Some(run.id.as_str()));
+        assert_eq!(
+            s.periodic_state(&format!("p{i}"))
+                .unwrap()
+                .unwrap()
+                .last_tick,
+            Some(t("2026-01-01T03:00:00Z"))
+        );
+    }
+    assert_eq!(
+        s.list(&RunFilter {
+            limit: 1000,
+            ..RunFilter::default()
+        })
+        .unwrap()
+        .len(),
+        100
+    );
+    // The ticks are taken, and build ids go on after the folded ones.
+    let again = s.commit_fires((0..100).map(fire).collect(), at);
+    assert!(again
+        .iter()
+        .all(|r| matches!(r.as_ref().unwrap().as_slice(), [Created::Existing(_)])));
+    let last = created
+        .iter()
+        .map(|r| r.build_id.parse::<i64>().unwrap())
+        .max();
+    let next = s
+        .create_run(new_periodic("q", None, 0), at)
+        .unwrap()
+        .run()
+        .build_id
+        .parse::<i64>()
+        .unwrap();
+    assert!(Some(next) > last);
+}
+
 #[test]
 fn a_fire_commits_runs_outcomes_and_state_together() {
     each_store(|s, rec| {
@@ -616,7 +715,7 @@ fn runs_are_counted_by_prow_labels() {
         });
         s.create_run(pre.clone(), t("2026-01-01T00:00:00Z"))
             .unwrap();
-        pre.labels
+        std::sync::Arc::make_mut(&mut pre.labels)
             .insert("prow.k8s.io/retest".into(), "true".into());
         let retest = match s.create_run(pre, t("2026-01-01T00:00:01Z")).unwrap() {
             Created::New(r) => r,
