@@ -135,6 +135,14 @@ pub fn reconcile(app: &Arc<App>) {
     let mut revivals: Vec<(Arc<Run>, Arc<dyn bosun_cluster::executor::Executor>, String)> =
         Vec::new();
 
+    // A removed cluster's executor is kept while a run was pending on it when
+    // this pass began (a pass still holding the clusters before the removal
+    // leaves those runs to the next one).
+    app.prune_retired(|alias| {
+        pending
+            .iter()
+            .any(|r| r.cluster.as_deref().unwrap_or(&r.configured_cluster) == alias)
+    });
     // Runs being revived are in `starting` (counted below).
     for run in pending.iter().filter(|r| !starting.contains_key(&r.id)) {
         let alias = run
@@ -142,6 +150,10 @@ pub fn reconcile(app: &Arc<App>) {
             .clone()
             .unwrap_or_else(|| run.configured_cluster.clone());
         let Some(exec) = clusters.executors.get(&alias) else {
+            // Its process or pod is stopped first: the run's end is final.
+            if let Some(exec) = app.retired_executor(&alias) {
+                exec.abort(&run.id, ABORT_GRACE);
+            }
             batch.end(
                 run,
                 RunState::Error,

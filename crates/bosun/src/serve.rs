@@ -80,6 +80,9 @@ pub struct App {
     clusters: RwLock<Arc<Clusters>>,
     /// Makes a local cluster's executor.
     make_executor: ExecutorFactory,
+    /// The executors of removed clusters, kept until the controller has
+    /// stopped their runs' processes or pods.
+    retired: Mutex<HashMap<String, Arc<dyn Executor>>>,
     /// The build clusters' health (Kubernetes clients and probe results).
     pub health: crate::clusters::SharedHealth,
     /// Told when the build clusters change (the health task probes at once).
@@ -316,6 +319,7 @@ impl App {
                 None,
             ))),
             make_executor: p.make_executor,
+            retired: Mutex::default(),
             health: Mutex::default(),
             clusters_changed: tokio::sync::Notify::new(),
             clock: p.clock,
@@ -378,19 +382,45 @@ impl App {
             .filter(|a| !slot.defs.contains_key(*a))
             .cloned()
             .collect();
-        let removed = slot
+        let removed: Vec<String> = slot
             .defs
             .keys()
             .filter(|a| !defs.contains_key(*a))
             .cloned()
             .collect();
         let changed = slot.defs != defs;
+        {
+            let mut retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
+            for alias in &removed {
+                if let Some(exec) = slot.executors.get(alias) {
+                    retired.insert(alias.clone(), exec.clone());
+                }
+            }
+            retired.retain(|alias, _| !defs.contains_key(alias));
+        }
         let next = Clusters::build(defs, users, pods, &self.make_executor, Some(&slot));
         *slot = Arc::new(next);
         if changed {
             self.clusters_changed.notify_one();
         }
         (added, removed)
+    }
+
+    /// The executor of the removed cluster `alias`, if it is still kept.
+    pub fn retired_executor(&self, alias: &str) -> Option<Arc<dyn Executor>> {
+        self.retired
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(alias)
+            .cloned()
+    }
+
+    /// Drops the executors of removed clusters that no run is pending on.
+    pub fn prune_retired(&self, in_use: impl Fn(&str) -> bool) {
+        self.retired
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|alias, _| in_use(alias));
     }
 
     /// The configuration's status.

@@ -1498,9 +1498,32 @@ fn build_clusters_and_kubeconfig_contexts_change_without_a_restart() {
         ),
     )
     .unwrap();
+    // The job's process (`sleep 30`) is running now.
+    let state = std::fs::read_to_string(dir.join(format!("data/runs/a/{long}.state"))).unwrap();
+    let pid: u32 = state.split_whitespace().next().unwrap().parse().unwrap();
+    let proc_dir = PathBuf::from(format!("/proc/{pid}"));
+    let running = |p: &Path| {
+        std::fs::read_to_string(p.join("stat")).is_ok_and(|s| {
+            !s.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+    };
+    assert!(running(&proc_dir), "the job runs before the removal");
     reload(200);
     let run = wait_state(port, &long, |s| s == "error");
     assert_eq!(run["description"], "build cluster a was removed", "{run}");
+    // ... and is stopped with its run, not left behind on the host.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while running(&proc_dir) {
+        assert!(
+            Instant::now() < deadline,
+            "the removed cluster's job {pid} still runs"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 #[test]
