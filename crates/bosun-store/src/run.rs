@@ -67,12 +67,14 @@ impl RunState {
     }
 
     /// Plank's state machine: which moves are legal. `pending -> pending` is a
-    /// revival (the pod is recreated).
+    /// revival (the pod is recreated); `triggered -> triggered` and
+    /// `scheduling -> scheduling` only say anew why a run waits (its
+    /// description).
     pub fn can_move_to(self, to: RunState) -> bool {
         use RunState::*;
         match self {
-            Scheduling => matches!(to, Triggered | Aborted | Error),
-            Triggered => matches!(to, Pending | Aborted | Error),
+            Scheduling => matches!(to, Scheduling | Triggered | Aborted | Error),
+            Triggered => matches!(to, Triggered | Pending | Aborted | Error),
             Pending => matches!(to, Pending | Success | Failure | Aborted | Error),
             Success | Failure | Aborted | Error => false,
         }
@@ -357,6 +359,8 @@ mod tests {
         assert!(RunState::Scheduling.can_move_to(RunState::Triggered));
         assert!(!RunState::Triggered.can_move_to(RunState::Success));
         assert!(RunState::Pending.can_move_to(RunState::Pending));
+        assert!(RunState::Triggered.can_move_to(RunState::Triggered));
+        assert!(!RunState::Pending.can_move_to(RunState::Triggered));
         for s in RunState::ALL {
             assert_eq!(s.as_str().parse::<RunState>(), Ok(s));
         }

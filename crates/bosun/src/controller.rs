@@ -389,9 +389,19 @@ pub fn reconcile(app: &Arc<App>) {
         // them to its `failover_to` cluster while that one is Reachable.
         let target = match crate::clusters::health_of(app, &alias, def) {
             Health::Reachable => alias.clone(),
-            _ => match failover_target(app, &clusters, &alias, run) {
+            health => match failover_target(app, &clusters, &alias, run) {
                 Some(t) => t,
-                None => continue,
+                None => {
+                    // It waits, and says why (once, not on every pass).
+                    let why = format!("Waiting: build cluster {alias} is {}.", health.word());
+                    if run.description != why {
+                        batch.0.push((
+                            run.id.clone(),
+                            bosun_store::Transition::to(run.state, now, why),
+                        ));
+                    }
+                    continue;
+                }
             },
         };
         let Some(exec) = clusters.executors.get(&target).cloned() else {

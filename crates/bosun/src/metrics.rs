@@ -229,9 +229,13 @@ impl Metrics {
 
 impl TransitionObserver for Metrics {
     fn on_transition(&self, run: &Run, from: Option<RunState>) {
-        self.transitions
-            .get_or_create(&prow_labels(&self.namespace, run, run.state))
-            .inc();
+        // As Prow: a run is counted once per state it reaches (a revival or a
+        // new description of a waiting run is no new state).
+        if from != Some(run.state) {
+            self.transitions
+                .get_or_create(&prow_labels(&self.namespace, run, run.state))
+                .inc();
+        }
         if let Some(p) = &run.periodic {
             self.periodic_run(p, run, from);
         }

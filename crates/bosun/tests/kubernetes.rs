@@ -164,6 +164,10 @@ fn cluster_health_follows_each_api_on_its_own() {
     let run: serde_json::Value =
         serde_json::from_str(&get(port, &format!("/api/v1/runs/{waiting}")).unwrap()).unwrap();
     assert_eq!(run["state"], "triggered", "{run}");
+    assert_eq!(
+        run["description"], "Waiting: build cluster build-a is Unreachable.",
+        "a waiting run says why: {run}"
+    );
     a.set_down(false);
     wait_status(port, "build-a", "Reachable", quick);
     wait_pod(&a, &waiting);
