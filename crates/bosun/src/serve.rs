@@ -559,9 +559,18 @@ pub fn run(args: &ServeArgs) -> ExitCode {
     }
     let metrics = Metrics::new(&snapshot.config.prowjob_namespace);
     let active = Arc::new(ActiveRuns::default());
+    // `BOSUN_FIRE_LOG_MIN` (tests) sets how many fires of a batch take the
+    // store's fire log (1: every fire, as in a burst).
+    let store_options = SqliteOptions {
+        fire_log_min: std::env::var("BOSUN_FIRE_LOG_MIN")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(SqliteOptions::default().fire_log_min),
+        ..SqliteOptions::default()
+    };
     let store = match SqliteStore::open_with(
         args.data_dir.join("bosun.db"),
-        SqliteOptions::default(),
+        store_options,
         Some(Arc::new(Observers(vec![metrics.clone(), active.clone()]))),
     ) {
         Ok(s) => Arc::new(s),

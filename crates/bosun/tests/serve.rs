@@ -1055,6 +1055,17 @@ fn periodics_can_be_listed_triggered_paused_and_resumed() {
 /// varying points and restarted after varying downtimes.
 #[test]
 fn kill_9_while_periodics_fire_every_second_accounts_for_every_tick_once() {
+    kill_9_while_periodics_fire(&[]);
+}
+
+/// The same with every fire going through the store's fire log (the path of a
+/// burst), so that kills also land between a log's commit and its fold.
+#[test]
+fn kill_9_while_periodics_fire_through_the_fire_log_accounts_for_every_tick_once() {
+    kill_9_while_periodics_fire(&[("BOSUN_FIRE_LOG_MIN", "1")]);
+}
+
+fn kill_9_while_periodics_fire(envs: &[(&str, &str)]) {
     use jiff::{SignedDuration, Timestamp};
     let (_d, dir) = tmp();
     setup(&dir);
@@ -1072,7 +1083,7 @@ fn kill_9_while_periodics_fire_every_second_accounts_for_every_tick_once() {
         .unwrap_or(3);
     let mut up: Vec<(Timestamp, Timestamp)> = Vec::new();
     for cycle in 0..cycles {
-        let daemon = start(&dir, &[]);
+        let daemon = start_with(&dir, &[], envs);
         let t_up = Timestamp::now();
         std::thread::sleep(Duration::from_millis(700 + (cycle * 613) % 1800));
         let t_down = Timestamp::now();
@@ -1080,7 +1091,7 @@ fn kill_9_while_periodics_fire_every_second_accounts_for_every_tick_once() {
         up.push((t_up, t_down));
         std::thread::sleep(Duration::from_millis((cycle * 389) % 1200));
     }
-    let daemon = start(&dir, &[]);
+    let daemon = start_with(&dir, &[], envs);
     let t_up = Timestamp::now();
     std::thread::sleep(Duration::from_millis(2500));
     let port = daemon.port;
