@@ -486,6 +486,21 @@ impl SqliteStore {
         let conn = self.reader.lock().unwrap_or_else(|e| e.into_inner());
         f(&conn).map_err(unavailable)
     }
+
+    /// Reads in one read transaction: one snapshot for many statements, and
+    /// one WAL read lock instead of one per statement (a batch read of ten
+    /// thousand periodics runs twenty thousand statements).
+    fn read_snapshot<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, StoreError> {
+        self.read(|c| {
+            let tx = c.unchecked_transaction()?;
+            let out = f(&tx)?;
+            tx.commit()?;
+            Ok(out)
+        })
+    }
 }
 
 impl Drop for SqliteStore {
@@ -1306,7 +1321,7 @@ impl Store for SqliteStore {
     ) -> Result<std::collections::HashMap<String, PeriodicState>, StoreError> {
         // One statement per 500 periodics rather than one per periodic.
         let mut out = std::collections::HashMap::new();
-        self.read(|c| {
+        self.read_snapshot(|c| {
             for chunk in periodics.chunks(500) {
                 let marks = vec!["?"; chunk.len()].join(", ");
                 let mut stmt = c.prepare_cached(&format!(
@@ -1329,15 +1344,18 @@ impl Store for SqliteStore {
     ) -> Result<std::collections::HashMap<String, crate::PeriodicRuns>, StoreError> {
         // Two index lookups per periodic on one connection, reading only the
         // columns a decision needs (no JSON).
-        self.read(|c| {
+        self.read_snapshot(|c| {
             let mut last = c.prepare_cached(
                 "SELECT created_at, completed_at, scheduled_at, attempt, state FROM runs WHERE periodic = ?1 ORDER BY seq DESC LIMIT 1",
             )?;
             let mut active = c.prepare_cached(
                 "SELECT 1 FROM runs WHERE periodic = ?1 AND completed_at IS NULL ORDER BY seq DESC LIMIT 1",
             )?;
+            // In name order: neighbouring lookups share index pages.
+            let mut sorted: Vec<&String> = periodics.iter().collect();
+            sorted.sort_unstable();
             let mut out = std::collections::HashMap::new();
-            for p in periodics {
+            for p in sorted {
                 let summary = last
                     .query_row([p], |r| {
                         let state: String = r.get(4)?;
