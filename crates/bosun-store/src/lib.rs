@@ -53,6 +53,11 @@ pub enum StoreError {
     /// Bad input (e.g. a stored value that does not decode).
     #[error("{0}")]
     Invalid(String),
+    /// A fire prepared ahead ([`Store::prepare_fires`]) was not committed: its
+    /// periodic changed after the fire was decided, or a run of its ticks
+    /// exists. Nothing was written; decide again.
+    #[error("periodic {0} changed since its fire was decided")]
+    Stale(String),
 }
 
 /// What `create_run` did.
@@ -160,6 +165,62 @@ pub struct Fire {
     pub outcomes: Vec<TickOutcome>,
     /// The periodic's schedule state after this evaluation.
     pub state: PeriodicState,
+}
+
+/// Fires decided ahead of their instant, made ready by [`Store::prepare_fires`]
+/// and committed by [`Store::commit_prepared`].
+pub struct PreparedFires {
+    pub(crate) fires: Vec<PreparedFire>,
+}
+
+/// One prepared fire.
+pub(crate) struct PreparedFire {
+    /// Its periodic.
+    pub(crate) periodic: String,
+    /// The periodic's version the fire was decided on.
+    pub(crate) version: u64,
+    /// A run of one of its ticks exists already: never committed.
+    pub(crate) conflict: bool,
+    /// What to commit, in the store's own form.
+    pub(crate) payload: Payload,
+}
+
+/// A prepared fire's content.
+pub(crate) enum Payload {
+    /// As decided.
+    Fire(Fire),
+    /// Encoded for SQLite's fire log.
+    Log(Box<sqlite::LogEntry>),
+}
+
+impl PreparedFires {
+    /// How many fires.
+    pub fn len(&self) -> usize {
+        self.fires.len()
+    }
+
+    /// None.
+    pub fn is_empty(&self) -> bool {
+        self.fires.is_empty()
+    }
+
+    /// Keeps the fires for which `keep(index, periodic)` holds (indexes are
+    /// the positions before the call).
+    pub fn retain(&mut self, mut keep: impl FnMut(usize, &str) -> bool) {
+        let mut i = 0;
+        self.fires.retain(|f| {
+            i += 1;
+            keep(i - 1, &f.periodic)
+        });
+    }
+}
+
+impl std::fmt::Debug for PreparedFires {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreparedFires")
+            .field("fires", &self.fires.len())
+            .finish()
+    }
 }
 
 /// Retained runs counted by the labels of Prow's `prowjobs` gauge.
@@ -370,6 +431,45 @@ pub trait Store: Send + Sync {
             out.insert(p.clone(), PeriodicRuns { last, active });
         }
         Ok(out)
+    }
+
+    /// The current versions of `periodics`, in order: a periodic's version
+    /// changes with every committed write that touches it (its runs, their
+    /// states, its schedule state, its outcomes), and versions are taken before
+    /// the reads a fire is decided on, so a version still current at commit
+    /// time means the fire was decided on current data. None: this store does
+    /// not track versions (and cannot take prepared fires).
+    fn periodic_versions(&self, periodics: &[String]) -> Option<Vec<u64>> {
+        let _ = periodics;
+        None
+    }
+
+    /// Readies fires decided ahead of their instant, each with the version of
+    /// its periodic it was decided on (from [`Store::periodic_versions`]): the
+    /// store does now what a commit need not wait for (run ids, encoding, the
+    /// check of the tick keys, storing what the runs share).
+    fn prepare_fires(&self, fires: Vec<(Fire, u64)>) -> Result<PreparedFires, StoreError> {
+        let _ = fires;
+        Err(StoreError::Unavailable(
+            "this store does not prepare fires".into(),
+        ))
+    }
+
+    /// Commits prepared fires, as [`Store::commit_fires`] with `at` as their
+    /// creation time, except that a fire whose periodic changed since its
+    /// version was taken (or one of whose ticks has a run) writes nothing and
+    /// fails with [`StoreError::Stale`]; the others are unaffected.
+    fn commit_prepared(
+        &self,
+        prepared: PreparedFires,
+        at: Timestamp,
+    ) -> Vec<Result<Vec<Created>, StoreError>> {
+        let _ = at;
+        prepared
+            .fires
+            .into_iter()
+            .map(|f| Err(StoreError::Stale(f.periodic)))
+            .collect()
     }
 
     /// Deletes completed runs that completed before `cutoff`, except the latest

@@ -8,8 +8,8 @@ use jiff::Timestamp;
 
 use crate::run::{apply, Run};
 use crate::{
-    new_run_id, Created, Fire, NewRun, PeriodicState, RunFilter, Store, StoreError, TickOutcome,
-    Transition, TransitionObserver,
+    new_run_id, Created, Fire, NewRun, Payload, PeriodicState, PreparedFire, PreparedFires,
+    RunFilter, Store, StoreError, TickOutcome, Transition, TransitionObserver,
 };
 
 #[derive(Default)]
@@ -22,6 +22,82 @@ struct Inner {
     states: BTreeMap<String, PeriodicState>,
     outcomes: Vec<TickOutcome>,
     last_build_id: i64,
+    /// Periodic versions: the change counter at each periodic's last change,
+    /// and at the last change of all of them (`floor`).
+    versions: HashMap<String, u64>,
+    floor: u64,
+    changes: u64,
+}
+
+impl Inner {
+    fn touch(&mut self, periodic: &str) {
+        self.changes += 1;
+        let n = self.changes;
+        match self.versions.get_mut(periodic) {
+            Some(v) => *v = n,
+            None => {
+                self.versions.insert(periodic.to_string(), n);
+            }
+        }
+    }
+
+    fn version(&self, periodic: &str) -> u64 {
+        self.versions
+            .get(periodic)
+            .copied()
+            .unwrap_or(0)
+            .max(self.floor)
+    }
+
+    fn key_of(new: &NewRun) -> Option<(String, i64, u32)> {
+        match (&new.periodic, new.scheduled_at) {
+            (Some(p), Some(t)) => Some((
+                p.clone(),
+                crate::run::micros(t).as_microsecond(),
+                new.attempt,
+            )),
+            _ => None,
+        }
+    }
+
+    /// Creates a run under the lock (the caller tells the observer).
+    fn create(&mut self, new: NewRun, at: Timestamp) -> Created {
+        let mut new = new;
+        new.scheduled_at = new.scheduled_at.map(crate::run::micros);
+        let key = Self::key_of(&new);
+        if let Some(id) = key.as_ref().and_then(|k| self.keys.get(k)) {
+            return Created::Existing(self.runs[id].clone());
+        }
+        if let Some(p) = &new.periodic {
+            self.touch(p);
+        }
+        let hash = new.spec.hash().to_string();
+        self.specs
+            .entry(hash.clone())
+            .or_insert_with(|| new.spec.value());
+        let build_id = (self.last_build_id + 1).max(at.as_microsecond());
+        self.last_build_id = build_id;
+        let run = new.into_run(new_run_id(), build_id, hash, at);
+        if let Some(k) = key {
+            self.keys.insert(k, run.id.clone());
+        }
+        self.order.push(run.id.clone());
+        self.runs.insert(run.id.clone(), run.clone());
+        Created::New(run)
+    }
+
+    /// Commits a fire under the lock.
+    fn fire(&mut self, fire: Fire, at: Timestamp) -> Vec<Created> {
+        let created: Vec<Created> = fire.runs.into_iter().map(|r| self.create(r, at)).collect();
+        for mut o in fire.outcomes {
+            o.fill_run_id(&created);
+            self.touch(&o.periodic.clone());
+            self.outcomes.push(o);
+        }
+        self.touch(&fire.state.periodic);
+        self.states.insert(fire.state.periodic.clone(), fire.state);
+        created
+    }
 }
 
 /// The in-memory store.
@@ -48,6 +124,16 @@ impl MemoryStore {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    fn observe(&self, created: &[Created]) {
+        if let Some(o) = &self.observer {
+            for c in created {
+                if let Created::New(run) = c {
+                    o.on_transition(run, None);
+                }
+            }
+        }
+    }
 }
 
 /// True when `run` passes `f`'s criteria (shared with SQLite's tests).
@@ -73,35 +159,11 @@ pub(crate) fn matches(run: &Run, f: &RunFilter) -> bool {
 impl Store for MemoryStore {
     fn create_run(&self, new: NewRun, at: Timestamp) -> Result<Created, StoreError> {
         let at = crate::run::micros(at);
-        let mut new = new;
-        new.scheduled_at = new.scheduled_at.map(crate::run::micros);
-        let run = {
-            let mut g = self.lock();
-            let key = match (&new.periodic, new.scheduled_at) {
-                (Some(p), Some(t)) => Some((p.clone(), t.as_microsecond(), new.attempt)),
-                _ => None,
-            };
-            if let Some(id) = key.as_ref().and_then(|k| g.keys.get(k)) {
-                return Ok(Created::Existing(g.runs[id].clone()));
-            }
-            let hash = new.spec.hash().to_string();
-            g.specs
-                .entry(hash.clone())
-                .or_insert_with(|| new.spec.value());
-            let build_id = (g.last_build_id + 1).max(at.as_microsecond());
-            g.last_build_id = build_id;
-            let run = new.into_run(new_run_id(), build_id, hash, at);
-            if let Some(k) = key {
-                g.keys.insert(k, run.id.clone());
-            }
-            g.order.push(run.id.clone());
-            g.runs.insert(run.id.clone(), run.clone());
-            run
-        };
-        if let Some(o) = &self.observer {
-            o.on_transition(&run, None);
+        let created = self.lock().create(new, at);
+        if let (Some(o), Created::New(run)) = (&self.observer, &created) {
+            o.on_transition(run, None);
         }
-        Ok(Created::New(run))
+        Ok(created)
     }
 
     fn transition(&self, id: &str, t: Transition) -> Result<Run, StoreError> {
@@ -113,7 +175,11 @@ impl Store for MemoryStore {
                 .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
             let from = run.state;
             apply(run, &t)?;
-            (run.clone(), from)
+            let run = run.clone();
+            if let Some(p) = &run.periodic {
+                g.touch(p);
+            }
+            (run, from)
         };
         if let Some(o) = &self.observer {
             o.on_transition(&run, Some(from));
@@ -151,36 +217,86 @@ impl Store for MemoryStore {
     }
 
     fn put_periodic_state(&self, state: &PeriodicState) -> Result<(), StoreError> {
-        self.lock()
-            .states
-            .insert(state.periodic.clone(), state.clone());
+        let mut g = self.lock();
+        g.touch(&state.periodic);
+        g.states.insert(state.periodic.clone(), state.clone());
         Ok(())
     }
 
     fn record_outcomes(&self, outcomes: &[TickOutcome]) -> Result<(), StoreError> {
-        self.lock().outcomes.extend_from_slice(outcomes);
+        let mut g = self.lock();
+        for o in outcomes {
+            g.touch(&o.periodic);
+        }
+        g.outcomes.extend_from_slice(outcomes);
         Ok(())
     }
 
     fn commit_fire(&self, fire: Fire, at: Timestamp) -> Result<Vec<Created>, StoreError> {
-        // In memory nothing survives a crash: committing step by step is atomic
-        // enough, and no step can fail half-way.
-        let created = fire
-            .runs
-            .into_iter()
-            .map(|r| self.create_run(r, at))
-            .collect::<Result<Vec<_>, _>>()?;
-        let outcomes: Vec<TickOutcome> = fire
-            .outcomes
-            .into_iter()
-            .map(|mut o| {
-                o.fill_run_id(&created);
-                o
+        // In memory nothing survives a crash: one lock makes it atomic.
+        let at = crate::run::micros(at);
+        let created = self.lock().fire(fire, at);
+        self.observe(&created);
+        Ok(created)
+    }
+
+    fn periodic_versions(&self, periodics: &[String]) -> Option<Vec<u64>> {
+        let g = self.lock();
+        Some(periodics.iter().map(|p| g.version(p)).collect())
+    }
+
+    fn prepare_fires(&self, fires: Vec<(Fire, u64)>) -> Result<PreparedFires, StoreError> {
+        let g = self.lock();
+        Ok(PreparedFires {
+            fires: fires
+                .into_iter()
+                .map(|(fire, version)| PreparedFire {
+                    periodic: fire.state.periodic.clone(),
+                    version,
+                    conflict: fire
+                        .runs
+                        .iter()
+                        .filter_map(Inner::key_of)
+                        .any(|k| g.keys.contains_key(&k)),
+                    payload: Payload::Fire(fire),
+                })
+                .collect(),
+        })
+    }
+
+    fn commit_prepared(
+        &self,
+        prepared: PreparedFires,
+        at: Timestamp,
+    ) -> Vec<Result<Vec<Created>, StoreError>> {
+        let at = crate::run::micros(at);
+        let mut g = self.lock();
+        // Checked before any is applied: fires of one call never make each
+        // other stale, but a periodic prepared twice commits once.
+        let mut seen = std::collections::HashSet::new();
+        let valid: Vec<bool> = prepared
+            .fires
+            .iter()
+            .map(|f| {
+                !f.conflict
+                    && g.version(&f.periodic) == f.version
+                    && seen.insert(f.periodic.clone())
             })
             .collect();
-        self.record_outcomes(&outcomes)?;
-        self.put_periodic_state(&fire.state)?;
-        Ok(created)
+        let out: Vec<Result<Vec<Created>, StoreError>> = prepared
+            .fires
+            .into_iter()
+            .zip(valid)
+            .map(|(f, valid)| match (valid, f.payload) {
+                (true, Payload::Fire(fire)) => Ok(g.fire(fire, at)),
+                _ => Err(StoreError::Stale(f.periodic)),
+            })
+            .collect();
+        drop(g);
+        for created in out.iter().flatten() {
+            self.observe(created);
+        }
+        out
     }
 
     fn outcomes(&self, periodic: &str) -> Result<Vec<TickOutcome>, StoreError> {
@@ -225,6 +341,10 @@ impl Store for MemoryStore {
             }
         }
         g.order.retain(|id| !doomed.contains(id));
+        if !doomed.is_empty() {
+            g.changes += 1;
+            g.floor = g.changes;
+        }
         Ok(doomed)
     }
 }

@@ -41,6 +41,9 @@ use std::time::Duration;
 use jiff::Timestamp;
 use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
 
+mod fire_log;
+pub(crate) use fire_log::LogEntry;
+
 use crate::run::{apply, job_type_from_str, Run, RunState};
 use crate::{
     new_run_id, CreateDone, Created, Fire, NewRun, PeriodicState, RunFilter, Store, StoreError,
@@ -197,26 +200,34 @@ const MIGRATIONS: &[&str] = &[
         paused INTEGER NOT NULL,
         queued INTEGER
      );",
-];
-
-/// Moves the fire log into the tables it stands for, in log order (a later
-/// schedule state of a periodic replaces an earlier one), and empties it.
-const FOLD: &str = "
-    INSERT INTO runs(seq, id, build_id, job, job_type, periodic, configured_cluster, cluster, refs, extra_refs, labels, annotations, spec_hash, scheduled_at, attempt, pod_revival_count, created_at, pending_at, completed_at, state, description, url)
+    // 6: the fire log becomes one compact record per fire (see `fire_log`),
+    // whose runs name a template stored once per content. A log the previous
+    // schema left unfolded is folded first.
+    "INSERT INTO runs(seq, id, build_id, job, job_type, periodic, configured_cluster, cluster, refs, extra_refs, labels, annotations, spec_hash, scheduled_at, attempt, pod_revival_count, created_at, pending_at, completed_at, state, description, url)
         SELECT seq, id, build_id, job, job_type, periodic, configured_cluster, cluster, refs, extra_refs, labels, annotations, spec_hash, scheduled_at, attempt, pod_revival_count, created_at, pending_at, completed_at, state, description, url
         FROM fire_log_runs ORDER BY seq;
-    INSERT INTO tick_outcomes(periodic, first_tick, last_tick, count, outcome, run_id, recorded_at)
+     INSERT INTO tick_outcomes(periodic, first_tick, last_tick, count, outcome, run_id, recorded_at)
         SELECT periodic, first_tick, last_tick, count, outcome, run_id, recorded_at
         FROM fire_log_outcomes ORDER BY rowid;
-    INSERT INTO periodic_state(periodic, schedule_hash, first_seen, last_tick, paused, queued)
+     INSERT INTO periodic_state(periodic, schedule_hash, first_seen, last_tick, paused, queued)
         SELECT periodic, schedule_hash, first_seen, last_tick, paused, queued
         FROM fire_log_states WHERE true ORDER BY rowid
         ON CONFLICT(periodic) DO UPDATE SET schedule_hash = excluded.schedule_hash,
             first_seen = excluded.first_seen, last_tick = excluded.last_tick,
             paused = excluded.paused, queued = excluded.queued;
-    DELETE FROM fire_log_runs;
-    DELETE FROM fire_log_outcomes;
-    DELETE FROM fire_log_states;";
+     DROP TABLE fire_log_runs;
+     DROP TABLE fire_log_outcomes;
+     DROP TABLE fire_log_states;
+     CREATE TABLE run_templates (hash TEXT PRIMARY KEY, body TEXT NOT NULL);
+     CREATE TABLE fire_log (
+        id INTEGER PRIMARY KEY,
+        first_seq INTEGER NOT NULL,
+        last_seq INTEGER NOT NULL,
+        first_build INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        body TEXT NOT NULL
+     );",
+];
 
 /// Where a batch's fires are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -267,7 +278,7 @@ fn fold(conn: &mut Connection) -> Result<(), String> {
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(|e| e.to_string())?;
-    tx.execute_batch(FOLD).map_err(|e| e.to_string())?;
+    fire_log::fold(&tx).map_err(|e| e.to_string())?;
     tx.commit().map_err(|e| e.to_string())
 }
 
@@ -312,6 +323,8 @@ struct Prepared {
     extra_refs_json: String,
     labels_json: String,
     annotations_json: String,
+    /// Fires' runs: their template (written to the fire log by reference).
+    template: Option<fire_log::Template>,
 }
 
 /// Does a run's CPU work (ids, JSON, the spec's hash) in the caller's thread.
@@ -328,7 +341,20 @@ fn prepare(new: NewRun) -> Prepared {
         labels_json: to_json(&new.labels),
         annotations_json: to_json(&new.annotations),
         new,
+        template: None,
     }
+}
+
+/// `prepare`, for a fire's run: with its template.
+fn prepare_fire_run(new: NewRun) -> Prepared {
+    let mut p = prepare(new);
+    p.template = Some(fire_log::template_of(&p));
+    p
+}
+
+/// Whether `op` is a fire (fires are batched apart from other requests).
+fn is_fire(op: &Op) -> bool {
+    matches!(op, Op::Fire(..) | Op::Prepared(..))
 }
 
 enum Op {
@@ -344,6 +370,12 @@ enum Op {
         Timestamp,
         Sender<Result<Vec<Created>, StoreError>>,
     ),
+    Prepared(
+        Box<Vec<crate::PreparedFire>>,
+        Timestamp,
+        Sender<Result<Vec<Result<Vec<Created>, StoreError>>, StoreError>>,
+    ),
+    Templates(Vec<fire_log::Template>, Sender<Result<(), StoreError>>),
     Outcomes(Vec<TickOutcome>, Sender<Result<(), StoreError>>),
     Retain(Timestamp, Sender<Result<Vec<String>, StoreError>>),
     Raw(String, Sender<Result<(), StoreError>>),
@@ -356,6 +388,7 @@ pub struct SqliteStore {
     thread: Mutex<Option<JoinHandle<()>>>,
     reader: Mutex<Connection>,
     gate: Arc<FoldGate>,
+    versions: Arc<fire_log::Versions>,
 }
 
 fn unavailable(e: impl std::fmt::Display) -> StoreError {
@@ -427,7 +460,9 @@ impl SqliteStore {
         let (cktx, ckrx) = mpsc::sync_channel(1);
         let max_batch = opts.max_batch.max(1);
         let gate = Arc::new(FoldGate::default());
+        let versions = Arc::new(fire_log::Versions::default());
         let writer = Writer {
+            versions: versions.clone(),
             max_batch,
             fire_log_min: opts.fire_log_min,
             hold_fire_log: opts.hold_fire_log,
@@ -452,6 +487,7 @@ impl SqliteStore {
             thread: Mutex::new(Some(thread)),
             reader: Mutex::new(reader),
             gate,
+            versions,
         })
     }
 
@@ -529,6 +565,10 @@ enum Reply {
         Sender<Result<Vec<String>, StoreError>>,
         Result<Vec<String>, StoreError>,
     ),
+    Prepared(
+        Sender<Result<Vec<Result<Vec<Created>, StoreError>>, StoreError>>,
+        Result<Vec<Result<Vec<Created>, StoreError>>, StoreError>,
+    ),
 }
 
 /// What the writer keeps between batches instead of reading it back for every
@@ -540,9 +580,21 @@ struct WriterCache {
     counters: Option<(i64, i64)>,
     /// Spec hashes known to be stored (specs are never deleted).
     specs: std::collections::HashSet<String>,
+    /// Run template hashes known to be stored (never deleted either).
+    templates: std::collections::HashSet<String>,
     /// The tick keys (periodic, scheduled_at, attempt) of the runs in the
-    /// unfolded fire log.
-    log_keys: std::collections::HashSet<(String, i64, u32)>,
+    /// unfolded fire log: which record, which of its runs.
+    log_keys: std::collections::HashMap<(String, i64, u32), (i64, usize)>,
+    /// Version stripes of the periodics the current batch touched (bumped
+    /// once it ends), or all of them.
+    touched: std::collections::HashSet<usize>,
+    touched_all: bool,
+}
+
+impl WriterCache {
+    fn touch(&mut self, periodic: &str) {
+        self.touched.insert(fire_log::Versions::stripe(periodic));
+    }
 }
 
 /// The least time between two checkpoints.
@@ -583,6 +635,7 @@ struct Writer {
     observer: Option<Arc<dyn TransitionObserver>>,
     committed: mpsc::SyncSender<()>,
     gate: Arc<FoldGate>,
+    versions: Arc<fire_log::Versions>,
 }
 
 impl Writer {
@@ -597,7 +650,7 @@ impl Writer {
                 // More fires of the burst go on the log before it is folded.
                 held = rx.try_recv().ok();
             }
-            if unfolded && !matches!(held, Some(Op::Fire(..))) {
+            if unfolded && !held.as_ref().is_some_and(is_fire) {
                 // A fold that failed is tried again before the next batch, and
                 // every second while nothing comes.
                 match fold(&mut conn) {
@@ -621,7 +674,7 @@ impl Writer {
                     Err(_) => return,
                 },
             };
-            let fires = matches!(first, Op::Fire(..));
+            let fires = is_fire(&first);
             // Appends to the log are cheap and their commit's fsync is not:
             // fires are taken in batches many times larger.
             let limit = if fires {
@@ -632,7 +685,7 @@ impl Writer {
             let mut ops = vec![first];
             while ops.len() < limit {
                 match rx.try_recv() {
-                    Ok(op) if matches!(op, Op::Fire(..)) == fires => ops.push(op),
+                    Ok(op) if is_fire(&op) == fires => ops.push(op),
                     Ok(op) => {
                         held = Some(op);
                         break;
@@ -651,15 +704,20 @@ impl Writer {
                 .iter()
                 .map(|op| match op {
                     Op::Fire(f, ..) => f.0.len().max(1),
+                    Op::Prepared(f, ..) => f.len(),
                     _ => 0,
                 })
                 .sum();
-            let target =
-                if unfolded || (fires && self.fire_log_min > 0 && fired >= self.fire_log_min) {
-                    Target::Log
-                } else {
-                    Target::Tables
-                };
+            // Prepared fires are encoded for the log, and always go there.
+            let prepared = ops.iter().any(|op| matches!(op, Op::Prepared(..)));
+            let target = if unfolded
+                || prepared
+                || (fires && self.fire_log_min > 0 && fired >= self.fire_log_min)
+            {
+                Target::Log
+            } else {
+                Target::Tables
+            };
             let Some(replies) = self.commit(&mut conn, ops, target, &mut cache) else {
                 continue;
             };
@@ -690,7 +748,7 @@ impl Writer {
                 .map_err(|e| e.to_string())?;
             let before = cache.counters;
             for op in ops.drain(..) {
-                let reply = apply_op(&tx, op, cache, target);
+                let reply = apply_op(&tx, op, cache, target, &self.versions);
                 // A request refused by its own rules (no such run, a forbidden
                 // transition) is refused before it writes anything. A failed
                 // read or write (a full disk, an I/O error) may leave part of
@@ -713,6 +771,12 @@ impl Writer {
             }
             tx.commit().map_err(|e| e.to_string())
         })();
+        // Versions change once the batch is visible (or rolled back: a bump
+        // that was not needed only makes prepared fires decide again).
+        if std::mem::take(&mut cache.touched_all) {
+            self.versions.bump_all();
+        }
+        self.versions.bump(cache.touched.drain());
         if let Err(msg) = committed {
             // The unfolded log's keys stay: that log is committed. (Keys of
             // this batch may stay too; a key found there is looked up.)
@@ -721,6 +785,7 @@ impl Writer {
                 log_keys,
                 ..WriterCache::default()
             };
+            self.versions.bump_all();
             // Nothing of the batch was written.
             for r in replies.drain(..) {
                 fail(r, &msg);
@@ -766,6 +831,18 @@ impl Writer {
                 Reply::Retain(tx, res) => {
                     let _ = tx.send(res);
                 }
+                Reply::Prepared(tx, res) => {
+                    if let (Some(o), Ok(results)) = (observer, &res) {
+                        for created in results.iter().flatten() {
+                            for c in created {
+                                if let Created::New(run) = c {
+                                    o.on_transition(run, None);
+                                }
+                            }
+                        }
+                    }
+                    let _ = tx.send(res);
+                }
             }
         }
     }
@@ -781,6 +858,7 @@ impl Reply {
             Reply::Unit(_, Err(e)) => e,
             Reply::Fire(_, Err(e)) => e,
             Reply::Retain(_, Err(e)) => e,
+            Reply::Prepared(_, Err(e)) => e,
             _ => return false,
         };
         matches!(e, StoreError::Unavailable(_) | StoreError::Invalid(_))
@@ -793,6 +871,7 @@ impl Reply {
             Reply::Unit(_, Err(e)) => e,
             Reply::Fire(_, Err(e)) => e,
             Reply::Retain(_, Err(e)) => e,
+            Reply::Prepared(_, Err(e)) => e,
             _ => return None,
         };
         Some(match e {
@@ -810,6 +889,7 @@ fn fail(r: Reply, msg: &str) {
         Reply::Unit(tx, _) => drop(tx.send(Err(e()))),
         Reply::Fire(tx, _) => drop(tx.send(Err(e()))),
         Reply::Retain(tx, _) => drop(tx.send(Err(e()))),
+        Reply::Prepared(tx, _) => drop(tx.send(Err(e()))),
     }
 }
 
@@ -818,7 +898,10 @@ fn fail_op(op: Op, msg: &str) {
     match op {
         Op::Create(_, _, done) => done(Err(e())),
         Op::Transition(_, _, tx) => drop(tx.send(Err(e()))),
-        Op::PutState(_, tx) | Op::Outcomes(_, tx) | Op::Raw(_, tx) => drop(tx.send(Err(e()))),
+        Op::PutState(_, tx) | Op::Outcomes(_, tx) | Op::Raw(_, tx) | Op::Templates(_, tx) => {
+            drop(tx.send(Err(e())))
+        }
+        Op::Prepared(_, _, tx) => drop(tx.send(Err(e()))),
         Op::Fire(_, _, tx) => drop(tx.send(Err(e()))),
         Op::Retain(_, tx) => drop(tx.send(Err(e()))),
     }
@@ -846,42 +929,224 @@ fn apply_op(
     op: Op,
     cache: &mut WriterCache,
     target: Target,
+    versions: &fire_log::Versions,
 ) -> Reply {
     match op {
         Op::Create(new, at, reply) => {
-            Reply::Create(reply, create(tx, *new, at, cache, Target::Tables))
+            if let Some(p) = &new.new.periodic {
+                cache.touch(p);
+            }
+            Reply::Create(reply, create(tx, *new, at, cache))
         }
-        Op::Transition(id, t, reply) => Reply::Transition(reply, transition(tx, &id, &t)),
-        Op::PutState(s, reply) => Reply::Unit(reply, put_state(tx, &s)),
+        Op::Transition(id, t, reply) => {
+            let res = transition(tx, &id, &t);
+            if let Ok((run, _)) = &res {
+                if let Some(p) = &run.periodic {
+                    cache.touch(p);
+                }
+            }
+            Reply::Transition(reply, res)
+        }
+        Op::PutState(s, reply) => {
+            cache.touch(&s.periodic);
+            Reply::Unit(reply, put_state(tx, &s))
+        }
         Op::Fire(fire, at, reply) => {
             let (runs, outcomes, state) = *fire;
+            cache.touch(&state.periodic);
             Reply::Fire(
                 reply,
-                (|| {
-                    let created = runs
-                        .into_iter()
-                        .map(|p| create(tx, p, at, cache, target))
-                        .collect::<Result<Vec<_>, _>>()?;
-                    let outcomes: Vec<TickOutcome> = outcomes
-                        .into_iter()
-                        .map(|mut o| {
-                            o.fill_run_id(&created);
-                            o
-                        })
-                        .collect();
-                    put_outcomes(tx, &outcomes, target)?;
-                    match target {
-                        Target::Tables => put_state(tx, &state)?,
-                        Target::Log => log_state(tx, &state)?,
-                    }
-                    Ok(created)
-                })(),
+                match target {
+                    Target::Tables => fire_to_tables(tx, runs, outcomes, &state, at, cache),
+                    Target::Log => log_fire(tx, runs, outcomes, &state, at, cache),
+                },
             )
         }
-        Op::Outcomes(o, reply) => Reply::Unit(reply, put_outcomes(tx, &o, Target::Tables)),
-        Op::Retain(cutoff, reply) => Reply::Retain(reply, retain(tx, cutoff)),
-        Op::Raw(sql, reply) => Reply::Unit(reply, tx.execute_batch(&sql).map_err(unavailable)),
+        Op::Prepared(fires, at, reply) => {
+            Reply::Prepared(reply, commit_prepared(tx, *fires, at, cache, versions))
+        }
+        Op::Templates(templates, reply) => Reply::Unit(
+            reply,
+            templates
+                .iter()
+                .try_for_each(|t| fire_log::store_template(tx, t, cache)),
+        ),
+        Op::Outcomes(o, reply) => {
+            for x in &o {
+                cache.touch(&x.periodic);
+            }
+            Reply::Unit(reply, put_outcomes(tx, &o))
+        }
+        Op::Retain(cutoff, reply) => {
+            cache.touched_all = true;
+            Reply::Retain(reply, retain(tx, cutoff))
+        }
+        Op::Raw(sql, reply) => {
+            cache.touched_all = true;
+            Reply::Unit(reply, tx.execute_batch(&sql).map_err(unavailable))
+        }
     }
+}
+
+/// A fire written to `runs`, `tick_outcomes` and `periodic_state`.
+fn fire_to_tables(
+    tx: &rusqlite::Transaction<'_>,
+    runs: Vec<Prepared>,
+    outcomes: Vec<TickOutcome>,
+    state: &PeriodicState,
+    at: Timestamp,
+    cache: &mut WriterCache,
+) -> Result<Vec<Created>, StoreError> {
+    let created = runs
+        .into_iter()
+        .map(|p| create(tx, p, at, cache))
+        .collect::<Result<Vec<_>, _>>()?;
+    let outcomes: Vec<TickOutcome> = outcomes
+        .into_iter()
+        .map(|mut o| {
+            o.fill_run_id(&created);
+            o
+        })
+        .collect();
+    put_outcomes(tx, &outcomes)?;
+    put_state(tx, state)?;
+    Ok(created)
+}
+
+/// A fire appended to the fire log: runs whose tick has a run already are
+/// found (in `runs` or the log), the others logged with the outcomes and state.
+fn log_fire(
+    tx: &rusqlite::Transaction<'_>,
+    runs: Vec<Prepared>,
+    outcomes: Vec<TickOutcome>,
+    state: &PeriodicState,
+    at: Timestamp,
+    cache: &mut WriterCache,
+) -> Result<Vec<Created>, StoreError> {
+    let mut existing = Vec::new();
+    let mut new = Vec::new();
+    for p in runs {
+        match find_tick(tx, &p.new, cache)? {
+            Some(run) => existing.push(Created::Existing(run)),
+            None => new.push(p),
+        }
+    }
+    // The new runs as they will be (ids are known; build ids are not, and no
+    // outcome needs them) name the outcomes' runs before they are encoded.
+    let mut outcomes = outcomes;
+    for o in &mut outcomes {
+        o.fill_run_id(&existing);
+        fill_from_prepared(o, &new);
+    }
+    let body = fire_log::encode(&new, &outcomes, state);
+    let created = fire_log::append(tx, fire_log::LogEntry { runs: new, body }, at, cache)?;
+    existing.extend(created.into_iter().map(Created::New));
+    Ok(existing)
+}
+
+/// A `run` outcome without its run gets the id of its tick's run (attempt 0)
+/// among prepared runs.
+fn fill_from_prepared(o: &mut TickOutcome, runs: &[Prepared]) {
+    if o.outcome == "run" && o.run_id.is_none() {
+        let tick = crate::run::micros(o.first_tick);
+        o.run_id = runs
+            .iter()
+            .find(|p| p.new.scheduled_at == Some(tick) && p.new.attempt == 0)
+            .map(|p| p.id.clone());
+    }
+}
+
+/// Prepared fires: each one whose periodic is unchanged since its version was
+/// taken (and not changed earlier in this batch) is appended to the log; the
+/// others are stale. A write error fails them all.
+fn commit_prepared(
+    tx: &rusqlite::Transaction<'_>,
+    fires: Vec<crate::PreparedFire>,
+    at: Timestamp,
+    cache: &mut WriterCache,
+    versions: &fire_log::Versions,
+) -> Result<Vec<Result<Vec<Created>, StoreError>>, StoreError> {
+    // All are checked before any is written: fires of one call never make each
+    // other stale (many periodics share a stripe), but a periodic prepared
+    // twice is committed once.
+    let mut seen = std::collections::HashSet::new();
+    let valid: Vec<bool> = fires
+        .iter()
+        .map(|f| {
+            !f.conflict
+                && versions.get(&f.periodic) == f.version
+                && !cache
+                    .touched
+                    .contains(&fire_log::Versions::stripe(&f.periodic))
+                && !cache.touched_all
+                && seen.insert(f.periodic.clone())
+        })
+        .collect();
+    let mut out = Vec::with_capacity(fires.len());
+    let mut touched = Vec::new();
+    for (f, valid) in fires.into_iter().zip(valid) {
+        match (valid, f.payload) {
+            (true, crate::Payload::Log(entry)) => {
+                let created = fire_log::append(tx, *entry, at, cache)?;
+                touched.push(fire_log::Versions::stripe(&f.periodic));
+                out.push(Ok(created.into_iter().map(Created::New).collect()));
+            }
+            _ => out.push(Err(StoreError::Stale(f.periodic))),
+        }
+    }
+    cache.touched.extend(touched);
+    Ok(out)
+}
+
+/// The run of `new`'s tick, if one exists (in `runs` or the unfolded log).
+fn find_tick(
+    tx: &rusqlite::Transaction<'_>,
+    new: &NewRun,
+    cache: &WriterCache,
+) -> Result<Option<Run>, StoreError> {
+    let (Some(periodic), Some(t)) = (&new.periodic, new.scheduled_at) else {
+        return Ok(None);
+    };
+    let (t, attempt) = (t.as_microsecond(), new.attempt);
+    let found = row(
+        tx,
+        &format!("SELECT {RUN_COLUMNS} FROM runs WHERE periodic = ?1 AND scheduled_at = ?2 AND attempt = ?3"),
+        params![periodic, t, attempt],
+        run_from_row,
+    )
+    .optional()
+    .map_err(unavailable)?;
+    if found.is_some() {
+        return Ok(found);
+    }
+    match cache.log_keys.get(&(periodic.clone(), t, attempt)) {
+        Some(&(record, k)) => fire_log::logged_run(tx, record, k).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The last build id and seq handed out.
+fn counters(tx: &rusqlite::Transaction<'_>, cache: &WriterCache) -> Result<(i64, i64), StoreError> {
+    if let Some(c) = cache.counters {
+        return Ok(c);
+    }
+    let build: i64 = row(
+        tx,
+        "SELECT value FROM meta WHERE key = 'build_id'",
+        [],
+        |r| r.get(0),
+    )
+    .optional()
+    .map_err(unavailable)?
+    .unwrap_or(0);
+    let seq: i64 = row(
+        tx,
+        "SELECT MAX(COALESCE((SELECT MAX(seq) FROM runs), 0), COALESCE((SELECT MAX(last_seq) FROM fire_log), 0))",
+        [],
+        |r| r.get(0),
+    )
+    .map_err(unavailable)?;
+    Ok((build, seq))
 }
 
 const RUN_COLUMNS: &str = "id, build_id, job, job_type, periodic, configured_cluster, cluster, refs, extra_refs, labels, annotations, spec_hash, scheduled_at, attempt, pod_revival_count, created_at, pending_at, completed_at, state, description, url";
@@ -966,35 +1231,9 @@ fn create(
     p: Prepared,
     at: Timestamp,
     cache: &mut WriterCache,
-    target: Target,
 ) -> Result<Created, StoreError> {
-    let new = p.new;
-    let key = match (&new.periodic, new.scheduled_at) {
-        (Some(periodic), Some(t)) => Some((periodic.clone(), t.as_microsecond(), new.attempt)),
-        _ => None,
-    };
-    if let Some((periodic, t, attempt)) = &key {
-        let mut existing = row(
-            tx,
-            &format!("SELECT {RUN_COLUMNS} FROM runs WHERE periodic = ?1 AND scheduled_at = ?2 AND attempt = ?3"),
-            params![periodic, t, attempt],
-            run_from_row,
-        )
-        .optional()
-        .map_err(unavailable)?;
-        if existing.is_none() && cache.log_keys.contains(&(periodic.clone(), *t, *attempt)) {
-            existing = row(
-                tx,
-                &format!("SELECT {RUN_COLUMNS} FROM fire_log_runs WHERE periodic = ?1 AND scheduled_at = ?2 AND attempt = ?3"),
-                params![periodic, t, attempt],
-                run_from_row,
-            )
-            .optional()
-            .map_err(unavailable)?;
-        }
-        if let Some(run) = existing {
-            return Ok(Created::Existing(run));
-        }
+    if let Some(run) = find_tick(tx, &p.new, cache)? {
+        return Ok(Created::Existing(run));
     }
     if !cache.specs.contains(&p.spec_hash) {
         exec(
@@ -1004,38 +1243,13 @@ fn create(
         )
         .map_err(unavailable)?;
     }
-    let (last_build, last_seq) = match cache.counters {
-        Some(c) => c,
-        None => {
-            let build: i64 = row(
-                tx,
-                "SELECT value FROM meta WHERE key = 'build_id'",
-                [],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(unavailable)?
-            .unwrap_or(0);
-            let seq: i64 = row(
-                tx,
-                "SELECT MAX(COALESCE((SELECT MAX(seq) FROM runs), 0), COALESCE((SELECT MAX(seq) FROM fire_log_runs), 0))",
-                [],
-                |r| r.get(0),
-            )
-            .map_err(unavailable)?;
-            (build, seq)
-        }
-    };
+    let (last_build, last_seq) = counters(tx, cache)?;
     let build_id = (last_build + 1).max(at.as_microsecond());
     let seq = last_seq + 1;
-    let run = new.into_run(p.id, build_id, p.spec_hash, at);
-    let table = match target {
-        Target::Tables => "runs",
-        Target::Log => "fire_log_runs",
-    };
+    let run = p.new.into_run(p.id, build_id, p.spec_hash, at);
     exec(
         tx,
-        &format!("INSERT INTO {table}({RUN_COLUMNS}, seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)"),
+        &format!("INSERT INTO runs({RUN_COLUMNS}, seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)"),
         params![
             run.id,
             build_id,
@@ -1065,9 +1279,6 @@ fn create(
     // Only now: a failed insert fails the batch, whose cache is then dropped.
     cache.counters = Some((build_id, seq));
     cache.specs.insert(run.spec_hash.clone());
-    if let (Target::Log, Some(key)) = (target, key) {
-        cache.log_keys.insert(key);
-    }
     Ok(Created::New(run))
 }
 
@@ -1115,34 +1326,12 @@ fn put_state(tx: &rusqlite::Transaction<'_>, s: &PeriodicState) -> Result<(), St
     Ok(())
 }
 
-/// Appends a schedule state to the fire log.
-fn log_state(tx: &rusqlite::Transaction<'_>, s: &PeriodicState) -> Result<(), StoreError> {
-    exec(tx,
-        "INSERT INTO fire_log_states(periodic, schedule_hash, first_seen, last_tick, paused, queued) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        params![
-            s.periodic,
-            s.schedule_hash,
-            s.first_seen.as_microsecond(),
-            s.last_tick.map(|t| t.as_microsecond()),
-            s.paused,
-            s.queued.map(|t| t.as_microsecond()),
-        ],
-    )
-    .map_err(unavailable)?;
-    Ok(())
-}
-
 fn put_outcomes(
     tx: &rusqlite::Transaction<'_>,
     outcomes: &[TickOutcome],
-    target: Target,
 ) -> Result<(), StoreError> {
-    let table = match target {
-        Target::Tables => "tick_outcomes",
-        Target::Log => "fire_log_outcomes",
-    };
     let mut stmt = tx
-        .prepare_cached(&format!("INSERT INTO {table}(periodic, first_tick, last_tick, count, outcome, run_id, recorded_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"))
+        .prepare_cached("INSERT INTO tick_outcomes(periodic, first_tick, last_tick, count, outcome, run_id, recorded_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")
         .map_err(unavailable)?;
     for o in outcomes {
         stmt.execute(params![
@@ -1440,7 +1629,7 @@ impl Store for SqliteStore {
                 .into_iter()
                 .map(|(i, fire)| {
                     let (tx, rx) = mpsc::channel();
-                    let runs = fire.runs.into_iter().map(prepare).collect();
+                    let runs = fire.runs.into_iter().map(prepare_fire_run).collect();
                     let sent = writer
                         .as_ref()
                         .ok_or_else(|| unavailable("store closed"))
@@ -1469,8 +1658,96 @@ impl Store for SqliteStore {
 
     fn commit_fire(&self, fire: Fire, at: Timestamp) -> Result<Vec<Created>, StoreError> {
         let at = crate::run::micros(at);
-        let runs = fire.runs.into_iter().map(prepare).collect();
+        let runs = fire.runs.into_iter().map(prepare_fire_run).collect();
         self.send(|tx| Op::Fire(Box::new((runs, fire.outcomes, fire.state)), at, tx))
+    }
+
+    fn periodic_versions(&self, periodics: &[String]) -> Option<Vec<u64>> {
+        Some(periodics.iter().map(|p| self.versions.get(p)).collect())
+    }
+
+    fn prepare_fires(&self, fires: Vec<(Fire, u64)>) -> Result<crate::PreparedFires, StoreError> {
+        // The CPU work: ids, JSON, templates, the records.
+        let mut entries: Vec<(u64, Vec<Prepared>, Vec<TickOutcome>, PeriodicState)> = fires
+            .into_iter()
+            .map(|(fire, version)| {
+                let runs: Vec<Prepared> = fire.runs.into_iter().map(prepare_fire_run).collect();
+                (version, runs, fire.outcomes, fire.state)
+            })
+            .collect();
+        // Tick keys, in one snapshot taken after the versions: a run created
+        // since is a change of its periodic, which the commit sees.
+        let conflicts: Vec<bool> = self.read_snapshot(|c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT 1 FROM runs WHERE periodic = ?1 AND scheduled_at = ?2 AND attempt = ?3",
+            )?;
+            entries
+                .iter()
+                .map(|(_, runs, ..)| {
+                    for p in runs {
+                        if let (Some(periodic), Some(t)) = (&p.new.periodic, p.new.scheduled_at) {
+                            if stmt.exists(params![periodic, t.as_microsecond(), p.new.attempt])? {
+                                return Ok(true);
+                            }
+                        }
+                    }
+                    Ok(false)
+                })
+                .collect()
+        })?;
+        // The templates are stored now, so the commit writes only the records.
+        let mut seen = std::collections::HashSet::new();
+        let templates: Vec<fire_log::Template> = entries
+            .iter()
+            .flat_map(|(_, runs, ..)| runs.iter())
+            .filter_map(|p| p.template.as_ref())
+            .filter(|t| seen.insert(t.hash.clone()))
+            .map(|t| fire_log::Template {
+                hash: t.hash.clone(),
+                body: t.body.clone(),
+                spec_hash: t.spec_hash.clone(),
+                spec_json: t.spec_json.clone(),
+            })
+            .collect();
+        if !templates.is_empty() {
+            self.send(|tx| Op::Templates(templates, tx))?;
+        }
+        let fires = entries
+            .drain(..)
+            .zip(conflicts)
+            .map(|((version, runs, mut outcomes, state), conflict)| {
+                for o in &mut outcomes {
+                    fill_from_prepared(o, &runs);
+                }
+                let body = fire_log::encode(&runs, &outcomes, &state);
+                crate::PreparedFire {
+                    periodic: state.periodic.clone(),
+                    version,
+                    conflict,
+                    payload: crate::Payload::Log(Box::new(fire_log::LogEntry { runs, body })),
+                }
+            })
+            .collect();
+        Ok(crate::PreparedFires { fires })
+    }
+
+    fn commit_prepared(
+        &self,
+        prepared: crate::PreparedFires,
+        at: Timestamp,
+    ) -> Vec<Result<Vec<Created>, StoreError>> {
+        let at = crate::run::micros(at);
+        let n = prepared.fires.len();
+        match self.send(|tx| Op::Prepared(Box::new(prepared.fires), at, tx)) {
+            Ok(results) => results,
+            Err(e) => {
+                let msg = match e {
+                    StoreError::Unavailable(m) => m,
+                    other => other.to_string(),
+                };
+                (0..n).map(|_| Err(unavailable(&msg))).collect()
+            }
+        }
     }
 
     fn outcomes(&self, periodic: &str) -> Result<Vec<TickOutcome>, StoreError> {
@@ -1501,6 +1778,41 @@ impl Store for SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A fire log that the previous schema's daemon left unfolded (its three
+    /// log tables) is folded by the migration to the compact log.
+    #[test]
+    fn an_old_unfolded_fire_log_is_folded_by_the_migration() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bosun.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            for m in &MIGRATIONS[..5] {
+                conn.execute_batch(m).unwrap();
+            }
+            conn.pragma_update(None, "user_version", 5).unwrap();
+            conn.execute(
+                &format!("INSERT INTO fire_log_runs({RUN_COLUMNS}, seq) VALUES ('a', 7, 'job', 'periodic', 'job', 'default', NULL, NULL, '[]', '{{}}', '{{}}', 'h', 3000000, 0, 0, 3000001, NULL, NULL, 'triggered', 'Job triggered.', NULL, 1)"),
+                [],
+            )
+            .unwrap();
+            conn.execute_batch(
+                "INSERT INTO fire_log_outcomes VALUES ('job', 3000000, 3000000, 1, 'run', 'a', 3000001);
+                 INSERT INTO fire_log_states VALUES ('job', 'h', 0, 3000000, 0, NULL);
+                 INSERT INTO meta(key, value) VALUES ('build_id', 7);",
+            )
+            .unwrap();
+        }
+        let store = SqliteStore::open(&path).unwrap();
+        let run = store.get("a").unwrap().expect("folded");
+        assert_eq!(run.scheduled_at, Some(Timestamp::from_second(3).unwrap()));
+        assert_eq!(
+            store.outcomes("job").unwrap()[0].run_id.as_deref(),
+            Some("a")
+        );
+        let state = store.periodic_state("job").unwrap().unwrap();
+        assert_eq!(state.last_tick, Some(Timestamp::from_second(3).unwrap()));
+    }
 
     /// A database made by the schema before migration 4 opens with its runs,
     /// their order and the build id counter intact.

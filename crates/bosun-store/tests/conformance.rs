@@ -841,3 +841,238 @@ fn a_refused_request_does_not_fail_the_others_of_its_batch() {
         assert_eq!(s.get(&b.id).unwrap().unwrap().state, RunState::Pending);
     });
 }
+
+fn tick_fire(periodic: &str, tick: &str, at: Timestamp) -> bosun_store::Fire {
+    bosun_store::Fire {
+        runs: vec![new_periodic(periodic, Some(tick), 0)],
+        outcomes: vec![TickOutcome {
+            periodic: periodic.into(),
+            first_tick: t(tick),
+            last_tick: t(tick),
+            count: 1,
+            outcome: "run".into(),
+            run_id: None,
+            recorded_at: at,
+        }],
+        state: PeriodicState {
+            periodic: periodic.into(),
+            schedule_hash: "h".into(),
+            first_seen: t("2026-01-01T00:00:00Z"),
+            last_tick: Some(t(tick)),
+            paused: false,
+            queued: None,
+        },
+    }
+}
+
+/// Fires prepared ahead of their instant commit as plain fires do (runs,
+/// outcomes naming them, states, observers told), unless their periodic
+/// changed after its version was taken: then that fire alone is refused as
+/// stale and writes nothing.
+#[test]
+fn prepared_fires_commit_unless_their_periodic_changed() {
+    each_store(|s, rec| {
+        let at = t("2026-01-01T03:00:00.004Z");
+        let tick = "2026-01-01T03:00:00Z";
+        // q and r have runs that are active, and a schedule state.
+        let mut active = std::collections::HashMap::new();
+        for p in ["q", "r", "u"] {
+            let run = s
+                .create_run(new_periodic(p, None, 0), t("2026-01-01T02:00:00Z"))
+                .unwrap()
+                .run()
+                .clone();
+            active.insert(p, run.id);
+        }
+        let names: Vec<String> = ["p", "q", "r", "u", "v", "w"]
+            .iter()
+            .map(|p| p.to_string())
+            .collect();
+        let versions = s.periodic_versions(&names).expect("versions are tracked");
+        let fires = names
+            .iter()
+            .zip(&versions)
+            .map(|(p, v)| (tick_fire(p, tick, at), *v))
+            .collect();
+        let mut prepared = s.prepare_fires(fires).unwrap();
+        assert_eq!(prepared.len(), 6);
+        // After the fires were decided: q's run ends, r's schedule state is
+        // written (a pause), u gets another run; w is dropped by the caller.
+        s.transition(
+            &active["q"],
+            Transition::to(RunState::Pending, t("2026-01-01T02:59:00Z"), ""),
+        )
+        .unwrap();
+        s.put_periodic_state(&PeriodicState {
+            paused: true,
+            ..tick_fire("r", tick, at).state
+        })
+        .unwrap();
+        s.create_run(new_periodic("u", None, 0), t("2026-01-01T02:59:30Z"))
+            .unwrap();
+        prepared.retain(|_, p| p != "w");
+        let seen_before = rec.0.lock().unwrap().len();
+        let results = s.commit_prepared(prepared, at);
+        assert_eq!(results.len(), 5);
+        let mut committed = Vec::new();
+        for (p, r) in ["p", "q", "r", "u", "v"].iter().zip(results) {
+            match (*p, r) {
+                ("q" | "r" | "u", Err(StoreError::Stale(name))) => assert_eq!(name, *p),
+                ("p" | "v", Ok(created)) => {
+                    let [Created::New(run)] = created.as_slice() else {
+                        panic!("{p}: {created:?}")
+                    };
+                    assert_eq!(run.scheduled_at, Some(t(tick)));
+                    assert_eq!(run.created_at, at);
+                    assert_eq!(run.periodic.as_deref(), Some(*p));
+                    assert_eq!(s.get(&run.id).unwrap().as_ref(), Some(run));
+                    let outcomes = s.outcomes(p).unwrap();
+                    assert_eq!(outcomes.len(), 1, "{p}");
+                    assert_eq!(outcomes[0].run_id.as_deref(), Some(run.id.as_str()));
+                    assert_eq!(
+                        s.periodic_state(p).unwrap().unwrap().last_tick,
+                        Some(t(tick))
+                    );
+                    committed.push(run.id.clone());
+                }
+                (p, r) => panic!("{p}: {r:?}"),
+            }
+        }
+        // Nothing of the stale fires was written.
+        for p in ["q", "u", "w"] {
+            assert!(s.outcomes(p).unwrap().is_empty(), "{p}");
+            assert!(s.periodic_state(p).unwrap().is_none(), "{p}");
+        }
+        assert!(s.periodic_state("r").unwrap().unwrap().paused);
+        assert_eq!(
+            s.list(&RunFilter {
+                periodic: Some("q".into()),
+                ..RunFilter::default()
+            })
+            .unwrap()
+            .len(),
+            1
+        );
+        let seen: Vec<String> = rec.0.lock().unwrap()[seen_before..]
+            .iter()
+            .filter(|(_, from, _)| from.is_none())
+            .map(|(id, ..)| id.clone())
+            .collect();
+        assert_eq!(seen, committed, "the observer saw the committed runs");
+        // Decided again on fresh versions, the stale ones commit.
+        let again: Vec<String> = vec!["q".into(), "u".into()];
+        let versions = s.periodic_versions(&again).unwrap();
+        let prepared = s
+            .prepare_fires(
+                again
+                    .iter()
+                    .zip(versions)
+                    .map(|(p, v)| (tick_fire(p, tick, at), v))
+                    .collect(),
+            )
+            .unwrap();
+        for r in s.commit_prepared(prepared, at) {
+            assert!(matches!(r.unwrap().as_slice(), [Created::New(_)]));
+        }
+    });
+}
+
+/// A prepared fire of a tick that has a run, and a periodic prepared twice in
+/// one call: never a second run. Fires of one call do not make each other
+/// stale, however many there are.
+#[test]
+fn prepared_fires_never_make_a_second_run_of_a_tick() {
+    each_store(|s, _| {
+        let at = t("2026-01-01T03:00:00Z");
+        let tick = "2026-01-01T03:00:00Z";
+        s.commit_fire(tick_fire("a", tick, at), at).unwrap();
+        let names: Vec<String> = (0..2000).map(|i| format!("n{i}")).collect();
+        let mut ids = vec!["a".to_string(), "b".to_string(), "b".to_string()];
+        ids.extend(names.iter().cloned());
+        let versions = s.periodic_versions(&ids).unwrap();
+        let prepared = s
+            .prepare_fires(
+                ids.iter()
+                    .zip(versions)
+                    .map(|(p, v)| (tick_fire(p, tick, at), v))
+                    .collect(),
+            )
+            .unwrap();
+        let results = s.commit_prepared(prepared, at);
+        assert!(matches!(&results[0], Err(StoreError::Stale(p)) if p == "a"));
+        assert!(results[1].is_ok());
+        assert!(matches!(&results[2], Err(StoreError::Stale(p)) if p == "b"));
+        assert!(results[3..].iter().all(|r| r.is_ok()), "one call's fires");
+        for p in ["a", "b"] {
+            assert_eq!(
+                s.list(&RunFilter {
+                    periodic: Some(p.into()),
+                    ..RunFilter::default()
+                })
+                .unwrap()
+                .len(),
+                1,
+                "{p}"
+            );
+        }
+        assert_eq!(s.outcomes("b").unwrap().len(), 1);
+    });
+}
+
+/// Prepared fires committed by a daemon that dies before the fold are folded
+/// by the next open, and their ticks stay taken.
+#[test]
+fn sqlite_folds_prepared_fires_left_by_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bosun.db");
+    let at = t("2026-01-01T03:00:00.002Z");
+    let tick = "2026-01-01T03:00:00Z";
+    let names: Vec<String> = (0..50).map(|i| format!("p{i}")).collect();
+    let created: Vec<Run> = {
+        let s = SqliteStore::open_with(
+            &path,
+            SqliteOptions {
+                hold_fire_log: true,
+                ..SqliteOptions::default()
+            },
+            None,
+        )
+        .unwrap();
+        let versions = s.periodic_versions(&names).unwrap();
+        let prepared = s
+            .prepare_fires(
+                names
+                    .iter()
+                    .zip(versions)
+                    .map(|(p, v)| (tick_fire(p, tick, at), v))
+                    .collect(),
+            )
+            .unwrap();
+        s.commit_prepared(prepared, at)
+            .into_iter()
+            .map(|r| match r.unwrap().as_slice() {
+                [Created::New(run)] => run.clone(),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    };
+    let s = SqliteStore::open(&path).unwrap();
+    for (p, run) in names.iter().zip(&created) {
+        assert_eq!(s.get(&run.id).unwrap().as_ref(), Some(run));
+        assert_eq!(
+            s.outcomes(p).unwrap()[0].run_id.as_deref(),
+            Some(run.id.as_str())
+        );
+        assert_eq!(
+            s.periodic_state(p).unwrap().unwrap().last_tick,
+            Some(t(tick))
+        );
+        let again = s.commit_fire(tick_fire(p, tick, at), at).unwrap();
+        assert!(matches!(again.as_slice(), [Created::Existing(r)] if r == run));
+    }
+    let ids: Vec<i64> = created
+        .iter()
+        .map(|r| r.build_id.parse().unwrap())
+        .collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "build ids increase");
+}

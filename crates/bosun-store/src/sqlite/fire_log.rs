@@ -1,0 +1,427 @@
+//! The fire log's records and the periodics' versions (see the store's
+//! documentation).
+//!
+//! A fire is logged as one row of `fire_log`: the periodic, each new run's id,
+//! template and tick, the tick outcomes and the schedule state, as compact JSON.
+//! What a run shares with every other run of its periodic (job, cluster,
+//! labels, annotations, refs, spec) is its template, stored once per content in
+//! `run_templates`, as specs are. A fire is then a few hundred bytes where its
+//! rows in `runs`, `tick_outcomes` and `periodic_state` would be kilobytes of
+//! pages and index entries, and the fold writes those rows later.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use rusqlite::{params, OptionalExtension};
+use serde::{Deserialize, Serialize};
+
+use super::{exec, put_state, row, unavailable, Prepared, RUN_COLUMNS};
+use crate::run::{job_type_from_str, Run};
+use crate::{PeriodicState, StoreError, TickOutcome};
+
+/// A run template: the columns of `runs` that every run made from it shares,
+/// as they are stored (JSON columns as their text).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct TemplateCols(
+    String,         // job
+    String,         // job_type
+    Option<String>, // periodic
+    String,         // configured_cluster
+    Option<String>, // refs
+    String,         // extra_refs
+    String,         // labels
+    String,         // annotations
+    String,         // spec_hash
+    String,         // state
+    String,         // description
+);
+
+/// A template as stored: its content hash and body, and the spec it needs.
+pub(crate) struct Template {
+    pub(super) hash: String,
+    pub(super) body: String,
+    pub(super) spec_hash: String,
+    pub(super) spec_json: Arc<str>,
+}
+
+/// The template of a prepared run (the caller's thread does this work).
+pub(super) fn template_of(p: &Prepared) -> Template {
+    let n = &p.new;
+    let cols = TemplateCols(
+        n.job.clone(),
+        n.job_type.as_str().to_string(),
+        n.periodic.clone(),
+        n.configured_cluster.clone(),
+        p.refs_json.clone(),
+        p.extra_refs_json.clone(),
+        p.labels_json.clone(),
+        p.annotations_json.clone(),
+        p.spec_hash.clone(),
+        n.state.as_str().to_string(),
+        n.description.clone(),
+    );
+    let body = serde_json::to_string(&cols).expect("serializable");
+    Template {
+        hash: crate::hash_hex(body.as_bytes()),
+        body,
+        spec_hash: p.spec_hash.clone(),
+        spec_json: p.spec_json.clone(),
+    }
+}
+
+/// One logged fire.
+#[derive(Serialize, Deserialize)]
+struct LoggedFire {
+    /// The periodic.
+    p: String,
+    /// New runs: id, template hash, scheduled_at, attempt.
+    r: Vec<(String, String, Option<i64>, u32)>,
+    /// Outcomes: first_tick, last_tick, count, outcome, run_id, recorded_at.
+    o: Vec<(i64, i64, u64, String, Option<String>, i64)>,
+    /// Schedule state: schedule_hash, first_seen, last_tick, paused, queued.
+    s: (String, i64, Option<i64>, bool, Option<i64>),
+}
+
+/// A fire ready to be appended: its new runs (each with its template), its
+/// outcomes (run ids filled in) and state, and the encoded record.
+pub(crate) struct LogEntry {
+    pub(super) runs: Vec<Prepared>,
+    pub(super) body: String,
+}
+
+/// Encodes a fire whose new runs are `runs` (ids assigned) and whose
+/// outcomes name their runs.
+pub(super) fn encode(runs: &[Prepared], outcomes: &[TickOutcome], state: &PeriodicState) -> String {
+    let us = |t: Timestamp| t.as_microsecond();
+    let fire = LoggedFire {
+        p: state.periodic.clone(),
+        r: runs
+            .iter()
+            .map(|p| {
+                (
+                    p.id.clone(),
+                    p.template
+                        .as_ref()
+                        .expect("fire runs have templates")
+                        .hash
+                        .clone(),
+                    p.new.scheduled_at.map(us),
+                    p.new.attempt,
+                )
+            })
+            .collect(),
+        o: outcomes
+            .iter()
+            .map(|o| {
+                (
+                    us(o.first_tick),
+                    us(o.last_tick),
+                    o.count,
+                    o.outcome.clone(),
+                    o.run_id.clone(),
+                    us(o.recorded_at),
+                )
+            })
+            .collect(),
+        s: (
+            state.schedule_hash.clone(),
+            us(state.first_seen),
+            state.last_tick.map(us),
+            state.paused,
+            state.queued.map(us),
+        ),
+    };
+    serde_json::to_string(&fire).expect("serializable")
+}
+
+fn decode(body: &str) -> Result<LoggedFire, StoreError> {
+    serde_json::from_str(body).map_err(|e| StoreError::Invalid(format!("fire log record: {e}")))
+}
+
+fn ts(us: i64) -> Result<Timestamp, StoreError> {
+    Timestamp::from_microsecond(us).map_err(|e| StoreError::Invalid(e.to_string()))
+}
+
+/// Stores `t` (and its spec) unless the writer knows it is stored.
+pub(super) fn store_template(
+    tx: &rusqlite::Transaction<'_>,
+    t: &Template,
+    cache: &mut super::WriterCache,
+) -> Result<(), StoreError> {
+    if cache.templates.contains(&t.hash) {
+        return Ok(());
+    }
+    if !cache.specs.contains(&t.spec_hash) {
+        exec(
+            tx,
+            "INSERT OR IGNORE INTO specs(hash, body) VALUES (?1, ?2)",
+            params![t.spec_hash, &*t.spec_json],
+        )
+        .map_err(unavailable)?;
+        cache.specs.insert(t.spec_hash.clone());
+    }
+    exec(
+        tx,
+        "INSERT OR IGNORE INTO run_templates(hash, body) VALUES (?1, ?2)",
+        params![t.hash, t.body],
+    )
+    .map_err(unavailable)?;
+    cache.templates.insert(t.hash.clone());
+    Ok(())
+}
+
+/// Appends a fire whose new runs are `entry.runs` (tick keys already checked),
+/// created at `at`; returns the runs.
+pub(super) fn append(
+    tx: &rusqlite::Transaction<'_>,
+    entry: LogEntry,
+    at: Timestamp,
+    cache: &mut super::WriterCache,
+) -> Result<Vec<Run>, StoreError> {
+    for p in &entry.runs {
+        store_template(
+            tx,
+            p.template.as_ref().expect("fire runs have templates"),
+            cache,
+        )?;
+    }
+    let (last_build, last_seq) = super::counters(tx, cache)?;
+    let first_build = (last_build + 1).max(at.as_microsecond());
+    let first_seq = last_seq + 1;
+    let n = entry.runs.len() as i64;
+    exec(
+        tx,
+        "INSERT INTO fire_log(first_seq, last_seq, first_build, created_at, body) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![first_seq, first_seq + n - 1, first_build, at.as_microsecond(), entry.body],
+    )
+    .map_err(unavailable)?;
+    let record = tx.last_insert_rowid();
+    if n > 0 {
+        cache.counters = Some((first_build + n - 1, first_seq + n - 1));
+    } else if cache.counters.is_none() {
+        cache.counters = Some((last_build, last_seq));
+    }
+    Ok(entry
+        .runs
+        .into_iter()
+        .enumerate()
+        .map(|(k, p)| {
+            if let (Some(periodic), Some(t)) = (&p.new.periodic, p.new.scheduled_at) {
+                cache.log_keys.insert(
+                    (periodic.clone(), t.as_microsecond(), p.new.attempt),
+                    (record, k),
+                );
+            }
+            p.new
+                .into_run(p.id, first_build + k as i64, p.spec_hash, at)
+        })
+        .collect())
+}
+
+fn template(
+    tx: &rusqlite::Connection,
+    hash: &str,
+    known: &mut HashMap<String, TemplateCols>,
+) -> Result<TemplateCols, StoreError> {
+    if let Some(t) = known.get(hash) {
+        return Ok(t.clone());
+    }
+    let body: String = row(
+        tx,
+        "SELECT body FROM run_templates WHERE hash = ?1",
+        [hash],
+        |r| r.get(0),
+    )
+    .optional()
+    .map_err(unavailable)?
+    .ok_or_else(|| StoreError::Invalid(format!("run template {hash} is missing")))?;
+    let cols: TemplateCols =
+        serde_json::from_str(&body).map_err(|e| StoreError::Invalid(e.to_string()))?;
+    known.insert(hash.to_string(), cols.clone());
+    Ok(cols)
+}
+
+/// The `k`th run of log record `record` (a tick key found in the unfolded log).
+pub(super) fn logged_run(
+    tx: &rusqlite::Connection,
+    record: i64,
+    k: usize,
+) -> Result<Run, StoreError> {
+    let (first_seq, first_build, created_at, body): (i64, i64, i64, String) = row(
+        tx,
+        "SELECT first_seq, first_build, created_at, body FROM fire_log WHERE id = ?1",
+        [record],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+    )
+    .map_err(unavailable)?;
+    let _ = first_seq;
+    let fire = decode(&body)?;
+    let (id, hash, scheduled_at, attempt) =
+        fire.r.get(k).cloned().ok_or_else(|| {
+            StoreError::Invalid(format!("fire log record {record} has no run {k}"))
+        })?;
+    let t = template(tx, &hash, &mut HashMap::new())?;
+    Ok(Run {
+        id,
+        build_id: (first_build + k as i64).to_string(),
+        job: t.0,
+        job_type: job_type_from_str(&t.1)
+            .ok_or_else(|| StoreError::Invalid(format!("job type {}", t.1)))?,
+        periodic: t.2,
+        configured_cluster: t.3,
+        cluster: None,
+        refs: t.4.as_deref().map(json).transpose()?,
+        extra_refs: json(&t.5)?,
+        labels: json(&t.6)?,
+        annotations: json(&t.7)?,
+        spec_hash: t.8,
+        scheduled_at: scheduled_at.map(ts).transpose()?,
+        attempt,
+        pod_revival_count: 0,
+        created_at: ts(created_at)?,
+        pending_at: None,
+        completed_at: None,
+        state: t
+            .9
+            .parse()
+            .map_err(|_| StoreError::Invalid(format!("run state {}", t.9)))?,
+        description: t.10,
+        url: None,
+    })
+}
+
+fn json<T: serde::de::DeserializeOwned>(s: &str) -> Result<T, StoreError> {
+    serde_json::from_str(s).map_err(|e| StoreError::Invalid(e.to_string()))
+}
+
+/// Moves every logged fire into `runs`, `tick_outcomes` and `periodic_state`,
+/// in log order (a later schedule state of a periodic replaces an earlier
+/// one), and empties the log. Run in the caller's transaction.
+pub(super) fn fold(tx: &rusqlite::Transaction<'_>) -> Result<(), StoreError> {
+    let records: Vec<(i64, i64, i64, String)> = {
+        let mut stmt = tx
+            .prepare_cached(
+                "SELECT first_seq, first_build, created_at, body FROM fire_log ORDER BY id",
+            )
+            .map_err(unavailable)?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .map_err(unavailable)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(unavailable)?
+    };
+    if records.is_empty() {
+        return Ok(());
+    }
+    let mut known = HashMap::new();
+    let mut insert_run = tx
+        .prepare_cached(&format!("INSERT INTO runs({RUN_COLUMNS}, seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)"))
+        .map_err(unavailable)?;
+    let mut insert_outcome = tx
+        .prepare_cached("INSERT INTO tick_outcomes(periodic, first_tick, last_tick, count, outcome, run_id, recorded_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")
+        .map_err(unavailable)?;
+    for (first_seq, first_build, created_at, body) in records {
+        let fire = decode(&body)?;
+        for (k, (id, hash, scheduled_at, attempt)) in fire.r.iter().enumerate() {
+            let t = template(tx, hash, &mut known)?;
+            insert_run
+                .execute(params![
+                    id,
+                    first_build + k as i64,
+                    t.0,
+                    t.1,
+                    t.2,
+                    t.3,
+                    None::<String>,
+                    t.4,
+                    t.5,
+                    t.6,
+                    t.7,
+                    t.8,
+                    scheduled_at,
+                    attempt,
+                    0,
+                    created_at,
+                    None::<i64>,
+                    None::<i64>,
+                    t.9,
+                    t.10,
+                    None::<String>,
+                    first_seq + k as i64,
+                ])
+                .map_err(unavailable)?;
+        }
+        for (first, last, count, outcome, run_id, recorded_at) in &fire.o {
+            insert_outcome
+                .execute(params![
+                    fire.p,
+                    first,
+                    last,
+                    *count as i64,
+                    outcome,
+                    run_id,
+                    recorded_at
+                ])
+                .map_err(unavailable)?;
+        }
+        let (schedule_hash, first_seen, last_tick, paused, queued) = fire.s;
+        put_state(
+            tx,
+            &PeriodicState {
+                periodic: fire.p,
+                schedule_hash,
+                first_seen: ts(first_seen)?,
+                last_tick: last_tick.map(ts).transpose()?,
+                paused,
+                queued: queued.map(ts).transpose()?,
+            },
+        )?;
+    }
+    exec(tx, "DELETE FROM fire_log", []).map_err(unavailable)?;
+    Ok(())
+}
+
+/// How many version stripes: a periodic's version is its stripe's, so a
+/// change to another periodic of the stripe makes a prepared fire stale too
+/// (it is decided again: slower, never wrong). 256 KiB.
+const STRIPES: usize = 1 << 15;
+
+/// The periodics' versions, striped by a hash of the identity. The writer
+/// bumps a stripe after every commit that touched one of its periodics (so a
+/// version read before a snapshot is never newer than the snapshot).
+pub(crate) struct Versions(Box<[AtomicU64]>);
+
+impl Default for Versions {
+    fn default() -> Self {
+        Versions((0..STRIPES).map(|_| AtomicU64::new(0)).collect())
+    }
+}
+
+impl Versions {
+    /// The stripe of `periodic`.
+    pub(super) fn stripe(periodic: &str) -> usize {
+        use std::hash::{Hash, Hasher};
+        // A fixed-key SipHash: the same stripe in every thread and run.
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        periodic.hash(&mut h);
+        (h.finish() as usize) % STRIPES
+    }
+
+    /// The version of `periodic`.
+    pub(super) fn get(&self, periodic: &str) -> u64 {
+        self.0[Self::stripe(periodic)].load(Ordering::Acquire)
+    }
+
+    /// Bumps the given stripes.
+    pub(super) fn bump(&self, stripes: impl IntoIterator<Item = usize>) {
+        for s in stripes {
+            self.0[s].fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Bumps every stripe.
+    pub(super) fn bump_all(&self) {
+        self.bump(0..STRIPES);
+    }
+}
