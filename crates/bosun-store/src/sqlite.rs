@@ -357,6 +357,9 @@ fn is_fire(op: &Op) -> bool {
     matches!(op, Op::Fire(..) | Op::Prepared(..))
 }
 
+/// Each prepared fire's result, or the failure of them all.
+type PreparedResults = Result<Vec<Result<Vec<Created>, StoreError>>, StoreError>;
+
 enum Op {
     Create(Box<Prepared>, Timestamp, CreateDone),
     Transition(
@@ -370,11 +373,7 @@ enum Op {
         Timestamp,
         Sender<Result<Vec<Created>, StoreError>>,
     ),
-    Prepared(
-        Box<Vec<crate::PreparedFire>>,
-        Timestamp,
-        Sender<Result<Vec<Result<Vec<Created>, StoreError>>, StoreError>>,
-    ),
+    Prepared(Vec<crate::PreparedFire>, Timestamp, Sender<PreparedResults>),
     Templates(Vec<fire_log::Template>, Sender<Result<(), StoreError>>),
     Outcomes(Vec<TickOutcome>, Sender<Result<(), StoreError>>),
     Retain(Timestamp, Sender<Result<Vec<String>, StoreError>>),
@@ -565,10 +564,7 @@ enum Reply {
         Sender<Result<Vec<String>, StoreError>>,
         Result<Vec<String>, StoreError>,
     ),
-    Prepared(
-        Sender<Result<Vec<Result<Vec<Created>, StoreError>>, StoreError>>,
-        Result<Vec<Result<Vec<Created>, StoreError>>, StoreError>,
-    ),
+    Prepared(Sender<PreparedResults>, PreparedResults),
 }
 
 /// What the writer keeps between batches instead of reading it back for every
@@ -963,7 +959,7 @@ fn apply_op(
             )
         }
         Op::Prepared(fires, at, reply) => {
-            Reply::Prepared(reply, commit_prepared(tx, *fires, at, cache, versions))
+            Reply::Prepared(reply, commit_prepared(tx, fires, at, cache, versions))
         }
         Op::Templates(templates, reply) => Reply::Unit(
             reply,
@@ -1738,7 +1734,7 @@ impl Store for SqliteStore {
     ) -> Vec<Result<Vec<Created>, StoreError>> {
         let at = crate::run::micros(at);
         let n = prepared.fires.len();
-        match self.send(|tx| Op::Prepared(Box::new(prepared.fires), at, tx)) {
+        match self.send(|tx| Op::Prepared(prepared.fires, at, tx)) {
             Ok(results) => results,
             Err(e) => {
                 let msg = match e {
