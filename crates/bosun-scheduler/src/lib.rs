@@ -19,10 +19,10 @@ use std::sync::Arc;
 
 use bosun_schedule::decide::{decide, Outcome, Policy, RunView, Runs, ScheduleState};
 use bosun_store::{
-    Created, Fire, NewRun, PeriodicRuns, PeriodicState, Run, RunState, Store, StoreError,
-    TickOutcome,
+    Created, Fire, NewRun, PeriodicRuns, PeriodicState, PreparedFires, Run, RunState, Store,
+    StoreError, TickOutcome,
 };
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 
 /// A periodic as the scheduler sees it.
 #[derive(Debug, Clone)]
@@ -61,6 +61,22 @@ struct Slot {
     next_fire: Option<Timestamp>,
 }
 
+/// A periodic's fire decided ahead of its instant.
+struct ArmedEntry {
+    generation: u64,
+    slot: u32,
+    wake: Option<Timestamp>,
+    outcomes: Vec<TickOutcome>,
+    abort: bool,
+}
+
+/// Fires decided ahead of their common instant, ready in the store.
+struct Armed {
+    at: Timestamp,
+    entries: Vec<ArmedEntry>,
+    fires: PreparedFires,
+}
+
 /// The scheduler. Memory per periodic, beyond its entry: one slot, one index
 /// bucket (the identity is shared, not copied) and its queue entries (a slot
 /// number, not a name).
@@ -71,6 +87,7 @@ pub struct Scheduler {
     index: HashMap<Arc<str>, u32>,
     queue: BinaryHeap<Reverse<(Timestamp, u64, u32)>>,
     generation: u64,
+    armed: Option<Armed>,
 }
 
 impl Scheduler {
@@ -173,8 +190,9 @@ impl Scheduler {
             .is_some_and(|s| s.generation == generation)
     }
 
-    /// When the earliest entry is due (superseded entries are dropped first).
-    pub fn next_wake(&mut self) -> Option<Timestamp> {
+    /// When the earliest entry of the queue is due (superseded entries are
+    /// dropped first).
+    fn next_queued(&mut self) -> Option<Timestamp> {
         while let Some(&Reverse((t, generation, i))) = self.queue.peek() {
             if self.current(generation, i) {
                 return Some(t);
@@ -184,18 +202,103 @@ impl Scheduler {
         None
     }
 
-    /// Fires every entry due at `now`: the due periodics' states and runs are
-    /// read in a batch, each is decided, and their commits are handed to the
-    /// store together (each on its own: a periodic whose store calls fail is
-    /// retried later by the caller, the others are unaffected).
-    pub fn fire_due(
-        &mut self,
-        store: &dyn Store,
-        now: Timestamp,
-    ) -> (FireReport, Vec<(String, StoreError)>) {
-        let mut report = FireReport::default();
-        let mut failed = Vec::new();
-        let mut due: Vec<(String, u64, u32)> = Vec::new();
+    /// When the earliest entry is due (prepared ones included).
+    pub fn next_wake(&mut self) -> Option<Timestamp> {
+        let queued = self.next_queued();
+        match (self.armed.as_ref().map(|a| a.at), queued) {
+            (Some(a), Some(q)) => Some(a.min(q)),
+            (a, q) => a.or(q),
+        }
+    }
+
+    /// When a loop that prepares fires `lead` ahead ([`Scheduler::prepare`])
+    /// should wake next: `lead` before the earliest entry's instant when
+    /// nothing is prepared and that is still ahead of `now`, else at the
+    /// earliest instant.
+    pub fn next_wake_ahead(&mut self, now: Timestamp, lead: SignedDuration) -> Option<Timestamp> {
+        let queued = self.next_queued();
+        match (&self.armed, queued) {
+            (Some(a), q) => Some(q.map_or(a.at, |q| q.min(a.at))),
+            (None, Some(q)) if q - lead > now => Some(q - lead),
+            (None, q) => q,
+        }
+    }
+
+    /// The instant of the fires prepared, if any.
+    pub fn prepared_at(&self) -> Option<Timestamp> {
+        self.armed.as_ref().map(|a| a.at)
+    }
+
+    /// Decides ahead the fires of every entry due at the earliest instant, if
+    /// that instant is after `now` and at most `lead` away and nothing is
+    /// prepared yet: their schedule states and runs are read now, decided as
+    /// at that instant, and readied in the store, so that at the instant only
+    /// the commit is left ([`Scheduler::fire_due`] does it). The store refuses
+    /// a prepared fire whose periodic changed in between (a run ended, a
+    /// pause, ...), and that periodic is decided again then. Returns how many
+    /// fires were prepared (0: nothing due in the window, a store that cannot
+    /// prepare, or a failed read; those entries fire the usual way).
+    pub fn prepare(&mut self, store: &dyn Store, now: Timestamp, lead: SignedDuration) -> usize {
+        if self.armed.is_some() || store.periodic_versions(&[]).is_none() {
+            return 0;
+        }
+        let Some(at) = self.next_queued().filter(|&t| t > now && t - lead <= now) else {
+            return 0;
+        };
+        let due = self.pop_due(at);
+        let ids: Vec<String> = due.iter().map(|(id, ..)| id.clone()).collect();
+        // Versions first, then the reads: a change after the versions were
+        // taken makes the commit refuse the fire, never the other way round.
+        let read = store
+            .periodic_versions(&ids)
+            .ok_or_else(|| StoreError::Unavailable("no versions".into()))
+            .and_then(|v| Ok((v, store.periodic_states(&ids)?)))
+            .and_then(|(v, states)| Ok((v, states, store.periodic_runs(&ids)?)));
+        let (versions, mut states, mut runs) = match read {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot prepare fires; they fire when due");
+                self.requeue(at, &due);
+                return 0;
+            }
+        };
+        let mut entries = Vec::with_capacity(due.len());
+        let mut fires = Vec::with_capacity(due.len());
+        for ((identity, generation, i), version) in due.iter().zip(versions) {
+            let job = &self.slots[*i as usize].as_ref().expect("current").job;
+            let (fire, wake, abort) = plan(
+                job,
+                states.remove(identity),
+                runs.remove(identity).unwrap_or_default(),
+                at,
+            );
+            entries.push(ArmedEntry {
+                generation: *generation,
+                slot: *i,
+                wake,
+                outcomes: fire.outcomes.clone(),
+                abort,
+            });
+            fires.push((fire, version));
+        }
+        match store.prepare_fires(fires) {
+            Ok(fires) => {
+                let n = entries.len();
+                self.armed = Some(Armed { at, entries, fires });
+                n
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot prepare fires; they fire when due");
+                self.requeue(at, &due);
+                0
+            }
+        }
+    }
+
+    /// Takes the current entries due at or before `now` off the queue, one
+    /// per periodic (a poke and its timer make one decision).
+    fn pop_due(&mut self, now: Timestamp) -> Vec<(String, u64, u32)> {
+        let mut due = Vec::new();
         let mut seen = std::collections::HashSet::new();
         while let Some(&Reverse((t, generation, i))) = self.queue.peek() {
             if t > now {
@@ -205,12 +308,126 @@ impl Scheduler {
             if !self.current(generation, i) {
                 continue; // superseded by a newer entry, or removed
             }
-            // Several entries of one periodic (a poke and its timer): one decision.
             if seen.insert(i) {
                 let slot = self.slots[i as usize].as_ref().expect("current");
                 due.push((slot.job.identity.to_string(), generation, i));
             }
         }
+        due
+    }
+
+    fn requeue(&mut self, at: Timestamp, due: &[(String, u64, u32)]) {
+        for &(_, generation, i) in due {
+            self.queue.push(Reverse((at, generation, i)));
+        }
+    }
+
+    /// Commits the prepared fires if their instant has come: those of
+    /// periodics changed or removed since are dropped (their new entries
+    /// fire), stale ones go back on the queue to be decided at `now`. A wake
+    /// in a later second than the instant decides them all again (a decision
+    /// counts lateness in seconds).
+    fn fire_armed(
+        &mut self,
+        store: &dyn Store,
+        now: Timestamp,
+        report: &mut FireReport,
+        failed: &mut Vec<(String, StoreError)>,
+    ) {
+        let Some(armed) = self.armed.take_if(|a| a.at <= now) else {
+            return;
+        };
+        let Armed {
+            at,
+            entries,
+            mut fires,
+        } = armed;
+        if now.as_second() != at.as_second() {
+            for e in &entries {
+                self.queue.push(Reverse((now, e.generation, e.slot)));
+            }
+            return;
+        }
+        let keep: Vec<bool> = entries
+            .iter()
+            .map(|e| self.current(e.generation, e.slot))
+            .collect();
+        fires.retain(|k, _| keep[k]);
+        let entries = entries
+            .into_iter()
+            .zip(keep)
+            .filter_map(|(e, k)| k.then_some(e));
+        for (e, result) in entries.zip(store.commit_prepared(fires, now)) {
+            let identity = match self.slots[e.slot as usize].as_ref() {
+                Some(slot) => slot.job.identity.to_string(),
+                None => continue,
+            };
+            match result {
+                Ok(created) => self.record(
+                    report,
+                    identity,
+                    e.slot,
+                    e.generation,
+                    e.wake,
+                    e.outcomes,
+                    e.abort,
+                    created,
+                ),
+                Err(StoreError::Stale(_)) => self.queue.push(Reverse((now, e.generation, e.slot))),
+                Err(err) => failed.push((identity, err)),
+            }
+        }
+    }
+
+    /// Records a committed fire in the report and sets the periodic's timer.
+    #[allow(clippy::too_many_arguments)]
+    fn record(
+        &mut self,
+        report: &mut FireReport,
+        identity: String,
+        i: u32,
+        generation: u64,
+        wake: Option<Timestamp>,
+        mut outcomes: Vec<TickOutcome>,
+        abort: bool,
+        created: Vec<Created>,
+    ) {
+        for o in &mut outcomes {
+            o.fill_run_id(&created);
+        }
+        report
+            .created
+            .extend(created.into_iter().filter_map(|c| match c {
+                Created::New(run) => Some(run),
+                Created::Existing(_) => None,
+            }));
+        report.outcomes.extend(outcomes);
+        if abort {
+            report.abort.push(identity.clone());
+        }
+        report.fired.push(identity);
+        if let Some(slot) = self.slots[i as usize].as_mut() {
+            slot.next_fire = wake;
+        }
+        if let Some(wake) = wake {
+            self.queue.push(Reverse((wake, generation, i)));
+        }
+    }
+
+    /// Fires every entry due at `now`: prepared fires whose instant has come
+    /// are committed first, then the due periodics' states and runs are read
+    /// in a batch, each is decided, and their commits are handed to the store
+    /// together (each on its own: a periodic whose store calls fail is retried
+    /// later by the caller, the others are unaffected).
+    pub fn fire_due(
+        &mut self,
+        store: &dyn Store,
+        now: Timestamp,
+    ) -> (FireReport, Vec<(String, StoreError)>) {
+        let mut report = FireReport::default();
+        let mut failed = Vec::new();
+        self.fire_armed(store, now, &mut report, &mut failed);
+        let due = self.pop_due(now);
         if due.is_empty() {
             return (report, failed);
         }
@@ -239,38 +456,24 @@ impl Scheduler {
                 runs.remove(&identity).unwrap_or_default(),
                 now,
             );
-            if abort {
-                report.abort.push(identity.clone());
-            }
-            plans.push((identity, generation, i, wake, fire.outcomes.clone()));
+            plans.push((identity, generation, i, wake, fire.outcomes.clone(), abort));
             fires.push(fire);
         }
-        for ((identity, generation, i, wake, mut outcomes), result) in
+        for ((identity, generation, i, wake, outcomes, abort), result) in
             plans.into_iter().zip(store.commit_fires(fires, now))
         {
-            let created = match result {
-                Ok(c) => c,
-                Err(e) => {
-                    failed.push((identity, e));
-                    continue;
-                }
-            };
-            for o in &mut outcomes {
-                o.fill_run_id(&created);
-            }
-            report
-                .created
-                .extend(created.into_iter().filter_map(|c| match c {
-                    Created::New(run) => Some(run),
-                    Created::Existing(_) => None,
-                }));
-            report.outcomes.extend(outcomes);
-            report.fired.push(identity);
-            if let Some(slot) = self.slots[i as usize].as_mut() {
-                slot.next_fire = wake;
-            }
-            if let Some(wake) = wake {
-                self.queue.push(Reverse((wake, generation, i)));
+            match result {
+                Ok(created) => self.record(
+                    &mut report,
+                    identity,
+                    i,
+                    generation,
+                    wake,
+                    outcomes,
+                    abort,
+                    created,
+                ),
+                Err(e) => failed.push((identity, e)),
             }
         }
         (report, failed)
@@ -511,6 +714,114 @@ mod tests {
                 .len(),
             2
         );
+    }
+
+    fn stores() -> Vec<(Box<dyn Store>, Option<tempfile::TempDir>)> {
+        let dir = tempfile::tempdir().unwrap();
+        let sqlite = bosun_store::sqlite::SqliteStore::open(dir.path().join("b.db")).unwrap();
+        vec![
+            (Box::new(MemoryStore::new()), None),
+            (Box::new(sqlite), Some(dir)),
+        ]
+    }
+
+    fn all_runs(store: &dyn Store) -> Vec<Run> {
+        store
+            .list(&RunFilter {
+                limit: 1000,
+                ..RunFilter::default()
+            })
+            .unwrap()
+    }
+
+    /// Fires prepared ahead are committed at their instant, not before, with
+    /// the outcome naming the run; a periodic whose run ended after its fire
+    /// was decided (an overlap skip then) is decided again and runs.
+    #[test]
+    fn prepared_fires_commit_at_their_instant_and_changes_decide_again() {
+        let lead = SignedDuration::from_secs(1);
+        for (store, _dir) in stores() {
+            let store = &*store;
+            let mut s = Scheduler::new();
+            s.set_jobs(vec![hourly("a"), hourly("b")], t("2026-01-01T00:30:00Z"));
+            s.fire_due(store, t("2026-01-01T00:30:00Z"));
+            // Too early: nothing is prepared; the loop wakes `lead` ahead.
+            assert_eq!(s.prepare(store, t("2026-01-01T00:59:58Z"), lead), 0);
+            assert_eq!(
+                s.next_wake_ahead(t("2026-01-01T00:59:58Z"), lead),
+                Some(t("2026-01-01T00:59:59Z"))
+            );
+            assert_eq!(s.prepare(store, t("2026-01-01T00:59:59.2Z"), lead), 2);
+            assert_eq!(s.prepared_at(), Some(t("2026-01-01T01:00:00Z")));
+            assert_eq!(s.next_wake(), Some(t("2026-01-01T01:00:00Z")));
+            let (r, _) = s.fire_due(store, t("2026-01-01T00:59:59.5Z"));
+            assert!(
+                r.fired.is_empty() && all_runs(store).is_empty(),
+                "not before"
+            );
+            let (r, failed) = s.fire_due(store, t("2026-01-01T01:00:00.01Z"));
+            assert!(failed.is_empty());
+            assert_eq!(r.created.len(), 2);
+            for run in &r.created {
+                assert_eq!(run.scheduled_at, Some(t("2026-01-01T01:00:00Z")));
+                assert_eq!(run.created_at, t("2026-01-01T01:00:00.01Z"));
+                let o = store.outcomes(run.periodic.as_deref().unwrap()).unwrap();
+                assert_eq!(o.last().unwrap().run_id.as_deref(), Some(run.id.as_str()));
+            }
+            assert_eq!(s.next_wake(), Some(t("2026-01-01T02:00:00Z")));
+            // Both still run at 01:59:59, when 02:00 is decided: overlap. a's
+            // run then ends before 02:00, so a is decided again and runs.
+            assert_eq!(s.prepare(store, t("2026-01-01T01:59:59Z"), lead), 2);
+            let a_run = r.created.iter().find(|r| r.job == "a").unwrap();
+            for state in [RunState::Pending, RunState::Success] {
+                store
+                    .transition(
+                        &a_run.id,
+                        Transition::to(state, t("2026-01-01T01:59:59.5Z"), ""),
+                    )
+                    .unwrap();
+            }
+            let (r, failed) = s.fire_due(store, t("2026-01-01T02:00:00Z"));
+            assert!(failed.is_empty());
+            assert_eq!(r.created.len(), 1);
+            assert_eq!(r.created[0].job, "a");
+            let outcomes: Vec<&str> = r.outcomes.iter().map(|o| o.outcome.as_str()).collect();
+            assert_eq!(outcomes.len(), 2);
+            assert!(outcomes.contains(&"run") && outcomes.contains(&"overlap"));
+            for p in ["a", "b"] {
+                assert_eq!(
+                    store.outcomes(p).unwrap().len(),
+                    2,
+                    "one outcome a tick: {p}"
+                );
+            }
+        }
+    }
+
+    /// A periodic removed or changed after its fire was prepared does not
+    /// fire it; a wake in a later second than the instant decides again.
+    #[test]
+    fn prepared_fires_of_removed_periodics_and_late_wakes() {
+        let lead = SignedDuration::from_secs(1);
+        for (store, _dir) in stores() {
+            let store = &*store;
+            let mut s = Scheduler::new();
+            s.set_jobs(vec![hourly("a"), hourly("b")], t("2026-01-01T00:30:00Z"));
+            s.fire_due(store, t("2026-01-01T00:30:00Z"));
+            assert_eq!(s.prepare(store, t("2026-01-01T00:59:59.5Z"), lead), 2);
+            s.set_jobs(vec![hourly("b")], t("2026-01-01T00:59:59.6Z"));
+            let (r, _) = s.fire_due(store, t("2026-01-01T01:00:00Z"));
+            assert_eq!(r.fired, vec!["b".to_string()]);
+            assert!(store.outcomes("a").unwrap().is_empty());
+            // Late: prepared for 02:00, woken at 02:00:03: decided at 02:00:03.
+            assert_eq!(s.prepare(store, t("2026-01-01T01:59:59.5Z"), lead), 1);
+            let (r, failed) = s.fire_due(store, t("2026-01-01T02:00:03Z"));
+            assert!(failed.is_empty());
+            assert_eq!(r.fired, vec!["b".to_string()]);
+            let o = store.outcomes("b").unwrap();
+            assert_eq!(o.len(), 2);
+            assert_eq!(o[1].recorded_at, t("2026-01-01T02:00:03Z"));
+        }
     }
 
     #[test]
