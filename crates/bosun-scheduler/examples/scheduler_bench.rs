@@ -43,8 +43,8 @@ use bosun_schedule::{ConfigScheduleCheck, ParseOptions, Schedule};
 use bosun_scheduler::{PeriodicJob, Scheduler};
 use bosun_store::sqlite::{SqliteOptions, SqliteStore};
 use bosun_store::{
-    Created, Fire, NewRun, PeriodicRuns, PeriodicState, Run, RunFilter, RunState, Store,
-    StoreError, TickOutcome, Transition, TransitionObserver,
+    Created, Fire, NewRun, PeriodicRuns, PeriodicState, PreparedFires, Run, RunFilter, RunState,
+    Store, StoreError, TickOutcome, Transition, TransitionObserver,
 };
 use jiff::{SignedDuration, Timestamp};
 
@@ -250,6 +250,23 @@ impl<S: Store> Store for Timed<S> {
         periodics: &[String],
     ) -> Result<HashMap<String, PeriodicRuns>, StoreError> {
         self.time("periodic_runs", || self.inner.periodic_runs(periodics))
+    }
+    fn periodic_versions(&self, periodics: &[String]) -> Option<Vec<u64>> {
+        self.time("periodic_versions", || {
+            self.inner.periodic_versions(periodics)
+        })
+    }
+    fn prepare_fires(&self, fires: Vec<(Fire, u64)>) -> Result<PreparedFires, StoreError> {
+        self.time("prepare_fires", || self.inner.prepare_fires(fires))
+    }
+    fn commit_prepared(
+        &self,
+        prepared: PreparedFires,
+        at: Timestamp,
+    ) -> Vec<Result<Vec<Created>, StoreError>> {
+        self.time("commit_prepared", || {
+            self.inner.commit_prepared(prepared, at)
+        })
     }
     fn delete_completed_before(&self, cutoff: Timestamp) -> Result<Vec<String>, StoreError> {
         self.time("delete_completed_before", || {
@@ -524,16 +541,23 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 /// `lean`: every run template's spec replaced by `{}`, to see what the rest of
 /// the path costs (what storing a job's spec once per configuration, rather than
 /// with every run, would leave).
-fn part_b(corpus: &mut Snapshot, n: usize, lean: bool) {
+fn part_b(corpus: &mut Snapshot, n: usize, lean: bool, ahead: bool) {
     println!(
-        "(b{}) {n} periodics due in the same second, SQLite store{}",
+        "(b{}) {n} periodics due in the same second, SQLite store{}; fires {}",
         if lean { "'" } else { "" },
         if lean {
             ", run templates without their spec"
         } else {
             ""
+        },
+        if ahead {
+            "decided ahead, as the daemon does"
+        } else {
+            "decided at the instant"
         }
     );
+    let lead = SignedDuration::from_secs(2);
+    let jobs_n = n;
     let mut jobs = entries(corpus, n);
     for j in &mut jobs {
         if lean {
@@ -595,8 +619,9 @@ fn part_b(corpus: &mut Snapshot, n: usize, lean: bool) {
 
     // Every periodic fires daily at the same second: long enough from now for
     // the start-up evaluation (generously 200 us per periodic), then ~1 s.
-    let lead = SignedDuration::from_secs(1) + SignedDuration::from_micros(200 * n as i64);
-    let due = (Timestamp::now() + lead)
+    let start_lead =
+        lead + SignedDuration::from_secs(1) + SignedDuration::from_micros(200 * n as i64);
+    let due = (Timestamp::now() + start_lead)
         .round(
             jiff::TimestampRound::new()
                 .smallest(jiff::Unit::Second)
@@ -632,24 +657,48 @@ fn part_b(corpus: &mut Snapshot, n: usize, lean: bool) {
     );
     print_calls(&store.take(), n);
     assert_eq!(scheduler.next_wake(), Some(due), "all due at {due}");
-    let ahead = due.duration_since(Timestamp::now());
+    let left = due.duration_since(Timestamp::now());
     assert!(
-        ahead > SignedDuration::from_millis(200),
+        left > lead + SignedDuration::from_millis(200),
         "the start-up evaluation overran the lead; run again"
     );
     println!(
         "  all due at {due} ({:.2} s ahead); sleeping",
-        ahead.as_secs_f64()
+        left.as_secs_f64()
     );
 
-    // The daemon's loop: sleep until the entry is due, fire.
-    std::thread::sleep(until(scheduler.next_wake(), Duration::from_secs(3600)));
+    // The daemon's loop: sleep until `lead` before the instant, decide the
+    // fires ahead (unless `ahead` is off), sleep until the instant, fire.
+    let cap = Duration::from_secs(3600);
+    let mut prepare_took = None;
+    if ahead {
+        std::thread::sleep(until(
+            scheduler.next_wake_ahead(Timestamp::now(), lead),
+            cap,
+        ));
+        let started = Instant::now();
+        let n = scheduler.prepare(&store, Timestamp::now(), lead);
+        prepare_took = Some((n, started.elapsed()));
+        assert_eq!(n, jobs_n, "all prepared");
+        assert!(Timestamp::now() < due, "prepared before the instant");
+    }
+    let prepare_calls = store.take();
+    std::thread::sleep(until(scheduler.next_wake(), cap));
     commits.on.store(true, Ordering::Relaxed);
     let woke = Timestamp::now();
     let started = Instant::now();
     let (report, failed) = scheduler.fire_due(&store, woke);
     let took = started.elapsed();
     commits.on.store(false, Ordering::Relaxed);
+    if let Some((n, took)) = prepare_took {
+        println!(
+            "  {n} fires decided {:.1} s ahead in {:.0} ms ({:.0} us/periodic):",
+            lead.as_secs_f64(),
+            took.as_secs_f64() * 1e3,
+            took.as_secs_f64() * 1e6 / n as f64
+        );
+        print_calls(&prepare_calls, n);
+    }
     let mut lateness: Vec<f64> = commits
         .seen
         .lock()
@@ -720,7 +769,8 @@ fn main() {
         part_a(&mut corpus, n, Duration::from_secs(idle));
     }
     if due > 0 {
-        part_b(&mut corpus, due, false);
-        part_b(&mut corpus, due, true);
+        part_b(&mut corpus, due, false, true);
+        part_b(&mut corpus, due, false, false);
+        part_b(&mut corpus, due, true, true);
     }
 }

@@ -873,6 +873,8 @@ pub fn store_error(e: StoreError) -> Response {
             r
         }
         StoreError::Invalid(m) => error(StatusCode::INTERNAL_SERVER_ERROR, m),
+        // Only prepared fires are refused as stale; no request makes one.
+        StoreError::Stale(_) => error(StatusCode::CONFLICT, e.to_string()),
     }
 }
 

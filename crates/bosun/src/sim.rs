@@ -101,13 +101,14 @@ impl Sim {
             assert!(failed.is_empty(), "{failed:?}");
             crate::controller::reconcile(&self.app);
             let now = self.clock.now();
-            let next_wake = self
-                .app
-                .scheduler
-                .lock()
-                .unwrap()
-                .next_wake()
+            // As the daemon's loop: fires due soon are decided ahead.
+            let lead = crate::periodics::PREPARE_LEAD;
+            let mut scheduler = self.app.scheduler.lock().unwrap();
+            scheduler.prepare(&*self.store, now, lead);
+            let next_wake = scheduler
+                .next_wake_ahead(now, lead)
                 .map(|t| t.max(now + SignedDuration::from_millis(1)));
+            drop(scheduler);
             let next = [next_wake, self.exec.next_end()]
                 .into_iter()
                 .flatten()
