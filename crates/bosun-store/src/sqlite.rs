@@ -374,7 +374,7 @@ enum Op {
         Sender<Result<Vec<Created>, StoreError>>,
     ),
     Prepared(Vec<crate::PreparedFire>, Timestamp, Sender<PreparedResults>),
-    Templates(Vec<fire_log::Template>, Sender<Result<(), StoreError>>),
+    Templates(Vec<fire_log::Template>, Sender<Result<u64, StoreError>>),
     Outcomes(Vec<TickOutcome>, Sender<Result<(), StoreError>>),
     Retain(Timestamp, Sender<Result<Vec<String>, StoreError>>),
     Raw(String, Sender<Result<(), StoreError>>),
@@ -556,6 +556,7 @@ enum Reply {
         Result<(Run, RunState), StoreError>,
     ),
     Unit(Sender<Result<(), StoreError>>, Result<(), StoreError>),
+    Epoch(Sender<Result<u64, StoreError>>, Result<u64, StoreError>),
     Fire(
         Sender<Result<Vec<Created>, StoreError>>,
         Result<Vec<Created>, StoreError>,
@@ -578,18 +579,23 @@ struct WriterCache {
     specs: std::collections::HashSet<String>,
     /// Run template hashes known to be stored (never deleted either).
     templates: std::collections::HashSet<String>,
+    /// Counts the times this cache was lost (a failed batch).
+    epoch: u64,
+    /// Records in the unfolded fire log.
+    log_records: usize,
     /// The tick keys (periodic, scheduled_at, attempt) of the runs in the
     /// unfolded fire log: which record, which of its runs.
     log_keys: std::collections::HashMap<(String, i64, u32), (i64, usize)>,
+    /// `log_keys` misses some records' keys.
+    log_keys_partial: bool,
     /// Version stripes of the periodics the current batch touched (bumped
     /// once it ends), or all of them.
-    touched: std::collections::HashSet<usize>,
-    touched_all: bool,
+    touched: fire_log::Touched,
 }
 
 impl WriterCache {
     fn touch(&mut self, periodic: &str) {
-        self.touched.insert(fire_log::Versions::stripe(periodic));
+        self.touched.add(fire_log::Versions::stripe(periodic));
     }
 }
 
@@ -653,6 +659,8 @@ impl Writer {
                     Ok(()) => {
                         unfolded = false;
                         cache.log_keys.clear();
+                        cache.log_keys_partial = false;
+                        cache.log_records = 0;
                         self.gate.set(false);
                     }
                     Err(e) => tracing::warn!(error = %e, "cannot fold the fire log; retrying"),
@@ -769,16 +777,16 @@ impl Writer {
         })();
         // Versions change once the batch is visible (or rolled back: a bump
         // that was not needed only makes prepared fires decide again).
-        if std::mem::take(&mut cache.touched_all) {
-            self.versions.bump_all();
-        }
-        self.versions.bump(cache.touched.drain());
+        cache.touched.bump(&self.versions);
         if let Err(msg) = committed {
             // The unfolded log's keys stay: that log is committed. (Keys of
             // this batch may stay too; a key found there is looked up.)
             let log_keys = std::mem::take(&mut cache.log_keys);
             *cache = WriterCache {
                 log_keys,
+                log_keys_partial: cache.log_keys_partial,
+                log_records: cache.log_records,
+                epoch: cache.epoch + 1,
                 ..WriterCache::default()
             };
             self.versions.bump_all();
@@ -812,6 +820,9 @@ impl Writer {
                     let _ = tx.send(res);
                 }
                 Reply::Unit(tx, res) => {
+                    let _ = tx.send(res);
+                }
+                Reply::Epoch(tx, res) => {
                     let _ = tx.send(res);
                 }
                 Reply::Fire(tx, res) => {
@@ -852,6 +863,7 @@ impl Reply {
             Reply::Create(_, Err(e)) => e,
             Reply::Transition(_, Err(e)) => e,
             Reply::Unit(_, Err(e)) => e,
+            Reply::Epoch(_, Err(e)) => e,
             Reply::Fire(_, Err(e)) => e,
             Reply::Retain(_, Err(e)) => e,
             Reply::Prepared(_, Err(e)) => e,
@@ -865,6 +877,7 @@ impl Reply {
             Reply::Create(_, Err(e)) => e,
             Reply::Transition(_, Err(e)) => e,
             Reply::Unit(_, Err(e)) => e,
+            Reply::Epoch(_, Err(e)) => e,
             Reply::Fire(_, Err(e)) => e,
             Reply::Retain(_, Err(e)) => e,
             Reply::Prepared(_, Err(e)) => e,
@@ -883,6 +896,7 @@ fn fail(r: Reply, msg: &str) {
         Reply::Create(done, _) => done(Err(e())),
         Reply::Transition(tx, _) => drop(tx.send(Err(e()))),
         Reply::Unit(tx, _) => drop(tx.send(Err(e()))),
+        Reply::Epoch(tx, _) => drop(tx.send(Err(e()))),
         Reply::Fire(tx, _) => drop(tx.send(Err(e()))),
         Reply::Retain(tx, _) => drop(tx.send(Err(e()))),
         Reply::Prepared(tx, _) => drop(tx.send(Err(e()))),
@@ -894,9 +908,8 @@ fn fail_op(op: Op, msg: &str) {
     match op {
         Op::Create(_, _, done) => done(Err(e())),
         Op::Transition(_, _, tx) => drop(tx.send(Err(e()))),
-        Op::PutState(_, tx) | Op::Outcomes(_, tx) | Op::Raw(_, tx) | Op::Templates(_, tx) => {
-            drop(tx.send(Err(e())))
-        }
+        Op::PutState(_, tx) | Op::Outcomes(_, tx) | Op::Raw(_, tx) => drop(tx.send(Err(e()))),
+        Op::Templates(_, tx) => drop(tx.send(Err(e()))),
         Op::Prepared(_, _, tx) => drop(tx.send(Err(e()))),
         Op::Fire(_, _, tx) => drop(tx.send(Err(e()))),
         Op::Retain(_, tx) => drop(tx.send(Err(e()))),
@@ -961,11 +974,12 @@ fn apply_op(
         Op::Prepared(fires, at, reply) => {
             Reply::Prepared(reply, commit_prepared(tx, fires, at, cache, versions))
         }
-        Op::Templates(templates, reply) => Reply::Unit(
+        Op::Templates(templates, reply) => Reply::Epoch(
             reply,
             templates
                 .iter()
-                .try_for_each(|t| fire_log::store_template(tx, t, cache)),
+                .try_for_each(|t| fire_log::store_template(tx, t, cache))
+                .map(|()| cache.epoch),
         ),
         Op::Outcomes(o, reply) => {
             for x in &o {
@@ -974,11 +988,11 @@ fn apply_op(
             Reply::Unit(reply, put_outcomes(tx, &o))
         }
         Op::Retain(cutoff, reply) => {
-            cache.touched_all = true;
+            cache.touched.all = true;
             Reply::Retain(reply, retain(tx, cutoff))
         }
         Op::Raw(sql, reply) => {
-            cache.touched_all = true;
+            cache.touched.all = true;
             Reply::Unit(reply, tx.execute_batch(&sql).map_err(unavailable))
         }
     }
@@ -1035,7 +1049,13 @@ fn log_fire(
         fill_from_prepared(o, &new);
     }
     let body = fire_log::encode(&new, &outcomes, state);
-    let created = fire_log::append(tx, fire_log::LogEntry { runs: new, body }, at, cache)?;
+    for p in &new {
+        if let Some(t) = &p.template {
+            fire_log::store_template(tx, t, cache)?;
+        }
+    }
+    let new = new.into_iter().map(fire_log::LoggedRun::from).collect();
+    let created = fire_log::append(tx, new, &body, at, cache)?;
     existing.extend(created.into_iter().map(Created::New));
     Ok(existing)
 }
@@ -1065,32 +1085,40 @@ fn commit_prepared(
     // All are checked before any is written: fires of one call never make each
     // other stale (many periodics share a stripe), but a periodic prepared
     // twice is committed once.
-    let mut seen = std::collections::HashSet::new();
-    let valid: Vec<bool> = fires
-        .iter()
-        .map(|f| {
-            !f.conflict
-                && versions.get(&f.periodic) == f.version
-                && !cache
-                    .touched
-                    .contains(&fire_log::Versions::stripe(&f.periodic))
-                && !cache.touched_all
-                && seen.insert(f.periodic.clone())
-        })
-        .collect();
+    let valid: Vec<bool> = {
+        let mut seen = std::collections::HashSet::with_capacity(fires.len());
+        fires
+            .iter()
+            .map(|f| {
+                let crate::Payload::Log(entry) = &f.payload else {
+                    return false;
+                };
+                !f.conflict
+                    && entry.templates_epoch == cache.epoch
+                    && versions.at(entry.stripe) == f.version
+                    && !cache.touched.has(entry.stripe)
+                    && seen.insert(f.periodic.as_str())
+            })
+            .collect()
+    };
     let mut out = Vec::with_capacity(fires.len());
     let mut touched = Vec::new();
     for (f, valid) in fires.into_iter().zip(valid) {
         match (valid, f.payload) {
             (true, crate::Payload::Log(entry)) => {
-                let created = fire_log::append(tx, *entry, at, cache)?;
-                touched.push(fire_log::Versions::stripe(&f.periodic));
+                let fire_log::LogEntry {
+                    runs, body, stripe, ..
+                } = *entry;
+                let created = fire_log::append(tx, runs, &body, at, cache)?;
+                touched.push(stripe);
                 out.push(Ok(created.into_iter().map(Created::New).collect()));
             }
             _ => out.push(Err(StoreError::Stale(f.periodic))),
         }
     }
-    cache.touched.extend(touched);
+    for stripe in touched {
+        cache.touched.add(stripe);
+    }
     Ok(out)
 }
 
@@ -1098,7 +1126,7 @@ fn commit_prepared(
 fn find_tick(
     tx: &rusqlite::Transaction<'_>,
     new: &NewRun,
-    cache: &WriterCache,
+    cache: &mut WriterCache,
 ) -> Result<Option<Run>, StoreError> {
     let (Some(periodic), Some(t)) = (&new.periodic, new.scheduled_at) else {
         return Ok(None);
@@ -1114,6 +1142,12 @@ fn find_tick(
     .map_err(unavailable)?;
     if found.is_some() {
         return Ok(found);
+    }
+    if cache.log_records == 0 {
+        return Ok(None);
+    }
+    if cache.log_keys_partial {
+        fire_log::index_log_keys(tx, cache)?;
     }
     match cache.log_keys.get(&(periodic.clone(), t, attempt)) {
         Some(&(record, k)) => fire_log::logged_run(tx, record, k).map(Some),
@@ -1705,9 +1739,7 @@ impl Store for SqliteStore {
                 spec_json: t.spec_json.clone(),
             })
             .collect();
-        if !templates.is_empty() {
-            self.send(|tx| Op::Templates(templates, tx))?;
-        }
+        let templates_epoch = self.send(|tx| Op::Templates(templates, tx))?;
         let fires = entries
             .drain(..)
             .zip(conflicts)
@@ -1716,11 +1748,19 @@ impl Store for SqliteStore {
                     fill_from_prepared(o, &runs);
                 }
                 let body = fire_log::encode(&runs, &outcomes, &state);
+                // Only what the commit needs is kept (the rest is freed here,
+                // not in the writer).
+                let entry = fire_log::LogEntry {
+                    runs: runs.into_iter().map(fire_log::LoggedRun::from).collect(),
+                    body,
+                    stripe: fire_log::Versions::stripe(&state.periodic),
+                    templates_epoch,
+                };
                 crate::PreparedFire {
                     periodic: state.periodic.clone(),
                     version,
                     conflict,
-                    payload: crate::Payload::Log(Box::new(fire_log::LogEntry { runs, body })),
+                    payload: crate::Payload::Log(Box::new(entry)),
                 }
             })
             .collect();

@@ -84,11 +84,33 @@ struct LoggedFire {
     s: (String, i64, Option<i64>, bool, Option<i64>),
 }
 
-/// A fire ready to be appended: its new runs (each with its template), its
-/// outcomes (run ids filled in) and state, and the encoded record.
+/// A new run of a logged fire: what the run the caller gets back is made of.
+pub(super) struct LoggedRun {
+    pub(super) id: String,
+    pub(super) new: crate::NewRun,
+    pub(super) spec_hash: String,
+}
+
+impl From<Prepared> for LoggedRun {
+    fn from(p: Prepared) -> Self {
+        LoggedRun {
+            id: p.id,
+            new: p.new,
+            spec_hash: p.spec_hash,
+        }
+    }
+}
+
+/// A prepared fire ready to be appended: its new runs and the encoded record
+/// (its templates are stored already), with what the writer checks.
 pub(crate) struct LogEntry {
-    pub(super) runs: Vec<Prepared>,
+    pub(super) runs: Vec<LoggedRun>,
     pub(super) body: String,
+    /// The periodic's version stripe.
+    pub(super) stripe: usize,
+    /// The writer's cache epoch when the templates were stored: a cache lost
+    /// since (a failed batch) may not know them, and the fire is stale.
+    pub(super) templates_epoch: u64,
 }
 
 /// Encodes a fire whose new runs are `runs` (ids assigned) and whose
@@ -172,52 +194,84 @@ pub(super) fn store_template(
     Ok(())
 }
 
-/// Appends a fire whose new runs are `entry.runs` (tick keys already checked),
-/// created at `at`; returns the runs.
+/// Appends the record `body` of a fire whose new runs are `runs` (tick keys
+/// checked, templates stored), created at `at`; returns the runs.
 pub(super) fn append(
     tx: &rusqlite::Transaction<'_>,
-    entry: LogEntry,
+    runs: Vec<LoggedRun>,
+    body: &str,
     at: Timestamp,
     cache: &mut super::WriterCache,
 ) -> Result<Vec<Run>, StoreError> {
-    for p in &entry.runs {
-        store_template(
-            tx,
-            p.template.as_ref().expect("fire runs have templates"),
-            cache,
-        )?;
-    }
     let (last_build, last_seq) = super::counters(tx, cache)?;
     let first_build = (last_build + 1).max(at.as_microsecond());
     let first_seq = last_seq + 1;
-    let n = entry.runs.len() as i64;
+    let n = runs.len() as i64;
     exec(
         tx,
         "INSERT INTO fire_log(first_seq, last_seq, first_build, created_at, body) VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![first_seq, first_seq + n - 1, first_build, at.as_microsecond(), entry.body],
+        params![first_seq, first_seq + n - 1, first_build, at.as_microsecond(), body],
     )
     .map_err(unavailable)?;
     let record = tx.last_insert_rowid();
+    cache.log_records += 1;
     if n > 0 {
         cache.counters = Some((first_build + n - 1, first_seq + n - 1));
     } else if cache.counters.is_none() {
         cache.counters = Some((last_build, last_seq));
     }
-    Ok(entry
-        .runs
+    // The tick keys of a big burst are indexed only if a later fire needs
+    // them (`find_tick`), off the burst's commit.
+    let index = n > 0 && !cache.log_keys_partial && runs.len() < INDEX_KEYS_MAX;
+    if n > 0 && !index {
+        cache.log_keys_partial = true;
+    }
+    Ok(runs
         .into_iter()
         .enumerate()
         .map(|(k, p)| {
-            if let (Some(periodic), Some(t)) = (&p.new.periodic, p.new.scheduled_at) {
-                cache.log_keys.insert(
-                    (periodic.clone(), t.as_microsecond(), p.new.attempt),
-                    (record, k),
-                );
+            if index {
+                if let (Some(periodic), Some(t)) = (&p.new.periodic, p.new.scheduled_at) {
+                    cache.log_keys.insert(
+                        (periodic.clone(), t.as_microsecond(), p.new.attempt),
+                        (record, k),
+                    );
+                }
             }
             p.new
                 .into_run(p.id, first_build + k as i64, p.spec_hash, at)
         })
         .collect())
+}
+
+/// A record with more runs than this leaves its tick keys to `index_log_keys`.
+const INDEX_KEYS_MAX: usize = 16;
+
+/// Indexes the tick keys of every record of the unfolded log.
+pub(super) fn index_log_keys(
+    tx: &rusqlite::Transaction<'_>,
+    cache: &mut super::WriterCache,
+) -> Result<(), StoreError> {
+    let mut stmt = tx
+        .prepare_cached("SELECT id, body FROM fire_log")
+        .map_err(unavailable)?;
+    let rows = stmt
+        .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
+        .map_err(unavailable)?;
+    cache.log_keys.clear();
+    for r in rows {
+        let (record, body) = r.map_err(unavailable)?;
+        let fire = decode(&body)?;
+        for (k, (_, _, t, attempt)) in fire.r.into_iter().enumerate() {
+            if let Some(t) = t {
+                cache
+                    .log_keys
+                    .insert((fire.p.clone(), t, attempt), (record, k));
+            }
+        }
+    }
+    cache.log_keys_partial = false;
+    Ok(())
 }
 
 fn template(
@@ -410,18 +464,59 @@ impl Versions {
 
     /// The version of `periodic`.
     pub(super) fn get(&self, periodic: &str) -> u64 {
-        self.0[Self::stripe(periodic)].load(Ordering::Acquire)
+        self.at(Self::stripe(periodic))
     }
 
-    /// Bumps the given stripes.
-    pub(super) fn bump(&self, stripes: impl IntoIterator<Item = usize>) {
-        for s in stripes {
-            self.0[s].fetch_add(1, Ordering::AcqRel);
-        }
+    /// The version of a stripe.
+    pub(super) fn at(&self, stripe: usize) -> u64 {
+        self.0[stripe].load(Ordering::Acquire)
     }
 
     /// Bumps every stripe.
     pub(super) fn bump_all(&self) {
-        self.bump(0..STRIPES);
+        for v in self.0.iter() {
+            v.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+}
+
+/// The version stripes a writer batch touched.
+#[derive(Default)]
+pub(crate) struct Touched {
+    bits: Vec<u64>,
+    list: Vec<usize>,
+    /// Every stripe.
+    pub(super) all: bool,
+}
+
+impl Touched {
+    pub(super) fn add(&mut self, stripe: usize) {
+        if self.bits.is_empty() {
+            self.bits = vec![0; STRIPES / 64];
+        }
+        let (w, b) = (stripe / 64, 1u64 << (stripe % 64));
+        if self.bits[w] & b == 0 {
+            self.bits[w] |= b;
+            self.list.push(stripe);
+        }
+    }
+
+    pub(super) fn has(&self, stripe: usize) -> bool {
+        self.all
+            || self
+                .bits
+                .get(stripe / 64)
+                .is_some_and(|w| w & (1 << (stripe % 64)) != 0)
+    }
+
+    /// Bumps the touched stripes' versions, and forgets them.
+    pub(super) fn bump(&mut self, versions: &Versions) {
+        if std::mem::take(&mut self.all) {
+            versions.bump_all();
+        }
+        for s in self.list.drain(..) {
+            self.bits[s / 64] = 0;
+            versions.0[s].fetch_add(1, Ordering::AcqRel);
+        }
     }
 }
