@@ -171,6 +171,8 @@ pub struct Fire {
 /// and committed by [`Store::commit_prepared`].
 pub struct PreparedFires {
     pub(crate) fires: Vec<PreparedFire>,
+    /// SQLite: the fire log record of them all, a line per fire.
+    pub(crate) log_body: String,
 }
 
 /// One prepared fire.

@@ -261,6 +261,7 @@ impl Store for MemoryStore {
                     payload: Payload::Fire(fire),
                 })
                 .collect(),
+            log_body: String::new(),
         })
     }
 

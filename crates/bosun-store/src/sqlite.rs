@@ -373,7 +373,7 @@ enum Op {
         Timestamp,
         Sender<Result<Vec<Created>, StoreError>>,
     ),
-    Prepared(Vec<crate::PreparedFire>, Timestamp, Sender<PreparedResults>),
+    Prepared(crate::PreparedFires, Timestamp, Sender<PreparedResults>),
     Templates(Vec<fire_log::Template>, Sender<Result<u64, StoreError>>),
     Outcomes(Vec<TickOutcome>, Sender<Result<(), StoreError>>),
     Retain(Timestamp, Sender<Result<Vec<String>, StoreError>>),
@@ -585,7 +585,7 @@ struct WriterCache {
     log_records: usize,
     /// The tick keys (periodic, scheduled_at, attempt) of the runs in the
     /// unfolded fire log: which record, which of its runs.
-    log_keys: std::collections::HashMap<(String, i64, u32), (i64, usize)>,
+    log_keys: std::collections::HashMap<(String, i64, u32), fire_log::LogKey>,
     /// `log_keys` misses some records' keys.
     log_keys_partial: bool,
     /// Version stripes of the periodics the current batch touched (bumped
@@ -708,7 +708,7 @@ impl Writer {
                 .iter()
                 .map(|op| match op {
                     Op::Fire(f, ..) => f.0.len().max(1),
-                    Op::Prepared(f, ..) => f.len(),
+                    Op::Prepared(f, ..) => f.fires.len(),
                     _ => 0,
                 })
                 .sum();
@@ -1073,15 +1073,16 @@ fn fill_from_prepared(o: &mut TickOutcome, runs: &[Prepared]) {
 }
 
 /// Prepared fires: each one whose periodic is unchanged since its version was
-/// taken (and not changed earlier in this batch) is appended to the log; the
-/// others are stale. A write error fails them all.
+/// taken (and not changed earlier in this batch) is appended to the log, all
+/// in one record; the others are stale. A write error fails them all.
 fn commit_prepared(
     tx: &rusqlite::Transaction<'_>,
-    fires: Vec<crate::PreparedFire>,
+    prepared: crate::PreparedFires,
     at: Timestamp,
     cache: &mut WriterCache,
     versions: &fire_log::Versions,
 ) -> Result<Vec<Result<Vec<Created>, StoreError>>, StoreError> {
+    let crate::PreparedFires { fires, log_body } = prepared;
     // All are checked before any is written: fires of one call never make each
     // other stale (many periodics share a stripe), but a periodic prepared
     // twice is committed once.
@@ -1101,23 +1102,48 @@ fn commit_prepared(
             })
             .collect()
     };
+    // The record: the prepared one, or the valid fires' lines of it.
+    let mut lines = Vec::new();
+    let mut runs = 0;
+    for (f, _) in fires.iter().zip(&valid).filter(|(_, v)| **v) {
+        if let crate::Payload::Log(entry) = &f.payload {
+            lines.push(entry.line.clone());
+            runs += entry.runs.len();
+        }
+    }
+    let whole = lines.first().is_some_and(|l| l.start == 0)
+        && lines.last().is_some_and(|l| l.end == log_body.len())
+        && lines.windows(2).all(|w| w[0].end == w[1].start);
+    let first_build = if lines.is_empty() {
+        0
+    } else if whole {
+        fire_log::insert_record(tx, &log_body, runs, at, cache)?.1
+    } else {
+        let body: String = lines.iter().map(|l| &log_body[l.clone()]).collect();
+        fire_log::insert_record(tx, &body, runs, at, cache)?.1
+    };
+    if runs > 0 {
+        cache.log_keys_partial = true;
+    }
+    let mut k = 0;
     let mut out = Vec::with_capacity(fires.len());
-    let mut touched = Vec::new();
     for (f, valid) in fires.into_iter().zip(valid) {
         match (valid, f.payload) {
             (true, crate::Payload::Log(entry)) => {
-                let fire_log::LogEntry {
-                    runs, body, stripe, ..
-                } = *entry;
-                let created = fire_log::append(tx, runs, &body, at, cache)?;
-                touched.push(stripe);
-                out.push(Ok(created.into_iter().map(Created::New).collect()));
+                let fire_log::LogEntry { runs, stripe, .. } = *entry;
+                cache.touched.add(stripe);
+                out.push(Ok(runs
+                    .into_iter()
+                    .map(|mut run| {
+                        run.build_id = (first_build + k).to_string();
+                        run.created_at = at;
+                        k += 1;
+                        Created::New(run)
+                    })
+                    .collect()));
             }
             _ => out.push(Err(StoreError::Stale(f.periodic))),
         }
-    }
-    for stripe in touched {
-        cache.touched.add(stripe);
     }
     Ok(out)
 }
@@ -1150,7 +1176,7 @@ fn find_tick(
         fire_log::index_log_keys(tx, cache)?;
     }
     match cache.log_keys.get(&(periodic.clone(), t, attempt)) {
-        Some(&(record, k)) => fire_log::logged_run(tx, record, k).map(Some),
+        Some(&key) => fire_log::logged_run(tx, key).map(Some),
         None => Ok(None),
     }
 }
@@ -1740,6 +1766,7 @@ impl Store for SqliteStore {
             })
             .collect();
         let templates_epoch = self.send(|tx| Op::Templates(templates, tx))?;
+        let mut log_body = String::new();
         let fires = entries
             .drain(..)
             .zip(conflicts)
@@ -1747,12 +1774,18 @@ impl Store for SqliteStore {
                 for o in &mut outcomes {
                     fill_from_prepared(o, &runs);
                 }
-                let body = fire_log::encode(&runs, &outcomes, &state);
+                let start = log_body.len();
+                log_body.push_str(&fire_log::encode(&runs, &outcomes, &state));
+                log_body.push('\n');
                 // Only what the commit needs is kept (the rest is freed here,
-                // not in the writer).
+                // not in the writer), and the runs are made now: the commit
+                // gives them their build ids and creation time.
                 let entry = fire_log::LogEntry {
-                    runs: runs.into_iter().map(fire_log::LoggedRun::from).collect(),
-                    body,
+                    runs: runs
+                        .into_iter()
+                        .map(|p| p.new.into_run(p.id, 0, p.spec_hash, Timestamp::UNIX_EPOCH))
+                        .collect(),
+                    line: start..log_body.len(),
                     stripe: fire_log::Versions::stripe(&state.periodic),
                     templates_epoch,
                 };
@@ -1764,7 +1797,7 @@ impl Store for SqliteStore {
                 }
             })
             .collect();
-        Ok(crate::PreparedFires { fires })
+        Ok(crate::PreparedFires { fires, log_body })
     }
 
     fn commit_prepared(
@@ -1774,7 +1807,7 @@ impl Store for SqliteStore {
     ) -> Vec<Result<Vec<Created>, StoreError>> {
         let at = crate::run::micros(at);
         let n = prepared.fires.len();
-        match self.send(|tx| Op::Prepared(prepared.fires, at, tx)) {
+        match self.send(|tx| Op::Prepared(prepared, at, tx)) {
             Ok(results) => results,
             Err(e) => {
                 let msg = match e {

@@ -1,8 +1,11 @@
 //! The fire log's records and the periodics' versions (see the store's
 //! documentation).
 //!
-//! A fire is logged as one row of `fire_log`: the periodic, each new run's id,
-//! template and tick, the tick outcomes and the schedule state, as compact JSON.
+//! A fire is logged as one line of JSON: the periodic, each new run's id,
+//! template and tick, the tick outcomes and the schedule state. A row of
+//! `fire_log` holds one fire, or all the fires prepared for one instant, one
+//! line each (a single insert, however many there are); its runs are numbered
+//! in line order from its `first_seq` and `first_build`.
 //! What a run shares with every other run of its periodic (job, cluster,
 //! labels, annotations, refs, spec) is its template, stored once per content in
 //! `run_templates`, as specs are. A fire is then a few hundred bytes where its
@@ -101,11 +104,13 @@ impl From<Prepared> for LoggedRun {
     }
 }
 
-/// A prepared fire ready to be appended: its new runs and the encoded record
-/// (its templates are stored already), with what the writer checks.
+/// A prepared fire ready to be appended: its new runs (made already; the
+/// commit gives them their build ids and creation time) and where its line is
+/// in the prepared record (its templates are stored already), with what the
+/// writer checks.
 pub(crate) struct LogEntry {
-    pub(super) runs: Vec<LoggedRun>,
-    pub(super) body: String,
+    pub(super) runs: Vec<Run>,
+    pub(super) line: std::ops::Range<usize>,
     /// The periodic's version stripe.
     pub(super) stripe: usize,
     /// The writer's cache epoch when the templates were stored: a cache lost
@@ -194,7 +199,35 @@ pub(super) fn store_template(
     Ok(())
 }
 
-/// Appends the record `body` of a fire whose new runs are `runs` (tick keys
+/// Inserts a record of `n` new runs created at `at`: returns its id and the
+/// build id of its first run (the others follow in order).
+pub(super) fn insert_record(
+    tx: &rusqlite::Transaction<'_>,
+    body: &str,
+    n: usize,
+    at: Timestamp,
+    cache: &mut super::WriterCache,
+) -> Result<(i64, i64), StoreError> {
+    let (last_build, last_seq) = super::counters(tx, cache)?;
+    let first_build = (last_build + 1).max(at.as_microsecond());
+    let first_seq = last_seq + 1;
+    let n = n as i64;
+    exec(
+        tx,
+        "INSERT INTO fire_log(first_seq, last_seq, first_build, created_at, body) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![first_seq, first_seq + n - 1, first_build, at.as_microsecond(), body],
+    )
+    .map_err(unavailable)?;
+    cache.log_records += 1;
+    if n > 0 {
+        cache.counters = Some((first_build + n - 1, first_seq + n - 1));
+    } else if cache.counters.is_none() {
+        cache.counters = Some((last_build, last_seq));
+    }
+    Ok((tx.last_insert_rowid(), first_build))
+}
+
+/// Appends the record `body` of one fire whose new runs are `runs` (tick keys
 /// checked, templates stored), created at `at`; returns the runs.
 pub(super) fn append(
     tx: &rusqlite::Transaction<'_>,
@@ -203,27 +236,11 @@ pub(super) fn append(
     at: Timestamp,
     cache: &mut super::WriterCache,
 ) -> Result<Vec<Run>, StoreError> {
-    let (last_build, last_seq) = super::counters(tx, cache)?;
-    let first_build = (last_build + 1).max(at.as_microsecond());
-    let first_seq = last_seq + 1;
-    let n = runs.len() as i64;
-    exec(
-        tx,
-        "INSERT INTO fire_log(first_seq, last_seq, first_build, created_at, body) VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![first_seq, first_seq + n - 1, first_build, at.as_microsecond(), body],
-    )
-    .map_err(unavailable)?;
-    let record = tx.last_insert_rowid();
-    cache.log_records += 1;
-    if n > 0 {
-        cache.counters = Some((first_build + n - 1, first_seq + n - 1));
-    } else if cache.counters.is_none() {
-        cache.counters = Some((last_build, last_seq));
-    }
-    // The tick keys of a big burst are indexed only if a later fire needs
-    // them (`find_tick`), off the burst's commit.
-    let index = n > 0 && !cache.log_keys_partial && runs.len() < INDEX_KEYS_MAX;
-    if n > 0 && !index {
+    let (record, first_build) = insert_record(tx, body, runs.len(), at, cache)?;
+    // The tick keys of a big fire are indexed only if a later fire needs
+    // them (`find_tick`).
+    let index = !runs.is_empty() && !cache.log_keys_partial && runs.len() < INDEX_KEYS_MAX;
+    if !runs.is_empty() && !index {
         cache.log_keys_partial = true;
     }
     Ok(runs
@@ -234,7 +251,12 @@ pub(super) fn append(
                 if let (Some(periodic), Some(t)) = (&p.new.periodic, p.new.scheduled_at) {
                     cache.log_keys.insert(
                         (periodic.clone(), t.as_microsecond(), p.new.attempt),
-                        (record, k),
+                        LogKey {
+                            record,
+                            line: 0,
+                            in_line: k,
+                            in_record: k,
+                        },
                     );
                 }
             }
@@ -242,6 +264,15 @@ pub(super) fn append(
                 .into_run(p.id, first_build + k as i64, p.spec_hash, at)
         })
         .collect())
+}
+
+/// Where a run of the unfolded log is.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LogKey {
+    record: i64,
+    line: usize,
+    in_line: usize,
+    in_record: usize,
 }
 
 /// A record with more runs than this leaves its tick keys to `index_log_keys`.
@@ -261,12 +292,22 @@ pub(super) fn index_log_keys(
     cache.log_keys.clear();
     for r in rows {
         let (record, body) = r.map_err(unavailable)?;
-        let fire = decode(&body)?;
-        for (k, (_, _, t, attempt)) in fire.r.into_iter().enumerate() {
-            if let Some(t) = t {
-                cache
-                    .log_keys
-                    .insert((fire.p.clone(), t, attempt), (record, k));
+        let mut in_record = 0;
+        for (line, text) in body.lines().enumerate() {
+            let fire = decode(text)?;
+            for (in_line, (_, _, t, attempt)) in fire.r.into_iter().enumerate() {
+                if let Some(t) = t {
+                    cache.log_keys.insert(
+                        (fire.p.clone(), t, attempt),
+                        LogKey {
+                            record,
+                            line,
+                            in_line,
+                            in_record,
+                        },
+                    );
+                }
+                in_record += 1;
             }
         }
     }
@@ -298,24 +339,24 @@ fn template(
 }
 
 /// The `k`th run of log record `record` (a tick key found in the unfolded log).
-pub(super) fn logged_run(
-    tx: &rusqlite::Connection,
-    record: i64,
-    k: usize,
-) -> Result<Run, StoreError> {
-    let (first_seq, first_build, created_at, body): (i64, i64, i64, String) = row(
+pub(super) fn logged_run(tx: &rusqlite::Connection, key: LogKey) -> Result<Run, StoreError> {
+    let LogKey {
+        record,
+        line,
+        in_line,
+        in_record,
+    } = key;
+    let (first_build, created_at, body): (i64, i64, String) = row(
         tx,
-        "SELECT first_seq, first_build, created_at, body FROM fire_log WHERE id = ?1",
+        "SELECT first_build, created_at, body FROM fire_log WHERE id = ?1",
         [record],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
     )
     .map_err(unavailable)?;
-    let _ = first_seq;
-    let fire = decode(&body)?;
-    let (id, hash, scheduled_at, attempt) =
-        fire.r.get(k).cloned().ok_or_else(|| {
-            StoreError::Invalid(format!("fire log record {record} has no run {k}"))
-        })?;
+    let missing = || StoreError::Invalid(format!("fire log record {record} has no run {key:?}"));
+    let fire = decode(body.lines().nth(line).ok_or_else(missing)?)?;
+    let (id, hash, scheduled_at, attempt) = fire.r.get(in_line).cloned().ok_or_else(missing)?;
+    let k = in_record;
     let t = template(tx, &hash, &mut HashMap::new())?;
     Ok(Run {
         id,
@@ -376,61 +417,65 @@ pub(super) fn fold(tx: &rusqlite::Transaction<'_>) -> Result<(), StoreError> {
         .prepare_cached("INSERT INTO tick_outcomes(periodic, first_tick, last_tick, count, outcome, run_id, recorded_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")
         .map_err(unavailable)?;
     for (first_seq, first_build, created_at, body) in records {
-        let fire = decode(&body)?;
-        for (k, (id, hash, scheduled_at, attempt)) in fire.r.iter().enumerate() {
-            let t = template(tx, hash, &mut known)?;
-            insert_run
-                .execute(params![
-                    id,
-                    first_build + k as i64,
-                    t.0,
-                    t.1,
-                    t.2,
-                    t.3,
-                    None::<String>,
-                    t.4,
-                    t.5,
-                    t.6,
-                    t.7,
-                    t.8,
-                    scheduled_at,
-                    attempt,
-                    0,
-                    created_at,
-                    None::<i64>,
-                    None::<i64>,
-                    t.9,
-                    t.10,
-                    None::<String>,
-                    first_seq + k as i64,
-                ])
-                .map_err(unavailable)?;
+        let mut k = 0i64;
+        for text in body.lines() {
+            let fire = decode(text)?;
+            for (id, hash, scheduled_at, attempt) in fire.r.iter() {
+                let t = template(tx, hash, &mut known)?;
+                insert_run
+                    .execute(params![
+                        id,
+                        first_build + k,
+                        t.0,
+                        t.1,
+                        t.2,
+                        t.3,
+                        None::<String>,
+                        t.4,
+                        t.5,
+                        t.6,
+                        t.7,
+                        t.8,
+                        scheduled_at,
+                        attempt,
+                        0,
+                        created_at,
+                        None::<i64>,
+                        None::<i64>,
+                        t.9,
+                        t.10,
+                        None::<String>,
+                        first_seq + k,
+                    ])
+                    .map_err(unavailable)?;
+                k += 1;
+            }
+            for (first, last, count, outcome, run_id, recorded_at) in &fire.o {
+                insert_outcome
+                    .execute(params![
+                        fire.p,
+                        first,
+                        last,
+                        *count as i64,
+                        outcome,
+                        run_id,
+                        recorded_at
+                    ])
+                    .map_err(unavailable)?;
+            }
+            let (schedule_hash, first_seen, last_tick, paused, queued) = fire.s;
+            put_state(
+                tx,
+                &PeriodicState {
+                    periodic: fire.p,
+                    schedule_hash,
+                    first_seen: ts(first_seen)?,
+                    last_tick: last_tick.map(ts).transpose()?,
+                    paused,
+                    queued: queued.map(ts).transpose()?,
+                },
+            )?;
         }
-        for (first, last, count, outcome, run_id, recorded_at) in &fire.o {
-            insert_outcome
-                .execute(params![
-                    fire.p,
-                    first,
-                    last,
-                    *count as i64,
-                    outcome,
-                    run_id,
-                    recorded_at
-                ])
-                .map_err(unavailable)?;
-        }
-        let (schedule_hash, first_seen, last_tick, paused, queued) = fire.s;
-        put_state(
-            tx,
-            &PeriodicState {
-                periodic: fire.p,
-                schedule_hash,
-                first_seen: ts(first_seen)?,
-                last_tick: last_tick.map(ts).transpose()?,
-                paused,
-                queued: queued.map(ts).transpose()?,
-            },
-        )?;
     }
     exec(tx, "DELETE FROM fire_log", []).map_err(unavailable)?;
     Ok(())
