@@ -50,6 +50,10 @@ pub struct FireReport {
     pub abort: Vec<String>,
     /// Periodics fired without a store error.
     pub fired: Vec<String>,
+    /// Fires decided ahead and committed.
+    pub prepared: usize,
+    /// Fires decided ahead that the store refused as stale (decided again).
+    pub stale: usize,
 }
 
 /// A periodic's place in the scheduler.
@@ -363,17 +367,23 @@ impl Scheduler {
                 None => continue,
             };
             match result {
-                Ok(created) => self.record(
-                    report,
-                    identity,
-                    e.slot,
-                    e.generation,
-                    e.wake,
-                    e.outcomes,
-                    e.abort,
-                    created,
-                ),
-                Err(StoreError::Stale(_)) => self.queue.push(Reverse((now, e.generation, e.slot))),
+                Ok(created) => {
+                    report.prepared += 1;
+                    self.record(
+                        report,
+                        identity,
+                        e.slot,
+                        e.generation,
+                        e.wake,
+                        e.outcomes,
+                        e.abort,
+                        created,
+                    )
+                }
+                Err(StoreError::Stale(_)) => {
+                    report.stale += 1;
+                    self.queue.push(Reverse((now, e.generation, e.slot)))
+                }
                 Err(err) => failed.push((identity, err)),
             }
         }

@@ -12,19 +12,25 @@
 //! database) run on a thread of their own, never in the writer's way.
 //!
 //! Bursts of periodic fires go through a fire log first. When a writer batch
-//! holds only fires, and at least [`SqliteOptions::fire_log_min`] of them,
-//! their runs, tick outcomes and schedule states are appended to three log
-//! tables without indexes, and that one transaction is the commit point: the
-//! callers get their answers and observers see the runs. The writer then folds
-//! the log into `runs`, `tick_outcomes` and `periodic_state` in a second
-//! transaction, before it takes any other request. An append is one b-tree
-//! page at the end of a table, where a run in `runs` also writes seven indexes,
-//! so ten thousand periodics due in one second commit in a small fraction of
-//! the time. Reads wait while a committed log is not folded yet, so no reader
-//! sees a fire's run without its outcome and schedule state, and a crash
-//! between the two transactions leaves a log that the next open folds first.
-//! The tick's unique key is checked against `runs` and the log's own batch
+//! holds only fires, and at least [`SqliteOptions::fire_log_min`] of them (or
+//! fires prepared ahead), they are appended to `fire_log`, a table without
+//! indexes, as compact records that name their runs' templates (stored once
+//! per content, as specs are), and that one transaction is the commit point:
+//! the callers get their answers and observers see the runs. The writer then
+//! folds the log into `runs`, `tick_outcomes` and `periodic_state` in a second
+//! transaction, before it takes any other request. A fire is a few hundred
+//! bytes at the end of one table, where a run in `runs` also writes seven
+//! indexes, so ten thousand periodics due in one second commit in a small
+//! fraction of the time. Reads wait while a committed log is not folded yet, so
+//! no reader sees a fire's run without its outcome and schedule state, and a
+//! crash between the two transactions leaves a log that the next open folds
+//! first. The tick's unique key is checked against `runs` and the unfolded log
 //! before the append, so the log never holds a second run of a tick.
+//!
+//! Fires prepared ahead ([`Store::prepare_fires`]) have their tick keys
+//! checked, their templates stored and their records encoded at preparation;
+//! their commit checks each periodic's version (bumped by the writer after
+//! every commit touching it) and inserts all of them as one record.
 //!
 //! A write that cannot commit (disk full, database locked by another process past
 //! the busy timeout, I/O error) fails with [`StoreError::Unavailable`] and leaves

@@ -60,6 +60,8 @@ pub struct Metrics {
     pub fire_lateness: Histogram,
     /// Skipped ticks by periodic and reason.
     pub skipped: Family<Labels, Counter>,
+    /// Fires decided ahead, by what became of them (`committed`, `stale`).
+    pub prepared: Family<Labels, Counter>,
     /// Per periodic: the latest tick that got a run.
     pub last_scheduled: Family<Labels, FloatGauge>,
     /// Per periodic: when its latest successful run completed.
@@ -146,6 +148,12 @@ impl Metrics {
             "Ticks of a periodic that got no run, by reason",
             skipped.clone(),
         );
+        let prepared = Family::<Labels, Counter>::default();
+        registry.register(
+            "bosun_periodic_prepared_fires",
+            "Fires decided ahead of their instant, by outcome: committed at the instant, or stale (the periodic changed; decided again)",
+            prepared.clone(),
+        );
         let last_scheduled = Family::<Labels, FloatGauge>::default();
         registry.register(
             "bosun_periodic_last_scheduled_timestamp_seconds",
@@ -203,6 +211,7 @@ impl Metrics {
             namespace: namespace.to_string(),
             fire_lateness,
             skipped,
+            prepared,
             last_scheduled,
             last_success,
             next_fire,

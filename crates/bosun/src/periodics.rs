@@ -109,6 +109,14 @@ pub fn fire(a: &App) -> (Vec<String>, Vec<(String, bosun_store::StoreError)>) {
             a.metrics.fire_lateness.observe(late);
         }
     }
+    for (outcome, n) in [("committed", report.prepared), ("stale", report.stale)] {
+        if n > 0 {
+            a.metrics
+                .prepared
+                .get_or_create(&vec![("outcome".into(), outcome.into())])
+                .inc_by(n as u64);
+        }
+    }
     for o in report.outcomes.iter().filter(|o| o.outcome != "run") {
         let mut labels = periodic_labels(&o.periodic);
         labels.push(("reason".into(), o.outcome.clone()));
