@@ -35,6 +35,9 @@ use crate::serve::{authorize, blocking, error, store_error, ApiResult, App};
 /// hundred milliseconds to prepare.
 pub(crate) const PREPARE_LEAD: jiff::SignedDuration = jiff::SignedDuration::from_secs(2);
 
+/// A fire creating at least this many runs is logged with its lateness.
+const BURST: usize = 100;
+
 /// Runs the scheduler until `stop`.
 pub async fn scheduler_loop(app: Arc<App>, mut stop: tokio::sync::watch::Receiver<bool>) {
     let mut backoff: HashMap<String, u32> = HashMap::new();
@@ -103,11 +106,22 @@ pub fn fire(a: &App) -> (Vec<String>, Vec<(String, bosun_store::StoreError)>) {
     // Lateness: from the tick to the run's commit (fire_due returns after
     // the commit).
     let committed = a.clock.now();
+    let mut latest = 0.0f64;
     for run in &report.created {
         if let Some(tick) = run.scheduled_at {
             let late = committed.duration_since(tick).as_secs_f64().max(0.0);
             a.metrics.fire_lateness.observe(late);
+            latest = latest.max(late);
         }
+    }
+    if report.created.len() >= BURST {
+        tracing::info!(
+            runs = report.created.len(),
+            prepared = report.prepared,
+            stale = report.stale,
+            lateness_ms = (latest * 1e3).round() as u64,
+            "a burst of periodic runs committed"
+        );
     }
     for (outcome, n) in [("committed", report.prepared), ("stale", report.stale)] {
         if n > 0 {
