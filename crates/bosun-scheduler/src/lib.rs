@@ -735,6 +735,14 @@ mod tests {
         ]
     }
 
+    /// Hourly periodics `a` and `b`, first seen at 00:30.
+    fn two_hourlies(store: &dyn Store) -> Scheduler {
+        let mut s = Scheduler::new();
+        s.set_jobs(vec![hourly("a"), hourly("b")], t("2026-01-01T00:30:00Z"));
+        s.fire_due(store, t("2026-01-01T00:30:00Z"));
+        s
+    }
+
     fn all_runs(store: &dyn Store) -> Vec<Run> {
         store
             .list(&RunFilter {
@@ -752,9 +760,7 @@ mod tests {
         let lead = SignedDuration::from_secs(1);
         for (store, _dir) in stores() {
             let store = &*store;
-            let mut s = Scheduler::new();
-            s.set_jobs(vec![hourly("a"), hourly("b")], t("2026-01-01T00:30:00Z"));
-            s.fire_due(store, t("2026-01-01T00:30:00Z"));
+            let mut s = two_hourlies(store);
             // Too early: nothing is prepared; the loop wakes `lead` ahead.
             assert_eq!(s.prepare(store, t("2026-01-01T00:59:58Z"), lead), 0);
             assert_eq!(
@@ -815,9 +821,7 @@ mod tests {
         let lead = SignedDuration::from_secs(1);
         for (store, _dir) in stores() {
             let store = &*store;
-            let mut s = Scheduler::new();
-            s.set_jobs(vec![hourly("a"), hourly("b")], t("2026-01-01T00:30:00Z"));
-            s.fire_due(store, t("2026-01-01T00:30:00Z"));
+            let mut s = two_hourlies(store);
             assert_eq!(s.prepare(store, t("2026-01-01T00:59:59.5Z"), lead), 2);
             s.set_jobs(vec![hourly("b")], t("2026-01-01T00:59:59.6Z"));
             let (r, _) = s.fire_due(store, t("2026-01-01T01:00:00Z"));

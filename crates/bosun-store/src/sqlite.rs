@@ -1854,6 +1854,17 @@ impl Store for SqliteStore {
 mod tests {
     use super::*;
 
+    /// A database at schema `version`, made by the migrations before it.
+    fn schema(path: &Path, version: usize) -> Connection {
+        let conn = Connection::open(path).unwrap();
+        for m in &MIGRATIONS[..version] {
+            conn.execute_batch(m).unwrap();
+        }
+        conn.pragma_update(None, "user_version", version as i64)
+            .unwrap();
+        conn
+    }
+
     /// A fire log that the previous schema's daemon left unfolded (its three
     /// log tables) is folded by the migration to the compact log.
     #[test]
@@ -1861,11 +1872,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("bosun.db");
         {
-            let conn = Connection::open(&path).unwrap();
-            for m in &MIGRATIONS[..5] {
-                conn.execute_batch(m).unwrap();
-            }
-            conn.pragma_update(None, "user_version", 5).unwrap();
+            let conn = schema(&path, 5);
             conn.execute(
                 &format!("INSERT INTO fire_log_runs({RUN_COLUMNS}, seq) VALUES ('a', 7, 'job', 'periodic', 'job', 'default', NULL, NULL, '[]', '{{}}', '{{}}', 'h', 3000000, 0, 0, 3000001, NULL, NULL, 'triggered', 'Job triggered.', NULL, 1)"),
                 [],
@@ -1896,11 +1903,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("bosun.db");
         {
-            let conn = Connection::open(&path).unwrap();
-            for m in &MIGRATIONS[..3] {
-                conn.execute_batch(m).unwrap();
-            }
-            conn.pragma_update(None, "user_version", 3).unwrap();
+            let conn = schema(&path, 3);
             for (seq, id, state, completed) in
                 [(1, "a", "success", Some(5)), (2, "b", "triggered", None)]
             {

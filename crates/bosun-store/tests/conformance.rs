@@ -8,8 +8,8 @@ use bosun_config::types::{JobType, Refs};
 use bosun_store::memory::MemoryStore;
 use bosun_store::sqlite::{SqliteOptions, SqliteStore};
 use bosun_store::{
-    Created, NewRun, PeriodicState, Run, RunFilter, RunState, Store, StoreError, TickOutcome,
-    Transition, TransitionObserver,
+    Created, NewRun, PeriodicState, PreparedFires, Run, RunFilter, RunState, Store, StoreError,
+    TickOutcome, Transition, TransitionObserver,
 };
 use jiff::Timestamp;
 
@@ -523,13 +523,7 @@ fn sqlite_folds_a_fire_log_left_by_a_crash() {
             None,
         )
         .unwrap();
-        s.commit_fires((0..100).map(fire).collect(), at)
-            .into_iter()
-            .map(|r| match r.unwrap().as_slice() {
-                [Created::New(run)] => run.clone(),
-                other => panic!("{other:?}"),
-            })
-            .collect()
+        one_new_run_each(s.commit_fires((0..100).map(fire).collect(), at))
     };
     let s = SqliteStore::open(&path).unwrap();
     for (i, run) in created.iter().enumerate() {
@@ -865,6 +859,30 @@ fn tick_fire(periodic: &str, tick: &str, at: Timestamp) -> bosun_store::Fire {
     }
 }
 
+/// Every periodic of `names` fires `tick`, prepared on its current version.
+fn prepare_ticks(s: &dyn Store, names: &[String], tick: &str, at: Timestamp) -> PreparedFires {
+    let versions = s.periodic_versions(names).expect("versions are tracked");
+    s.prepare_fires(
+        names
+            .iter()
+            .zip(versions)
+            .map(|(p, v)| (tick_fire(p, tick, at), v))
+            .collect(),
+    )
+    .unwrap()
+}
+
+/// The one new run of each fire.
+fn one_new_run_each(results: Vec<Result<Vec<Created>, StoreError>>) -> Vec<Run> {
+    results
+        .into_iter()
+        .map(|r| match r.unwrap().as_slice() {
+            [Created::New(run)] => run.clone(),
+            other => panic!("{other:?}"),
+        })
+        .collect()
+}
+
 /// Fires prepared ahead of their instant commit as plain fires do (runs,
 /// outcomes naming them, states, observers told), unless their periodic
 /// changed after its version was taken: then that fire alone is refused as
@@ -888,13 +906,7 @@ fn prepared_fires_commit_unless_their_periodic_changed() {
             .iter()
             .map(|p| p.to_string())
             .collect();
-        let versions = s.periodic_versions(&names).expect("versions are tracked");
-        let fires = names
-            .iter()
-            .zip(&versions)
-            .map(|(p, v)| (tick_fire(p, tick, at), *v))
-            .collect();
-        let mut prepared = s.prepare_fires(fires).unwrap();
+        let mut prepared = prepare_ticks(s, &names, tick, at);
         assert_eq!(prepared.len(), 6);
         // After the fires were decided: q's run ends, r's schedule state is
         // written (a pause), u gets another run; w is dropped by the caller.
@@ -961,19 +973,8 @@ fn prepared_fires_commit_unless_their_periodic_changed() {
         assert_eq!(seen, committed, "the observer saw the committed runs");
         // Decided again on fresh versions, the stale ones commit.
         let again: Vec<String> = vec!["q".into(), "u".into()];
-        let versions = s.periodic_versions(&again).unwrap();
-        let prepared = s
-            .prepare_fires(
-                again
-                    .iter()
-                    .zip(versions)
-                    .map(|(p, v)| (tick_fire(p, tick, at), v))
-                    .collect(),
-            )
-            .unwrap();
-        for r in s.commit_prepared(prepared, at) {
-            assert!(matches!(r.unwrap().as_slice(), [Created::New(_)]));
-        }
+        let prepared = prepare_ticks(s, &again, tick, at);
+        assert_eq!(one_new_run_each(s.commit_prepared(prepared, at)).len(), 2);
     });
 }
 
@@ -989,15 +990,7 @@ fn prepared_fires_never_make_a_second_run_of_a_tick() {
         let names: Vec<String> = (0..2000).map(|i| format!("n{i}")).collect();
         let mut ids = vec!["a".to_string(), "b".to_string(), "b".to_string()];
         ids.extend(names.iter().cloned());
-        let versions = s.periodic_versions(&ids).unwrap();
-        let prepared = s
-            .prepare_fires(
-                ids.iter()
-                    .zip(versions)
-                    .map(|(p, v)| (tick_fire(p, tick, at), v))
-                    .collect(),
-            )
-            .unwrap();
+        let prepared = prepare_ticks(s, &ids, tick, at);
         let results = s.commit_prepared(prepared, at);
         assert!(matches!(&results[0], Err(StoreError::Stale(p)) if p == "a"));
         assert!(results[1].is_ok());
@@ -1038,23 +1031,8 @@ fn sqlite_folds_prepared_fires_left_by_a_crash() {
             None,
         )
         .unwrap();
-        let versions = s.periodic_versions(&names).unwrap();
-        let prepared = s
-            .prepare_fires(
-                names
-                    .iter()
-                    .zip(versions)
-                    .map(|(p, v)| (tick_fire(p, tick, at), v))
-                    .collect(),
-            )
-            .unwrap();
-        s.commit_prepared(prepared, at)
-            .into_iter()
-            .map(|r| match r.unwrap().as_slice() {
-                [Created::New(run)] => run.clone(),
-                other => panic!("{other:?}"),
-            })
-            .collect()
+        let prepared = prepare_ticks(&s, &names, tick, at);
+        one_new_run_each(s.commit_prepared(prepared, at))
     };
     let s = SqliteStore::open(&path).unwrap();
     for (p, run) in names.iter().zip(&created) {

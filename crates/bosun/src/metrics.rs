@@ -97,21 +97,13 @@ pub fn seconds(t: jiff::Timestamp) -> f64 {
 
 /// Prow's nine labels for a run in `state`.
 pub fn prow_labels(namespace: &Arc<String>, run: &Run, state: RunState) -> ProwLabels {
-    let refs = run.refs.as_ref().or(run.extra_refs.first());
-    ProwLabels {
-        job_namespace: namespace.clone(),
-        job_name: run.job.clone(),
-        r#type: Cow::Borrowed(run.job_type.as_str()),
-        state: Cow::Borrowed(state.as_str()),
-        org: refs.map(|r| r.org.clone()).unwrap_or_default(),
-        repo: refs.map(|r| r.repo.clone()).unwrap_or_default(),
-        base_ref: refs.and_then(|r| r.base_ref.clone()).unwrap_or_default(),
-        cluster: run
-            .cluster
-            .clone()
-            .unwrap_or_else(|| run.configured_cluster.clone()),
-        retest: run.labels.get("prow.k8s.io/retest").map(String::as_str) == Some("true"),
-    }
+    count_labels(
+        namespace,
+        RunCount {
+            state: state.as_str().to_string(),
+            ..RunCount::of(run)
+        },
+    )
 }
 
 /// Prow's nine labels of `prowjob_state_transitions` and `prowjobs`. A struct
