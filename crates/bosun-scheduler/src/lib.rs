@@ -72,6 +72,9 @@ struct ArmedEntry {
     wake: Option<Timestamp>,
     outcomes: Vec<TickOutcome>,
     abort: bool,
+    /// Its decision depends on the second it is applied in (a starting
+    /// deadline, or `catch_up: skip`).
+    exact: bool,
 }
 
 /// Fires decided ahead of their common instant, ready in the store.
@@ -282,6 +285,8 @@ impl Scheduler {
                 wake,
                 outcomes: fire.outcomes.clone(),
                 abort,
+                exact: job.policy.starting_deadline.is_some()
+                    || job.policy.catch_up != bosun_config::types::CatchUp::Latest,
             });
             fires.push((fire, version));
         }
@@ -328,9 +333,9 @@ impl Scheduler {
 
     /// Commits the prepared fires if their instant has come: those of
     /// periodics changed or removed since are dropped (their new entries
-    /// fire), stale ones go back on the queue to be decided at `now`. A wake
-    /// in a later second than the instant decides them all again (a decision
-    /// counts lateness in seconds).
+    /// fire), stale ones go back on the queue to be decided at `now`. After a
+    /// wake in a later second than the instant, those whose decision depends
+    /// on lateness are decided again.
     fn fire_armed(
         &mut self,
         store: &dyn Store,
@@ -346,16 +351,18 @@ impl Scheduler {
             entries,
             mut fires,
         } = armed;
-        if now.as_second() != at.as_second() {
-            for e in &entries {
+        // A decision counts lateness in whole seconds, and only against a
+        // starting deadline or `catch_up: skip`'s grace: after a wake in a
+        // later second, only periodics with one are decided again.
+        let late = now.as_second() != at.as_second();
+        let mut keep: Vec<bool> = Vec::with_capacity(entries.len());
+        for e in &entries {
+            let current = self.current(e.generation, e.slot);
+            if current && late && e.exact {
                 self.queue.push(Reverse((now, e.generation, e.slot)));
             }
-            return;
+            keep.push(current && !(late && e.exact));
         }
-        let keep: Vec<bool> = entries
-            .iter()
-            .map(|e| self.current(e.generation, e.slot))
-            .collect();
         fires.retain(|k, _| keep[k]);
         let entries = entries
             .into_iter()
@@ -815,7 +822,8 @@ mod tests {
     }
 
     /// A periodic removed or changed after its fire was prepared does not
-    /// fire it; a wake in a later second than the instant decides again.
+    /// fire it; after a wake in a later second than the instant, a periodic
+    /// with a starting deadline is decided again.
     #[test]
     fn prepared_fires_of_removed_periodics_and_late_wakes() {
         let lead = SignedDuration::from_secs(1);
@@ -827,14 +835,39 @@ mod tests {
             let (r, _) = s.fire_due(store, t("2026-01-01T01:00:00Z"));
             assert_eq!(r.fired, vec!["b".to_string()]);
             assert!(store.outcomes("a").unwrap().is_empty());
-            // Late: prepared for 02:00, woken at 02:00:03: decided at 02:00:03.
-            assert_eq!(s.prepare(store, t("2026-01-01T01:59:59.5Z"), lead), 1);
+            // Late: prepared for 02:00, woken at 02:00:03. b's decision holds
+            // (no deadline: lateness does not matter); d, whose ticks may
+            // start at most 2 s late, is decided again: missed.
+            let mut d = hourly("d");
+            d.policy.starting_deadline = Some(2);
+            s.set_jobs(vec![hourly("b"), d], t("2026-01-01T01:00:10Z"));
+            s.fire_due(store, t("2026-01-01T01:00:10Z"));
+            for run in all_runs(store) {
+                for state in [RunState::Pending, RunState::Success] {
+                    store
+                        .transition(
+                            &run.id,
+                            Transition::to(state, t("2026-01-01T01:30:00Z"), ""),
+                        )
+                        .unwrap();
+                }
+            }
+            assert_eq!(s.prepare(store, t("2026-01-01T01:59:59.5Z"), lead), 2);
             let (r, failed) = s.fire_due(store, t("2026-01-01T02:00:03Z"));
             assert!(failed.is_empty());
-            assert_eq!(r.fired, vec!["b".to_string()]);
+            assert_eq!(r.prepared, 1);
+            assert_eq!(r.created.len(), 1);
+            assert_eq!(r.created[0].job, "b");
+            assert_eq!(r.created[0].created_at, t("2026-01-01T02:00:03Z"));
             let o = store.outcomes("b").unwrap();
             assert_eq!(o.len(), 2);
-            assert_eq!(o[1].recorded_at, t("2026-01-01T02:00:03Z"));
+            assert_eq!(o[1].recorded_at, t("2026-01-01T02:00:00Z"));
+            let o = store.outcomes("d").unwrap();
+            assert_eq!(o.len(), 1);
+            assert_eq!(
+                (o[0].outcome.as_str(), o[0].recorded_at),
+                ("missed", t("2026-01-01T02:00:03Z"))
+            );
         }
     }
 
