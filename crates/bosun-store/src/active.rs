@@ -43,14 +43,15 @@ fn cluster(run: &Run) -> &str {
 }
 
 impl Inner {
-    fn apply(&mut self, run: Run) {
+    /// Applies a committed run (copied only if it stays active).
+    fn apply(&mut self, run: &Run) {
         if let Some(old) = self.runs.remove(&run.id) {
             self.unindex(&old);
         }
         if run.state.is_final() {
             return;
         }
-        let run = Arc::new(run);
+        let run = Arc::new(run.clone());
         match run.state {
             RunState::Triggered => {
                 self.waiting
@@ -107,7 +108,7 @@ impl ActiveRuns {
             ..RunFilter::default()
         })?;
         let n = runs.len();
-        for run in runs {
+        for run in &runs {
             inner.apply(run);
         }
         Ok(n)
@@ -162,7 +163,7 @@ impl ActiveRuns {
 
 impl TransitionObserver for ActiveRuns {
     fn on_transition(&self, run: &Run, _from: Option<RunState>) {
-        self.lock().apply(run.clone());
+        self.lock().apply(run);
     }
 }
 

@@ -272,15 +272,15 @@ impl TransitionObserver for Metrics {
 impl Metrics {
     /// A run of periodic `identity` was created (`from` none) or changed.
     pub fn periodic_run(&self, identity: &str, run: &Run, from: Option<RunState>) {
-        let labels = periodic_labels(identity);
-        if let (None, Some(t)) = (from, run.scheduled_at) {
-            let g = self.last_scheduled.get_or_create(&labels);
-            if seconds(t) > g.get() {
-                g.set(seconds(t));
-            }
-        }
-        if let (RunState::Success, Some(t)) = (run.state, run.completed_at) {
-            let g = self.last_success.get_or_create(&labels);
+        // Only a creation or a success moves a gauge (the labels are built
+        // for those alone: most transitions are neither).
+        let gauge = match (from, run.scheduled_at, run.state, run.completed_at) {
+            (None, Some(t), ..) => Some((&self.last_scheduled, t)),
+            (_, _, RunState::Success, Some(t)) => Some((&self.last_success, t)),
+            _ => None,
+        };
+        if let Some((family, t)) = gauge {
+            let g = family.get_or_create(&periodic_labels(identity));
             if seconds(t) > g.get() {
                 g.set(seconds(t));
             }
