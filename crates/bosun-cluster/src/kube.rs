@@ -648,6 +648,9 @@ pub fn pod_state(pod: &Pod, settings: &PodSettings, now: jiff::Timestamp) -> Pro
                 .unwrap_or(1),
         },
         Some("Unknown") => ProcessState::Revivable("its node being lost".into()),
+        // Plank's running timeout counts only for a running pod: a pending
+        // one has its own two timeouts, checked above.
+        None | Some("Pending") => ProcessState::Starting,
         _ => ProcessState::Running { pid: 0 },
     }
 }

@@ -167,7 +167,9 @@ pub fn reconcile(app: &Arc<App>) {
             batch.end(run, RunState::Aborted, now, "Run aborted.");
             continue;
         }
-        match exec.status(&run.id) {
+        let state = exec.status(&run.id);
+        let job_running = matches!(state, ProcessState::Running { .. });
+        match state {
             ProcessState::Exited { code: 0 } => {
                 batch.end(run, RunState::Success, now, "Job succeeded.")
             }
@@ -210,9 +212,12 @@ pub fn reconcile(app: &Arc<App>) {
             }
             ProcessState::Running { .. } | ProcessState::Starting => {
                 let timeout = running_timeout(app, run);
-                if run
-                    .pending_at
-                    .is_some_and(|p| now.duration_since(p).unsigned_abs() > timeout)
+                // As plank: only a running job times out so (a pod still
+                // pending has the scheduling and pending timeouts).
+                if job_running
+                    && run
+                        .pending_at
+                        .is_some_and(|p| now.duration_since(p).unsigned_abs() > timeout)
                 {
                     exec.abort(&run.id, ABORT_GRACE);
                     batch.end(run, RunState::Aborted, now, "Pod running timeout.");

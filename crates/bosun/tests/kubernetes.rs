@@ -5,7 +5,6 @@
 //! when running this file alone: `cargo build -p bosun-fakekube`;
 //! `cargo test --workspace` builds it.)
 
-use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -33,11 +32,6 @@ fn start_full(
     config: &str,
     jobs: &str,
 ) -> Daemon {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
     std::fs::create_dir_all(dir.join("jobs")).unwrap();
     std::fs::write(dir.join("config.yaml"), config).unwrap();
     std::fs::write(dir.join("jobs/jobs.yaml"), jobs).unwrap();
@@ -50,18 +44,37 @@ fn start_full(
         .arg("--data-dir")
         .arg(dir.join("data"))
         .arg("--listen")
-        .arg(format!("127.0.0.1:{port}"))
+        .arg("127.0.0.1:0")
         .env("BOSUN_HEALTH_INTERVAL_MS", "200")
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(dir.join("stderr.log")).unwrap());
     for k in kubeconfigs {
         cmd.arg("--kubeconfig").arg(k);
     }
-    let daemon = Daemon {
-        child: cmd.spawn().unwrap(),
-        port,
-    };
+    let mut child = cmd.spawn().unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
+    let log_text = || std::fs::read_to_string(dir.join("stderr.log")).unwrap_or_default();
+    // The daemon binds port 0 itself and logs the address it got: a port
+    // picked here and handed over could be taken by a parallel test's daemon.
+    let port = loop {
+        let text = log_text();
+        let logged = text
+            .lines()
+            .find(|l| l.contains("bosun serving"))
+            .and_then(|l| l.split("listen=").nth(1))
+            .and_then(|a| a.split_whitespace().next())
+            .and_then(|a| a.rsplit(':').next())
+            .and_then(|p| p.parse::<u16>().ok());
+        if let Some(port) = logged {
+            break port;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the daemon exited ({status}) before serving:\n{text}");
+        }
+        assert!(Instant::now() < deadline, "daemon did not come up:\n{text}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let daemon = Daemon { child, port };
     while get(port, "/healthz").is_none() {
         assert!(
             Instant::now() < deadline,
@@ -364,7 +377,9 @@ fn pods_past_plank_timeouts_end_in_error_and_are_deleted() {
     let daemon = start_full(
         &dir.path().join("bosun"),
         &[a.kubeconfig_path()],
-        "plank: {pod_unscheduled_timeout: 1s, pod_pending_timeout: 1s, pod_running_timeout: 2s}\n",
+        // The scheduling timeout is the longest: the test must see each pod,
+        // and bind or start the next two, before it runs out.
+        "plank: {pod_unscheduled_timeout: 4s, pod_pending_timeout: 1s, pod_running_timeout: 2s}\n",
         JOBS,
     );
     let port = daemon.port;
