@@ -15,8 +15,10 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::PodSpec;
 use rustix::process::{kill_process_group, Pid, Signal};
 
+use std::collections::HashMap;
+
 use crate::shim::{
-    self, start_time, Reply, Request, RunAs, StartRequest, LOG_SUFFIX, SOCKET, STATE_SUFFIX,
+    self, start_time, Event, Reply, Request, RunAs, StartRequest, LOG_SUFFIX, SOCKET, STATE_SUFFIX,
 };
 
 /// Errors starting or controlling a local run.
@@ -85,6 +87,74 @@ pub struct LocalExecutor {
     on_exit: Option<Arc<dyn Fn() + Send + Sync>>,
     /// The user jobs run as (the cluster's `run_as`).
     run_as: Option<RunAs>,
+    /// What the supervisor reported of this executor's runs.
+    known: Arc<Mutex<Known>>,
+}
+
+/// What the supervisor reported of the runs: the pid of each run this
+/// executor started, then its exit code. `status` answers from it without
+/// reading any file (the controller asks for every pending run on every pass,
+/// and a pass follows every job's end); runs it does not hold are read from
+/// their files.
+///
+/// An entry is never wrong: `Running` is recorded only for a start made while
+/// an acknowledged subscription was up (and it still is, unchanged: same
+/// `generation`), so the job's end is reported on it; when the subscription
+/// ends everything is forgotten. Forgetting is always safe (the files
+/// answer), except for one race, which `generation` closes: a job that ended
+/// (and whose report was already dropped) before its start recorded it
+/// `Running`. Every drop of entries bumps `generation`, and a start records
+/// nothing if it changed since the start was sent.
+#[derive(Default)]
+struct Known {
+    /// Bumped whenever entries are dropped.
+    generation: u64,
+    /// The current subscription was acknowledged: every job that ends is
+    /// reported.
+    trusted: bool,
+    runs: HashMap<String, Cached>,
+    /// How many entries trigger the next sweep of old exits.
+    sweep_at: usize,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Cached {
+    Running(u32),
+    Exited { code: i32, at: Instant },
+}
+
+/// Below this many entries, exits are not swept.
+const SWEEP_MIN: usize = 4096;
+/// How long a reported exit is kept once the map is large (the controller
+/// reads it within a pass; later readers use the files).
+const EXIT_KEPT: Duration = Duration::from_secs(60);
+
+impl Known {
+    fn ended(&mut self, id: String, code: i32) {
+        self.runs.insert(
+            id,
+            Cached::Exited {
+                code,
+                at: Instant::now(),
+            },
+        );
+        if self.runs.len() >= self.sweep_at.max(SWEEP_MIN) {
+            let now = Instant::now();
+            self.runs.retain(|_, c| match c {
+                Cached::Running(_) => true,
+                Cached::Exited { at, .. } => now.duration_since(*at) < EXIT_KEPT,
+            });
+            self.generation += 1;
+            self.sweep_at = self.runs.len() * 2;
+        }
+    }
+
+    /// The subscription ended: reports may be missing from now on.
+    fn forget(&mut self) {
+        self.trusted = false;
+        self.generation += 1;
+        self.runs.clear();
+    }
 }
 
 impl Drop for LocalExecutor {
@@ -143,6 +213,7 @@ impl LocalExecutor {
             subscribed: Arc::default(),
             on_exit: None,
             run_as: None,
+            known: Arc::default(),
         }
     }
 
@@ -216,11 +287,11 @@ impl LocalExecutor {
         }
     }
 
-    /// Opens the subscribed connection whose thread calls `on_exit`.
+    /// Opens the subscribed connection, whose thread records the ends of jobs
+    /// in `known` and calls `on_exit`.
     fn subscribe(&self) -> Result<(), LocalError> {
-        let Some(notify) = self.on_exit.clone() else {
-            return Ok(());
-        };
+        let notify = self.on_exit.clone();
+        let known = self.known.clone();
         let mut events = self.events.lock().unwrap_or_else(|e| e.into_inner());
         if self.subscribed.load(std::sync::atomic::Ordering::Acquire) {
             return Ok(()); // another thread subscribed meanwhile
@@ -236,12 +307,26 @@ impl LocalExecutor {
             .name("bosun-run-events".into())
             .stack_size(64 * 1024)
             .spawn(move || {
+                let lock = || known.lock().unwrap_or_else(|e| e.into_inner());
                 for line in BufReader::new(reader).lines() {
-                    if line.is_err() {
-                        break;
+                    let Ok(line) = line else { break };
+                    match serde_json::from_str::<Event>(&line) {
+                        Ok(Event::Subscribed) => lock().trusted = true,
+                        Ok(Event::Ended { id, code }) => {
+                            let mut known = lock();
+                            if known.trusted {
+                                known.ended(id, code);
+                            }
+                        }
+                        // A supervisor of an earlier version: no details.
+                        Ok(Event::Exit(_)) | Err(_) => {}
                     }
-                    notify();
+                    if let Some(notify) = &notify {
+                        notify();
+                    }
                 }
+                // Forgotten before a new subscription can start.
+                lock().forget();
                 subscribed.store(false, std::sync::atomic::Ordering::Release);
             })
             .map_err(|e| {
@@ -255,9 +340,15 @@ impl LocalExecutor {
         Ok(())
     }
 
+    fn known(&self) -> std::sync::MutexGuard<'_, Known> {
+        self.known.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Sends a request and reads its reply, reconnecting once if the
     /// connection broke (a start is idempotent, so repeating one is safe).
-    fn request(&self, req: &Request) -> Result<Reply, LocalError> {
+    /// Also returns the generation of `known` just before the request was
+    /// sent, if the subscription was acknowledged then.
+    fn request(&self, req: &Request) -> Result<(Reply, Option<u64>), LocalError> {
         let mut line = serde_json::to_string(req).map_err(io)?;
         line.push('\n');
         let mut last = None;
@@ -270,6 +361,10 @@ impl LocalExecutor {
             if !self.subscribed.load(std::sync::atomic::Ordering::Acquire) {
                 self.subscribe()?;
             }
+            let generation = {
+                let known = self.known();
+                known.trusted.then_some(known.generation)
+            };
             let mut reply = String::new();
             let sent = c
                 .get_mut()
@@ -278,7 +373,8 @@ impl LocalExecutor {
             match sent {
                 Ok(n) if n > 0 => {
                     self.conns.lock().unwrap_or_else(|e| e.into_inner()).push(c);
-                    return serde_json::from_str(&reply).map_err(io);
+                    let reply = serde_json::from_str(&reply).map_err(io)?;
+                    return Ok((reply, generation));
                 }
                 Ok(_) => last = Some("the supervisor closed the connection".to_string()),
                 Err(e) => last = Some(e.to_string()),
@@ -302,10 +398,22 @@ impl LocalExecutor {
             env: job.env.clone(),
             working_dir: job.working_dir.clone(),
             run_as: self.run_as,
+            want_pid: true,
         });
         match self.request(&req)? {
-            Reply::Started | Reply::Exists => Ok(()),
-            Reply::Error(e) => Err(LocalError::Io(e)),
+            (Reply::Spawned { pid }, Some(generation)) => {
+                let mut known = self.known();
+                if known.trusted && known.generation == generation {
+                    // Its end may have been reported already.
+                    known
+                        .runs
+                        .entry(run_id.to_string())
+                        .or_insert(Cached::Running(pid));
+                }
+                Ok(())
+            }
+            (Reply::Started | Reply::Exists | Reply::Spawned { .. }, _) => Ok(()),
+            (Reply::Error(e), _) => Err(LocalError::Io(e)),
         }
     }
 
@@ -313,6 +421,16 @@ impl LocalExecutor {
     /// earlier daemon: pids are checked against their recorded start times, so
     /// a reused pid is never mistaken for the job or its supervisor).
     pub fn status(&self, run_id: &str) -> ProcessState {
+        match self.known().runs.get(run_id) {
+            Some(Cached::Running(pid)) => return ProcessState::Running { pid: *pid },
+            Some(Cached::Exited { code, .. }) => return ProcessState::Exited { code: *code },
+            None => {}
+        }
+        self.status_from_files(run_id)
+    }
+
+    /// Where a run stands, from its files alone.
+    fn status_from_files(&self, run_id: &str) -> ProcessState {
         let read = || RunState::parse(&fs::read_to_string(self.state_path(run_id)).ok()?);
         let Some(state) = read() else {
             // No state yet: a start in progress (the directory was just made),
@@ -372,6 +490,13 @@ impl LocalExecutor {
 
     /// Deletes a finished run's files: its state, its log, its directory.
     pub fn remove(&self, run_id: &str) -> Result<(), LocalError> {
+        {
+            // Every drop bumps the generation (see `Known`).
+            let mut known = self.known();
+            if known.runs.remove(run_id).is_some() {
+                known.generation += 1;
+            }
+        }
         let gone = |r: std::io::Result<()>| match r {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(e)),
             _ => Ok(()),

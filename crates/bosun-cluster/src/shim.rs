@@ -18,10 +18,11 @@
 //! `RUN_ID.log` (the job's stdout and stderr), and the state file
 //! `RUN_ID.state`: first the line "PID STARTTIME SUPERVISOR_PID
 //! SUPERVISOR_STARTTIME" (start times in clock ticks since boot, so a reused pid
-//! is never mistaken for the job or its supervisor), written atomically
-//! (temporary file, then rename), then, appended in one write when the job
-//! ends, "exit CODE" (the exit status, or 128 + the signal number). Three files
-//! per run and one rename: creating files is most of a local run's cost.
+//! is never mistaken for the job or its supervisor), then, appended when the
+//! job ends, "exit CODE" (the exit status, or 128 + the signal number). Each
+//! line is written in one write and readers take only whole lines, so a line
+//! is seen complete or not at all. Three files per run: creating files is
+//! most of a local run's cost.
 //!
 //! A supervisor exits when no daemon is connected and none of its jobs runs
 //! (checked when either ends, and every 10 s). `ROOT/.supervisor.lock` (flock)
@@ -55,7 +56,9 @@ pub const LOCK: &str = ".supervisor.lock";
 pub enum Request {
     /// Start a run (nothing happens if its directory exists).
     Start(StartRequest),
-    /// Send this connection a line `{"exit":"RUN_ID"}` whenever a job ends.
+    /// Subscribe this connection to the ends of jobs: the supervisor answers
+    /// [`Event::Subscribed`] once registered, then sends [`Event::Ended`]
+    /// whenever a job ends.
     Subscribe,
 }
 
@@ -74,6 +77,11 @@ pub struct StartRequest {
     /// directory is given to that user.
     #[serde(default)]
     pub run_as: Option<RunAs>,
+    /// Answer a successful start with [`Reply::Spawned`] (the job's pid)
+    /// rather than [`Reply::Started`]. A flag, so a daemon that does not know
+    /// `Spawned` never gets it from a newer supervisor.
+    #[serde(default)]
+    pub want_pid: bool,
 }
 
 /// A user and group to run a job as.
@@ -120,6 +128,12 @@ impl RunAs {
 pub enum Reply {
     /// The run was started (or its start failed and its state says exit 127).
     Started,
+    /// The run's job was started as this pid (when asked for, see
+    /// [`StartRequest::want_pid`]).
+    Spawned {
+        /// The job's pid (also its process group).
+        pid: u32,
+    },
     /// The run's directory existed: it was started before.
     Exists,
     /// Nothing was started.
@@ -130,20 +144,37 @@ pub enum Reply {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Event {
-    /// The job of this run ended; its exit code is in its state file.
+    /// The connection is subscribed: every job that ends from now on is
+    /// reported on it (or, if a report cannot be written, the connection is
+    /// shut down).
+    Subscribed,
+    /// The job of this run ended with this exit code (also in its state
+    /// file, written before this is sent).
+    Ended {
+        /// The run's id.
+        id: String,
+        /// The exit code (128 + the signal number for a killed job).
+        code: i32,
+    },
+    /// The job of this run ended; its exit code is in its state file (what
+    /// supervisors of earlier versions send).
     Exit(String),
 }
 
-/// Writes `contents` to `dir/name` atomically (temporary file, then rename): a
-/// reader, or a daemon restarted after a crash, sees the whole file or none.
+/// Creates `dir/name` holding `contents` (whole lines), written in one write.
+/// Readers take only whole lines (each ends with its newline), so a reader,
+/// or a daemon restarted after a crash, sees each line complete or not at all;
+/// no temporary file and rename are needed, and a run costs one file
+/// creation less (creating files is most of a local run's cost).
 /// Not fsynced: the files describe live processes, which a power loss ends
 /// anyway; after one, a run whose exit code was not yet on disk ends in `error`
 /// ("executor lost the process") rather than with its result.
-pub fn write_atomic(dir: &Path, name: &str, contents: &str) -> std::io::Result<()> {
-    let tmp = dir.join(format!(".{name}.tmp"));
-    let mut f = File::create(&tmp)?;
-    f.write_all(contents.as_bytes())?;
-    fs::rename(&tmp, dir.join(name))
+pub fn write_lines(dir: &Path, name: &str, contents: &str) -> std::io::Result<()> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(dir.join(name))?
+        .write_all(contents.as_bytes())
 }
 
 /// Appends one line in a single write: a reader sees all of it or none (the
@@ -186,6 +217,9 @@ pub fn parse_args(args: &[String]) -> Result<ShimArgs, String> {
 struct State {
     /// Running jobs: pid -> run id.
     children: HashMap<i32, String>,
+    /// Exit codes of jobs reaped before their start registered them (a start
+    /// spawns without holding the lock): pid -> code.
+    early: HashMap<i32, i32>,
     /// Open connections.
     connections: usize,
     /// Subscribed connections by connection number.
@@ -240,7 +274,7 @@ impl Supervisor {
         let state_name = format!("{}{STATE_SUFFIX}", req.id);
         let me = format!("{} {}", self.me.0, self.me.1);
         let failed = |why: String| {
-            let _ = write_atomic(&self.root, &state_name, &format!("0 0 {me}\nexit 127\n"));
+            let _ = write_lines(&self.root, &state_name, &format!("0 0 {me}\nexit 127\n"));
             why
         };
         let workdir = relative
@@ -280,9 +314,9 @@ impl Supervisor {
                 return Reply::Error(failed(format!("cannot open the log: {e}")))
             }
         };
-        // The lock is held from spawn to insert, so the reaper, which takes it
-        // before looking a pid up, always finds the job.
-        let mut state = self.lock();
+        // Spawned without the lock (starts on several connections proceed at
+        // once); a job the reaper collects before it is registered below has
+        // its code left in `early`.
         let mut command = Command::new(program);
         if let Some(u) = req.run_as {
             // As root, std also drops the supplementary groups.
@@ -310,12 +344,48 @@ impl Supervisor {
         // Reaped by the reaper thread with waitpid, not through `child`.
         drop(child);
         let started = start_time(pid).unwrap_or(0);
-        if let Err(e) = write_atomic(&self.root, &state_name, &format!("{pid} {started} {me}\n")) {
+        if let Err(e) = write_lines(&self.root, &state_name, &format!("{pid} {started} {me}\n")) {
             let _ = writeln!(log, "bosun: cannot record the job's pid: {e}");
         }
-        state.children.insert(pid as i32, req.id.clone());
-        self.spawned.notify_one();
-        Reply::Started
+        let mut state = self.lock();
+        match state.early.remove(&(pid as i32)) {
+            Some(code) => self.ended(&mut state, &req.id, code),
+            None => {
+                state.children.insert(pid as i32, req.id.clone());
+                // Under the lock: the reaper checks for children under it too.
+                self.spawned.notify_one();
+            }
+        }
+        drop(state);
+        if req.want_pid {
+            Reply::Spawned { pid }
+        } else {
+            Reply::Started
+        }
+    }
+
+    /// Records that the job of run `id` ended with `code`: its state file
+    /// first, then the subscribers. A subscriber that cannot take the line
+    /// within its write timeout is dropped and its connection shut down, so
+    /// its daemon sees that reports may be missing (it resubscribes).
+    fn ended(&self, state: &mut State, id: &str, code: i32) {
+        let _ = append_line(
+            &self.root.join(format!("{id}{STATE_SUFFIX}")),
+            &format!("exit {code}\n"),
+        );
+        let mut line = serde_json::to_string(&Event::Ended {
+            id: id.to_string(),
+            code,
+        })
+        .unwrap_or_default();
+        line.push('\n');
+        state.subscribers.retain(|_, s| {
+            let sent = s.write_all(line.as_bytes()).is_ok();
+            if !sent {
+                let _ = s.shutdown(std::net::Shutdown::Both);
+            }
+            sent
+        });
     }
 
     /// Reaps every ended job: writes its exit code and tells the subscribers.
@@ -327,18 +397,13 @@ impl Supervisor {
                         .exit_status()
                         .unwrap_or_else(|| 128 + status.terminating_signal().unwrap_or(0));
                     let mut state = self.lock();
-                    if let Some(id) = state.children.remove(&pid.as_raw_nonzero().get()) {
-                        let _ = append_line(
-                            &self.root.join(format!("{id}{STATE_SUFFIX}")),
-                            &format!("exit {code}\n"),
-                        );
-                        let mut line = serde_json::to_string(&Event::Exit(id)).unwrap_or_default();
-                        line.push('\n');
-                        // A subscriber that cannot take a line within its write
-                        // timeout is dropped (it resubscribes on reconnect).
-                        state
-                            .subscribers
-                            .retain(|_, s| s.write_all(line.as_bytes()).is_ok());
+                    let pid = pid.as_raw_nonzero().get();
+                    match state.children.remove(&pid) {
+                        Some(id) => self.ended(&mut state, &id, code),
+                        // Its start has not registered it yet.
+                        None => {
+                            state.early.insert(pid, code);
+                        }
                     }
                     self.exit_if_idle(&state);
                 }
@@ -367,9 +432,16 @@ impl Supervisor {
             let reply = match serde_json::from_str::<Request>(&line) {
                 Ok(Request::Start(req)) => self.start(&req),
                 Ok(Request::Subscribe) => {
-                    if let Ok(s) = writer.try_clone() {
+                    if let Ok(mut s) = writer.try_clone() {
                         let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
-                        self.lock().subscribers.insert(number, s);
+                        let mut ack = serde_json::to_string(&Event::Subscribed).unwrap_or_default();
+                        ack.push('\n');
+                        // Registered and acknowledged under the lock: no
+                        // report of an end can come before the ack.
+                        let mut state = self.lock();
+                        if s.write_all(ack.as_bytes()).is_ok() {
+                            state.subscribers.insert(number, s);
+                        }
                     }
                     continue;
                 }
@@ -435,6 +507,7 @@ fn supervise(args: &ShimArgs) -> std::io::Result<()> {
         me: (pid, start_time(pid).unwrap_or(0)),
         state: Mutex::new(State {
             children: HashMap::new(),
+            early: HashMap::new(),
             connections: 0,
             subscribers: HashMap::new(),
         }),

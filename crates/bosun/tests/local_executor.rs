@@ -161,3 +161,81 @@ fn commands_come_from_the_single_container() {
         .to_string()
         .contains("needs the container's command"));
 }
+
+#[test]
+fn many_short_jobs_at_once_all_record_their_exit() {
+    // Jobs that end at once are often reaped before their start has
+    // registered them: each must still get its exit code, in its state file
+    // and in the executor's answer.
+    let root = tempfile::tempdir().unwrap();
+    let ex = std::sync::Arc::new(executor(root.path()));
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let ex = ex.clone();
+            std::thread::spawn(move || {
+                for i in 0..40 {
+                    let id = format!("short-{t}-{i}");
+                    let code = (t * 40 + i) % 3;
+                    let job = JobProcess {
+                        command: vec!["/bin/sh".into(), "-c".into(), format!("exit {code}")],
+                        ..job("")
+                    };
+                    ex.start(&id, &job).unwrap();
+                    assert_eq!(wait_end(&ex, &id), ProcessState::Exited { code }, "{id}");
+                }
+            })
+        })
+        .collect();
+    threads.into_iter().for_each(|t| t.join().unwrap());
+    for t in 0..8 {
+        for i in 0..40 {
+            let state =
+                std::fs::read_to_string(root.path().join(format!("short-{t}-{i}.state"))).unwrap();
+            let code = (t * 40 + i) % 3;
+            assert!(state.ends_with(&format!("\nexit {code}\n")), "{state}");
+        }
+    }
+}
+
+#[test]
+fn ends_come_from_the_supervisors_reports_and_from_the_files_once_it_is_gone() {
+    let root = tempfile::tempdir().unwrap();
+    let ex = executor(root.path());
+    let state = |id: &str| root.path().join(format!("{id}.state"));
+    // A run whose end the executor has from the supervisor's report: its
+    // state file is not read again (overwritten here, it is not believed).
+    // The first starts may come before the subscription is acknowledged.
+    let mut reported = None;
+    for i in 0..50 {
+        let id = format!("r{i}");
+        ex.start(&id, &job("exit 0")).unwrap();
+        assert_eq!(wait_end(&ex, &id), ProcessState::Exited { code: 0 });
+        let text = std::fs::read_to_string(state(&id)).unwrap();
+        std::fs::write(state(&id), text.replace("exit 0", "exit 5")).unwrap();
+        if ex.status(&id) == (ProcessState::Exited { code: 0 }) {
+            reported = Some((id, text));
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (id, text) = reported.expect("an end known from the supervisor's report");
+    // The supervisor goes away (killed): what it reported may be incomplete
+    // from now on, so the files answer again.
+    let supervisor: i32 = text.split_whitespace().nth(2).unwrap().parse().unwrap();
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(supervisor).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while ex.status(&id) != (ProcessState::Exited { code: 5 }) {
+        assert!(
+            Instant::now() < deadline,
+            "still answered from the reports after the supervisor died"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // A new supervisor takes over for the next start.
+    ex.start("after", &job("exit 4")).unwrap();
+    assert_eq!(wait_end(&ex, "after"), ProcessState::Exited { code: 4 });
+}
