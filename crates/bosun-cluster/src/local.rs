@@ -1,9 +1,11 @@
 //! The local executor: a run is a process on this machine, started and reaped
 //! by the cluster's supervisor (`bosun run-shim`, see [`crate::shim`]), with
 //! its working directory `ROOT/RUN_ID/`, its log `ROOT/RUN_ID.log` and its
-//! state `ROOT/RUN_ID.state` (pids, then the exit code). Everything needed to
-//! find a run again after a daemon restart is in those files.
+//! state (pids, then the exit code) in the log's attribute `user.bosun.state`,
+//! or `ROOT/RUN_ID.state` on a filesystem without user attributes. Everything
+//! needed to find a run again after a daemon restart is in those files.
 
+use std::collections::HashMap;
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -15,10 +17,9 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::PodSpec;
 use rustix::process::{kill_process_group, Pid, Signal};
 
-use std::collections::HashMap;
-
 use crate::shim::{
     self, start_time, Event, Reply, Request, RunAs, StartRequest, LOG_SUFFIX, SOCKET, STATE_SUFFIX,
+    STATE_XATTR,
 };
 
 /// Errors starting or controlling a local run.
@@ -431,7 +432,7 @@ impl LocalExecutor {
 
     /// Where a run stands, from its files alone.
     fn status_from_files(&self, run_id: &str) -> ProcessState {
-        let read = || RunState::parse(&fs::read_to_string(self.state_path(run_id)).ok()?);
+        let read = || self.read_state(run_id);
         let Some(state) = read() else {
             // No state yet: a start in progress (the directory was just made),
             // or one that never completed.
@@ -458,6 +459,23 @@ impl LocalExecutor {
             Some(code) => ProcessState::Exited { code },
             None if alive(state.supervisor) => ProcessState::Starting,
             None => ProcessState::Lost,
+        }
+    }
+
+    /// A run's state: the log's attribute, or the state file where the
+    /// attribute has no exit (a filesystem without user attributes, or an
+    /// exit the attribute could not take).
+    fn read_state(&self, run_id: &str) -> Option<RunState> {
+        let mut buf = [0u8; 256];
+        let attribute = rustix::fs::getxattr(self.log_path(run_id), STATE_XATTR, &mut buf[..])
+            .ok()
+            .and_then(|n| RunState::parse(std::str::from_utf8(&buf[..n]).ok()?));
+        match attribute {
+            Some(s) if s.exit.is_some() => Some(s),
+            attribute => fs::read_to_string(self.state_path(run_id))
+                .ok()
+                .and_then(|t| RunState::parse(&t))
+                .or(attribute),
         }
     }
 

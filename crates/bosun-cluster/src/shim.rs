@@ -14,15 +14,22 @@
 //!
 //! For each run it creates, in the cluster's root, the run's working directory
 //! `RUN_ID/` (exclusively: a second start of the same run finds it and does
-//! nothing; the container's `workingDir` is taken inside it), the log
-//! `RUN_ID.log` (the job's stdout and stderr), and the state file
-//! `RUN_ID.state`: first the line "PID STARTTIME SUPERVISOR_PID
-//! SUPERVISOR_STARTTIME" (start times in clock ticks since boot, so a reused pid
-//! is never mistaken for the job or its supervisor), then, appended when the
-//! job ends, "exit CODE" (the exit status, or 128 + the signal number). Each
-//! line is written in one write and readers take only whole lines, so a line
-//! is seen complete or not at all. Three files per run: creating files is
-//! most of a local run's cost.
+//! nothing; the container's `workingDir` is taken inside it) and the log
+//! `RUN_ID.log` (the job's stdout and stderr, mode 0644). The run's state is
+//! the log's extended attribute `user.bosun.state`: first the line "PID
+//! STARTTIME SUPERVISOR_PID SUPERVISOR_STARTTIME" (start times in clock ticks
+//! since boot, so a reused pid is never mistaken for the job or its
+//! supervisor), then, once the job ends, that line and "exit CODE" (the exit
+//! status, or 128 + the signal number). An attribute is replaced atomically,
+//! so a reader sees the old state or the new one. Creating files is most of a
+//! local run's cost: two per run, where a state file would be a third.
+//!
+//! On a filesystem without user attributes the state goes to the file
+//! `RUN_ID.state` instead, with the same lines, each written in one write
+//! (readers take only whole lines, so a line is seen complete or not at all).
+//! Readers take the attribute, and the file when the attribute has no exit.
+//! `BOSUN_RUN_STATE_FILES=1` in the supervisor's environment keeps states in
+//! files everywhere.
 //!
 //! A supervisor exits when no daemon is connected and none of its jobs runs
 //! (checked when either ends, and every 10 s). `ROOT/.supervisor.lock` (flock)
@@ -31,7 +38,7 @@
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Component, Path, PathBuf};
@@ -39,12 +46,16 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use rustix::fs::XattrFlags;
 use serde::{Deserialize, Serialize};
 
 /// The suffix of a run's log, beside its directory.
 pub const LOG_SUFFIX: &str = ".log";
-/// The suffix of a run's state file, beside its directory.
+/// The suffix of a run's state file, beside its directory (where the log's
+/// attribute cannot be used).
 pub const STATE_SUFFIX: &str = ".state";
+/// The extended attribute of a run's log that holds its state.
+pub const STATE_XATTR: &str = "user.bosun.state";
 /// The supervisor's socket, in the cluster's root.
 pub const SOCKET: &str = ".supervisor.sock";
 /// The supervisor's lock file, in the cluster's root.
@@ -173,6 +184,7 @@ pub fn write_lines(dir: &Path, name: &str, contents: &str) -> std::io::Result<()
     OpenOptions::new()
         .write(true)
         .create_new(true)
+        .mode(0o644)
         .open(dir.join(name))?
         .write_all(contents.as_bytes())
 }
@@ -214,9 +226,19 @@ pub fn parse_args(args: &[String]) -> Result<ShimArgs, String> {
     }
 }
 
+/// A running job's record.
+struct Job {
+    /// Its run's id.
+    id: String,
+    /// Its state line ("PID STARTTIME SUPERVISOR_PID SUPERVISOR_STARTTIME\n").
+    line: String,
+    /// The state is in the log's extended attribute (else in the state file).
+    in_xattr: bool,
+}
+
 struct State {
-    /// Running jobs: pid -> run id.
-    children: HashMap<i32, String>,
+    /// Running jobs by pid.
+    children: HashMap<i32, Job>,
     /// Exit codes of jobs reaped before their start registered them (a start
     /// spawns without holding the lock): pid -> code.
     early: HashMap<i32, i32>,
@@ -228,8 +250,11 @@ struct State {
 
 struct Supervisor {
     root: PathBuf,
-    /// This process: pid and start time, written into every run's pid file.
+    /// This process: pid and start time, written into every run's state.
     me: (u32, u64),
+    /// Keep states in files only (`BOSUN_RUN_STATE_FILES=1`: what a
+    /// filesystem without user attributes gets; tests use it).
+    state_files: bool,
     state: Mutex<State>,
     /// Signalled when a job is started (the reaper waits for one).
     spawned: Condvar,
@@ -282,9 +307,13 @@ impl Supervisor {
             .filter(|c| matches!(c, Component::Normal(_)))
             .fold(dir.clone(), |p, c| p.join(c));
         let opened = fs::create_dir_all(&workdir).and_then(|()| {
+            // 0644: a job running as another user writes its log only
+            // through the descriptors it inherits, and cannot change the
+            // log's state attribute.
             OpenOptions::new()
                 .create(true)
                 .append(true)
+                .mode(0o644)
                 .open(self.root.join(format!("{}{LOG_SUFFIX}", req.id)))
         });
         let owned = req.run_as.map_or(Ok(()), |u| {
@@ -344,14 +373,27 @@ impl Supervisor {
         // Reaped by the reaper thread with waitpid, not through `child`.
         drop(child);
         let started = start_time(pid).unwrap_or(0);
-        if let Err(e) = write_lines(&self.root, &state_name, &format!("{pid} {started} {me}\n")) {
-            let _ = writeln!(log, "bosun: cannot record the job's pid: {e}");
+        let line = format!("{pid} {started} {me}\n");
+        // The state goes into the log's attribute: no file to create. A
+        // filesystem without user attributes gets the state file.
+        let in_xattr = !self.state_files
+            && rustix::fs::fsetxattr(&log, STATE_XATTR, line.as_bytes(), XattrFlags::empty())
+                .is_ok();
+        if !in_xattr {
+            if let Err(e) = write_lines(&self.root, &state_name, &line) {
+                let _ = writeln!(log, "bosun: cannot record the job's pid: {e}");
+            }
         }
+        let job = Job {
+            id: req.id.clone(),
+            line,
+            in_xattr,
+        };
         let mut state = self.lock();
         match state.early.remove(&(pid as i32)) {
-            Some(code) => self.ended(&mut state, &req.id, code),
+            Some(code) => self.ended(&mut state, &job, code),
             None => {
-                state.children.insert(pid as i32, req.id.clone());
+                state.children.insert(pid as i32, job);
                 // Under the lock: the reaper checks for children under it too.
                 self.spawned.notify_one();
             }
@@ -368,11 +410,27 @@ impl Supervisor {
     /// first, then the subscribers. A subscriber that cannot take the line
     /// within its write timeout is dropped and its connection shut down, so
     /// its daemon sees that reports may be missing (it resubscribes).
-    fn ended(&self, state: &mut State, id: &str, code: i32) {
-        let _ = append_line(
-            &self.root.join(format!("{id}{STATE_SUFFIX}")),
-            &format!("exit {code}\n"),
-        );
+    fn ended(&self, state: &mut State, job: &Job, code: i32) {
+        let id = &job.id;
+        let exit = format!("exit {code}\n");
+        let whole = format!("{}{exit}", job.line);
+        let written = job.in_xattr
+            && rustix::fs::setxattr(
+                self.root.join(format!("{id}{LOG_SUFFIX}")),
+                STATE_XATTR,
+                whole.as_bytes(),
+                XattrFlags::empty(),
+            )
+            .is_ok();
+        if !written {
+            // Readers look at the state file when the attribute has no exit.
+            let state_name = format!("{id}{STATE_SUFFIX}");
+            let _ = if job.in_xattr {
+                write_lines(&self.root, &state_name, &whole)
+            } else {
+                append_line(&self.root.join(state_name), &exit)
+            };
+        }
         let mut line = serde_json::to_string(&Event::Ended {
             id: id.to_string(),
             code,
@@ -399,7 +457,7 @@ impl Supervisor {
                     let mut state = self.lock();
                     let pid = pid.as_raw_nonzero().get();
                     match state.children.remove(&pid) {
-                        Some(id) => self.ended(&mut state, &id, code),
+                        Some(job) => self.ended(&mut state, &job, code),
                         // Its start has not registered it yet.
                         None => {
                             state.early.insert(pid, code);
@@ -505,6 +563,7 @@ fn supervise(args: &ShimArgs) -> std::io::Result<()> {
     let sup = Arc::new(Supervisor {
         root: args.root.clone(),
         me: (pid, start_time(pid).unwrap_or(0)),
+        state_files: std::env::var_os("BOSUN_RUN_STATE_FILES").is_some_and(|v| v == "1"),
         state: Mutex::new(State {
             children: HashMap::new(),
             early: HashMap::new(),

@@ -15,6 +15,31 @@ fn executor(root: &Path) -> LocalExecutor {
     )
 }
 
+/// A run's state as the supervisor recorded it: the log's attribute, else
+/// the state file.
+fn state_of(root: &Path, id: &str) -> String {
+    let mut buf = [0u8; 256];
+    match rustix::fs::getxattr(
+        root.join(format!("{id}.log")),
+        "user.bosun.state",
+        &mut buf[..],
+    ) {
+        Ok(n) => String::from_utf8(buf[..n].to_vec()).unwrap(),
+        Err(_) => std::fs::read_to_string(root.join(format!("{id}.state"))).unwrap(),
+    }
+}
+
+/// Replaces a run's state behind the executor's back.
+fn set_state(root: &Path, id: &str, text: &str) {
+    rustix::fs::setxattr(
+        root.join(format!("{id}.log")),
+        "user.bosun.state",
+        text.as_bytes(),
+        rustix::fs::XattrFlags::REPLACE,
+    )
+    .unwrap();
+}
+
 fn job(script: &str) -> JobProcess {
     JobProcess {
         command: vec!["/bin/sh".into(), "-c".into(), script.into()],
@@ -189,8 +214,7 @@ fn many_short_jobs_at_once_all_record_their_exit() {
     threads.into_iter().for_each(|t| t.join().unwrap());
     for t in 0..8 {
         for i in 0..40 {
-            let state =
-                std::fs::read_to_string(root.path().join(format!("short-{t}-{i}.state"))).unwrap();
+            let state = state_of(root.path(), &format!("short-{t}-{i}"));
             let code = (t * 40 + i) % 3;
             assert!(state.ends_with(&format!("\nexit {code}\n")), "{state}");
         }
@@ -201,7 +225,6 @@ fn many_short_jobs_at_once_all_record_their_exit() {
 fn ends_come_from_the_supervisors_reports_and_from_the_files_once_it_is_gone() {
     let root = tempfile::tempdir().unwrap();
     let ex = executor(root.path());
-    let state = |id: &str| root.path().join(format!("{id}.state"));
     // A run whose end the executor has from the supervisor's report: its
     // state file is not read again (overwritten here, it is not believed).
     // The first starts may come before the subscription is acknowledged.
@@ -210,8 +233,8 @@ fn ends_come_from_the_supervisors_reports_and_from_the_files_once_it_is_gone() {
         let id = format!("r{i}");
         ex.start(&id, &job("exit 0")).unwrap();
         assert_eq!(wait_end(&ex, &id), ProcessState::Exited { code: 0 });
-        let text = std::fs::read_to_string(state(&id)).unwrap();
-        std::fs::write(state(&id), text.replace("exit 0", "exit 5")).unwrap();
+        let text = state_of(root.path(), &id);
+        set_state(root.path(), &id, &text.replace("exit 0", "exit 5"));
         if ex.status(&id) == (ProcessState::Exited { code: 0 }) {
             reported = Some((id, text));
             break;
@@ -238,4 +261,34 @@ fn ends_come_from_the_supervisors_reports_and_from_the_files_once_it_is_gone() {
     // A new supervisor takes over for the next start.
     ex.start("after", &job("exit 4")).unwrap();
     assert_eq!(wait_end(&ex, "after"), ProcessState::Exited { code: 4 });
+}
+
+#[test]
+fn without_user_attributes_states_live_in_files() {
+    // What a filesystem without user attributes gets.
+    let root = tempfile::tempdir().unwrap();
+    let ex = LocalExecutor::new(
+        root.path(),
+        vec![
+            "/usr/bin/env".to_string(),
+            "BOSUN_RUN_STATE_FILES=1".to_string(),
+            env!("CARGO_BIN_EXE_bosun").to_string(),
+            "run-shim".to_string(),
+        ],
+    );
+    ex.start("f", &job("exit 6")).unwrap();
+    assert_eq!(wait_end(&ex, "f"), ProcessState::Exited { code: 6 });
+    let log = root.path().join("f.log");
+    assert!(
+        rustix::fs::getxattr(&log, "user.bosun.state", &mut [0u8; 256][..]).is_err(),
+        "no attribute"
+    );
+    let state = std::fs::read_to_string(root.path().join("f.state")).unwrap();
+    assert!(state.ends_with("\nexit 6\n"), "{state}");
+    // A new executor (a restarted daemon) reads it from the file.
+    drop(ex);
+    assert_eq!(
+        executor(root.path()).status("f"),
+        ProcessState::Exited { code: 6 }
+    );
 }
