@@ -63,6 +63,18 @@ struct Slot {
     generation: u64,
     /// When it next fires (its last decision's wake-up), for listings and metrics.
     next_fire: Option<Timestamp>,
+    /// The end of one of its runs may change its decision (see
+    /// [`Scheduler::run_ended`]); true until its first decision.
+    waits_on_end: bool,
+}
+
+/// Whether a periodic's policy makes a run's end matter: an interval counts
+/// from the previous run's end (or waits for it), `queue_one` holds a tick
+/// until it, a retry follows a failed run.
+fn policy_waits_on_end(policy: &Policy) -> bool {
+    !matches!(policy.trigger, bosun_schedule::decide::Trigger::Cron(_))
+        || policy.concurrency == bosun_config::types::ConcurrencyPolicy::QueueOne
+        || policy.retry.is_some()
 }
 
 /// A periodic's fire decided ahead of its instant.
@@ -75,6 +87,8 @@ struct ArmedEntry {
     /// Its decision depends on the second it is applied in (a starting
     /// deadline, or `catch_up: skip`).
     exact: bool,
+    /// The decision leaves a tick queued (`queue_one`).
+    queued: bool,
 }
 
 /// Fires decided ahead of their common instant, ready in the store.
@@ -125,6 +139,7 @@ impl Scheduler {
                         self.generation += 1;
                         slot.generation = self.generation;
                         slot.next_fire = None;
+                        slot.waits_on_end = true;
                         self.queue.push(Reverse((now, self.generation, i)));
                     }
                 }
@@ -134,6 +149,7 @@ impl Scheduler {
                         job: Box::new(job),
                         generation: self.generation,
                         next_fire: None,
+                        waits_on_end: true,
                     };
                     let identity = slot.job.identity.clone();
                     let i = match self.free.pop() {
@@ -181,7 +197,20 @@ impl Scheduler {
         self.slot(identity)?.next_fire
     }
 
-    /// Evaluates `identity` at `now` (a run of it ended, it was paused, ...).
+    /// A run of `identity` ended at `now`: evaluates it if that may change its
+    /// decision (its policy waits on ends, or a tick is queued), and says
+    /// whether it will. A cron periodic under `forbid`, `allow` or `replace`
+    /// decides each tick at the tick, so the end of its run changes nothing
+    /// (and a burst of ended runs costs the scheduler nothing).
+    pub fn run_ended(&mut self, identity: &str, now: Timestamp) -> bool {
+        let waits = self.slot(identity).is_some_and(|s| s.waits_on_end);
+        if waits {
+            self.poke(identity, now);
+        }
+        waits
+    }
+
+    /// Evaluates `identity` at `now` (it was paused, triggered, ...).
     pub fn poke(&mut self, identity: &str, now: Timestamp) {
         if let Some(&i) = self.index.get(identity) {
             if let Some(slot) = &self.slots[i as usize] {
@@ -287,6 +316,7 @@ impl Scheduler {
                 abort,
                 exact: job.policy.starting_deadline.is_some()
                     || job.policy.catch_up != bosun_config::types::CatchUp::Latest,
+                queued: fire.state.queued.is_some(),
             });
             fires.push((fire, version));
         }
@@ -384,6 +414,7 @@ impl Scheduler {
                         e.wake,
                         e.outcomes,
                         e.abort,
+                        e.queued,
                         created,
                     )
                 }
@@ -407,6 +438,7 @@ impl Scheduler {
         wake: Option<Timestamp>,
         mut outcomes: Vec<TickOutcome>,
         abort: bool,
+        queued: bool,
         created: Vec<Created>,
     ) {
         for o in &mut outcomes {
@@ -425,6 +457,7 @@ impl Scheduler {
         report.fired.push(identity);
         if let Some(slot) = self.slots[i as usize].as_mut() {
             slot.next_fire = wake;
+            slot.waits_on_end = queued || policy_waits_on_end(&slot.job.policy);
         }
         if let Some(wake) = wake {
             self.queue.push(Reverse((wake, generation, i)));
@@ -473,10 +506,19 @@ impl Scheduler {
                 runs.remove(&identity).unwrap_or_default(),
                 now,
             );
-            plans.push((identity, generation, i, wake, fire.outcomes.clone(), abort));
+            let queued = fire.state.queued.is_some();
+            plans.push((
+                identity,
+                generation,
+                i,
+                wake,
+                fire.outcomes.clone(),
+                abort,
+                queued,
+            ));
             fires.push(fire);
         }
-        for ((identity, generation, i, wake, outcomes, abort), result) in
+        for ((identity, generation, i, wake, outcomes, abort, queued), result) in
             plans.into_iter().zip(store.commit_fires(fires, now))
         {
             match result {
@@ -488,6 +530,7 @@ impl Scheduler {
                     wake,
                     outcomes,
                     abort,
+                    queued,
                     created,
                 ),
                 Err(e) => failed.push((identity, e)),
@@ -731,6 +774,68 @@ mod tests {
                 .len(),
             2
         );
+    }
+
+    #[test]
+    fn only_periodics_whose_decision_waits_on_an_end_look_again_when_a_run_ends() {
+        let store = MemoryStore::new();
+        let mut s = Scheduler::new();
+        let queue_one = PeriodicJob {
+            policy: Policy {
+                concurrency: ConcurrencyPolicy::QueueOne,
+                ..hourly("q").policy
+            },
+            ..hourly("q")
+        };
+        let minimum = PeriodicJob {
+            policy: Policy {
+                trigger: Trigger::MinimumInterval(3600),
+                ..hourly("m").policy
+            },
+            ..hourly("m")
+        };
+        let retried = PeriodicJob {
+            policy: Policy {
+                retry: Some(bosun_schedule::decide::RetryPolicy {
+                    attempts: 2,
+                    interval: 60,
+                    run_all: false,
+                }),
+                ..hourly("r").policy
+            },
+            ..hourly("r")
+        };
+        s.set_jobs(
+            vec![hourly("a"), queue_one, minimum, retried],
+            t("2026-01-01T00:30:00Z"),
+        );
+        // Before its first decision, any end counts.
+        assert!(s.run_ended("a", t("2026-01-01T00:30:00Z")));
+        s.fire_due(&store, t("2026-01-01T00:30:00Z"));
+        // A cron periodic under `forbid`: the end of its run changes nothing.
+        assert!(!s.run_ended("a", t("2026-01-01T00:31:00Z")));
+        assert!(s.run_ended("m", t("2026-01-01T00:31:00Z")));
+        assert!(s.run_ended("r", t("2026-01-01T00:31:00Z")));
+        assert!(!s.run_ended("unknown", t("2026-01-01T00:31:00Z")));
+        // `queue_one`: the 02:00 tick is held while the 01:00 run is active,
+        // and runs as soon as that run ends (at its end, not at 03:00).
+        s.fire_due(&store, t("2026-01-01T01:00:00Z"));
+        s.fire_due(&store, t("2026-01-01T02:00:00Z"));
+        assert_eq!(
+            store.periodic_state("q").unwrap().unwrap().queued,
+            Some(t("2026-01-01T02:00:00Z"))
+        );
+        let q_runs = || {
+            all_runs(&store)
+                .into_iter()
+                .filter(|r| r.job == "q")
+                .count()
+        };
+        assert_eq!(q_runs(), 1);
+        finish_all(&store, "2026-01-01T02:10:00Z");
+        assert!(s.run_ended("q", t("2026-01-01T02:10:00Z")));
+        s.fire_due(&store, t("2026-01-01T02:10:00Z"));
+        assert_eq!(q_runs(), 2, "the queued tick ran when the run ended");
     }
 
     fn stores() -> Vec<(Box<dyn Store>, Option<tempfile::TempDir>)> {

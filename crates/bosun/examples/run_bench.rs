@@ -114,6 +114,21 @@ fn main() {
             .collect();
         clients.into_iter().for_each(|c| c.join().unwrap());
     };
+    let cpu = |pid: u32| -> f64 {
+        // utime + stime, in clock ticks (100 per second).
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map_or(vec![], |(_, rest)| rest.split_whitespace().collect());
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        (ticks(11) + ticks(12)) / 100.0
+    };
+    let run_cpu0 = cpu(daemon.id());
     let t1 = Instant::now();
     // BOSUN_BENCH_INSERTS_ONLY=1: only the held inserts (to profile them).
     let only_inserts = std::env::var_os("BOSUN_BENCH_INSERTS_ONLY").is_some();
@@ -133,6 +148,7 @@ fn main() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let total = t1.elapsed();
+    let run_cpu = cpu(daemon.id()) - run_cpu0;
     let mut ok = 0;
     let mut offset = 0;
     loop {
@@ -150,20 +166,6 @@ fn main() {
             break;
         }
     }
-    let cpu = |pid: u32| -> f64 {
-        // utime + stime, in clock ticks (100 per second).
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let fields: Vec<&str> = stat
-            .rsplit_once(')')
-            .map_or(vec![], |(_, rest)| rest.split_whitespace().collect());
-        let ticks = |i: usize| {
-            fields
-                .get(i)
-                .and_then(|v| v.parse::<f64>().ok())
-                .unwrap_or(0.0)
-        };
-        (ticks(11) + ticks(12)) / 100.0
-    };
     let (daemon_cpu0, own_cpu0) = (cpu(daemon.id()), cpu(std::process::id()));
     let t2 = Instant::now();
     post_all("held");
@@ -193,6 +195,10 @@ fn main() {
         total.as_secs_f64()
     );
     println!("bosun / raw: {:.3} (target >= 0.5)", bosun_rate / raw_rate);
+    println!(
+        "daemon CPU for the runs: {run_cpu:.2} s ({:.0} us per run; the local cluster's supervisor and the jobs not included)",
+        run_cpu * 1e6 / n as f64
+    );
     println!(
         "inserts while running: {n} POSTs committed in {:.3} s",
         inserts.as_secs_f64()

@@ -452,11 +452,14 @@ impl App {
 
     /// A run of `periodic` ended: its scheduler entry looks again.
     pub fn periodic_run_ended(&self, periodic: &str) {
-        self.scheduler
+        let evaluate = self
+            .scheduler
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .poke(periodic, self.clock.now());
-        self.scheduler_wake.notify_one();
+            .run_ended(periodic, self.clock.now());
+        if evaluate {
+            self.scheduler_wake.notify_one();
+        }
     }
 
     /// The run template of a job of `snapshot` (made by `make` the first time
