@@ -233,7 +233,13 @@ pub fn reconcile(app: &Arc<App>) {
         }
     }
 
-    std::mem::take(&mut batch).commit(app);
+    // The ends are committed at the end of the pass, with its other
+    // transitions (one commit, not two), and after the starts it decides are
+    // on their way: a slot freed by an end is taken again without waiting for
+    // the end's commit. (A crash in between loses nothing: the ended runs are
+    // still pending in the store and end again from their files, the started
+    // ones are started again, which finds them started.)
+    let ended = std::mem::take(&mut batch);
     for (run, exec, why) in revivals {
         let app = app.clone();
         let namespace = config.pod_namespace.clone();
@@ -586,6 +592,7 @@ pub fn reconcile(app: &Arc<App>) {
         };
         off_the_pass(start);
     }
+    batch.0.extend(ended.0);
     batch.commit(app);
     tracing::debug!(
         running = running.total,

@@ -1561,7 +1561,15 @@ fn build_clusters_and_kubeconfig_contexts_change_without_a_restart() {
     )
     .unwrap();
     // The job's process (`sleep 30`) is running now.
-    let state = std::fs::read_to_string(dir.join(format!("data/runs/a/{long}.state"))).unwrap();
+    // Its state: the log's attribute (see the local executor).
+    let mut buf = [0u8; 256];
+    let n = rustix::fs::getxattr(
+        dir.join(format!("data/runs/a/{long}.log")),
+        "user.bosun.state",
+        &mut buf[..],
+    )
+    .unwrap();
+    let state = String::from_utf8_lossy(&buf[..n]).to_string();
     let pid: u32 = state.split_whitespace().next().unwrap().parse().unwrap();
     let proc_dir = PathBuf::from(format!("/proc/{pid}"));
     let running = |p: &Path| {
