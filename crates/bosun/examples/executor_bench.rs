@@ -12,38 +12,17 @@ use std::time::{Duration, Instant};
 
 use bosun_cluster::local::{JobProcess, LocalExecutor, ProcessState};
 
+#[path = "common/raw.rs"]
+mod raw;
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let bosun = args.next().expect("path of the bosun binary");
     let n: usize = args.next().and_then(|v| v.parse().ok()).unwrap_or(10_000);
     let dir = std::env::temp_dir().join(format!("bosun-executor-bench-{}", std::process::id()));
     let raw_dir = dir.join("raw");
-    std::fs::create_dir_all(&raw_dir).unwrap();
 
-    let raw = {
-        let next = Arc::new(AtomicUsize::new(0));
-        let t0 = Instant::now();
-        let workers: Vec<_> = (0..8)
-            .map(|_| {
-                let (next, raw_dir) = (next.clone(), raw_dir.clone());
-                std::thread::spawn(move || loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= n {
-                        break;
-                    }
-                    let out = std::fs::File::create(raw_dir.join(format!("{i}.log"))).unwrap();
-                    let status = std::process::Command::new("/bin/true")
-                        .stdout(out.try_clone().unwrap())
-                        .stderr(out)
-                        .status()
-                        .unwrap();
-                    assert!(status.success());
-                })
-            })
-            .collect();
-        workers.into_iter().for_each(|w| w.join().unwrap());
-        t0.elapsed()
-    };
+    let raw = raw::raw_loop(&raw_dir, n);
 
     // Exits wake the waiting threads, as they wake the controller.
     let ended = Arc::new((Mutex::new(0u64), Condvar::new()));

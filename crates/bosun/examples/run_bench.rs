@@ -15,6 +15,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+#[path = "common/raw.rs"]
+mod raw;
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let bosun = args.next().expect("path of the bosun binary");
@@ -32,35 +35,12 @@ fn main() {
     )
     .unwrap();
 
-    // The plain loop: 8 in flight.
-    let raw_dir = dir.join("raw");
-    std::fs::create_dir_all(&raw_dir).unwrap();
-    let next = Arc::new(AtomicUsize::new(0));
-    if std::env::var_os("BOSUN_BENCH_INSERTS_ONLY").is_some() {
-        next.store(n, Ordering::Relaxed);
-    }
-    let t0 = Instant::now();
-    let workers: Vec<_> = (0..8)
-        .map(|_| {
-            let next = next.clone();
-            let raw_dir = raw_dir.clone();
-            std::thread::spawn(move || loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= n {
-                    break;
-                }
-                let out = std::fs::File::create(raw_dir.join(format!("{i}.log"))).unwrap();
-                let status = Command::new("/bin/true")
-                    .stdout(out.try_clone().unwrap())
-                    .stderr(out)
-                    .status()
-                    .unwrap();
-                assert!(status.success());
-            })
-        })
-        .collect();
-    workers.into_iter().for_each(|w| w.join().unwrap());
-    let raw = t0.elapsed();
+    // The plain loop: 8 in flight (none with BOSUN_BENCH_INSERTS_ONLY).
+    let raw = if std::env::var_os("BOSUN_BENCH_INSERTS_ONLY").is_some() {
+        raw::raw_loop(&dir.join("raw"), 0)
+    } else {
+        raw::raw_loop(&dir.join("raw"), n)
+    };
 
     // bosun.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
