@@ -86,13 +86,17 @@ fn off_the_pass(f: impl FnOnce() + Send + 'static) {
     }
 }
 
-/// Commits what a start or revival decided and releases its run.
-fn finish_start(app: &App, batch: Batch, id: &str) {
-    batch.commit(app);
-    app.starting
+/// Hands what a start or revival decided to the controller's next pass,
+/// which commits it with its own transitions and then releases the run (one
+/// commit per pass rather than one more per start); wakes the controller for
+/// it, coalesced like new runs. The run stays in `starting` until then, so
+/// no pass starts it again or counts its slot free.
+fn finish_start(app: &App, batch: Batch) {
+    app.started
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .remove(id);
+        .extend(batch.0);
+    app.new_runs.notify_one();
 }
 
 /// A run's spec snapshot, parsed once per content hash.
@@ -265,7 +269,7 @@ pub fn reconcile(app: &Arc<App>) {
                     format!("Pod can not be revived after {why}: {e}"),
                 ),
             }
-            finish_start(&app, batch, &run.id);
+            finish_start(&app, batch);
         };
         off_the_pass(revive);
     }
@@ -588,12 +592,27 @@ pub fn reconcile(app: &Arc<App>) {
                     format!("Pod can not be created: {e}"),
                 ),
             }
-            finish_start(&app, batch, &run.id);
+            finish_start(&app, batch);
         };
         off_the_pass(start);
     }
     batch.0.extend(ended.0);
+    // Starts that completed (earlier ones, and this pass's own when they ran
+    // in it): committed now, then their runs are released.
+    let done = std::mem::take(&mut *app.started.lock().unwrap_or_else(|e| e.into_inner()));
+    let released: Vec<String> = done.iter().map(|(id, _)| id.clone()).collect();
+    batch.0.extend(done);
     batch.commit(app);
+    if !released.is_empty() {
+        let mut starting = app.starting.lock().unwrap_or_else(|e| e.into_inner());
+        for id in &released {
+            starting.remove(id);
+        }
+        drop(starting);
+        // Their jobs may have ended already (a short job ends before its
+        // start is committed): the next pass looks at them at once.
+        app.wake.notify_one();
+    }
     tracing::debug!(
         running = running.total,
         waiting = waiting.len(),

@@ -108,6 +108,9 @@ pub struct App {
     templates: Mutex<Templates>,
     /// Runs whose start is in flight (the controller counts them as running).
     pub starting: Mutex<HashMap<String, controller::Starting>>,
+    /// What completed starts and revivals decided, for the controller's next
+    /// pass to commit (their runs stay in `starting` until then).
+    pub started: Mutex<Vec<(String, bosun_store::Transition)>>,
     /// Runs whose abort was requested.
     pub aborts: Mutex<HashSet<String>>,
     /// Where the configuration comes from (reloads read it again).
@@ -328,6 +331,7 @@ impl App {
             new_runs: tokio::sync::Notify::new(),
             specs: Mutex::default(),
             starting: Mutex::default(),
+            started: Mutex::default(),
             active: p.active,
             templates: Mutex::default(),
             aborts: Mutex::default(),
