@@ -8,6 +8,8 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+
 use bosun_fakekube::FakeCluster;
 
 struct Daemon {
@@ -53,32 +55,12 @@ fn start_full(
     }
     let mut child = cmd.spawn().unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
-    let log_text = || std::fs::read_to_string(dir.join("stderr.log")).unwrap_or_default();
-    // The daemon binds port 0 itself and logs the address it got: a port
-    // picked here and handed over could be taken by a parallel test's daemon.
-    let port = loop {
-        let text = log_text();
-        let logged = text
-            .lines()
-            .find(|l| l.contains("bosun serving"))
-            .and_then(|l| l.split("listen=").nth(1))
-            .and_then(|a| a.split_whitespace().next())
-            .and_then(|a| a.rsplit(':').next())
-            .and_then(|p| p.parse::<u16>().ok());
-        if let Some(port) = logged {
-            break port;
-        }
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!("the daemon exited ({status}) before serving:\n{text}");
-        }
-        assert!(Instant::now() < deadline, "daemon did not come up:\n{text}");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let port = common::logged_port(&mut child, &dir.join("stderr.log"), deadline);
     let daemon = Daemon { child, port };
     while get(port, "/healthz").is_none() {
         assert!(
             Instant::now() < deadline,
-            "daemon did not come up: {}",
+            "daemon did not answer: {}",
             std::fs::read_to_string(dir.join("stderr.log")).unwrap_or_default()
         );
         std::thread::sleep(Duration::from_millis(50));

@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+
 const CONFIG: &str =
     "plank:\n  max_concurrency: 4\nbuild_clusters:\n  default: {kind: local, max_concurrency: 2}\n";
 const JOBS: &str = r#"
@@ -58,16 +60,6 @@ impl Drop for Daemon {
     }
 }
 
-/// The port a daemon logging to `log` listens on, once it says so; `None`
-/// while it has not. The daemon binds port 0 itself: a port picked by the test
-/// and handed over could be taken in between by a parallel test's daemon.
-fn logged_port(log: &Path) -> Option<u16> {
-    let text = std::fs::read_to_string(log).ok()?;
-    let line = text.lines().find(|l| l.contains("bosun serving"))?;
-    let addr = line.split("listen=").nth(1)?.split_whitespace().next()?;
-    addr.rsplit(':').next()?.parse().ok()
-}
-
 fn setup(dir: &Path) {
     std::fs::create_dir_all(dir.join("jobs")).unwrap();
     std::fs::write(dir.join("config.yaml"), CONFIG).unwrap();
@@ -100,23 +92,7 @@ fn start_with(dir: &Path, extra: &[&str], envs: &[(&str, &str)]) -> Daemon {
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
-    let port = loop {
-        if let Some(port) = logged_port(&log) {
-            break port;
-        }
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!(
-                "the daemon exited ({status}) before serving:\n{}",
-                log_text()
-            );
-        }
-        assert!(
-            Instant::now() < deadline,
-            "daemon did not come up:\n{}",
-            log_text()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let port = common::logged_port(&mut child, &log, deadline);
     let d = Daemon { child, port };
     while request(port, "GET", "/healthz", None, None).0 != 200 {
         assert!(
