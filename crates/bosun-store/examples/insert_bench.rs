@@ -2,6 +2,11 @@
 //! created by 8 threads at once (each waits for its commit), timed end to end.
 //!
 //! `cargo run --release -p bosun-store --example insert_bench [N] [THREADS]`
+//!
+//! With `BOSUN_BENCH_LIFECYCLE=1`, each run is also moved to `pending` and
+//! then `success` (three commits' worth of work per run, as a run costs the
+//! daemon). `BOSUN_BENCH_PAGE_SIZE=N` creates the database with that page
+//! size. Prints the process's CPU time too (the writer's, mostly).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -10,15 +15,23 @@ use std::time::Instant;
 
 use bosun_config::types::JobType;
 use bosun_store::sqlite::SqliteStore;
-use bosun_store::{NewRun, RunState, Store};
+use bosun_store::{NewRun, RunState, Store, Transition};
 use jiff::Timestamp;
 
 fn main() {
     let mut args = std::env::args().skip(1);
     let n: usize = args.next().and_then(|v| v.parse().ok()).unwrap_or(10_000);
     let threads: usize = args.next().and_then(|v| v.parse().ok()).unwrap_or(8);
+    let lifecycle = std::env::var_os("BOSUN_BENCH_LIFECYCLE").is_some();
     let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("bosun.db")).unwrap());
+    let db = dir.path().join("bosun.db");
+    if let Ok(size) = std::env::var("BOSUN_BENCH_PAGE_SIZE") {
+        let c = rusqlite::Connection::open(&db).unwrap();
+        c.execute_batch(&format!("PRAGMA page_size = {size}; VACUUM;"))
+            .unwrap();
+    }
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&db).unwrap());
+    let cpu0 = cpu_seconds();
     let next = Arc::new(AtomicUsize::new(0));
     let t0 = Instant::now();
     let workers: Vec<_> = (0..threads)
@@ -49,7 +62,15 @@ fn main() {
                         attempt: 0,
                         description: "Job triggered.".into(),
                     };
-                    store.create_run(new, Timestamp::now()).unwrap();
+                    let run = store.create_run(new, Timestamp::now()).unwrap();
+                    if lifecycle {
+                        let id = &run.run().id;
+                        let mut t = Transition::to(RunState::Pending, Timestamp::now(), "Job triggered.");
+                        t.cluster = Some("default".into());
+                        store.transition(id, t).unwrap();
+                        let t = Transition::to(RunState::Success, Timestamp::now(), "Job succeeded.");
+                        store.transition(id, t).unwrap();
+                    }
                 }
             })
         })
@@ -57,8 +78,25 @@ fn main() {
     workers.into_iter().for_each(|w| w.join().unwrap());
     let took = t0.elapsed();
     println!(
-        "{n} run inserts by {threads} threads in {:.3} s = {:.0}/s",
+        "{n} run {} by {threads} threads in {:.3} s = {:.0}/s; CPU {:.0} us per run",
+        if lifecycle { "lifecycles" } else { "inserts" },
         took.as_secs_f64(),
-        n as f64 / took.as_secs_f64()
+        n as f64 / took.as_secs_f64(),
+        (cpu_seconds() - cpu0) * 1e6 / n as f64,
     );
+}
+
+/// This process's CPU time (user + system), in seconds.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or(vec![], |(_, rest)| rest.split_whitespace().collect());
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
 }

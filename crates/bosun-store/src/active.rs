@@ -51,7 +51,21 @@ impl Inner {
         if run.state.is_final() {
             return;
         }
-        let run = Arc::new(run.clone());
+        self.keep(Arc::new(run.clone()));
+    }
+
+    /// Applies a committed run, kept as shared.
+    fn apply_shared(&mut self, run: &Arc<Run>) {
+        if let Some(old) = self.runs.remove(&run.id) {
+            self.unindex(&old);
+        }
+        if !run.state.is_final() {
+            self.keep(run.clone());
+        }
+    }
+
+    /// Indexes an active run.
+    fn keep(&mut self, run: Arc<Run>) {
         match run.state {
             RunState::Triggered => {
                 self.waiting
@@ -165,6 +179,10 @@ impl TransitionObserver for ActiveRuns {
     fn on_transition(&self, run: &Run, _from: Option<RunState>) {
         self.lock().apply(run);
     }
+
+    fn on_committed(&self, run: &Arc<Run>, _from: Option<RunState>) {
+        self.lock().apply_shared(run);
+    }
 }
 
 /// Several observers, called in order.
@@ -174,6 +192,12 @@ impl TransitionObserver for Observers {
     fn on_transition(&self, run: &Run, from: Option<RunState>) {
         for o in &self.0 {
             o.on_transition(run, from);
+        }
+    }
+
+    fn on_committed(&self, run: &Arc<Run>, from: Option<RunState>) {
+        for o in &self.0 {
+            o.on_committed(run, from);
         }
     }
 }

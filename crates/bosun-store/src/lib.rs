@@ -309,6 +309,12 @@ impl From<&Run> for RunSummary {
 pub trait TransitionObserver: Send + Sync {
     /// `from` is `None` when the run was just created.
     fn on_transition(&self, run: &Run, from: Option<RunState>);
+
+    /// The same, for a store that keeps the committed run shared: an
+    /// observer that keeps runs may keep this copy instead of its own.
+    fn on_committed(&self, run: &Arc<Run>, from: Option<RunState>) {
+        self.on_transition(run, from);
+    }
 }
 
 /// Receives the result of [`Store::create_run_then`].

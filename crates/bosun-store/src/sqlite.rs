@@ -556,10 +556,13 @@ impl Drop for SqliteStore {
 
 /// Replies held until the batch's commit.
 enum Reply {
-    Create(CreateDone, Result<Created, StoreError>),
+    /// With the writer's shared copy of a new active run, for the observer.
+    Create(CreateDone, Result<Created, StoreError>, Option<Arc<Run>>),
+    /// With the writer's shared copy of a run that stays active.
     Transition(
         Sender<Result<(Run, RunState), StoreError>>,
         Result<(Run, RunState), StoreError>,
+        Option<Arc<Run>>,
     ),
     Unit(Sender<Result<(), StoreError>>, Result<(), StoreError>),
     Epoch(Sender<Result<u64, StoreError>>, Result<u64, StoreError>),
@@ -597,6 +600,13 @@ struct WriterCache {
     /// Version stripes of the periodics the current batch touched (bumped
     /// once it ends), or all of them.
     touched: fire_log::Touched,
+    /// The active runs this writer created or moved, as committed (as far as
+    /// the current batch: a failed batch drops the whole cache). A transition
+    /// starts from this copy instead of reading and decoding the row again;
+    /// a run missing here (created by an earlier writer, or through the fire
+    /// log) is read. The copies are shared with the observer, which keeps the
+    /// same active runs.
+    runs: std::collections::HashMap<String, Arc<Run>>,
 }
 
 impl WriterCache {
@@ -813,15 +823,21 @@ impl Writer {
         let observer = &self.observer;
         for r in replies {
             match r {
-                Reply::Create(done, res) => {
+                Reply::Create(done, res, shared) => {
                     if let (Some(o), Ok(Created::New(run))) = (observer, &res) {
-                        o.on_transition(run, None);
+                        match &shared {
+                            Some(arc) => o.on_committed(arc, None),
+                            None => o.on_transition(run, None),
+                        }
                     }
                     done(res);
                 }
-                Reply::Transition(tx, res) => {
+                Reply::Transition(tx, res, shared) => {
                     if let (Some(o), Ok((run, from))) = (observer, &res) {
-                        o.on_transition(run, Some(*from));
+                        match &shared {
+                            Some(arc) => o.on_committed(arc, Some(*from)),
+                            None => o.on_transition(run, Some(*from)),
+                        }
                     }
                     let _ = tx.send(res);
                 }
@@ -866,8 +882,8 @@ impl Reply {
     /// own rules.
     fn failed_write(&self) -> bool {
         let e = match self {
-            Reply::Create(_, Err(e)) => e,
-            Reply::Transition(_, Err(e)) => e,
+            Reply::Create(_, Err(e), _) => e,
+            Reply::Transition(_, Err(e), _) => e,
             Reply::Unit(_, Err(e)) => e,
             Reply::Epoch(_, Err(e)) => e,
             Reply::Fire(_, Err(e)) => e,
@@ -880,8 +896,8 @@ impl Reply {
 
     fn error(&self) -> Option<String> {
         let e = match self {
-            Reply::Create(_, Err(e)) => e,
-            Reply::Transition(_, Err(e)) => e,
+            Reply::Create(_, Err(e), _) => e,
+            Reply::Transition(_, Err(e), _) => e,
             Reply::Unit(_, Err(e)) => e,
             Reply::Epoch(_, Err(e)) => e,
             Reply::Fire(_, Err(e)) => e,
@@ -899,8 +915,8 @@ impl Reply {
 fn fail(r: Reply, msg: &str) {
     let e = || unavailable(msg);
     match r {
-        Reply::Create(done, _) => done(Err(e())),
-        Reply::Transition(tx, _) => drop(tx.send(Err(e()))),
+        Reply::Create(done, ..) => done(Err(e())),
+        Reply::Transition(tx, ..) => drop(tx.send(Err(e()))),
         Reply::Unit(tx, _) => drop(tx.send(Err(e()))),
         Reply::Epoch(tx, _) => drop(tx.send(Err(e()))),
         Reply::Fire(tx, _) => drop(tx.send(Err(e()))),
@@ -951,16 +967,25 @@ fn apply_op(
             if let Some(p) = &new.new.periodic {
                 cache.touch(p);
             }
-            Reply::Create(reply, create(tx, *new, at, cache))
+            let res = create(tx, *new, at, cache);
+            let shared = match &res {
+                Ok(Created::New(run)) => cache.runs.get(&run.id).cloned(),
+                _ => None,
+            };
+            Reply::Create(reply, res, shared)
         }
         Op::Transition(id, t, reply) => {
-            let res = transition(tx, &id, &t);
-            if let Ok((run, _)) = &res {
-                if let Some(p) = &run.periodic {
-                    cache.touch(p);
+            let res = transition(tx, &id, &t, cache);
+            let shared = match &res {
+                Ok((run, _)) => {
+                    if let Some(p) = &run.periodic {
+                        cache.touch(p);
+                    }
+                    cache.runs.get(&run.id).cloned()
                 }
-            }
-            Reply::Transition(reply, res)
+                Err(_) => None,
+            };
+            Reply::Transition(reply, res, shared)
         }
         Op::PutState(s, reply) => {
             cache.touch(&s.periodic);
@@ -999,6 +1024,8 @@ fn apply_op(
         }
         Op::Raw(sql, reply) => {
             cache.touched.all = true;
+            // It may change any run.
+            cache.runs.clear();
             Reply::Unit(reply, tx.execute_batch(&sql).map_err(unavailable))
         }
     }
@@ -1341,6 +1368,9 @@ fn create(
     // Only now: a failed insert fails the batch, whose cache is then dropped.
     cache.counters = Some((build_id, seq));
     cache.specs.insert(run.spec_hash.clone());
+    if !run.state.is_final() {
+        cache.runs.insert(run.id.clone(), Arc::new(run.clone()));
+    }
     Ok(Created::New(run))
 }
 
@@ -1348,10 +1378,14 @@ fn transition(
     tx: &rusqlite::Transaction<'_>,
     id: &str,
     t: &Transition,
+    cache: &mut WriterCache,
 ) -> Result<(Run, RunState), StoreError> {
-    let mut run = get_run(tx, id)
-        .map_err(unavailable)?
-        .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
+    let mut run = match cache.runs.get(id) {
+        Some(run) => Run::clone(run),
+        None => get_run(tx, id)
+            .map_err(unavailable)?
+            .ok_or_else(|| StoreError::NotFound(id.to_string()))?,
+    };
     let from = run.state;
     apply(&mut run, t)?;
     exec(tx,
@@ -1368,6 +1402,13 @@ fn transition(
         ],
     )
     .map_err(unavailable)?;
+    // Only once the row is written: a failed write fails the batch, whose
+    // cache is then dropped.
+    if run.state.is_final() {
+        cache.runs.remove(id);
+    } else {
+        cache.runs.insert(run.id.clone(), Arc::new(run.clone()));
+    }
     Ok((run, from))
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bosun_config::types::JobType;
 use bosun_store::sqlite::{SqliteOptions, SqliteStore};
-use bosun_store::{NewRun, RunFilter, RunState, Store, StoreError};
+use bosun_store::{NewRun, RunFilter, RunState, Store, StoreError, Transition};
 use jiff::Timestamp;
 
 fn new_run(job: &str, spec_size: usize) -> NewRun {
@@ -85,4 +85,56 @@ fn a_locked_database_is_unavailable_not_stuck() {
     other.execute_batch("ROLLBACK").unwrap();
     s.create_run(new_run("a", 10), now()).unwrap();
     assert_eq!(s.list(&RunFilter::default()).unwrap().len(), 1);
+}
+
+/// The writer keeps its own copy of the active runs it writes; a batch that
+/// fails halfway must leave none of its changes there (a run moved by the
+/// failed batch starts again from what is committed).
+#[test]
+fn a_failed_batch_leaves_nothing_in_the_writers_copies() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = SqliteStore::open(dir.path().join("bosun.db")).unwrap();
+    let pages: i64 = rusqlite::Connection::open(s.path())
+        .unwrap()
+        .query_row("PRAGMA page_count", [], |r| r.get(0))
+        .unwrap();
+    s.execute_raw(&format!("PRAGMA max_page_count = {}", pages + 2))
+        .unwrap();
+    let id = s
+        .create_run(new_run("small", 10), now())
+        .unwrap()
+        .run()
+        .id
+        .clone();
+    let to = |description: String| {
+        (
+            id.clone(),
+            Transition::to(RunState::Pending, now(), description),
+        )
+    };
+    // The first transition is applied, the second does not fit: the batch
+    // fails as a whole.
+    let results = s.transitions(vec![to("Job triggered.".into()), to("x".repeat(200_000))]);
+    assert!(
+        results.iter().all(|r| r.is_err()),
+        "the whole batch fails: {results:?}"
+    );
+    assert_eq!(s.get(&id).unwrap().unwrap().state, RunState::Triggered);
+    // From `triggered` again: a first start, not a revival of a pending run.
+    let run = s.transition(&id, to("Job triggered.".into()).1).unwrap();
+    assert_eq!(run.state, RunState::Pending);
+    assert_eq!(run.pod_revival_count, 0, "{run:?}");
+    let run = s
+        .transition(
+            &id,
+            Transition::to(RunState::Success, now(), "Job succeeded."),
+        )
+        .unwrap();
+    assert!(run.completed_at.is_some());
+    // A completed run never moves, whichever copy the writer starts from.
+    let err = s.transition(&id, to("again".into()).1).unwrap_err();
+    assert!(
+        matches!(err, StoreError::InvalidTransition { .. }),
+        "{err:?}"
+    );
 }
