@@ -130,9 +130,11 @@ pub fn reconcile(app: &Arc<App>) {
         .clone();
     let pending = app.active.pending();
     let clusters = app.clusters();
+    let now = app.clock.now();
+    // Starts completed since the last pass (committed at the end of this one).
+    let early = settle_starts(app, &clusters, now);
     let snapshot = app.snapshot();
     let config = &snapshot.config;
-    let now = app.clock.now();
     let mut running = Running::default();
     let mut batch = Batch::default();
     // Pods to start again, each on a task of its own (like starts).
@@ -174,15 +176,7 @@ pub fn reconcile(app: &Arc<App>) {
         let state = exec.status(&run.id);
         let job_running = matches!(state, ProcessState::Running { .. });
         match state {
-            ProcessState::Exited { code: 0 } => {
-                batch.end(run, RunState::Success, now, "Job succeeded.")
-            }
-            ProcessState::Exited { code } => batch.end(
-                run,
-                RunState::Failure,
-                now,
-                format!("Job failed (exit code {code})."),
-            ),
+            ProcessState::Exited { code } => batch.0.push((run.id.clone(), exited(code, now))),
             ProcessState::Lost => batch.end(run, RunState::Error, now, "executor lost the process"),
             ProcessState::Failed(why) => batch.end(run, RunState::Error, now, why),
             // As plank: the pod is started again, up to `max_revivals` times.
@@ -273,8 +267,9 @@ pub fn reconcile(app: &Arc<App>) {
         };
         off_the_pass(revive);
     }
-    // Runs being started or revived (skipped by the loop above).
-    for s in starting.values() {
+    // Runs being started or revived (skipped by the loop above), but for the
+    // ones whose jobs have ended already: their slots are free.
+    for (_, s) in starting.iter().filter(|(id, _)| !early.ended.contains(*id)) {
         running.total += 1;
         *running.by_job.entry(s.job.clone()).or_default() += 1;
         *running.by_cluster.entry(s.cluster.clone()).or_default() += 1;
@@ -597,11 +592,13 @@ pub fn reconcile(app: &Arc<App>) {
         off_the_pass(start);
     }
     batch.0.extend(ended.0);
-    // Starts that completed (earlier ones, and this pass's own when they ran
-    // in it): committed now, then their runs are released.
-    let done = std::mem::take(&mut *app.started.lock().unwrap_or_else(|e| e.into_inner()));
-    let released: Vec<String> = done.iter().map(|(id, _)| id.clone()).collect();
-    batch.0.extend(done);
+    // Starts that completed since the pass began (its own, when they ran in
+    // it), and the ones it began with: committed now, then their runs are
+    // released.
+    let late = settle_starts(app, &clusters, now);
+    let released: Vec<String> = early.released.into_iter().chain(late.released).collect();
+    batch.0.extend(early.batch.0);
+    batch.0.extend(late.batch.0);
     batch.commit(app);
     if !released.is_empty() {
         let mut starting = app.starting.lock().unwrap_or_else(|e| e.into_inner());
@@ -609,9 +606,12 @@ pub fn reconcile(app: &Arc<App>) {
             starting.remove(id);
         }
         drop(starting);
-        // Their jobs may have ended already (a short job ends before its
-        // start is committed): the next pass looks at them at once.
-        app.wake.notify_one();
+        // Slots freed after this pass admitted runs are filled by the next
+        // one, at once. (A job that ends after it was looked at here wakes
+        // the controller itself, and the next pass finds its run released.)
+        if !late.ended.is_empty() {
+            app.wake.notify_one();
+        }
     }
     tracing::debug!(
         running = running.total,
@@ -621,6 +621,70 @@ pub fn reconcile(app: &Arc<App>) {
         total_us = t0.elapsed().as_micros() as u64,
         "controller pass"
     );
+}
+
+/// Completed starts (and revivals), taken from [`App::started`].
+struct Settled {
+    /// Their transitions, each start followed by its job's end if the job
+    /// has exited already.
+    batch: Batch,
+    /// Their runs, to release from `starting` once committed.
+    released: Vec<String>,
+    /// The runs whose jobs have ended (their slots are free).
+    ended: std::collections::HashSet<String>,
+}
+
+/// Takes the completed starts, adding the end of each local job that has
+/// exited already: a short job has often ended by the time its start is
+/// committed, and is then committed with it (one commit and one pass, not
+/// two of each).
+fn settle_starts(app: &App, clusters: &Clusters, now: Timestamp) -> Settled {
+    let done = std::mem::take(&mut *app.started.lock().unwrap_or_else(|e| e.into_inner()));
+    let mut settled = Settled {
+        batch: Batch::default(),
+        released: done.iter().map(|(id, _)| id.clone()).collect(),
+        ended: Default::default(),
+    };
+    for (id, t) in done {
+        let started_on = match (t.to, &t.cluster) {
+            // (A local job's state is in memory; a pod's would be another
+            // request to its cluster, and a pod just created has not ended.)
+            (RunState::Pending, Some(c)) => clusters
+                .executors
+                .get(c)
+                .filter(|e| !e.runs_pods())
+                .cloned(),
+            (RunState::Pending, None) => None,
+            // A start that failed: its end is in `t`.
+            _ => {
+                settled.ended.insert(id.clone());
+                settled.batch.0.push((id, t));
+                continue;
+            }
+        };
+        let end = match started_on.map(|e| e.status(&id)) {
+            Some(ProcessState::Exited { code }) => Some(exited(code, now)),
+            _ => None,
+        };
+        settled.batch.0.push((id.clone(), t));
+        if let Some(end) = end {
+            settled.ended.insert(id.clone());
+            settled.batch.0.push((id, end));
+        }
+    }
+    settled
+}
+
+/// The end of a run whose job exited with `code`.
+fn exited(code: i32, now: Timestamp) -> Transition {
+    match code {
+        0 => Transition::to(RunState::Success, now, "Job succeeded."),
+        code => Transition::to(
+            RunState::Failure,
+            now,
+            format!("Job failed (exit code {code})."),
+        ),
+    }
 }
 
 /// The repository a run's job is defined for, as far as the run tells: its
