@@ -364,8 +364,14 @@ pub fn reconcile(app: &Arc<App>) {
     // creation).
     triggered.sort_by_key(|r| (r.build_id.parse::<u64>().unwrap_or(u64::MAX), r.created_at));
     let mut waiting = Vec::new();
-    // What a run to start needs: the run, its spec, how it starts, its cluster.
-    type ToStart = (Arc<Run>, Arc<SpecSnapshot>, Launch, String);
+    // What a run to start needs: the run, its spec, its cluster's executor,
+    // its cluster.
+    type ToStart = (
+        Arc<Run>,
+        Arc<SpecSnapshot>,
+        Arc<dyn bosun_cluster::executor::Executor>,
+        String,
+    );
     let mut jobs: HashMap<String, ToStart> = HashMap::new();
     for run in triggered.iter().filter(|r| !starting.contains_key(&r.id)) {
         if app.take_abort(&run.id) {
@@ -447,7 +453,7 @@ pub fn reconcile(app: &Arc<App>) {
             batch.end(run, RunState::Error, now, "decoration is not supported yet");
             continue;
         }
-        let Some(pod) = &spec.pod_spec else {
+        if spec.pod_spec.is_none() {
             batch.end(
                 run,
                 RunState::Error,
@@ -456,35 +462,6 @@ pub fn reconcile(app: &Arc<App>) {
             );
             continue;
         };
-        // A local cluster runs the container's command; a Kubernetes one,
-        // the pod (built now, so a bad one fails here).
-        let launch = if exec.runs_pods() {
-            match bosun_cluster::kube_pod::pod_for_run(run, &spec, &config.pod_namespace) {
-                Ok(pod) => Launch::Pod(Box::new(pod)),
-                Err(e) => {
-                    batch.end(
-                        run,
-                        RunState::Error,
-                        now,
-                        format!("Pod can not be created: {e}"),
-                    );
-                    continue;
-                }
-            }
-        } else {
-            match command_of(pod) {
-                Ok(c) => Launch::Process(c),
-                Err(e) => {
-                    batch.end(
-                        run,
-                        RunState::Error,
-                        now,
-                        format!("Pod can not be created: {e}"),
-                    );
-                    continue;
-                }
-            }
-        };
         waiting.push(Waiting {
             id: run.id.clone(),
             job: run.job.clone(),
@@ -492,7 +469,7 @@ pub fn reconcile(app: &Arc<App>) {
             queue: spec.job.job_queue_name.clone().filter(|q| !q.is_empty()),
             cluster: target.clone(),
         });
-        jobs.insert(run.id.clone(), (run.clone(), spec.clone(), launch, target));
+        jobs.insert(run.id.clone(), (run.clone(), spec.clone(), exec, target));
     }
 
     let limits = Limits {
@@ -520,12 +497,32 @@ pub fn reconcile(app: &Arc<App>) {
     let mut in_flight = app.starting.lock().unwrap_or_else(|e| e.into_inner());
     let mut to_start = Vec::with_capacity(admitted.len());
     for id in &admitted {
-        let (run, spec, launch, target) = &jobs[id];
+        let (run, spec, exec, target) = &jobs[id];
+        // How the run starts, made only for the runs that start now (as
+        // plank makes a pod): a local cluster runs the container's command, a
+        // Kubernetes one the pod. A run that cannot start so ends here.
+        let launch = if exec.runs_pods() {
+            bosun_cluster::kube_pod::pod_for_run(run, spec, &config.pod_namespace)
+                .map(|pod| Launch::Pod(Box::new(pod)))
+                .map_err(|e| e.to_string())
+        } else {
+            command_of(spec.pod_spec.as_ref().expect("checked"))
+                .map(Launch::Process)
+                .map_err(|e| e.to_string())
+        };
         let job = match launch {
-            Launch::Pod(pod) => Start::Pod(pod.clone()),
-            Launch::Process(command) => {
-                // Built only for runs that start: the environment includes
-                // JOB_SPEC.
+            Err(e) => {
+                batch.end(
+                    run,
+                    RunState::Error,
+                    now,
+                    format!("Pod can not be created: {e}"),
+                );
+                continue;
+            }
+            Ok(Launch::Pod(pod)) => Start::Pod(pod),
+            Ok(Launch::Process(command)) => {
+                // The environment includes JOB_SPEC.
                 let container = &spec.pod_spec.as_ref().expect("checked").containers[0];
                 let mut env: Vec<(String, String)> = container
                     .env
@@ -536,7 +533,7 @@ pub fn reconcile(app: &Arc<App>) {
                 env.extend(run.job_env());
                 env.push(("PATH".into(), path.clone()));
                 Start::Process(JobProcess {
-                    command: command.clone(),
+                    command,
                     env,
                     working_dir: container.working_dir.clone(),
                 })
