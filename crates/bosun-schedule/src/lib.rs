@@ -7,7 +7,7 @@
 //! - [`hash`]: the stable hash behind `H`.
 //! - [`decide`]: what happens now: run a tick, skip it (missed, overlap, paused),
 //!   queue it, re-run a failed one, and when to look again.
-//! - [`describe`]: human descriptions.
+//! - [`describe`](mod@describe): human descriptions.
 //! - [`check`]: the configuration's schedule checks (`bosun check`).
 
 #![warn(missing_docs)]

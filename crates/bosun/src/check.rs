@@ -18,7 +18,7 @@ pub struct ConfigArgs {
     /// A job-config directory (read recursively) or file; repeatable.
     #[arg(long = "job-config", value_name = "DIR")]
     pub job_config: Vec<PathBuf>,
-    /// A local checkout whose in-repo config is loaded: ORG/REPO=DIR[@BRANCH]; repeatable.
+    /// A local checkout whose in-repo config is loaded (the @BRANCH part is optional); repeatable.
     #[arg(long = "in-repo", value_name = "ORG/REPO=DIR[@BRANCH]", value_parser = parse_in_repo)]
     pub in_repo: Vec<InRepoSource>,
     /// A kubeconfig file whose contexts are build-cluster aliases; repeatable.
