@@ -88,15 +88,6 @@ fn main() {
 
 /// This process's CPU time (user + system), in seconds.
 fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map_or(vec![], |(_, rest)| rest.split_whitespace().collect());
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (ticks(11) + ticks(12)) / 100.0
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
 }
