@@ -133,6 +133,11 @@ pub fn reconcile(app: &Arc<App>) {
     let now = app.clock.now();
     // Starts completed since the last pass (committed at the end of this one).
     let early = settle_starts(app, &clusters, now);
+    // Runs with a transition held for a later commit: left alone until then.
+    let (held, held_ended) = {
+        let h = app.held.lock().unwrap_or_else(|e| e.into_inner());
+        (h.runs.clone(), h.ended.clone())
+    };
     let snapshot = app.snapshot();
     let config = &snapshot.config;
     let mut running = Running::default();
@@ -150,7 +155,10 @@ pub fn reconcile(app: &Arc<App>) {
             .any(|r| r.cluster.as_deref().unwrap_or(&r.configured_cluster) == alias)
     });
     // Runs being revived are in `starting` (counted below).
-    for run in pending.iter().filter(|r| !starting.contains_key(&r.id)) {
+    for run in pending
+        .iter()
+        .filter(|r| !starting.contains_key(&r.id) && !held.contains(&r.id))
+    {
         let alias = run
             .cluster
             .clone()
@@ -269,7 +277,10 @@ pub fn reconcile(app: &Arc<App>) {
     }
     // Runs being started or revived (skipped by the loop above), but for the
     // ones whose jobs have ended already: their slots are free.
-    for (_, s) in starting.iter().filter(|(id, _)| !early.ended.contains(*id)) {
+    for (_, s) in starting
+        .iter()
+        .filter(|(id, _)| !early.ended.contains(*id) && !held_ended.contains(*id))
+    {
         running.total += 1;
         *running.by_job.entry(s.job.clone()).or_default() += 1;
         *running.by_cluster.entry(s.cluster.clone()).or_default() += 1;
@@ -285,7 +296,7 @@ pub fn reconcile(app: &Arc<App>) {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .iter()
-        .filter(|id| !starting.contains_key(*id))
+        .filter(|id| !starting.contains_key(*id) && !held.contains(*id))
         .cloned()
         .collect();
     for id in requested {
@@ -301,13 +312,17 @@ pub fn reconcile(app: &Arc<App>) {
             _ => {}
         }
     }
-    std::mem::take(&mut batch).commit(app);
 
     // Scheduling (`scheduler.enabled`): each run gets its cluster, with
     // Prow's failover mapping applied (unconditionally, as Prow does, but
     // never onto a trusted cluster that does not admit the run), then waits
     // to start there.
-    for run in app.active.scheduling() {
+    for run in app
+        .active
+        .scheduling()
+        .into_iter()
+        .filter(|r| !held.contains(&r.id))
+    {
         if app.take_abort(&run.id) {
             batch.end(&run, RunState::Aborted, now, "Run aborted.");
             continue;
@@ -335,7 +350,6 @@ pub fn reconcile(app: &Arc<App>) {
         t.cluster = Some(to);
         batch.0.push((run.id.clone(), t));
     }
-    std::mem::take(&mut batch).commit(app);
 
     // Each cluster's oldest waiting runs, so that a long queue on one cluster
     // never holds back another: for a local cluster, a few times as many as it
@@ -373,7 +387,10 @@ pub fn reconcile(app: &Arc<App>) {
         String,
     );
     let mut jobs: HashMap<String, ToStart> = HashMap::new();
-    for run in triggered.iter().filter(|r| !starting.contains_key(&r.id)) {
+    for run in triggered
+        .iter()
+        .filter(|r| !starting.contains_key(&r.id) && !held.contains(&r.id))
+    {
         if app.take_abort(&run.id) {
             batch.end(run, RunState::Aborted, now, "Run aborted.");
             continue;
@@ -590,25 +607,18 @@ pub fn reconcile(app: &Arc<App>) {
     }
     batch.0.extend(ended.0);
     // Starts that completed since the pass began (its own, when they ran in
-    // it), and the ones it began with: committed now, then their runs are
-    // released.
+    // it), and the ones it began with: committed with the rest, then their
+    // runs are released.
     let late = settle_starts(app, &clusters, now);
     let released: Vec<String> = early.released.into_iter().chain(late.released).collect();
     batch.0.extend(early.batch.0);
     batch.0.extend(late.batch.0);
-    batch.commit(app);
-    if !released.is_empty() {
-        let mut starting = app.starting.lock().unwrap_or_else(|e| e.into_inner());
-        for id in &released {
-            starting.remove(id);
-        }
-        drop(starting);
-        // Slots freed after this pass admitted runs are filled by the next
-        // one, at once. (A job that ends after it was looked at here wakes
-        // the controller itself, and the next pass finds its run released.)
-        if !late.ended.is_empty() {
-            app.wake.notify_one();
-        }
+    hold_or_commit(app, batch, released);
+    // Slots freed after this pass admitted runs are filled by the next one,
+    // at once. (A job that ends after it was looked at here wakes the
+    // controller itself, and the next pass finds its run released.)
+    if !late.ended.is_empty() {
+        app.wake.notify_one();
     }
     tracing::debug!(
         running = running.total,
@@ -618,6 +628,94 @@ pub fn reconcile(app: &Arc<App>) {
         total_us = t0.elapsed().as_micros() as u64,
         "controller pass"
     );
+}
+
+/// How long the controller may hold what its passes decided before it
+/// commits it: on a busy cluster, where a job ends every few hundred
+/// microseconds, the passes of a few milliseconds share one commit (and its
+/// fsync) instead of each making its own. A held transition loses nothing in
+/// a crash: an ended run is still `pending` in the store and ends again from
+/// its files; a started one is `triggered` and is started again, which finds
+/// it started.
+pub const COMMIT_EVERY: Duration = Duration::from_millis(5);
+
+/// Held transitions are committed at once when there are this many.
+const COMMIT_MAX_HELD: usize = 256;
+
+/// Transitions decided by passes and not committed yet.
+#[derive(Default)]
+pub struct Held {
+    batch: Vec<(String, Transition)>,
+    /// The runs they move: passes leave these alone until the commit.
+    runs: std::collections::HashSet<String>,
+    /// Of those, the runs that end (their slots are free).
+    ended: std::collections::HashSet<String>,
+    /// Runs to release from `starting` once committed.
+    release: Vec<String>,
+    /// When the oldest of them was held.
+    since: Option<std::time::Instant>,
+    /// A wake-up is on its way for their commit.
+    timer: bool,
+}
+
+/// Holds a pass's transitions, or commits them with those held before once
+/// the oldest has waited [`COMMIT_EVERY`] (at once outside a runtime: a
+/// simulation); a wake-up comes for a commit that no pass makes first.
+fn hold_or_commit(app: &Arc<App>, batch: Batch, release: Vec<String>) {
+    let mut h = app.held.lock().unwrap_or_else(|e| e.into_inner());
+    for (id, t) in &batch.0 {
+        h.runs.insert(id.clone());
+        if t.to.is_final() {
+            h.ended.insert(id.clone());
+        }
+    }
+    h.batch.extend(batch.0);
+    h.release.extend(release);
+    if h.batch.is_empty() && h.release.is_empty() {
+        return;
+    }
+    let now = std::time::Instant::now();
+    let due_at = *h.since.get_or_insert(now) + COMMIT_EVERY;
+    let runtime = tokio::runtime::Handle::try_current().ok();
+    match runtime {
+        Some(rt) if now < due_at && h.batch.len() < COMMIT_MAX_HELD => {
+            if !h.timer {
+                h.timer = true;
+                let app = app.clone();
+                rt.spawn(async move {
+                    tokio::time::sleep_until(due_at.into()).await;
+                    app.held.lock().unwrap_or_else(|e| e.into_inner()).timer = false;
+                    app.wake.notify_one();
+                });
+            }
+        }
+        _ => {
+            drop(h);
+            flush(app);
+        }
+    }
+}
+
+/// Commits the held transitions, then releases their runs.
+pub fn flush(app: &App) {
+    let (batch, release) = {
+        let mut h = app.held.lock().unwrap_or_else(|e| e.into_inner());
+        h.since = None;
+        (std::mem::take(&mut h.batch), std::mem::take(&mut h.release))
+    };
+    let ids: Vec<String> = batch.iter().map(|(id, _)| id.clone()).collect();
+    Batch(batch).commit(app);
+    if !release.is_empty() {
+        let mut starting = app.starting.lock().unwrap_or_else(|e| e.into_inner());
+        for id in &release {
+            starting.remove(id);
+        }
+    }
+    let mut h = app.held.lock().unwrap_or_else(|e| e.into_inner());
+    for id in &ids {
+        h.runs.remove(id);
+        h.ended.remove(id);
+    }
 }
 
 /// Completed starts (and revivals), taken from [`App::started`].

@@ -111,6 +111,8 @@ pub struct App {
     /// What completed starts and revivals decided, for the controller's next
     /// pass to commit (their runs stay in `starting` until then).
     pub started: Mutex<Vec<(String, bosun_store::Transition)>>,
+    /// Transitions the controller holds for its next commit.
+    pub held: Mutex<controller::Held>,
     /// Runs whose abort was requested.
     pub aborts: Mutex<HashSet<String>>,
     /// Where the configuration comes from (reloads read it again).
@@ -332,6 +334,7 @@ impl App {
             specs: Mutex::default(),
             starting: Mutex::default(),
             started: Mutex::default(),
+            held: Mutex::default(),
             active: p.active,
             templates: Mutex::default(),
             aborts: Mutex::default(),
@@ -744,7 +747,12 @@ async fn controller_loop(app: Arc<App>, mut stop: tokio::sync::watch::Receiver<b
                 }
             }
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-            _ = stop.changed() => return,
+            _ = stop.changed() => {
+                // What the passes hold is committed before the daemon exits.
+                let a = app.clone();
+                let _ = tokio::task::spawn_blocking(move || controller::flush(&a)).await;
+                return;
+            }
         }
     }
 }
