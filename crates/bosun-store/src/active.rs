@@ -156,10 +156,27 @@ impl ActiveRuns {
     /// The oldest `limit` `triggered` runs waiting for `cluster` (the one
     /// decided for them, else the configured one).
     pub fn waiting(&self, cluster: &str, limit: usize) -> Vec<Arc<Run>> {
+        self.waiting_where(cluster, limit, |_| true)
+    }
+
+    /// The oldest `limit` `triggered` runs waiting for `cluster` that `keep`
+    /// accepts (the others do not count towards `limit`).
+    pub fn waiting_where(
+        &self,
+        cluster: &str,
+        limit: usize,
+        keep: impl Fn(&Run) -> bool,
+    ) -> Vec<Arc<Run>> {
         self.lock()
             .waiting
             .get(cluster)
-            .map(|q| q.values().take(limit).cloned().collect())
+            .map(|q| {
+                q.values()
+                    .filter(|r| keep(r))
+                    .take(limit)
+                    .cloned()
+                    .collect()
+            })
             .unwrap_or_default()
     }
 

@@ -133,6 +133,8 @@ pub fn reconcile(app: &Arc<App>) {
     let now = app.clock.now();
     // Starts completed since the last pass (committed at the end of this one).
     let early = settle_starts(app, &clusters, now);
+    // Held starts whose jobs have ended since.
+    let (rechecked, ended_since) = recheck_held_starts(app, &clusters, now);
     // Runs with a transition held for a later commit: left alone until then.
     let (held, held_ended) = {
         let h = app.held.lock().unwrap_or_else(|e| e.into_inner());
@@ -277,10 +279,9 @@ pub fn reconcile(app: &Arc<App>) {
     }
     // Runs being started or revived (skipped by the loop above), but for the
     // ones whose jobs have ended already: their slots are free.
-    for (_, s) in starting
-        .iter()
-        .filter(|(id, _)| !early.ended.contains(*id) && !held_ended.contains(*id))
-    {
+    for (_, s) in starting.iter().filter(|(id, _)| {
+        !early.ended.contains(*id) && !held_ended.contains(*id) && !ended_since.contains(*id)
+    }) {
         running.total += 1;
         *running.by_job.entry(s.job.clone()).or_default() += 1;
         *running.by_cluster.entry(s.cluster.clone()).or_default() += 1;
@@ -355,6 +356,9 @@ pub fn reconcile(app: &Arc<App>) {
     // never holds back another: for a local cluster, a few times as many as it
     // has free slots (a pass starts at most that many; the rest wait for the
     // next pass, which comes as soon as a run ends), none when it is full.
+    // Runs being started, or with a transition held, are not waiting any
+    // more (the store says `triggered` until their commit).
+    let waiting_now = |r: &Run| !starting.contains_key(&r.id) && !held.contains(&r.id);
     let mut triggered = Vec::new();
     for (alias, def) in &clusters.defs {
         let limit = match def {
@@ -367,12 +371,14 @@ pub fn reconcile(app: &Arc<App>) {
             }
             ClusterDef::Kubernetes { .. } => MAX_WAITING_PER_PASS,
         };
-        triggered.extend(app.active.waiting(alias, limit));
+        triggered.extend(app.active.waiting_where(alias, limit, waiting_now));
     }
     // Runs naming a cluster that does not exist (they end in error).
     triggered.extend(
         app.active
-            .waiting_elsewhere(|c| clusters.defs.contains_key(c), MAX_WAITING_PER_PASS),
+            .waiting_elsewhere(|c| clusters.defs.contains_key(c), MAX_WAITING_PER_PASS)
+            .into_iter()
+            .filter(|r| waiting_now(r)),
     );
     // Admission is first-in first-out across clusters (build ids grow with
     // creation).
@@ -387,10 +393,7 @@ pub fn reconcile(app: &Arc<App>) {
         String,
     );
     let mut jobs: HashMap<String, ToStart> = HashMap::new();
-    for run in triggered
-        .iter()
-        .filter(|r| !starting.contains_key(&r.id) && !held.contains(&r.id))
-    {
+    for run in &triggered {
         if app.take_abort(&run.id) {
             batch.end(run, RunState::Aborted, now, "Run aborted.");
             continue;
@@ -611,6 +614,7 @@ pub fn reconcile(app: &Arc<App>) {
     // runs are released.
     let late = settle_starts(app, &clusters, now);
     let released: Vec<String> = early.released.into_iter().chain(late.released).collect();
+    batch.0.extend(rechecked.0);
     batch.0.extend(early.batch.0);
     batch.0.extend(late.batch.0);
     hold_or_commit(app, batch, released);
@@ -652,6 +656,10 @@ pub struct Held {
     ended: std::collections::HashSet<String>,
     /// Runs to release from `starting` once committed.
     release: Vec<String>,
+    /// Runs whose start on a local cluster is held and whose job had not
+    /// ended then, with their cluster: each pass looks again (they are
+    /// neither `pending` in the store nor released, so nothing else would).
+    unended: HashMap<String, String>,
     /// When the oldest of them was held.
     since: Option<std::time::Instant>,
     /// A wake-up is on its way for their commit.
@@ -667,6 +675,9 @@ fn hold_or_commit(app: &Arc<App>, batch: Batch, release: Vec<String>) {
         h.runs.insert(id.clone());
         if t.to.is_final() {
             h.ended.insert(id.clone());
+            h.unended.remove(id);
+        } else if let (RunState::Pending, Some(cluster)) = (t.to, &t.cluster) {
+            h.unended.insert(id.clone(), cluster.clone());
         }
     }
     h.batch.extend(batch.0);
@@ -715,7 +726,37 @@ pub fn flush(app: &App) {
     for id in &ids {
         h.runs.remove(id);
         h.ended.remove(id);
+        h.unended.remove(id);
     }
+}
+
+/// The ends of held starts whose local jobs have exited since, and their
+/// runs (their slots are free).
+fn recheck_held_starts(
+    app: &App,
+    clusters: &Clusters,
+    now: Timestamp,
+) -> (Batch, std::collections::HashSet<String>) {
+    let unended: Vec<(String, String)> = app
+        .held
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .unended
+        .iter()
+        .map(|(id, c)| (id.clone(), c.clone()))
+        .collect();
+    let mut batch = Batch::default();
+    let mut ended = std::collections::HashSet::new();
+    for (id, cluster) in unended {
+        let Some(exec) = clusters.executors.get(&cluster) else {
+            continue;
+        };
+        if let ProcessState::Exited { code } = exec.status(&id) {
+            batch.0.push((id.clone(), exited(code, now)));
+            ended.insert(id);
+        }
+    }
+    (batch, ended)
 }
 
 /// Completed starts (and revivals), taken from [`App::started`].
