@@ -748,7 +748,9 @@ fn recheck_held_starts(
     let mut batch = Batch::default();
     let mut ended = std::collections::HashSet::new();
     for (id, cluster) in unended {
-        let Some(exec) = clusters.executors.get(&cluster) else {
+        // (Only local jobs, as when a start is settled: a pod's state would
+        // be a request to its cluster on every pass.)
+        let Some(exec) = clusters.executors.get(&cluster).filter(|e| !e.runs_pods()) else {
             continue;
         };
         if let ProcessState::Exited { code } = exec.status(&id) {
