@@ -748,17 +748,23 @@ fn recheck_held_starts(
     let mut batch = Batch::default();
     let mut ended = std::collections::HashSet::new();
     for (id, cluster) in unended {
-        // (Only local jobs, as when a start is settled: a pod's state would
-        // be a request to its cluster on every pass.)
-        let Some(exec) = clusters.executors.get(&cluster).filter(|e| !e.runs_pods()) else {
-            continue;
-        };
-        if let ProcessState::Exited { code } = exec.status(&id) {
-            batch.0.push((id.clone(), exited(code, now)));
+        if let Some(end) = local_end(clusters, &cluster, &id, now) {
+            batch.0.push((id.clone(), end));
             ended.insert(id);
         }
     }
     (batch, ended)
+}
+
+/// The end of run `id`, started on `cluster`, if that is a local cluster and
+/// the job has exited. (A local job's state is in memory; a pod's would be a
+/// request to its cluster, and a pod just created has not ended.)
+fn local_end(clusters: &Clusters, cluster: &str, id: &str, now: Timestamp) -> Option<Transition> {
+    let exec = clusters.executors.get(cluster).filter(|e| !e.runs_pods())?;
+    match exec.status(id) {
+        ProcessState::Exited { code } => Some(exited(code, now)),
+        _ => None,
+    }
 }
 
 /// Completed starts (and revivals), taken from [`App::started`].
@@ -784,14 +790,8 @@ fn settle_starts(app: &App, clusters: &Clusters, now: Timestamp) -> Settled {
         ended: Default::default(),
     };
     for (id, t) in done {
-        let started_on = match (t.to, &t.cluster) {
-            // (A local job's state is in memory; a pod's would be another
-            // request to its cluster, and a pod just created has not ended.)
-            (RunState::Pending, Some(c)) => clusters
-                .executors
-                .get(c)
-                .filter(|e| !e.runs_pods())
-                .cloned(),
+        let end = match (t.to, &t.cluster) {
+            (RunState::Pending, Some(c)) => local_end(clusters, c, &id, now),
             (RunState::Pending, None) => None,
             // A start that failed: its end is in `t`.
             _ => {
@@ -799,10 +799,6 @@ fn settle_starts(app: &App, clusters: &Clusters, now: Timestamp) -> Settled {
                 settled.batch.0.push((id, t));
                 continue;
             }
-        };
-        let end = match started_on.map(|e| e.status(&id)) {
-            Some(ProcessState::Exited { code }) => Some(exited(code, now)),
-            _ => None,
         };
         settled.batch.0.push((id.clone(), t));
         if let Some(end) = end {
