@@ -9,7 +9,12 @@
 //! (`NORMAL` would skip that fsync: still safe against a crash of bosun, but a
 //! power loss could lose the last commits, runs the API had acknowledged.)
 //! Temporary data stays in memory. Checkpoints (copying the WAL into the
-//! database) run on a thread of their own, never in the writer's way.
+//! database) run on a thread of their own, beside the writer. Under a steady
+//! load that thread never copies the last frames (more are committed while it
+//! runs), so once the WAL holds 1,000 frames (about 4 MiB) the writer
+//! finishes the copy itself between two batches, and SQLite starts the WAL over
+//! from its beginning: the WAL stays at a few MiB instead of growing for as
+//! long as the load lasts.
 //!
 //! Bursts of periodic fires go through a fire log first. When a writer batch
 //! holds only fires, and at least [`SqliteOptions::fire_log_min`] of them (or
@@ -452,10 +457,12 @@ impl SqliteStore {
         migrate(&mut wconn)?;
         // A log committed before a crash is folded before anything else.
         fold(&mut wconn).map_err(unavailable)?;
-        // The writer never checkpoints: copying the WAL into the database (and
-        // its fsync) would stall the commits queued behind it. A thread of its
-        // own does it, on its own connection, without blocking the writer
-        // (PASSIVE), after commits and at most every CHECKPOINT_PAUSE.
+        // The writer does not checkpoint after every commit: copying the WAL
+        // into the database (and its fsync) would stall the commits queued
+        // behind it. A thread of its own does it, on its own connection,
+        // without blocking the writer (PASSIVE), after commits and at most
+        // every CHECKPOINT_PAUSE; the writer only finishes a checkpoint when
+        // the WAL grows long (`bound_wal`).
         wconn
             .pragma_update(None, "wal_autocheckpoint", 0)
             .map_err(unavailable)?;
@@ -626,6 +633,47 @@ const YIELDS: u32 = 2;
 /// The least time between two checkpoints.
 const CHECKPOINT_PAUSE: Duration = Duration::from_millis(500);
 
+/// The WAL length (in frames, about 4 KiB each) past which the writer
+/// finishes a checkpoint itself, between two batches.
+///
+/// The checkpoint thread copies the WAL into the database beside the writer,
+/// but under a steady stream of commits it never catches up: every pass ends
+/// behind the frames committed while it ran, and SQLite starts the WAL over
+/// from its beginning only once every frame is copied. The WAL then grows for
+/// as long as the load lasts (13 MB a second at 2,000 runs a second), and
+/// each commit appends to new blocks of the file. Between two of its own
+/// batches the writer is the only one who could commit, so its checkpoint
+/// copies every frame (unless a reader still needs an old one) and its next
+/// commit starts the WAL over. The checkpoint thread has usually copied most
+/// of them already.
+const WAL_RESTART_FRAMES: i32 = 1000;
+
+thread_local! {
+    /// The WAL's length in frames after the writer's last commit, as SQLite's
+    /// WAL hook reports it (the writer's connection commits on its own thread
+    /// only).
+    static WAL_FRAMES: std::cell::Cell<i32> = const { std::cell::Cell::new(0) };
+}
+
+/// Keeps the WAL short under a steady load (see [`WAL_RESTART_FRAMES`]):
+/// checkpoints on the writer's connection once the WAL holds `*next` frames.
+/// A checkpoint that could not copy everything (a reader holds an old
+/// snapshot) is tried again a quarter of the limit later, not after every
+/// commit.
+fn bound_wal(conn: &Connection, next: &mut i32) {
+    let frames = WAL_FRAMES.with(std::cell::Cell::get);
+    if frames < WAL_RESTART_FRAMES {
+        *next = WAL_RESTART_FRAMES;
+        return;
+    }
+    if frames < *next {
+        return;
+    }
+    // A failure (another checkpoint holds the lock) is tried again later.
+    let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+    *next = frames + WAL_RESTART_FRAMES / 4;
+}
+
 /// Copies committed WAL frames into the database when the writer has
 /// committed since the last pass, at most every CHECKPOINT_PAUSE; ends as soon
 /// as the writer does.
@@ -667,6 +715,11 @@ struct Writer {
 impl Writer {
     fn run(self, mut conn: Connection, rx: Receiver<Op>) {
         let mut cache = WriterCache::default();
+        conn.wal_hook(Some(|_, frames| {
+            WAL_FRAMES.with(|f| f.set(frames));
+            Ok(())
+        }));
+        let mut checkpoint_at = WAL_RESTART_FRAMES;
         // An op that did not fit the previous batch (fires and other requests
         // go in separate batches, so a burst of fires can use the log).
         let mut held: Option<Op> = None;
@@ -762,6 +815,7 @@ impl Writer {
             }
             let _ = self.committed.try_send(());
             self.reply(replies);
+            bound_wal(&conn, &mut checkpoint_at);
         }
     }
 
