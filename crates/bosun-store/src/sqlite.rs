@@ -833,7 +833,6 @@ impl Writer {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(|e| e.to_string())?;
-            let before = cache.counters;
             for op in ops.drain(..) {
                 let reply = apply_op(&tx, op, cache, target, &self.versions);
                 // A request refused by its own rules (no such run, a forbidden
@@ -851,10 +850,6 @@ impl Writer {
                     return Err(why);
                 }
                 replies.push(reply);
-            }
-            if let Some((build_id, _)) = cache.counters.filter(|_| cache.counters != before) {
-                exec(&tx, "INSERT INTO meta(key, value) VALUES ('build_id', ?1) ON CONFLICT(key) DO UPDATE SET value = ?1", [build_id])
-                    .map_err(|e| e.to_string())?;
             }
             tx.commit().map_err(|e| e.to_string())
         })();
@@ -1087,7 +1082,7 @@ fn apply_op(
         }
         Op::Retain(cutoff, reply) => {
             cache.touched.all = true;
-            Reply::Retain(reply, retain(tx, cutoff))
+            Reply::Retain(reply, retain(tx, cutoff, cache))
         }
         Op::Raw(sql, reply) => {
             cache.touched.all = true;
@@ -1282,19 +1277,25 @@ fn find_tick(
 }
 
 /// The last build id and seq handed out.
+///
+/// Build ids grow with seq (the single writer hands both out in order), so the
+/// last one is the newest run's, in `runs` or in the fire log. The `meta` row
+/// keeps the last build id of the runs retention deleted (the newest run may be
+/// one of them), and the one older versions of bosun wrote with every batch.
+/// Nothing is written per batch: that row's page was a frame of every commit.
 fn counters(tx: &rusqlite::Transaction<'_>, cache: &WriterCache) -> Result<(i64, i64), StoreError> {
     if let Some(c) = cache.counters {
         return Ok(c);
     }
     let build: i64 = row(
         tx,
-        "SELECT value FROM meta WHERE key = 'build_id'",
+        "SELECT MAX(COALESCE((SELECT value FROM meta WHERE key = 'build_id'), 0),
+            COALESCE((SELECT build_id FROM runs ORDER BY seq DESC LIMIT 1), 0),
+            COALESCE((SELECT MAX(first_build + last_seq - first_seq) FROM fire_log), 0))",
         [],
         |r| r.get(0),
     )
-    .optional()
-    .map_err(unavailable)?
-    .unwrap_or(0);
+    .map_err(unavailable)?;
     let seq: i64 = row(
         tx,
         "SELECT MAX(COALESCE((SELECT MAX(seq) FROM runs), 0), COALESCE((SELECT MAX(last_seq) FROM fire_log), 0))",
@@ -1518,7 +1519,11 @@ fn put_outcomes(
     Ok(())
 }
 
-fn retain(tx: &rusqlite::Transaction<'_>, cutoff: Timestamp) -> Result<Vec<String>, StoreError> {
+fn retain(
+    tx: &rusqlite::Transaction<'_>,
+    cutoff: Timestamp,
+    cache: &WriterCache,
+) -> Result<Vec<String>, StoreError> {
     let cutoff = cutoff.as_microsecond();
     // The latest run of each periodic (by creation) survives, as Prow's sinker keeps it.
     let select = "SELECT id FROM runs WHERE completed_at IS NOT NULL AND completed_at < ?1
@@ -1530,6 +1535,13 @@ fn retain(tx: &rusqlite::Transaction<'_>, cutoff: Timestamp) -> Result<Vec<Strin
             .map_err(unavailable)?;
         rows.collect::<rusqlite::Result<_>>().map_err(unavailable)?
     };
+    if !ids.is_empty() {
+        // The newest run may go: its build id is kept, so none is handed out
+        // twice (see `counters`).
+        let (build_id, _) = counters(tx, cache)?;
+        exec(tx, "INSERT INTO meta(key, value) VALUES ('build_id', ?1) ON CONFLICT(key) DO UPDATE SET value = ?1", [build_id])
+            .map_err(unavailable)?;
+    }
     let mut del = tx
         .prepare_cached("DELETE FROM runs WHERE id = ?1")
         .map_err(unavailable)?;

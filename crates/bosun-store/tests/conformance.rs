@@ -445,6 +445,51 @@ fn retention_keeps_the_latest_run_of_each_periodic_and_all_schedule_state() {
     });
 }
 
+/// Retention may delete the newest run, whose build id is the last one handed
+/// out: a restarted store still hands out larger ones, even with an earlier
+/// clock.
+#[test]
+fn sqlite_build_ids_still_increase_after_retention_deleted_the_newest_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bosun.db");
+    let build = {
+        let s = SqliteStore::open(&path).unwrap();
+        let r = s
+            .create_run(
+                NewRun {
+                    job_type: JobType::Postsubmit,
+                    periodic: None,
+                    ..new_periodic("q", None, 0)
+                },
+                t("2030-01-01T00:00:00Z"),
+            )
+            .unwrap()
+            .run()
+            .clone();
+        s.transition(
+            &r.id,
+            Transition::to(RunState::Error, t("2030-01-01T00:00:01Z"), "x"),
+        )
+        .unwrap();
+        assert_eq!(
+            s.delete_completed_before(t("2031-01-01T00:00:00Z"))
+                .unwrap(),
+            [r.id.clone()]
+        );
+        assert!(s.list(&RunFilter::default()).unwrap().is_empty());
+        r.build_id.parse::<i64>().unwrap()
+    };
+    let s = SqliteStore::open(&path).unwrap();
+    let next = s
+        .create_run(new_periodic("p", None, 0), t("2020-01-01T00:00:00Z"))
+        .unwrap()
+        .run()
+        .build_id
+        .parse::<i64>()
+        .unwrap();
+    assert!(next > build, "{next} after {build}");
+}
+
 #[test]
 fn sqlite_survives_reopen_with_build_ids_still_increasing() {
     let dir = tempfile::tempdir().unwrap();
