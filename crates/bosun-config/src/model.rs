@@ -213,6 +213,18 @@ impl Periodic {
             JobSource::InRepo { repo, .. } => format!("{repo}:{}", self.base.name),
         }
     }
+
+    /// Whether `identity` is this periodic's identity, without building it (a
+    /// lookup by name compares it with every periodic).
+    pub fn has_identity(&self, identity: &str) -> bool {
+        match &self.source {
+            JobSource::Central => self.base.name == identity,
+            JobSource::InRepo { repo, .. } => identity
+                .strip_prefix(repo.as_str())
+                .and_then(|rest| rest.strip_prefix(':'))
+                .is_some_and(|name| name == self.base.name),
+        }
+    }
 }
 
 /// A preset with its origin.
@@ -280,7 +292,7 @@ impl Snapshot {
 
     /// The periodic with this identity.
     pub fn periodic(&self, identity: &str) -> Option<&Periodic> {
-        self.periodics.iter().find(|p| p.identity() == identity)
+        self.periodics.iter().find(|p| p.has_identity(identity))
     }
 
     /// Every job as (type, repo, name), for lookups by name.

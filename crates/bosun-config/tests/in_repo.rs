@@ -361,6 +361,17 @@ fn lighthouse_trigger_config() {
     assert_eq!(p.kind.cron.as_deref(), Some("0 4 * * MON-FRI"));
     assert!(s.periodic("org/app:dailyjob").is_some());
     assert!(s.periodic("dailyjob").is_none());
+    for other in [
+        "org/app:daily",
+        "org/ap:dailyjob",
+        "org/app/dailyjob",
+        "org/appdailyjob",
+        "org/app:dailyjob2",
+        ":dailyjob",
+    ] {
+        assert!(!p.has_identity(other), "{other}");
+    }
+    assert!(p.has_identity(&p.identity()));
 }
 
 #[test]

@@ -44,7 +44,7 @@ pub fn run(args: &ScheduleArgs, out: &mut dyn Write) -> ExitCode {
         .filter(|p| {
             args.job
                 .as_deref()
-                .is_none_or(|j| p.identity() == j || p.base.name == j)
+                .is_none_or(|j| p.has_identity(j) || p.base.name == j)
         })
         .collect();
     if selected.is_empty() {

@@ -948,7 +948,7 @@ async fn create_run(
         .periodics
         .iter()
         .enumerate()
-        .filter(|(_, p)| p.base.name == req.job || p.identity() == req.job)
+        .filter(|(_, p)| p.base.name == req.job || p.has_identity(&req.job))
     {
         if type_filter.is_none_or(|t| t == "periodic") && req.repo.is_none() {
             let key = (JobType::Periodic, None, i);
