@@ -474,7 +474,7 @@ fn sqlite_build_ids_still_increase_after_retention_deleted_the_newest_run() {
         assert_eq!(
             s.delete_completed_before(t("2031-01-01T00:00:00Z"))
                 .unwrap(),
-            [r.id.clone()]
+            vec![r.id.clone()]
         );
         assert!(s.list(&RunFilter::default()).unwrap().is_empty());
         r.build_id.parse::<i64>().unwrap()

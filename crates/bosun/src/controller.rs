@@ -660,8 +660,9 @@ pub struct Held {
     /// ended then, with their cluster: each pass looks again (they are
     /// neither `pending` in the store nor released, so nothing else would).
     unended: HashMap<String, String>,
-    /// When the oldest of them was held.
-    since: Option<std::time::Instant>,
+    /// When the oldest of them was held (on the runtime's clock, which the
+    /// timer sleeps on).
+    since: Option<tokio::time::Instant>,
     /// A wake-up is on its way for their commit.
     timer: bool,
 }
@@ -685,7 +686,7 @@ fn hold_or_commit(app: &Arc<App>, batch: Batch, release: Vec<String>) {
     if h.batch.is_empty() && h.release.is_empty() {
         return;
     }
-    let now = std::time::Instant::now();
+    let now = tokio::time::Instant::now();
     let due_at = *h.since.get_or_insert(now) + COMMIT_EVERY;
     let runtime = tokio::runtime::Handle::try_current().ok();
     match runtime {
@@ -694,7 +695,7 @@ fn hold_or_commit(app: &Arc<App>, batch: Batch, release: Vec<String>) {
                 h.timer = true;
                 let app = app.clone();
                 rt.spawn(async move {
-                    tokio::time::sleep_until(due_at.into()).await;
+                    tokio::time::sleep_until(due_at).await;
                     app.held.lock().unwrap_or_else(|e| e.into_inner()).timer = false;
                     app.wake.notify_one();
                 });

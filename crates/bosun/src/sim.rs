@@ -184,3 +184,76 @@ fn a_simulated_day_of_scheduler_controller_and_store() {
         }
     }
 }
+
+/// In the daemon (inside a runtime) a pass holds what it decided instead of
+/// committing it: the commit comes with the pass the timer wakes
+/// `COMMIT_EVERY` later, or from `flush`, which the daemon calls when it
+/// stops. (Outside a runtime, as in the simulation above, a pass commits at
+/// once.) Time is paused: it moves only when every task waits.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn held_transitions_are_committed_after_the_timers_wake_up_or_by_a_flush() {
+    use std::time::Duration;
+    let t0: Timestamp = "2026-03-02T00:00:30Z".parse().unwrap();
+    let s = sim(t0);
+    s.clock.set("2026-03-02T00:02:00Z".parse().unwrap());
+    let (created, failed) = crate::periodics::fire(&s.app);
+    assert!(failed.is_empty(), "{failed:?}");
+    assert!(!created.is_empty());
+    let states = || -> Vec<RunState> {
+        s.store
+            .list(&RunFilter {
+                limit: 100,
+                ..RunFilter::default()
+            })
+            .unwrap()
+            .iter()
+            .map(|r| r.state)
+            .collect()
+    };
+    let all = |want: RunState| states().iter().all(|&st| st == want);
+    assert!(all(RunState::Triggered), "{:?}", states());
+    let n = states().len();
+    // A pass admits the runs; their starts go to the blocking pool and come
+    // back to the controller.
+    crate::controller::reconcile(&s.app);
+    for _ in 0..1000 {
+        if s.app.started.lock().unwrap().len() == n {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!(
+        s.app.started.lock().unwrap().len(),
+        n,
+        "every start came back"
+    );
+    // The next pass takes the completed starts and holds them.
+    crate::controller::reconcile(&s.app);
+    assert!(s.app.started.lock().unwrap().is_empty());
+    assert!(
+        all(RunState::Triggered),
+        "held, not committed: {:?}",
+        states()
+    );
+    // A wake-up left by the fire is taken first: the next one must be the
+    // timer's.
+    let _ = tokio::time::timeout(Duration::ZERO, s.app.wake.notified()).await;
+    let before = tokio::time::Instant::now();
+    tokio::time::timeout(Duration::from_secs(1), s.app.wake.notified())
+        .await
+        .expect("a timer wakes the controller for the held commit");
+    assert!(before.elapsed() >= crate::controller::COMMIT_EVERY);
+    crate::controller::reconcile(&s.app);
+    assert!(all(RunState::Pending), "committed: {:?}", states());
+    // The runs end (5 simulated minutes); the pass holds their ends, and a
+    // flush commits them.
+    s.clock.set("2026-03-02T00:07:00Z".parse().unwrap());
+    crate::controller::reconcile(&s.app);
+    assert!(
+        all(RunState::Pending),
+        "held, not committed: {:?}",
+        states()
+    );
+    crate::controller::flush(&s.app);
+    assert!(all(RunState::Success), "flushed: {:?}", states());
+}
