@@ -18,6 +18,52 @@ use std::time::{Duration, Instant};
 #[path = "common/raw.rs"]
 mod raw;
 
+/// A minimal HTTP/1.1 client for `POST /api/v1/runs`.
+mod lean {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::net::TcpStream;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// POSTs `{"job": job}` on one connection until `next` reaches `n`;
+    /// every answer must be 201 with a JSON run, which is read to its end.
+    pub fn post_until(port: u16, job: &str, next: &AtomicUsize, n: usize) {
+        let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream.set_nodelay(true).unwrap();
+        let body = format!("{{\"job\":\"{job}\"}}");
+        let request = format!(
+            "POST /api/v1/runs HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let mut writer = stream.try_clone().unwrap();
+        let mut reader = BufReader::new(stream);
+        let mut line = String::new();
+        let mut answer = Vec::new();
+        while next.fetch_add(1, Ordering::Relaxed) < n {
+            writer.write_all(request.as_bytes()).unwrap();
+            line.clear();
+            reader.read_line(&mut line).unwrap();
+            assert!(line.starts_with("HTTP/1.1 201 "), "{line:?}");
+            let mut length = None;
+            loop {
+                line.clear();
+                reader.read_line(&mut line).unwrap();
+                let header = line.trim_end();
+                if header.is_empty() {
+                    break;
+                }
+                if let Some((name, value)) = header.split_once(':') {
+                    if name.eq_ignore_ascii_case("content-length") {
+                        length = Some(value.trim().parse::<usize>().unwrap());
+                    }
+                }
+            }
+            answer.resize(length.expect("a content-length"), 0);
+            reader.read_exact(&mut answer).unwrap();
+            assert!(answer.starts_with(b"{") && answer.ends_with(b"}"));
+        }
+    }
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let bosun = args.next().expect("path of the bosun binary");
@@ -71,6 +117,13 @@ fn main() {
     while agent.get(format!("{base}/healthz")).call().is_err() {
         std::thread::sleep(Duration::from_millis(50));
     }
+    // The triggering client: 8 threads, each with its own keep-alive
+    // connection, each waiting for its answer before the next POST. It shares
+    // this machine's CPUs with the daemon, so it is kept lean (a request
+    // written once, the answer's status and length read by hand; ureq took
+    // about 40 us of CPU per request, most of it in user space).
+    // BOSUN_BENCH_UREQ=1 uses ureq instead.
+    let lean = std::env::var_os("BOSUN_BENCH_UREQ").is_none();
     let post_all = |job: &'static str| {
         let next = Arc::new(AtomicUsize::new(0));
         let clients: Vec<_> = (0..8)
@@ -79,6 +132,10 @@ fn main() {
                 let agent = agent.clone();
                 let base = base.clone();
                 std::thread::spawn(move || {
+                    if lean {
+                        lean::post_until(port, job, &next, n);
+                        return;
+                    }
                     while next.fetch_add(1, Ordering::Relaxed) < n {
                         let mut r = agent
                             .post(format!("{base}/api/v1/runs"))
