@@ -505,6 +505,13 @@ pub fn hash_hex(bytes: &[u8]) -> String {
     out
 }
 
+/// The job name in a periodic's identity: the identity itself for a central
+/// periodic, `name` in an in-repo one's `ORG/REPO:name` (a job name never
+/// holds a `:`, by Prow's rule for names).
+pub fn periodic_job(identity: &str) -> &str {
+    identity.rsplit_once(':').map_or(identity, |(_, name)| name)
+}
+
 /// A new run id: a lowercase UUIDv4 (DESIGN.md's run identity).
 pub fn new_run_id() -> String {
     uuid::Uuid::new_v4().to_string()

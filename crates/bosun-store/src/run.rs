@@ -125,7 +125,9 @@ pub struct Run {
     pub job: String,
     /// presubmit, postsubmit, periodic or batch.
     pub job_type: JobType,
-    /// The periodic's identity (name, or `ORG/REPO:name` in-repo), for periodic runs.
+    /// The periodic's identity (name, or `ORG/REPO:name` in-repo), for periodic
+    /// runs. The name in it is the run's `job` (see [`crate::periodic_job`]):
+    /// the SQLite store finds a periodic's runs among its job's.
     pub periodic: Option<String>,
     /// The cluster the job's configuration names.
     pub configured_cluster: String,

@@ -734,6 +734,101 @@ fn batched_reads_and_fires_agree_with_single_ones() {
     });
 }
 
+/// A central periodic, in-repo periodics of two repositories and a presubmit
+/// share one job name: each periodic's runs are its own.
+#[test]
+fn periodics_sharing_a_name_keep_their_own_runs() {
+    each_store(|s, _| {
+        let at = |sec: i64| Timestamp::from_second(1_800_000_000 + sec).unwrap();
+        let mut ids = std::collections::HashMap::new();
+        for (k, identity) in ["nightly", "o/a:nightly", "o/b:nightly"].iter().enumerate() {
+            for attempt in 0..2 {
+                let run = s
+                    .create_run(
+                        NewRun {
+                            periodic: Some(identity.to_string()),
+                            ..new_periodic("nightly", None, attempt)
+                        },
+                        at(10 * k as i64 + attempt as i64),
+                    )
+                    .unwrap()
+                    .run()
+                    .clone();
+                ids.insert((identity.to_string(), attempt), run.id);
+            }
+        }
+        // The newest run of all is a presubmit's of the same name.
+        s.create_run(
+            NewRun {
+                job_type: JobType::Presubmit,
+                periodic: None,
+                ..new_periodic("nightly", None, 0)
+            },
+            at(100),
+        )
+        .unwrap();
+        // o/a's newest run ends; o/b's runs stay active.
+        let a1 = &ids[&("o/a:nightly".to_string(), 1)];
+        s.transition(a1, Transition::to(RunState::Error, at(101), "x"))
+            .unwrap();
+        let a0 = &ids[&("o/a:nightly".to_string(), 0)];
+        s.transition(a0, Transition::to(RunState::Error, at(102), "x"))
+            .unwrap();
+        let names: Vec<String> = ["nightly", "o/a:nightly", "o/b:nightly", "o/c:nightly"]
+            .iter()
+            .map(|p| p.to_string())
+            .collect();
+        let runs = s.periodic_runs(&names).unwrap();
+        assert_eq!(runs["nightly"].last.as_ref().unwrap().created_at, at(1));
+        assert!(runs["nightly"].active);
+        assert_eq!(
+            runs["o/a:nightly"].last.as_ref().unwrap().created_at,
+            at(11)
+        );
+        assert!(!runs["o/a:nightly"].active);
+        assert_eq!(
+            runs["o/b:nightly"].last.as_ref().unwrap().created_at,
+            at(21)
+        );
+        assert!(runs["o/b:nightly"].active);
+        assert_eq!(runs["o/c:nightly"], bosun_store::PeriodicRuns::default());
+        for identity in ["nightly", "o/a:nightly", "o/b:nightly"] {
+            let listed: Vec<String> = s
+                .list(&RunFilter {
+                    periodic: Some(identity.into()),
+                    oldest_first: true,
+                    ..RunFilter::default()
+                })
+                .unwrap()
+                .into_iter()
+                .map(|r| r.id)
+                .collect();
+            let want: Vec<String> = (0..2)
+                .map(|a| ids[&(identity.to_string(), a)].clone())
+                .collect();
+            assert_eq!(listed, want, "{identity}");
+        }
+        let active_b = s
+            .list(&RunFilter {
+                periodic: Some("o/b:nightly".into()),
+                active: true,
+                ..RunFilter::default()
+            })
+            .unwrap();
+        assert_eq!(active_b.len(), 2);
+        assert_eq!(
+            s.list(&RunFilter {
+                job: Some("nightly".into()),
+                limit: 100,
+                ..RunFilter::default()
+            })
+            .unwrap()
+            .len(),
+            7
+        );
+    });
+}
+
 #[test]
 fn runs_are_counted_by_prow_labels() {
     each_store(|s, _| {
