@@ -670,6 +670,10 @@ impl Executor for KubeExecutor {
         let inner = self.inner.clone();
         let pod = pod.clone();
         self.inner.mark_started(run_id);
+        // As plank: only a request the API refuses (4xx) ends the run; any
+        // other failure may pass, and the start is tried again.
+        let refused = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let seen = refused.clone();
         self.call(async move {
             match inner
                 .pods_api()
@@ -680,10 +684,20 @@ impl Executor for KubeExecutor {
                 Ok(_) => Ok(()),
                 // Started before (a restart between create and commit).
                 Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+                Err(kube::Error::Api(s)) if (400..500).contains(&s.code) => {
+                    seen.store(true, std::sync::atomic::Ordering::Relaxed);
+                    Err(s.to_string())
+                }
                 Err(e) => Err(e.to_string()),
             }
         })
-        .map_err(LocalError::Io)
+        .map_err(|e| {
+            if refused.load(std::sync::atomic::Ordering::Relaxed) {
+                LocalError::Io(e)
+            } else {
+                LocalError::Transient(e)
+            }
+        })
     }
 
     fn revive_pod(&self, run_id: &str, pod: &Pod) -> Result<(), LocalError> {

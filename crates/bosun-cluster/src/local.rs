@@ -31,6 +31,12 @@ pub enum LocalError {
     /// The run directory or the process could not be created.
     #[error("local executor: {0}")]
     Io(String),
+    /// A Kubernetes cluster could not create the pod for a reason that may
+    /// pass (no answer in time, a lost connection, a server error): the
+    /// start may be tried again, as plank requeues it. (A request the API
+    /// refuses, a 4xx, is `Io`: the run ends.)
+    #[error("{0}")]
+    Transient(String),
 }
 
 fn io(e: impl std::fmt::Display) -> LocalError {

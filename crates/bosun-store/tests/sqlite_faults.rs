@@ -1,6 +1,7 @@
 //! SQLite faults: a full disk and a database locked by another process. The write
 //! fails with `Unavailable` (the API answers 503 with Retry-After) and nothing is
-//! half-written; once the fault clears, writes work again.
+//! half-written; once the fault clears, writes work again. And one that would
+//! come slowly: a WAL that grows for as long as a steady load lasts.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -137,4 +138,31 @@ fn a_failed_batch_leaves_nothing_in_the_writers_copies() {
         matches!(err, StoreError::InvalidTransition { .. }),
         "{err:?}"
     );
+}
+
+/// The store's writer finishes a checkpoint itself once the WAL is long, so
+/// SQLite starts the WAL over instead of appending to it for as long as the
+/// load lasts.
+#[test]
+fn the_wal_stays_short_under_a_steady_stream_of_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = dir.path().join("bosun.db-wal");
+    let s = SqliteStore::open(dir.path().join("bosun.db")).unwrap();
+    // One commit after another, with no pause for the checkpoint thread to
+    // catch up: each commit writes about ten frames (the row and its
+    // indexes), so 3,000 of them would grow an unbounded WAL past 80 MB.
+    let mut longest = 0;
+    for i in 0..3_000 {
+        s.create_run(new_run(&format!("job-{i}"), 10), now())
+            .unwrap();
+        if i % 50 == 49 {
+            longest = longest.max(std::fs::metadata(&wal).map_or(0, |m| m.len()));
+        }
+    }
+    // 4,096 frames of 4 KiB, a quarter more for a retry, and one commit.
+    assert!(
+        longest < 24 << 20,
+        "the WAL grew to {longest} bytes under a steady load"
+    );
+    assert!(longest > 0, "the WAL was never seen");
 }

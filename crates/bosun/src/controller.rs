@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bosun_cluster::admit::{admit, Limits, Running, Waiting};
-use bosun_cluster::local::{command_of, JobProcess, ProcessState};
+use bosun_cluster::local::{command_of, JobProcess, LocalError, ProcessState};
 use bosun_cluster::registry::{unknown_cluster, ClusterDef};
 use bosun_store::template::SpecSnapshot;
 use bosun_store::{Run, RunState, Transition};
@@ -85,6 +85,10 @@ fn off_the_pass(f: impl FnOnce() + Send + 'static) {
         Err(_) => f(),
     }
 }
+
+/// How long a start that failed for a reason that may pass (see
+/// `LocalError::Transient`) keeps its run's slot before a pass tries again.
+const START_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Hands what a start or revival decided to the controller's next pass,
 /// which commits it with its own transitions and then releases the run (one
@@ -583,19 +587,30 @@ pub fn reconcile(app: &Arc<App>) {
             let mut batch = Batch::default();
             let at = app.clock.now();
             let started = exec
-                .ok_or_else(|| "its build cluster was removed".to_string())
-                .and_then(|exec| {
-                    match &job {
-                        Start::Process(p) => exec.start(&run.id, p),
-                        Start::Pod(pod) => exec.start_pod(&run.id, pod),
-                    }
-                    .map_err(|e| e.to_string())
+                .ok_or_else(|| LocalError::Io("its build cluster was removed".to_string()))
+                .and_then(|exec| match &job {
+                    Start::Process(p) => exec.start(&run.id, p),
+                    Start::Pod(pod) => exec.start_pod(&run.id, pod),
                 });
             match started {
                 Ok(()) => {
                     let mut t = Transition::to(RunState::Pending, at, "Job triggered.");
                     t.cluster = Some(target.clone());
                     batch.0.push((run.id.clone(), t));
+                }
+                Err(LocalError::Transient(e)) => {
+                    // As plank requeues it: the run stays `triggered` and
+                    // keeps its slot for a while, then a pass starts it again.
+                    tracing::warn!(run = %run.id, cluster = %target, error = %e, "cannot create the pod yet; trying again");
+                    if tokio::runtime::Handle::try_current().is_ok() {
+                        std::thread::sleep(START_RETRY);
+                    }
+                    app.retry
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(run.id.clone());
+                    app.new_runs.notify_one();
+                    return;
                 }
                 Err(e) => batch.end(
                     &run,
@@ -785,9 +800,11 @@ struct Settled {
 /// two of each).
 fn settle_starts(app: &App, clusters: &Clusters, now: Timestamp) -> Settled {
     let done = std::mem::take(&mut *app.started.lock().unwrap_or_else(|e| e.into_inner()));
+    // Starts to try again: released with nothing to commit.
+    let retry = std::mem::take(&mut *app.retry.lock().unwrap_or_else(|e| e.into_inner()));
     let mut settled = Settled {
         batch: Batch::default(),
-        released: done.iter().map(|(id, _)| id.clone()).collect(),
+        released: done.iter().map(|(id, _)| id.clone()).chain(retry).collect(),
         ended: Default::default(),
     };
     for (id, t) in done {

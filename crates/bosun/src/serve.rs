@@ -111,6 +111,9 @@ pub struct App {
     /// What completed starts and revivals decided, for the controller's next
     /// pass to commit (their runs stay in `starting` until then).
     pub started: Mutex<Vec<(String, bosun_store::Transition)>>,
+    /// Starts that failed for a reason that may pass: the next pass releases
+    /// their runs, which stay `triggered`, to be started again.
+    pub retry: Mutex<Vec<String>>,
     /// Transitions the controller holds for its next commit.
     pub held: Mutex<controller::Held>,
     /// Runs whose abort was requested.
@@ -334,6 +337,7 @@ impl App {
             specs: Mutex::default(),
             starting: Mutex::default(),
             started: Mutex::default(),
+            retry: Mutex::default(),
             held: Mutex::default(),
             active: p.active,
             templates: Mutex::default(),

@@ -524,6 +524,58 @@ fn max_concurrency_holds_on_a_kubernetes_cluster() {
     wait_run(port, &second, "pending");
 }
 
+/// As plank: a pod creation that fails for a reason that may pass (here the
+/// API drops the connection) leaves the run `triggered`, and the start is
+/// tried again; only a request the API refuses ends it.
+#[test]
+fn a_pod_creation_that_fails_on_the_way_is_tried_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = FakeCluster::start(&dir.path().join("a"), "build-a");
+    let daemon = start_full(
+        &dir.path().join("bosun"),
+        &[a.kubeconfig_path()],
+        "{}\n",
+        JOBS,
+    );
+    let port = daemon.port;
+    let log = dir.path().join("bosun/stderr.log");
+    let retried = |id: &str| {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.contains("cannot create the pod yet") && l.contains(id))
+    };
+    // The connection must drop between the run's admission and its pod's
+    // creation, before the health probes see the cluster down and hold its
+    // runs back (then no creation is tried): one try in a few may miss.
+    let mut tried = Vec::new();
+    for _ in 0..5 {
+        wait_status(port, "build-a", "Reachable", Duration::from_secs(20));
+        a.set_down(true);
+        let id = trigger(port, "k-job");
+        std::thread::sleep(Duration::from_millis(1500));
+        let run: serde_json::Value =
+            serde_json::from_str(&get(port, &format!("/api/v1/runs/{id}")).unwrap()).unwrap();
+        assert_eq!(run["state"], "triggered", "{run}");
+        a.set_down(false);
+        let was_retried = retried(&id);
+        tried.push(id);
+        if was_retried {
+            break;
+        }
+    }
+    let last = tried.last().unwrap();
+    assert!(
+        retried(last),
+        "no creation failed on the way in {} tries",
+        tried.len()
+    );
+    for id in &tried {
+        wait_pod(&a, id);
+        wait_run(port, id, "pending");
+    }
+}
+
 #[test]
 fn a_hanging_cluster_never_delays_runs_on_another() {
     let dir = tempfile::tempdir().unwrap();
