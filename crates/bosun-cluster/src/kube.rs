@@ -671,33 +671,26 @@ impl Executor for KubeExecutor {
         let pod = pod.clone();
         self.inner.mark_started(run_id);
         // As plank: only a request the API refuses (4xx) ends the run; any
-        // other failure may pass, and the start is tried again.
-        let refused = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let seen = refused.clone();
+        // other failure (no answer, no connection, 5xx) may pass.
         self.call(async move {
-            match inner
-                .pods_api()
-                .await?
-                .create(&PostParams::default(), &pod)
-                .await
-            {
-                Ok(_) => Ok(()),
-                // Started before (a restart between create and commit).
-                Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-                Err(kube::Error::Api(s)) if (400..500).contains(&s.code) => {
-                    seen.store(true, std::sync::atomic::Ordering::Relaxed);
-                    Err(s.to_string())
-                }
-                Err(e) => Err(e.to_string()),
-            }
+            Ok(
+                match inner
+                    .pods_api()
+                    .await?
+                    .create(&PostParams::default(), &pod)
+                    .await
+                {
+                    Ok(_) => Ok(()),
+                    // Started before (a restart between create and commit).
+                    Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+                    Err(e @ kube::Error::Api(_)) if is_refusal(&e) => {
+                        Err(LocalError::Io(e.to_string()))
+                    }
+                    Err(e) => Err(LocalError::Transient(e.to_string())),
+                },
+            )
         })
-        .map_err(|e| {
-            if refused.load(std::sync::atomic::Ordering::Relaxed) {
-                LocalError::Io(e)
-            } else {
-                LocalError::Transient(e)
-            }
-        })
+        .map_err(LocalError::Transient)?
     }
 
     fn revive_pod(&self, run_id: &str, pod: &Pod) -> Result<(), LocalError> {
@@ -808,6 +801,12 @@ impl Executor for KubeExecutor {
     fn log_path(&self, run_id: &str) -> Option<PathBuf> {
         Some(self.inner.log_dir.join(format!("{run_id}.log")))
     }
+}
+
+/// Whether the API refused the request itself (a 4xx): trying it again would
+/// get the same answer.
+fn is_refusal(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if (400..500).contains(&s.code))
 }
 
 #[cfg(test)]
