@@ -91,7 +91,7 @@ async fn probe_one(app: &App, alias: &str, def: &ClusterDef, client: &mut Option
     record(app, alias, probe);
 }
 
-fn record(app: &App, alias: &str, probe: bosun_cluster::kube::Probe) {
+pub(crate) fn record(app: &App, alias: &str, probe: bosun_cluster::kube::Probe) {
     let health = app
         .health
         .lock()

@@ -140,14 +140,18 @@ pub fn reconcile(app: &Arc<App>) {
     // Held starts whose jobs have ended since.
     let (rechecked, ended_since) = recheck_held_starts(app, &clusters, now);
     // Runs with a transition held for a later commit: left alone until then.
-    let (held, held_ended) = {
+    // (A waiting run's held note leaves it in the queue, in its place.)
+    let (held, held_ended, held_notes) = {
         let h = app.held.lock().unwrap_or_else(|e| e.into_inner());
-        (h.runs.clone(), h.ended.clone())
+        (h.runs.clone(), h.ended.clone(), h.notes.clone())
     };
     let snapshot = app.snapshot();
     let config = &snapshot.config;
     let mut running = Running::default();
     let mut batch = Batch::default();
+    // Why runs wait, where that changed: held like the rest, but their runs
+    // stay in the queue.
+    let mut notes = Batch::default();
     // Pods to start again, each on a task of its own (like starts).
     let mut revivals: Vec<(Arc<Run>, Arc<dyn bosun_cluster::executor::Executor>, String)> =
         Vec::new();
@@ -434,8 +438,8 @@ pub fn reconcile(app: &Arc<App>) {
                 None => {
                     // It waits, and says why (once, not on every pass).
                     let why = format!("Waiting: build cluster {alias} is {}.", health.word());
-                    if run.description != why {
-                        batch.0.push((
+                    if run.description != why && held_notes.get(&run.id) != Some(&why) {
+                        notes.0.push((
                             run.id.clone(),
                             bosun_store::Transition::to(run.state, now, why),
                         ));
@@ -632,7 +636,7 @@ pub fn reconcile(app: &Arc<App>) {
     batch.0.extend(rechecked.0);
     batch.0.extend(early.batch.0);
     batch.0.extend(late.batch.0);
-    hold_or_commit(app, batch, released);
+    hold_or_commit(app, batch, notes, released);
     // Slots freed after this pass admitted runs are filled by the next one,
     // at once. (A job that ends after it was looked at here wakes the
     // controller itself, and the next pass finds its run released.)
@@ -667,6 +671,10 @@ pub struct Held {
     batch: Vec<(String, Transition)>,
     /// The runs they move: passes leave these alone until the commit.
     runs: std::collections::HashSet<String>,
+    /// Why waiting runs wait, where that changed: a note moves no run, so
+    /// its run stays in the queue. Were it left alone until the commit like
+    /// the others, a newer run could take the slot it waits for.
+    notes: HashMap<String, String>,
     /// Of those, the runs that end (their slots are free).
     ended: std::collections::HashSet<String>,
     /// Runs to release from `starting` once committed.
@@ -682,11 +690,16 @@ pub struct Held {
     timer: bool,
 }
 
-/// Holds a pass's transitions, or commits them with those held before once
-/// the oldest has waited [`COMMIT_EVERY`] (at once outside a runtime: a
-/// simulation); a wake-up comes for a commit that no pass makes first.
-fn hold_or_commit(app: &Arc<App>, batch: Batch, release: Vec<String>) {
+/// Holds a pass's transitions and notes (which leave their runs where they
+/// are), or commits them with those held before once the oldest has waited
+/// [`COMMIT_EVERY`] (at once outside a runtime: a simulation); a wake-up
+/// comes for a commit that no pass makes first. The commit applies them in
+/// the order they were decided.
+fn hold_or_commit(app: &Arc<App>, batch: Batch, notes: Batch, release: Vec<String>) {
     let mut h = app.held.lock().unwrap_or_else(|e| e.into_inner());
+    for (id, t) in &notes.0 {
+        h.notes.insert(id.clone(), t.description.clone());
+    }
     for (id, t) in &batch.0 {
         h.runs.insert(id.clone());
         if t.to.is_final() {
@@ -697,6 +710,7 @@ fn hold_or_commit(app: &Arc<App>, batch: Batch, release: Vec<String>) {
         }
     }
     h.batch.extend(batch.0);
+    h.batch.extend(notes.0);
     h.release.extend(release);
     if h.batch.is_empty() && h.release.is_empty() {
         return;
@@ -730,7 +744,10 @@ pub fn flush(app: &App) {
         h.since = None;
         (std::mem::take(&mut h.batch), std::mem::take(&mut h.release))
     };
-    let ids: Vec<String> = batch.iter().map(|(id, _)| id.clone()).collect();
+    let ids: Vec<(String, String)> = batch
+        .iter()
+        .map(|(id, t)| (id.clone(), t.description.clone()))
+        .collect();
     Batch(batch).commit(app);
     if !release.is_empty() {
         let mut starting = app.starting.lock().unwrap_or_else(|e| e.into_inner());
@@ -739,10 +756,14 @@ pub fn flush(app: &App) {
         }
     }
     let mut h = app.held.lock().unwrap_or_else(|e| e.into_inner());
-    for id in &ids {
+    for (id, description) in &ids {
         h.runs.remove(id);
         h.ended.remove(id);
         h.unended.remove(id);
+        // A note held since, saying something else, stays.
+        if h.notes.get(id) == Some(description) {
+            h.notes.remove(id);
+        }
     }
 }
 

@@ -44,9 +44,17 @@ struct Sim {
 }
 
 fn sim(start: Timestamp) -> Sim {
+    sim_with(start, "{}\n", JOBS)
+}
+
+/// A simulation of the central config `config` and the jobs `jobs`. Every
+/// cluster, whatever its kind, runs on the simulated executor.
+fn sim_with(start: Timestamp, config: &str, jobs: &str) -> Sim {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("jobs.yaml"), JOBS).unwrap();
+    std::fs::write(dir.path().join("config.yaml"), config).unwrap();
+    std::fs::write(dir.path().join("jobs.yaml"), jobs).unwrap();
     let config_args = ConfigArgs {
+        config: Some(dir.path().join("config.yaml")),
         job_config: vec![dir.path().join("jobs.yaml")],
         ..ConfigArgs::default()
     };
@@ -256,4 +264,53 @@ async fn held_transitions_are_committed_after_the_timers_wake_up_or_by_a_flush()
     );
     crate::controller::flush(&s.app);
     assert!(all(RunState::Success), "flushed: {:?}", states());
+}
+
+/// A run that waits for its cluster's first probe says why, and that note is
+/// held for a later commit like any transition; the run still keeps its place
+/// in the queue. Once the cluster is Reachable, the oldest run takes its one
+/// slot, not a newer run created while the note was held.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_run_whose_waiting_note_is_held_keeps_its_place_in_the_queue() {
+    let config = "build_clusters:\n  build-a: {kind: kubernetes, kubeconfig: /nonexistent, context: build-a, max_concurrency: 1}\n";
+    let jobs = r#"
+periodics:
+- name: first
+  cron: "1 0 * * *"
+  cluster: build-a
+  spec: {containers: [{image: x, command: ["true"]}]}
+- name: second
+  cron: "2 0 * * *"
+  cluster: build-a
+  spec: {containers: [{image: x, command: ["true"]}]}
+"#;
+    let s = sim_with("2026-03-02T00:00:30Z".parse().unwrap(), config, jobs);
+    // The periodics are first seen.
+    let (_, failed) = crate::periodics::fire(&s.app);
+    assert!(failed.is_empty(), "{failed:?}");
+    s.clock.set("2026-03-02T00:01:00Z".parse().unwrap());
+    let (created, failed) = crate::periodics::fire(&s.app);
+    assert!(failed.is_empty(), "{failed:?}");
+    assert_eq!(created, vec!["first".to_string()]);
+    let first = s.runs("first").pop().expect("a run of first");
+    // The cluster has not been probed: the run waits, and its note is held.
+    crate::controller::reconcile(&s.app);
+    assert!(s.app.starting.lock().unwrap().is_empty());
+    assert!(
+        s.runs("first")[0].description.is_empty()
+            || !s.runs("first")[0].description.starts_with("Waiting"),
+        "the note is held, not committed: {:?}",
+        s.runs("first")[0]
+    );
+    crate::clusters::record(&s.app, "build-a", bosun_cluster::kube::Probe::Allowed);
+    s.clock.set("2026-03-02T00:02:00Z".parse().unwrap());
+    let (created, failed) = crate::periodics::fire(&s.app);
+    assert!(failed.is_empty(), "{failed:?}");
+    assert_eq!(created, vec!["second".to_string()]);
+    let second = s.runs("second").pop().expect("a run of second");
+    // The next pass comes before the note's commit: the older run starts.
+    crate::controller::reconcile(&s.app);
+    let starting: Vec<String> = s.app.starting.lock().unwrap().keys().cloned().collect();
+    assert_eq!(starting, vec![first.id.clone()], "second is {}", second.id);
+    crate::controller::flush(&s.app);
 }

@@ -15,12 +15,22 @@ use bosun_fakekube::FakeCluster;
 struct Daemon {
     child: Child,
     port: u16,
+    log: std::path::PathBuf,
 }
 
 impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // A failed test shows what the daemon said.
+        if std::thread::panicking() {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let lines: Vec<&str> = log.lines().collect();
+            eprintln!("--- the daemon's log (last 200 lines) ---");
+            for l in &lines[lines.len().saturating_sub(200)..] {
+                eprintln!("{l}");
+            }
+        }
     }
 }
 
@@ -56,7 +66,11 @@ fn start_full(
     let mut child = cmd.spawn().unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     let port = common::logged_port(&mut child, &dir.join("stderr.log"), deadline);
-    let daemon = Daemon { child, port };
+    let daemon = Daemon {
+        child,
+        port,
+        log: dir.join("stderr.log"),
+    };
     while get(port, "/healthz").is_none() {
         assert!(
             Instant::now() < deadline,
