@@ -606,14 +606,23 @@ pub fn reconcile(app: &Arc<App>) {
                     // As plank requeues it: the run stays `triggered` and
                     // keeps its slot for a while, then a pass starts it again.
                     tracing::warn!(run = %run.id, cluster = %target, error = %e, "cannot create the pod yet; trying again");
-                    if tokio::runtime::Handle::try_current().is_ok() {
-                        std::thread::sleep(START_RETRY);
+                    let id = run.id.clone();
+                    let release = move || {
+                        app.retry
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .push(id);
+                        app.new_runs.notify_one();
+                    };
+                    // A timer, not this thread, waits (outside a runtime, a
+                    // simulation, the next pass tries again).
+                    match tokio::runtime::Handle::try_current() {
+                        Ok(rt) => drop(rt.spawn(async move {
+                            tokio::time::sleep(START_RETRY).await;
+                            release();
+                        })),
+                        Err(_) => release(),
                     }
-                    app.retry
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push(run.id.clone());
-                    app.new_runs.notify_one();
                     return;
                 }
                 Err(e) => batch.end(
