@@ -608,10 +608,7 @@ pub fn reconcile(app: &Arc<App>) {
                     tracing::warn!(run = %run.id, cluster = %target, error = %e, "cannot create the pod yet; trying again");
                     let id = run.id.clone();
                     let release = move || {
-                        app.retry
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .push(id);
+                        app.retry.lock().unwrap_or_else(|e| e.into_inner()).push(id);
                         app.new_runs.notify_one();
                     };
                     // A timer, not this thread, waits (outside a runtime, a
