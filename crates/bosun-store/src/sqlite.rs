@@ -409,17 +409,30 @@ fn unavailable(e: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(e.to_string())
 }
 
-fn open(path: &Path, opts: &SqliteOptions) -> Result<Connection, StoreError> {
+/// The page cache of the writer's connection, in KiB (the default is 2 MiB):
+/// a burst of inserts touches pages of every index, and a cache that spills
+/// rewrites them to the WAL and reads them back mid-transaction.
+const WRITER_CACHE_KIB: i64 = 8 * 1024;
+
+/// The page cache of the reader's connection, in KiB. The reads the daemon
+/// makes often (active runs, a periodic's last runs, specs, the newest runs)
+/// are of a few recent pages; a listing of old runs pages through the table
+/// once. A cache as large as the writer's would, once the database has grown,
+/// hold that much more memory for little.
+const READER_CACHE_KIB: i64 = 8 * 1024;
+
+/// The checkpointer's: a checkpoint copies frames from the WAL to the
+/// database file without going through the cache.
+const CHECKPOINT_CACHE_KIB: i64 = 1024;
+
+fn open(path: &Path, opts: &SqliteOptions, cache_kib: i64) -> Result<Connection, StoreError> {
     let conn = Connection::open(path).map_err(unavailable)?;
     conn.busy_timeout(opts.busy_timeout).map_err(unavailable)?;
     conn.pragma_update(None, "journal_mode", "WAL")
         .map_err(unavailable)?;
     conn.pragma_update(None, "synchronous", "FULL")
         .and_then(|()| conn.pragma_update(None, "temp_store", "MEMORY"))
-        // Up to 32 MiB of pages per connection (the default is 2 MiB): a
-        // burst of inserts touches pages of every index, and a cache that
-        // spills rewrites them to the WAL and reads them back mid-transaction.
-        .and_then(|()| conn.pragma_update(None, "cache_size", -32 * 1024))
+        .and_then(|()| conn.pragma_update(None, "cache_size", -cache_kib))
         .map_err(unavailable)?;
     conn.pragma_update(None, "foreign_keys", "ON")
         .map_err(unavailable)?;
@@ -457,7 +470,7 @@ impl SqliteStore {
         observer: Option<Arc<dyn TransitionObserver>>,
     ) -> Result<Self, StoreError> {
         let path = path.into();
-        let mut wconn = open(&path, &opts)?;
+        let mut wconn = open(&path, &opts, WRITER_CACHE_KIB)?;
         migrate(&mut wconn)?;
         // A log committed before a crash is folded before anything else.
         fold(&mut wconn).map_err(unavailable)?;
@@ -470,8 +483,8 @@ impl SqliteStore {
         wconn
             .pragma_update(None, "wal_autocheckpoint", 0)
             .map_err(unavailable)?;
-        let ckconn = open(&path, &opts)?;
-        let reader = open(&path, &opts)?;
+        let ckconn = open(&path, &opts, CHECKPOINT_CACHE_KIB)?;
+        let reader = open(&path, &opts, READER_CACHE_KIB)?;
         let (tx, rx) = mpsc::channel();
         let (cktx, ckrx) = mpsc::sync_channel(1);
         let max_batch = opts.max_batch.max(1);

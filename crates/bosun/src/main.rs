@@ -54,7 +54,20 @@ enum Command {
     },
 }
 
+/// `mi_option_purge_delay` in mimalloc's `mi_option_e` (its Rust bindings
+/// name no constant for it).
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
 fn main() -> ExitCode {
+    // Memory freed is given back to the system 10 ms later, not a second
+    // later (mimalloc's default): a thread that goes idle (a blocking-pool
+    // thread after a burst of starts, a worker between requests) does not
+    // come back to purge its delayed pages, and they stay resident. In
+    // `examples/run_bench` (30,000 runs, then 10,000 triggered runs held) the
+    // daemon's peak RSS went from 81-108 MiB to 66-75 MiB, with no
+    // measurable change in its CPU per run.
+    // SAFETY: sets an integer option, before any other thread exists.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 10) };
     let cli = Cli::parse();
     match cli.command {
         Command::Check(args) => check::run(&args, &mut std::io::stdout().lock()),
