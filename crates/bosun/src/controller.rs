@@ -745,15 +745,19 @@ fn hold_or_commit(app: &Arc<App>, batch: Batch, notes: Batch, release: Vec<Strin
 
 /// Commits the held transitions, then releases their runs.
 pub fn flush(app: &App) {
-    let (batch, release) = {
+    let (batch, release, notes) = {
         let mut h = app.held.lock().unwrap_or_else(|e| e.into_inner());
         h.since = None;
-        (std::mem::take(&mut h.batch), std::mem::take(&mut h.release))
+        let batch = std::mem::take(&mut h.batch);
+        // The notes this commit makes.
+        let notes: Vec<(String, String)> = batch
+            .iter()
+            .filter(|(id, t)| h.notes.get(id) == Some(&t.description))
+            .map(|(id, t)| (id.clone(), t.description.clone()))
+            .collect();
+        (batch, std::mem::take(&mut h.release), notes)
     };
-    let ids: Vec<(String, String)> = batch
-        .iter()
-        .map(|(id, t)| (id.clone(), t.description.clone()))
-        .collect();
+    let ids: Vec<String> = batch.iter().map(|(id, _)| id.clone()).collect();
     Batch(batch).commit(app);
     if !release.is_empty() {
         let mut starting = app.starting.lock().unwrap_or_else(|e| e.into_inner());
@@ -762,10 +766,12 @@ pub fn flush(app: &App) {
         }
     }
     let mut h = app.held.lock().unwrap_or_else(|e| e.into_inner());
-    for (id, description) in &ids {
+    for id in &ids {
         h.runs.remove(id);
         h.ended.remove(id);
         h.unended.remove(id);
+    }
+    for (id, description) in &notes {
         // A note held since, saying something else, stays.
         if h.notes.get(id) == Some(description) {
             h.notes.remove(id);
