@@ -13,7 +13,7 @@
 //! load that thread never copies the last frames (more are committed while it
 //! runs), so once the WAL holds 4,096 frames (16 MiB) the writer
 //! finishes the copy itself between two batches, and SQLite starts the WAL over
-//! from its beginning: the WAL stays at a few MiB instead of growing for as
+//! from its beginning: the WAL stays at about 16 MiB instead of growing for as
 //! long as the load lasts.
 //!
 //! Bursts of periodic fires go through a fire log first. When a writer batch

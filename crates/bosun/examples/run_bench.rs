@@ -185,8 +185,9 @@ fn main() {
     };
     let mut measured = Vec::new();
     for round in 0..rounds {
-        let raw = raw::raw_loop(&dir.join(format!("raw-{round}")), n);
-        let _ = std::fs::remove_dir_all(dir.join(format!("raw-{round}")));
+        let raw_dir = dir.join(format!("raw-{round}"));
+        let raw = raw::raw_loop(&raw_dir, n);
+        let _ = std::fs::remove_dir_all(&raw_dir);
         let run_cpu0 = cpu(daemon.id());
         let t1 = Instant::now();
         post_all("true");
@@ -244,7 +245,7 @@ fn main() {
     let _ = daemon.wait();
     let _ = std::fs::remove_dir_all(&dir);
     if !measured.is_empty() {
-        let mut sorted = measured.clone();
+        let sorted = &mut measured;
         sorted.sort_by(f64::total_cmp);
         println!(
             "bosun / raw: median {:.3} of {} rounds (min {:.3}, max {:.3}; target >= 0.5); {ok} runs succeeded",

@@ -552,9 +552,8 @@ fn a_pod_creation_that_fails_on_the_way_is_tried_again() {
         JOBS,
     );
     let port = daemon.port;
-    let log = dir.path().join("bosun/stderr.log");
     let retried = |id: &str| {
-        std::fs::read_to_string(&log)
+        std::fs::read_to_string(&daemon.log)
             .unwrap_or_default()
             .lines()
             .any(|l| l.contains("cannot create the pod yet") && l.contains(id))
