@@ -247,9 +247,15 @@ fn main() {
     if !measured.is_empty() {
         let sorted = &mut measured;
         sorted.sort_by(f64::total_cmp);
+        let mid = sorted.len() / 2;
+        // With an even number of rounds, the mean of the middle two.
+        let median = if sorted.len() % 2 == 1 {
+            sorted[mid]
+        } else {
+            (sorted[mid - 1] + sorted[mid]) / 2.0
+        };
         println!(
-            "bosun / raw: median {:.3} of {} rounds (min {:.3}, max {:.3}; target >= 0.5); {ok} runs succeeded",
-            sorted[sorted.len() / 2],
+            "bosun / raw: median {median:.3} of {} rounds (min {:.3}, max {:.3}; target >= 0.5); {ok} runs succeeded",
             sorted.len(),
             sorted[0],
             sorted[sorted.len() - 1],
