@@ -1,10 +1,9 @@
 //! The scheduler entries of a configuration snapshot.
 
-use bosun_config::types::JobType;
 use bosun_config::{GoDuration, Snapshot};
 use bosun_schedule::decide::{Policy, RetryPolicy, Trigger};
 use bosun_schedule::{ParseOptions, Schedule};
-use bosun_store::template::{initial_state, new_run};
+use bosun_store::template::{initial_state, RunTemplate};
 
 use crate::PeriodicJob;
 
@@ -47,13 +46,7 @@ pub fn jobs(snapshot: &Snapshot) -> Vec<PeriodicJob> {
             };
             let schedule_hash =
                 serde_json::json!([k.cron, k.interval, k.minimum_interval, k.timezone]).to_string();
-            let mut template = new_run(
-                &p.base,
-                JobType::Periodic,
-                Some(identity.clone()),
-                snapshot.pod_spec(p),
-                None,
-            );
+            let mut template = RunTemplate::periodic(p, snapshot.pod_spec(p)).run(None);
             template.state = initial_state(&snapshot.config);
             Some(PeriodicJob {
                 identity: policy.identity.clone(),

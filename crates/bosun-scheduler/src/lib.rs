@@ -39,6 +39,16 @@ pub struct PeriodicJob {
     pub template: NewRun,
 }
 
+/// A `replace` decision: the periodic's active runs are aborted, but for the
+/// runs its fire created, which replace them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Replace {
+    /// The periodic's identity.
+    pub periodic: String,
+    /// The runs of the fire that decided it (new, or found under their tick's key).
+    pub keep: Vec<String>,
+}
+
 /// What one fire did.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FireReport {
@@ -46,8 +56,8 @@ pub struct FireReport {
     pub created: Vec<Run>,
     /// Outcomes recorded.
     pub outcomes: Vec<TickOutcome>,
-    /// Periodics whose active runs must be aborted (`replace`).
-    pub abort: Vec<String>,
+    /// Periodics whose older active runs must be aborted (`replace`).
+    pub abort: Vec<Replace>,
     /// Periodics fired without a store error.
     pub fired: Vec<String>,
     /// Fires decided ahead and committed.
@@ -444,6 +454,12 @@ impl Scheduler {
         for o in &mut outcomes {
             o.fill_run_id(&created);
         }
+        if abort {
+            report.abort.push(Replace {
+                periodic: identity.clone(),
+                keep: created.iter().map(|c| c.run().id.clone()).collect(),
+            });
+        }
         report
             .created
             .extend(created.into_iter().filter_map(|c| match c {
@@ -451,9 +467,6 @@ impl Scheduler {
                 Created::Existing(_) => None,
             }));
         report.outcomes.extend(outcomes);
-        if abort {
-            report.abort.push(identity.clone());
-        }
         report.fired.push(identity);
         if let Some(slot) = self.slots[i as usize].as_mut() {
             slot.next_fire = wake;

@@ -418,9 +418,9 @@ impl Run {
             ("BUILD_NUMBER".into(), self.build_id.clone()),
             ("PROW_JOB_ID".into(), self.id.clone()),
         ];
-        if self.job_type == JobType::Periodic {
-            return env;
-        }
+        // A central periodic has no refs (only `extra_refs`, which Prow
+        // keeps out of the environment); an in-repo periodic has its
+        // repository's, and gets their variables.
         if let Some(r) = &self.refs {
             env.push(("REPO_OWNER".into(), r.org.clone()));
             env.push(("REPO_NAME".into(), r.repo.clone()));

@@ -1,7 +1,7 @@
 //! A new run of a configured job, as Prow makes one: Prow's labels and
 //! annotations, and the job's definition kept with the run (its spec snapshot).
 
-use bosun_config::types::{JobBase, JobType, Refs};
+use bosun_config::types::{JobBase, JobSource, JobType, Refs};
 use k8s_openapi::api::core::v1::PodSpec;
 
 use crate::{NewRun, RunState};
@@ -32,6 +32,8 @@ pub fn job_label(name: &str) -> String {
 #[derive(Debug, Clone)]
 pub struct RunTemplate {
     new: NewRun,
+    /// The refs of a run given none: an in-repo periodic's repository.
+    own_refs: Option<Refs>,
 }
 
 impl RunTemplate {
@@ -70,7 +72,26 @@ impl RunTemplate {
                 attempt: 0,
                 description: "Job triggered.".into(),
             },
+            own_refs: None,
         }
+    }
+
+    /// The template of a periodic's runs. An in-repo periodic's runs carry
+    /// their repository's refs, `{org, repo, base_ref: branch}` (the branch
+    /// its source is checked out on), as Lighthouse gives them `{org, repo}`;
+    /// a central periodic's have none (Prow's: its `extra_refs` only).
+    pub fn periodic(p: &bosun_config::Periodic, pod_spec: Option<PodSpec>) -> Self {
+        let mut t = RunTemplate::new(&p.base, JobType::Periodic, Some(p.identity()), pod_spec);
+        if let JobSource::InRepo { repo, branch } = &p.source {
+            let (org, name) = repo.split_once('/').unwrap_or((repo.as_str(), ""));
+            t.own_refs = Some(Refs {
+                org: org.to_string(),
+                repo: name.to_string(),
+                base_ref: Some(branch.clone()),
+                ..Refs::default()
+            });
+        }
+        t
     }
 
     /// The spec snapshot its runs carry.
@@ -78,9 +99,11 @@ impl RunTemplate {
         &self.new.spec
     }
 
-    /// A run on `refs`, with Prow's refs labels (from `refs`, or else from the
-    /// job's first `extra_refs`).
+    /// A run on `refs` (none given: the job's own, if it has any), with
+    /// Prow's refs labels (from the refs, or else from the job's first
+    /// `extra_refs`).
     pub fn run(&self, refs: Option<Refs>) -> NewRun {
+        let refs = refs.or_else(|| self.own_refs.clone());
         let mut new = self.new.clone();
         if let Some(r) = refs.as_ref().or(new.extra_refs.first()) {
             let labels = std::sync::Arc::make_mut(&mut new.labels);

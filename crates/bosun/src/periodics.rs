@@ -148,8 +148,8 @@ pub fn fire(a: &App) -> (Vec<String>, Vec<(String, bosun_store::StoreError)>) {
         }
     }
     drop(s);
-    for identity in &report.abort {
-        a.abort_active_of(identity);
+    for replace in &report.abort {
+        a.abort_active_of(&replace.periodic, &replace.keep);
     }
     (report.fired, failed)
 }

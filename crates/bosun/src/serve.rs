@@ -447,8 +447,9 @@ impl App {
         *self.config_status.lock().unwrap_or_else(|e| e.into_inner()) = status;
     }
 
-    /// Requests the abort of every active run of a periodic (`replace`).
-    pub fn abort_active_of(&self, periodic: &str) {
+    /// Requests the abort of every active run of a periodic but `keep` (the
+    /// runs that replace them: `replace`).
+    pub fn abort_active_of(&self, periodic: &str, keep: &[String]) {
         let filter = RunFilter {
             periodic: Some(periodic.to_string()),
             active: true,
@@ -457,7 +458,11 @@ impl App {
         };
         let runs = self.store.list(&filter).unwrap_or_default();
         let mut aborts = self.aborts.lock().unwrap_or_else(|e| e.into_inner());
-        aborts.extend(runs.into_iter().map(|r| r.id));
+        aborts.extend(
+            runs.into_iter()
+                .map(|r| r.id)
+                .filter(|id| !keep.contains(id)),
+        );
         self.wake.notify_one();
     }
 
@@ -957,12 +962,7 @@ async fn create_run(
         if type_filter.is_none_or(|t| t == "periodic") && req.repo.is_none() {
             let key = (JobType::Periodic, None, i);
             let t = app.template(&snapshot, key, || {
-                let template = RunTemplate::new(
-                    &p.base,
-                    JobType::Periodic,
-                    Some(p.identity()),
-                    snapshot.pod_spec(p),
-                );
+                let template = RunTemplate::periodic(p, snapshot.pod_spec(p));
                 (template, definition_repo(p))
             });
             found.push((JobType::Periodic, None, t));
