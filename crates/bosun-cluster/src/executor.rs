@@ -1,7 +1,12 @@
-//! What the controller needs from a build cluster's executor, and a simulated
-//! executor whose runs end after a set (simulated) time: with a
-//! [`ManualClock`](bosun_store::clock::ManualClock), the whole daemon logic
-//! (scheduler, controller, store) runs a day in seconds.
+//! What the controller needs from a build cluster's executor, in the
+//! executor's own words: the [`Executor`] trait, what a process run is given
+//! ([`JobProcess`]), where a run stands ([`RunStatus`]) and why a request
+//! failed ([`ExecError`]). The local and Kubernetes executors implement it;
+//! this module knows neither of them.
+//!
+//! Also a simulated executor whose runs end after a set (simulated) time:
+//! with a [`ManualClock`](bosun_store::clock::ManualClock), the whole daemon
+//! logic (scheduler, controller, store) runs a day in seconds.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -11,18 +16,78 @@ use std::time::Duration;
 use bosun_store::clock::Clock;
 use jiff::{SignedDuration, Timestamp};
 
-use crate::local::{JobProcess, LocalError, LocalExecutor, ProcessState};
+/// Why an executor could not do what it was asked.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ExecError {
+    /// The job cannot run on this cluster (a local cluster: no command,
+    /// several containers; a Kubernetes cluster: a process instead of a pod).
+    #[error("{0}")]
+    Unsupported(String),
+    /// The cluster refused the request, and asking again would get the same
+    /// answer: the run ends. A local run's directory or process that cannot
+    /// be created; a request the Kubernetes API refuses (a 4xx).
+    // The text is the one run descriptions have always shown.
+    #[error("local executor: {0}")]
+    Refused(String),
+    /// The request failed for a reason that may pass (no answer in time, a
+    /// lost connection, a server error): it may be tried again, as plank
+    /// requeues a pod's creation.
+    #[error("{0}")]
+    Transient(String),
+}
+
+/// What a process run is given: one container's command, as a local
+/// cluster runs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobProcess {
+    /// The container's `command` followed by its `args`.
+    pub command: Vec<String>,
+    /// The complete environment (the process gets nothing else).
+    pub env: Vec<(String, String)>,
+    /// The container's `workingDir`, taken inside the run's own directory.
+    pub working_dir: Option<String>,
+}
+
+/// Where a run stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunStatus {
+    /// The run exists but its job has not started running yet: a local start
+    /// in progress, a pod pending (being scheduled, its images pulled) or
+    /// not yet seen by the watch.
+    Starting,
+    /// The job runs as `pid` (0 for a pod).
+    Running {
+        /// The job's pid (also its process group).
+        pid: u32,
+    },
+    /// The job has ended and its exit code is being recorded (a local job
+    /// whose supervisor has not written the code yet).
+    Ending,
+    /// The job ended with this exit code (128 + signal when killed).
+    Exited {
+        /// The code.
+        code: i32,
+    },
+    /// Neither the job nor its exit code can be found: "executor lost the process".
+    Lost,
+    /// The run cannot go on, for this reason (it ends in `error`): a pod
+    /// killed for memory, deleted under bosun, ...
+    Failed(String),
+    /// The run's pod is gone through no fault of the job (evicted, its node
+    /// lost, missing): it may be started again (a revival), for this reason.
+    Revivable(String),
+}
 
 /// A build cluster's executor.
 pub trait Executor: Send + Sync {
     /// Starts a run; starting one that was started before does nothing.
-    fn start(&self, run_id: &str, job: &JobProcess) -> Result<(), LocalError>;
+    fn start(&self, run_id: &str, job: &JobProcess) -> Result<(), ExecError>;
     /// Where a run stands.
-    fn status(&self, run_id: &str) -> ProcessState;
+    fn status(&self, run_id: &str) -> RunStatus;
     /// Aborts a run (gracefully first, for `grace`); returns once it ended.
-    fn abort(&self, run_id: &str, grace: Duration) -> ProcessState;
+    fn abort(&self, run_id: &str, grace: Duration) -> RunStatus;
     /// Deletes a finished run's files.
-    fn remove(&self, run_id: &str) -> Result<(), LocalError>;
+    fn remove(&self, run_id: &str) -> Result<(), ExecError>;
     /// The run's log file, if the executor keeps one.
     fn log_path(&self, run_id: &str) -> Option<PathBuf>;
     /// Whether runs start as pods ([`Executor::start_pod`]) rather than
@@ -36,8 +101,8 @@ pub trait Executor: Send + Sync {
         &self,
         _run_id: &str,
         _pod: &k8s_openapi::api::core::v1::Pod,
-    ) -> Result<(), LocalError> {
-        Err(LocalError::Unsupported(
+    ) -> Result<(), ExecError> {
+        Err(ExecError::Unsupported(
             "this cluster runs processes, not pods".into(),
         ))
     }
@@ -47,30 +112,8 @@ pub trait Executor: Send + Sync {
         &self,
         run_id: &str,
         pod: &k8s_openapi::api::core::v1::Pod,
-    ) -> Result<(), LocalError> {
+    ) -> Result<(), ExecError> {
         self.start_pod(run_id, pod)
-    }
-}
-
-impl Executor for LocalExecutor {
-    fn start(&self, run_id: &str, job: &JobProcess) -> Result<(), LocalError> {
-        LocalExecutor::start(self, run_id, job)
-    }
-
-    fn status(&self, run_id: &str) -> ProcessState {
-        LocalExecutor::status(self, run_id)
-    }
-
-    fn abort(&self, run_id: &str, grace: Duration) -> ProcessState {
-        LocalExecutor::abort(self, run_id, grace)
-    }
-
-    fn remove(&self, run_id: &str) -> Result<(), LocalError> {
-        LocalExecutor::remove(self, run_id)
-    }
-
-    fn log_path(&self, run_id: &str) -> Option<PathBuf> {
-        Some(LocalExecutor::log_path(self, run_id))
     }
 }
 
@@ -109,31 +152,31 @@ impl SimulatedExecutor {
 }
 
 impl Executor for SimulatedExecutor {
-    fn start(&self, run_id: &str, _job: &JobProcess) -> Result<(), LocalError> {
+    fn start(&self, run_id: &str, _job: &JobProcess) -> Result<(), ExecError> {
         let now = self.clock.now();
         self.runs().entry(run_id.to_string()).or_insert((now, None));
         Ok(())
     }
 
-    fn status(&self, run_id: &str) -> ProcessState {
+    fn status(&self, run_id: &str) -> RunStatus {
         match self.runs().get(run_id) {
-            None => ProcessState::Lost,
-            Some((_, Some(code))) => ProcessState::Exited { code: *code },
+            None => RunStatus::Lost,
+            Some((_, Some(code))) => RunStatus::Exited { code: *code },
             Some((t, None)) if self.clock.now() >= *t + self.duration => {
-                ProcessState::Exited { code: 0 }
+                RunStatus::Exited { code: 0 }
             }
-            Some(_) => ProcessState::Running { pid: 0 },
+            Some(_) => RunStatus::Running { pid: 0 },
         }
     }
 
-    fn abort(&self, run_id: &str, _grace: Duration) -> ProcessState {
+    fn abort(&self, run_id: &str, _grace: Duration) -> RunStatus {
         if let Some((_, code)) = self.runs().get_mut(run_id) {
             code.get_or_insert(128 + 15);
         }
         self.status(run_id)
     }
 
-    fn remove(&self, run_id: &str) -> Result<(), LocalError> {
+    fn remove(&self, run_id: &str) -> Result<(), ExecError> {
         self.runs().remove(run_id);
         Ok(())
     }

@@ -15,8 +15,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::executor::Executor;
-use crate::local::{JobProcess, LocalError, ProcessState};
+use crate::executor::{ExecError, Executor, JobProcess, RunStatus};
 
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
@@ -591,7 +590,7 @@ fn finished_at(pod: &Pod) -> Option<jiff::Timestamp> {
 
 /// Where a pod stands, as a run's state, at `now` (plank's scheduling and
 /// pending timeouts apply).
-pub fn pod_state(pod: &Pod, settings: &PodSettings, now: jiff::Timestamp) -> ProcessState {
+pub fn pod_state(pod: &Pod, settings: &PodSettings, now: jiff::Timestamp) -> RunStatus {
     let status = pod.status.clone().unwrap_or_default();
     let older = |t: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
                  limit: Duration| {
@@ -604,16 +603,16 @@ pub fn pod_state(pod: &Pod, settings: &PodSettings, now: jiff::Timestamp) -> Pro
                 settings.unscheduled_timeout,
             ) =>
             {
-                return ProcessState::Failed("Pod scheduling timeout.".into());
+                return RunStatus::Failed("Pod scheduling timeout.".into());
             }
             Some(t) if older(Some(t), settings.pending_timeout) => {
-                return ProcessState::Failed("Pod pending timeout.".into());
+                return RunStatus::Failed("Pod pending timeout.".into());
             }
             _ => {}
         }
     }
     if pod.metadata.deletion_timestamp.is_some() {
-        return ProcessState::Failed("Pod got deleted unexpectedly".into());
+        return RunStatus::Failed("Pod got deleted unexpectedly".into());
     }
     let terminated: Vec<_> = status
         .container_statuses
@@ -625,39 +624,39 @@ pub fn pod_state(pod: &Pod, settings: &PodSettings, now: jiff::Timestamp) -> Pro
         .iter()
         .any(|t| t.reason.as_deref() == Some("OOMKilled"))
     {
-        return ProcessState::Failed(
+        return RunStatus::Failed(
             "a container was killed for running out of memory (OOMKilled)".into(),
         );
     }
     match status.phase.as_deref() {
         Some("Succeeded") | Some("Failed") if status.reason.as_deref() == Some("Evicted") => {
-            ProcessState::Revivable("being evicted".into())
+            RunStatus::Revivable("being evicted".into())
         }
-        Some("Succeeded") => ProcessState::Exited {
+        Some("Succeeded") => RunStatus::Exited {
             code: terminated
                 .iter()
                 .map(|t| t.exit_code)
                 .find(|c| *c != 0)
                 .unwrap_or(0),
         },
-        Some("Failed") => ProcessState::Exited {
+        Some("Failed") => RunStatus::Exited {
             code: terminated
                 .iter()
                 .map(|t| t.exit_code)
                 .find(|c| *c != 0)
                 .unwrap_or(1),
         },
-        Some("Unknown") => ProcessState::Revivable("its node being lost".into()),
+        Some("Unknown") => RunStatus::Revivable("its node being lost".into()),
         // Plank's running timeout counts only for a running pod: a pending
         // one has its own two timeouts, checked above.
-        None | Some("Pending") => ProcessState::Starting,
-        _ => ProcessState::Running { pid: 0 },
+        None | Some("Pending") => RunStatus::Starting,
+        _ => RunStatus::Running { pid: 0 },
     }
 }
 
 impl Executor for KubeExecutor {
-    fn start(&self, _run_id: &str, _job: &JobProcess) -> Result<(), LocalError> {
-        Err(LocalError::Unsupported(
+    fn start(&self, _run_id: &str, _job: &JobProcess) -> Result<(), ExecError> {
+        Err(ExecError::Unsupported(
             "a Kubernetes cluster runs pods".into(),
         ))
     }
@@ -666,7 +665,7 @@ impl Executor for KubeExecutor {
         true
     }
 
-    fn start_pod(&self, run_id: &str, pod: &Pod) -> Result<(), LocalError> {
+    fn start_pod(&self, run_id: &str, pod: &Pod) -> Result<(), ExecError> {
         let inner = self.inner.clone();
         let pod = pod.clone();
         self.inner.mark_started(run_id);
@@ -684,17 +683,17 @@ impl Executor for KubeExecutor {
                     // Started before (a restart between create and commit).
                     Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
                     Err(e @ kube::Error::Api(_)) if is_refusal(&e) => {
-                        Err(LocalError::Io(e.to_string()))
+                        Err(ExecError::Refused(e.to_string()))
                     }
-                    Err(e) => Err(LocalError::Transient(e.to_string())),
+                    Err(e) => Err(ExecError::Transient(e.to_string())),
                 },
             )
         })
-        .map_err(LocalError::Transient)?
+        .map_err(ExecError::Transient)?
     }
 
-    fn revive_pod(&self, run_id: &str, pod: &Pod) -> Result<(), LocalError> {
-        self.delete(run_id).map_err(LocalError::Io)?;
+    fn revive_pod(&self, run_id: &str, pod: &Pod) -> Result<(), ExecError> {
+        self.delete(run_id).map_err(ExecError::Refused)?;
         // A deleted pod may take a while to go (its grace period): its name is
         // free once a create no longer conflicts.
         let deadline = std::time::Instant::now() + API_TIMEOUT;
@@ -718,15 +717,15 @@ impl Executor for KubeExecutor {
                 Ok(false) if std::time::Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(200))
                 }
-                Ok(false) => return Err(LocalError::Io("the old pod is still there".into())),
-                Err(e) => return Err(LocalError::Io(e)),
+                Ok(false) => return Err(ExecError::Refused("the old pod is still there".into())),
+                Err(e) => return Err(ExecError::Refused(e)),
             }
         }
         self.inner.mark_started(run_id);
         Ok(())
     }
 
-    fn status(&self, run_id: &str) -> ProcessState {
+    fn status(&self, run_id: &str) -> RunStatus {
         let seen = self
             .inner
             .pods
@@ -735,7 +734,7 @@ impl Executor for KubeExecutor {
             .get(run_id)
             .map(|pod| pod_state(pod, &self.inner.settings, jiff::Timestamp::now()));
         if let Some(state) = seen {
-            if matches!(&state, ProcessState::Failed(why) if why.contains("timeout")) {
+            if matches!(&state, RunStatus::Failed(why) if why.contains("timeout")) {
                 // As plank: a pod past its timeout is deleted (without
                 // holding up the caller).
                 if let Some(rt) = &self.rt {
@@ -757,13 +756,13 @@ impl Executor for KubeExecutor {
             .get(run_id)
             .is_some_and(|t| t.elapsed() < START_GRACE);
         if recently || !self.inner.synced.load(Ordering::SeqCst) {
-            ProcessState::Starting
+            RunStatus::Starting
         } else {
-            ProcessState::Revivable("its pod disappearing".into())
+            RunStatus::Revivable("its pod disappearing".into())
         }
     }
 
-    fn abort(&self, run_id: &str, _grace: Duration) -> ProcessState {
+    fn abort(&self, run_id: &str, _grace: Duration) -> RunStatus {
         // The deletion goes on on this cluster's runtime: the caller (a
         // controller pass, for every cluster) never waits for this one.
         if let Some(rt) = &self.rt {
@@ -785,14 +784,14 @@ impl Executor for KubeExecutor {
                 }
             });
         }
-        ProcessState::Exited { code: 128 + 15 }
+        RunStatus::Exited { code: 128 + 15 }
     }
 
-    fn remove(&self, run_id: &str) -> Result<(), LocalError> {
-        self.delete(run_id).map_err(LocalError::Io)?;
+    fn remove(&self, run_id: &str) -> Result<(), ExecError> {
+        self.delete(run_id).map_err(ExecError::Refused)?;
         match std::fs::remove_file(self.inner.log_dir.join(format!("{run_id}.log"))) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                Err(LocalError::Io(e.to_string()))
+                Err(ExecError::Refused(e.to_string()))
             }
             _ => Ok(()),
         }

@@ -17,66 +17,14 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::PodSpec;
 use rustix::process::{kill_process_group, Pid, Signal};
 
+use crate::executor::{ExecError, Executor, JobProcess, RunStatus};
 use crate::shim::{
     self, start_time, Event, Reply, Request, RunAs, StartRequest, LOG_SUFFIX, SOCKET, STATE_SUFFIX,
     STATE_XATTR,
 };
 
-/// Errors starting or controlling a local run.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum LocalError {
-    /// The job cannot run on a local cluster (no command, several containers).
-    #[error("{0}")]
-    Unsupported(String),
-    /// The run directory or the process could not be created.
-    #[error("local executor: {0}")]
-    Io(String),
-    /// A Kubernetes cluster could not create the pod for a reason that may
-    /// pass (no answer in time, a lost connection, a server error): the
-    /// start may be tried again, as plank requeues it. (A request the API
-    /// refuses, a 4xx, is `Io`: the run ends.)
-    #[error("{0}")]
-    Transient(String),
-}
-
-fn io(e: impl std::fmt::Display) -> LocalError {
-    LocalError::Io(e.to_string())
-}
-
-/// What to run.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JobProcess {
-    /// The container's `command` followed by its `args`.
-    pub command: Vec<String>,
-    /// The complete environment (the process gets nothing else).
-    pub env: Vec<(String, String)>,
-    /// The container's `workingDir`, taken inside the run's own directory.
-    pub working_dir: Option<String>,
-}
-
-/// Where a local run stands.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ProcessState {
-    /// The job has ended and its supervisor is recording the exit code.
-    Starting,
-    /// The job runs as `pid`.
-    Running {
-        /// The job's pid (also its process group).
-        pid: u32,
-    },
-    /// The job ended with this exit code (128 + signal when killed).
-    Exited {
-        /// The code.
-        code: i32,
-    },
-    /// Neither the job nor its exit code can be found: "executor lost the process".
-    Lost,
-    /// The run cannot go on, for this reason (it ends in `error`): a pod
-    /// killed for memory, deleted under bosun, ...
-    Failed(String),
-    /// The run's pod is gone through no fault of the job (evicted, its node
-    /// lost, missing): it may be started again (a revival), for this reason.
-    Revivable(String),
+fn io(e: impl std::fmt::Display) -> ExecError {
+    ExecError::Refused(e.to_string())
 }
 
 /// The local executor of one cluster.
@@ -185,9 +133,9 @@ impl Drop for LocalExecutor {
 
 /// The command line of a job's single container, as Kubernetes would run it:
 /// `command` then `args` (an image's entrypoint cannot be used locally).
-pub fn command_of(spec: &PodSpec) -> Result<Vec<String>, LocalError> {
+pub fn command_of(spec: &PodSpec) -> Result<Vec<String>, ExecError> {
     let [c] = spec.containers.as_slice() else {
-        return Err(LocalError::Unsupported(format!(
+        return Err(ExecError::Unsupported(format!(
             "a local cluster runs exactly one container, this job has {}",
             spec.containers.len()
         )));
@@ -200,7 +148,7 @@ pub fn command_of(spec: &PodSpec) -> Result<Vec<String>, LocalError> {
         .cloned()
         .collect();
     if argv.first().is_none_or(String::is_empty) {
-        return Err(LocalError::Unsupported(
+        return Err(ExecError::Unsupported(
             "a local cluster needs the container's command (the image is not used)".into(),
         ));
     }
@@ -252,7 +200,7 @@ impl LocalExecutor {
     }
 
     /// Connects to the cluster's supervisor, starting one if none answers.
-    fn connect(&self) -> Result<UnixStream, LocalError> {
+    fn connect(&self) -> Result<UnixStream, ExecError> {
         let socket = self.root.join(SOCKET);
         if let Ok(s) = UnixStream::connect(&socket) {
             return Ok(s);
@@ -296,7 +244,7 @@ impl LocalExecutor {
 
     /// Opens the subscribed connection, whose thread records the ends of jobs
     /// in `known` and calls `on_exit`.
-    fn subscribe(&self) -> Result<(), LocalError> {
+    fn subscribe(&self) -> Result<(), ExecError> {
         let notify = self.on_exit.clone();
         let known = self.known.clone();
         let mut events = self.events.lock().unwrap_or_else(|e| e.into_inner());
@@ -355,7 +303,7 @@ impl LocalExecutor {
     /// connection broke (a start is idempotent, so repeating one is safe).
     /// Also returns the generation of `known` just before the request was
     /// sent, if the subscription was acknowledged then.
-    fn request(&self, req: &Request) -> Result<(Reply, Option<u64>), LocalError> {
+    fn request(&self, req: &Request) -> Result<(Reply, Option<u64>), ExecError> {
         let mut line = serde_json::to_string(req).map_err(io)?;
         line.push('\n');
         let mut last = None;
@@ -395,9 +343,9 @@ impl LocalExecutor {
 
     /// Starts a run. Starting a run that was started before does nothing (a
     /// restarted controller may try again).
-    pub fn start(&self, run_id: &str, job: &JobProcess) -> Result<(), LocalError> {
+    pub fn start(&self, run_id: &str, job: &JobProcess) -> Result<(), ExecError> {
         if job.command.first().is_none_or(String::is_empty) {
-            return Err(LocalError::Unsupported("no command".into()));
+            return Err(ExecError::Unsupported("no command".into()));
         }
         let req = Request::Start(StartRequest {
             id: run_id.to_string(),
@@ -420,24 +368,24 @@ impl LocalExecutor {
                 Ok(())
             }
             (Reply::Started | Reply::Exists | Reply::Spawned { .. }, _) => Ok(()),
-            (Reply::Error(e), _) => Err(LocalError::Io(e)),
+            (Reply::Error(e), _) => Err(ExecError::Refused(e)),
         }
     }
 
     /// Where a run stands, from its files (works for runs started under an
     /// earlier daemon: pids are checked against their recorded start times, so
     /// a reused pid is never mistaken for the job or its supervisor).
-    pub fn status(&self, run_id: &str) -> ProcessState {
+    pub fn status(&self, run_id: &str) -> RunStatus {
         match self.known().runs.get(run_id) {
-            Some(Cached::Running(pid)) => return ProcessState::Running { pid: *pid },
-            Some(Cached::Exited { code, .. }) => return ProcessState::Exited { code: *code },
+            Some(Cached::Running(pid)) => return RunStatus::Running { pid: *pid },
+            Some(Cached::Exited { code, .. }) => return RunStatus::Exited { code: *code },
             None => {}
         }
         self.status_from_files(run_id)
     }
 
     /// Where a run stands, from its files alone.
-    fn status_from_files(&self, run_id: &str) -> ProcessState {
+    fn status_from_files(&self, run_id: &str) -> RunStatus {
         let read = || self.read_state(run_id);
         let Some(state) = read() else {
             // No state yet: a start in progress (the directory was just made),
@@ -446,25 +394,25 @@ impl LocalExecutor {
                 .and_then(|m| m.modified())
                 .is_ok_and(|t| t.elapsed().unwrap_or_default() < STARTING_GRACE);
             return if fresh {
-                ProcessState::Starting
+                RunStatus::Starting
             } else {
-                ProcessState::Lost
+                RunStatus::Lost
             };
         };
         if let Some(code) = state.exit {
-            return ProcessState::Exited { code };
+            return RunStatus::Exited { code };
         }
         let alive =
             |(pid, started): (u32, u64)| start_time(pid) == Some(started) && !is_zombie(pid);
         if alive(state.job) {
-            return ProcessState::Running { pid: state.job.0 };
+            return RunStatus::Running { pid: state.job.0 };
         }
         // The job has ended; while its supervisor lives, the exit code is on
         // its way.
         match read().and_then(|s| s.exit) {
-            Some(code) => ProcessState::Exited { code },
-            None if alive(state.supervisor) => ProcessState::Starting,
-            None => ProcessState::Lost,
+            Some(code) => RunStatus::Exited { code },
+            None if alive(state.supervisor) => RunStatus::Ending,
+            None => RunStatus::Lost,
         }
     }
 
@@ -487,23 +435,23 @@ impl LocalExecutor {
 
     /// Aborts a run: SIGTERM to the job's process group, SIGKILL after `grace`.
     /// Returns once the job has ended (or could not be found).
-    pub fn abort(&self, run_id: &str, grace: Duration) -> ProcessState {
-        let ProcessState::Running { pid } = self.status(run_id) else {
+    pub fn abort(&self, run_id: &str, grace: Duration) -> RunStatus {
+        let RunStatus::Running { pid } = self.status(run_id) else {
             return self.status(run_id);
         };
         let Some(group) = Pid::from_raw(pid as i32) else {
-            return ProcessState::Lost;
+            return RunStatus::Lost;
         };
         let _ = kill_process_group(group, Signal::TERM);
         let deadline = Instant::now() + grace;
         loop {
             match self.status(run_id) {
-                ProcessState::Running { .. } | ProcessState::Starting
+                RunStatus::Running { .. } | RunStatus::Starting | RunStatus::Ending
                     if Instant::now() < deadline =>
                 {
                     std::thread::sleep(Duration::from_millis(20));
                 }
-                ProcessState::Running { .. } | ProcessState::Starting => {
+                RunStatus::Running { .. } | RunStatus::Starting | RunStatus::Ending => {
                     let _ = kill_process_group(group, Signal::KILL);
                     std::thread::sleep(Duration::from_millis(20));
                 }
@@ -513,7 +461,7 @@ impl LocalExecutor {
     }
 
     /// Deletes a finished run's files: its state, its log, its directory.
-    pub fn remove(&self, run_id: &str) -> Result<(), LocalError> {
+    pub fn remove(&self, run_id: &str) -> Result<(), ExecError> {
         {
             // Every drop bumps the generation (see `Known`).
             let mut known = self.known();
@@ -539,6 +487,28 @@ impl LocalExecutor {
                 2
             }
         }
+    }
+}
+
+impl Executor for LocalExecutor {
+    fn start(&self, run_id: &str, job: &JobProcess) -> Result<(), ExecError> {
+        LocalExecutor::start(self, run_id, job)
+    }
+
+    fn status(&self, run_id: &str) -> RunStatus {
+        LocalExecutor::status(self, run_id)
+    }
+
+    fn abort(&self, run_id: &str, grace: Duration) -> RunStatus {
+        LocalExecutor::abort(self, run_id, grace)
+    }
+
+    fn remove(&self, run_id: &str) -> Result<(), ExecError> {
+        LocalExecutor::remove(self, run_id)
+    }
+
+    fn log_path(&self, run_id: &str) -> Option<PathBuf> {
+        Some(LocalExecutor::log_path(self, run_id))
     }
 }
 

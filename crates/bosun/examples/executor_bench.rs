@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use bosun_cluster::local::{JobProcess, LocalExecutor, ProcessState};
+use bosun_cluster::executor::{JobProcess, RunStatus};
+use bosun_cluster::local::LocalExecutor;
 
 #[path = "common/raw.rs"]
 mod raw;
@@ -59,8 +60,8 @@ fn main() {
                 let mut seen = *ended.0.lock().unwrap();
                 loop {
                     match exec.status(&id) {
-                        ProcessState::Exited { code: 0 } => break,
-                        ProcessState::Running { .. } | ProcessState::Starting => {}
+                        RunStatus::Exited { code: 0 } => break,
+                        RunStatus::Running { .. } | RunStatus::Starting | RunStatus::Ending => {}
                         other => panic!("run {id}: {other:?}"),
                     }
                     let guard = ended.0.lock().unwrap();

@@ -12,7 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bosun_cluster::admit::{admit, Limits, Running, Waiting};
-use bosun_cluster::local::{command_of, JobProcess, LocalError, ProcessState};
+use bosun_cluster::executor::{ExecError, JobProcess, RunStatus};
+use bosun_cluster::local::command_of;
 use bosun_cluster::registry::{unknown_cluster, ClusterDef};
 use bosun_store::template::SpecSnapshot;
 use bosun_store::{Run, RunState, Transition};
@@ -87,7 +88,7 @@ fn off_the_pass(f: impl FnOnce() + Send + 'static) {
 }
 
 /// How long a start that failed for a reason that may pass (see
-/// `LocalError::Transient`) keeps its run's slot before a pass tries again.
+/// `ExecError::Transient`) keeps its run's slot before a pass tries again.
 const START_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Hands what a start or revival decided to the controller's next pass,
@@ -192,13 +193,13 @@ pub fn reconcile(app: &Arc<App>) {
             continue;
         }
         let state = exec.status(&run.id);
-        let job_running = matches!(state, ProcessState::Running { .. });
+        let job_running = matches!(state, RunStatus::Running { .. });
         match state {
-            ProcessState::Exited { code } => batch.0.push((run.id.clone(), exited(code, now))),
-            ProcessState::Lost => batch.end(run, RunState::Error, now, "executor lost the process"),
-            ProcessState::Failed(why) => batch.end(run, RunState::Error, now, why),
+            RunStatus::Exited { code } => batch.0.push((run.id.clone(), exited(code, now))),
+            RunStatus::Lost => batch.end(run, RunState::Error, now, "executor lost the process"),
+            RunStatus::Failed(why) => batch.end(run, RunState::Error, now, why),
             // As plank: the pod is started again, up to `max_revivals` times.
-            ProcessState::Revivable(why) => {
+            RunStatus::Revivable(why) => {
                 let max = config.plank.max_revivals.unwrap_or(3).max(0) as u32;
                 if run.pod_revival_count >= max {
                     batch.end(
@@ -226,7 +227,7 @@ pub fn reconcile(app: &Arc<App>) {
                 *running.by_job.entry(run.job.clone()).or_default() += 1;
                 *running.by_cluster.entry(alias.clone()).or_default() += 1;
             }
-            ProcessState::Running { .. } | ProcessState::Starting => {
+            RunStatus::Running { .. } | RunStatus::Starting | RunStatus::Ending => {
                 let timeout = running_timeout(app, run);
                 // As plank: only a running job times out so (a pod still
                 // pending has the scheduling and pending timeouts).
@@ -591,7 +592,7 @@ pub fn reconcile(app: &Arc<App>) {
             let mut batch = Batch::default();
             let at = app.clock.now();
             let started = exec
-                .ok_or_else(|| LocalError::Io("its build cluster was removed".to_string()))
+                .ok_or_else(|| ExecError::Refused("its build cluster was removed".to_string()))
                 .and_then(|exec| match &job {
                     Start::Process(p) => exec.start(&run.id, p),
                     Start::Pod(pod) => exec.start_pod(&run.id, pod),
@@ -602,7 +603,7 @@ pub fn reconcile(app: &Arc<App>) {
                     t.cluster = Some(target.clone());
                     batch.0.push((run.id.clone(), t));
                 }
-                Err(LocalError::Transient(e)) => {
+                Err(ExecError::Transient(e)) => {
                     // As plank requeues it: the run stays `triggered` and
                     // keeps its slot for a while, then a pass starts it again.
                     tracing::warn!(run = %run.id, cluster = %target, error = %e, "cannot create the pod yet; trying again");
@@ -811,7 +812,7 @@ fn recheck_held_starts(
 fn local_end(clusters: &Clusters, cluster: &str, id: &str, now: Timestamp) -> Option<Transition> {
     let exec = clusters.executors.get(cluster).filter(|e| !e.runs_pods())?;
     match exec.status(id) {
-        ProcessState::Exited { code } => Some(exited(code, now)),
+        RunStatus::Exited { code } => Some(exited(code, now)),
         _ => None,
     }
 }

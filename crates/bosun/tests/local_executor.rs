@@ -3,7 +3,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use bosun_cluster::local::{command_of, JobProcess, LocalExecutor, ProcessState};
+use bosun_cluster::executor::{JobProcess, RunStatus};
+use bosun_cluster::local::{command_of, LocalExecutor};
 
 fn executor(root: &Path) -> LocalExecutor {
     LocalExecutor::new(
@@ -52,11 +53,13 @@ fn job(script: &str) -> JobProcess {
     }
 }
 
-fn wait_end(ex: &LocalExecutor, id: &str) -> ProcessState {
+fn wait_end(ex: &LocalExecutor, id: &str) -> RunStatus {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         match ex.status(id) {
-            ProcessState::Starting | ProcessState::Running { .. } if Instant::now() < deadline => {
+            RunStatus::Starting | RunStatus::Ending | RunStatus::Running { .. }
+                if Instant::now() < deadline =>
+            {
                 std::thread::sleep(Duration::from_millis(10))
             }
             s => return s,
@@ -73,7 +76,7 @@ fn runs_a_job_with_a_cleared_environment_and_records_its_exit() {
         &job("echo out; echo err >&2; env | sort; pwd; exit 3"),
     )
     .unwrap();
-    assert_eq!(wait_end(&ex, "r1"), ProcessState::Exited { code: 3 });
+    assert_eq!(wait_end(&ex, "r1"), RunStatus::Exited { code: 3 });
     let log = std::fs::read_to_string(ex.log_path("r1")).unwrap();
     assert!(log.contains("out\n") && log.contains("err\n"), "{log}");
     assert!(
@@ -102,15 +105,15 @@ fn a_restarted_daemon_reattaches_to_running_jobs() {
         let ex = executor(root.path());
         ex.start("long", &job("sleep 1; echo done")).unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
-        while !matches!(ex.status("long"), ProcessState::Running { .. }) {
+        while !matches!(ex.status("long"), RunStatus::Running { .. }) {
             assert!(Instant::now() < deadline, "never started");
             std::thread::sleep(Duration::from_millis(10));
         }
     }
     // A new executor (a new daemon) knows the run only from its files.
     let ex = executor(root.path());
-    assert!(matches!(ex.status("long"), ProcessState::Running { .. }));
-    assert_eq!(wait_end(&ex, "long"), ProcessState::Exited { code: 0 });
+    assert!(matches!(ex.status("long"), RunStatus::Running { .. }));
+    assert_eq!(wait_end(&ex, "long"), RunStatus::Exited { code: 0 });
     assert!(std::fs::read_to_string(ex.log_path("long"))
         .unwrap()
         .contains("done"));
@@ -139,7 +142,7 @@ fn abort_kills_the_whole_process_group() {
     let started = Instant::now();
     let end = ex.abort("stubborn", Duration::from_millis(300));
     assert!(
-        matches!(end, ProcessState::Exited { code } if code == 128 + 9 || code == 128 + 15),
+        matches!(end, RunStatus::Exited { code } if code == 128 + 9 || code == 128 + 15),
         "{end:?}"
     );
     assert!(
@@ -160,8 +163,8 @@ fn a_lost_process_is_reported() {
     // the job nor its supervisor.
     let me = std::process::id();
     std::fs::write(root.path().join("ghost.state"), format!("{me} 1 {me} 1\n")).unwrap();
-    assert_eq!(ex.status("ghost"), ProcessState::Lost);
-    assert_eq!(ex.status("never-started"), ProcessState::Lost);
+    assert_eq!(ex.status("ghost"), RunStatus::Lost);
+    assert_eq!(ex.status("never-started"), RunStatus::Lost);
 }
 
 #[test]
@@ -206,7 +209,7 @@ fn many_short_jobs_at_once_all_record_their_exit() {
                         ..job("")
                     };
                     ex.start(&id, &job).unwrap();
-                    assert_eq!(wait_end(&ex, &id), ProcessState::Exited { code }, "{id}");
+                    assert_eq!(wait_end(&ex, &id), RunStatus::Exited { code }, "{id}");
                 }
             })
         })
@@ -232,10 +235,10 @@ fn ends_come_from_the_supervisors_reports_and_from_the_files_once_it_is_gone() {
     for i in 0..50 {
         let id = format!("r{i}");
         ex.start(&id, &job("exit 0")).unwrap();
-        assert_eq!(wait_end(&ex, &id), ProcessState::Exited { code: 0 });
+        assert_eq!(wait_end(&ex, &id), RunStatus::Exited { code: 0 });
         let text = state_of(root.path(), &id);
         set_state(root.path(), &id, &text.replace("exit 0", "exit 5"));
-        if ex.status(&id) == (ProcessState::Exited { code: 0 }) {
+        if ex.status(&id) == (RunStatus::Exited { code: 0 }) {
             reported = Some((id, text));
             break;
         }
@@ -251,7 +254,7 @@ fn ends_come_from_the_supervisors_reports_and_from_the_files_once_it_is_gone() {
     )
     .unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
-    while ex.status(&id) != (ProcessState::Exited { code: 5 }) {
+    while ex.status(&id) != (RunStatus::Exited { code: 5 }) {
         assert!(
             Instant::now() < deadline,
             "still answered from the reports after the supervisor died"
@@ -260,7 +263,7 @@ fn ends_come_from_the_supervisors_reports_and_from_the_files_once_it_is_gone() {
     }
     // A new supervisor takes over for the next start.
     ex.start("after", &job("exit 4")).unwrap();
-    assert_eq!(wait_end(&ex, "after"), ProcessState::Exited { code: 4 });
+    assert_eq!(wait_end(&ex, "after"), RunStatus::Exited { code: 4 });
 }
 
 #[test]
@@ -277,7 +280,7 @@ fn without_user_attributes_states_live_in_files() {
         ],
     );
     ex.start("f", &job("exit 6")).unwrap();
-    assert_eq!(wait_end(&ex, "f"), ProcessState::Exited { code: 6 });
+    assert_eq!(wait_end(&ex, "f"), RunStatus::Exited { code: 6 });
     let log = root.path().join("f.log");
     assert!(
         rustix::fs::getxattr(&log, "user.bosun.state", &mut [0u8; 256][..]).is_err(),
@@ -289,6 +292,6 @@ fn without_user_attributes_states_live_in_files() {
     drop(ex);
     assert_eq!(
         executor(root.path()).status("f"),
-        ProcessState::Exited { code: 6 }
+        RunStatus::Exited { code: 6 }
     );
 }
