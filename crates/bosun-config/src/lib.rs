@@ -18,6 +18,10 @@ pub mod types;
 pub mod validate;
 pub mod yaml;
 
+mod defaults;
+mod names;
+mod parsed;
+
 pub use diag::{Diagnostic, Severity};
 pub use duration::GoDuration;
 pub use load::{load, LoadOptions, Loaded};

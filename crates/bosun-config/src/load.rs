@@ -16,6 +16,8 @@ use serde::de::DeserializeOwned;
 
 use crate::diag::Diagnostic;
 use crate::model::{Job, LoadStats, Origin, PresetDef, Snapshot};
+use crate::names::valid_repo_name;
+use crate::parsed::Parsed;
 use crate::source::{walk, EntryKind, FileSource};
 use crate::types::{
     InRepoSource, JobBase, JobSource, PeriodicFields, PostsubmitFields, Preset, PresubmitFields,
@@ -23,6 +25,8 @@ use crate::types::{
 };
 use crate::validate::{self, ScheduleCheck};
 use crate::yaml::{self, from_node, Mark, Node, UnknownField, Value};
+
+pub use crate::defaults::default_config;
 
 /// What to load.
 #[derive(Clone, Default)]
@@ -91,33 +95,6 @@ impl Format {
                     branch: branch.clone(),
                 }
             }
-        }
-    }
-}
-
-/// Jobs and presets parsed from files, before defaulting and validation.
-#[derive(Debug, Default)]
-pub(crate) struct Parsed {
-    pub config: Option<(ProwConfig, Arc<str>, Mark)>,
-    pub presets: Vec<PresetDef>,
-    pub periodics: Vec<Job<PeriodicFields>>,
-    pub presubmits: Vec<(String, Job<PresubmitFields>)>,
-    pub postsubmits: Vec<(String, Job<PostsubmitFields>)>,
-    pub diagnostics: Vec<Diagnostic>,
-    pub stats: LoadStats,
-}
-
-impl Parsed {
-    fn append(&mut self, mut other: Parsed) {
-        self.presets.append(&mut other.presets);
-        self.periodics.append(&mut other.periodics);
-        self.presubmits.append(&mut other.presubmits);
-        self.postsubmits.append(&mut other.postsubmits);
-        self.diagnostics.append(&mut other.diagnostics);
-        self.stats.files += other.stats.files;
-        self.stats.bytes += other.stats.bytes;
-        if other.config.is_some() {
-            self.config = other.config;
         }
     }
 }
@@ -191,7 +168,15 @@ pub fn load(opts: &LoadOptions, fs: &dyn FileSource) -> Loaded {
     };
     let stats = parsed.stats.clone();
     let mut diagnostics = std::mem::take(&mut parsed.diagnostics);
-    let snapshot = validate::finish(config, parsed, opts, &mut diagnostics);
+    let inputs = validate::Inputs {
+        config_file: opts
+            .config
+            .as_deref()
+            .map_or_else(|| Arc::from("config.yaml"), label),
+        kubeconfig_clusters: &opts.kubeconfig_clusters,
+        schedule: opts.schedule_check.as_deref(),
+    };
+    let snapshot = validate::finish(config, parsed, &inputs, &mut diagnostics);
     resolve_fields(fs, &mut diagnostics);
     diagnostics.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
     diagnostics.dedup();
@@ -241,15 +226,6 @@ fn resolve_fields(fs: &dyn FileSource, diags: &mut [Diagnostic]) {
             }
         }
     }
-}
-
-/// Prow's configuration with nothing written: every field at its default.
-pub fn default_config() -> ProwConfig {
-    let empty = Node {
-        mark: Mark::default(),
-        value: Value::Map(Vec::new()),
-    };
-    from_node(&empty, &RefCell::new(Vec::new())).expect("the empty config is valid")
 }
 
 fn label(p: &Path) -> Arc<str> {
@@ -374,11 +350,6 @@ fn in_repo_files(
             }
         }
     }
-}
-
-/// `ORG/REPO`: two non-empty parts.
-pub(crate) fn valid_repo_name(repo: &str) -> bool {
-    matches!(repo.split_once('/'), Some((o, r)) if !o.is_empty() && !r.is_empty() && !r.contains('/'))
 }
 
 /// Reads, parses and types one file.

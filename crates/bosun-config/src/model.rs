@@ -274,7 +274,7 @@ impl Snapshot {
         for &i in &job.presets {
             // Checked at load time: a snapshot only holds jobs whose presets merge.
             let _ =
-                crate::validate::merge_preset(&self.presets[i].preset, &job.base.labels, &mut spec);
+                crate::defaults::merge_preset(&self.presets[i].preset, &job.base.labels, &mut spec);
         }
         Some(spec)
     }
@@ -287,7 +287,7 @@ impl Snapshot {
         job: &Job<K>,
         repo: &str,
     ) -> Option<crate::types::DecorationConfig> {
-        crate::validate::merged_decoration(&self.config, repo, &job.base)
+        crate::defaults::merged_decoration(&self.config, repo, &job.base)
     }
 
     /// The periodic with this identity.
