@@ -82,12 +82,29 @@ pub fn default_rerun_command(name: &str) -> String {
 
 // --- Presets.
 
+/// Why presets do not merge into a pod spec (Prow's texts).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PresetMergeError {
+    /// An environment variable the spec (or an earlier preset) already has.
+    #[error("env var duplicated in pod spec: {0}")]
+    Env(String),
+    /// A volume the spec (or an earlier preset) already has.
+    #[error("volume duplicated in pod spec: {0}")]
+    Volume(String),
+    /// A toleration the spec (or an earlier preset) already has.
+    #[error("toleration duplicated in pod spec: {0:?}")]
+    Toleration(Box<Toleration>),
+    /// A volume mount the spec (or an earlier preset) already has.
+    #[error("volume mount duplicated in pod spec: {0}")]
+    VolumeMount(String),
+}
+
 /// Prow's `mergePreset`: a preset applies when the job carries all its labels.
 pub fn merge_preset(
     preset: &Preset,
     labels: &BTreeMap<String, String>,
     spec: &mut PodSpec,
-) -> Result<(), String> {
+) -> Result<(), PresetMergeError> {
     if !preset_matches(preset, labels) {
         return Ok(());
     }
@@ -95,7 +112,7 @@ pub fn merge_preset(
         for c in &mut spec.containers {
             let env = c.env.get_or_insert_with(Vec::new);
             if env.iter().any(|x| x.name == e.name) {
-                return Err(format!("env var duplicated in pod spec: {}", e.name));
+                return Err(PresetMergeError::Env(e.name.clone()));
             }
             env.push(e.clone());
         }
@@ -103,14 +120,14 @@ pub fn merge_preset(
     for v in &preset.volumes {
         let volumes = spec.volumes.get_or_insert_with(Vec::new);
         if volumes.iter().any(|x| x.name == v.name) {
-            return Err(format!("volume duplicated in pod spec: {}", v.name));
+            return Err(PresetMergeError::Volume(v.name.clone()));
         }
         volumes.push(v.clone());
     }
     for t in &preset.tolerations {
         let tolerations = spec.tolerations.get_or_insert_with(Vec::new);
         if tolerations.contains(t) {
-            return Err(format!("toleration duplicated in pod spec: {t:?}"));
+            return Err(PresetMergeError::Toleration(Box::new(t.clone())));
         }
         tolerations.push(t.clone());
     }
@@ -118,7 +135,7 @@ pub fn merge_preset(
         for c in &mut spec.containers {
             let mounts = c.volume_mounts.get_or_insert_with(Vec::new);
             if mounts.iter().any(|x| x.name == m.name) {
-                return Err(format!("volume mount duplicated in pod spec: {}", m.name));
+                return Err(PresetMergeError::VolumeMount(m.name.clone()));
             }
             mounts.push(m.clone());
         }
@@ -132,11 +149,11 @@ pub fn preset_matches(preset: &Preset, labels: &BTreeMap<String, String>) -> boo
 }
 
 /// [`merge_preset`]'s duplicate checks for several presets in order, by name only:
-/// `Err((index of the preset, message))`.
+/// `Err((index of the preset, why))`.
 pub(crate) fn check_preset_merge<'p>(
     spec: &PodSpec,
     presets: impl Iterator<Item = &'p Preset>,
-) -> Result<(), (usize, String)> {
+) -> Result<(), (usize, PresetMergeError)> {
     let mut env: Vec<HashSet<&str>> = spec
         .containers
         .iter()
@@ -163,29 +180,26 @@ pub(crate) fn check_preset_merge<'p>(
     for (i, p) in presets.enumerate() {
         for t in &p.tolerations {
             if tolerations.contains(&t) {
-                return Err((i, format!("toleration duplicated in pod spec: {t:?}")));
+                return Err((i, PresetMergeError::Toleration(Box::new(t.clone()))));
             }
             tolerations.push(t);
         }
         for e in &p.env {
             for names in &mut env {
                 if !names.insert(&e.name) {
-                    return Err((i, format!("env var duplicated in pod spec: {}", e.name)));
+                    return Err((i, PresetMergeError::Env(e.name.clone())));
                 }
             }
         }
         for v in &p.volumes {
             if !volumes.insert(&v.name) {
-                return Err((i, format!("volume duplicated in pod spec: {}", v.name)));
+                return Err((i, PresetMergeError::Volume(v.name.clone())));
             }
         }
         for m in &p.volume_mounts {
             for names in &mut mounts {
                 if !names.insert(&m.name) {
-                    return Err((
-                        i,
-                        format!("volume mount duplicated in pod spec: {}", m.name),
-                    ));
+                    return Err((i, PresetMergeError::VolumeMount(m.name.clone())));
                 }
             }
         }

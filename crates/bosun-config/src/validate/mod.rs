@@ -43,6 +43,7 @@ pub use self::pod_spec::reserved_env;
 pub use self::schedule::{ScheduleCheck, ScheduleProblem};
 pub use crate::defaults::{
     default_rerun_command, default_trigger, merge_preset, merged_decoration, preset_matches,
+    PresetMergeError,
 };
 pub use crate::names::{label_value_errors, qualified_name_errors, JOB_NAME_REGEX, MAX_LABEL_LEN};
 
