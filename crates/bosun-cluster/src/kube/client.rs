@@ -1,0 +1,146 @@
+//! A Kubernetes cluster's API client: one per kubeconfig context, every call
+//! bounded by [`API_TIMEOUT`] and never retried by kube-rs (bosun's own loops
+//! come back to a cluster soon enough). A `Connection` (crate-private) holds
+//! a context's client, made on first use, and hands out the pod API of the
+//! pod namespace.
+//!
+//! It knows nothing of runs, pods' meaning, health or executors: only how to
+//! reach a cluster, and the errors of doing so ([`ApiError`]).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
+
+/// How long any call to a cluster's API may take.
+pub const API_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why a call to a cluster's API failed (its text is kube-rs's, or bosun's
+/// where bosun gave up).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApiError {
+    /// The kubeconfig file cannot be read.
+    #[error("kubeconfig {}: {reason}", path.display())]
+    Kubeconfig {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The context cannot give a client (missing, bad credentials, ...).
+    #[error("context {context:?}: {reason}")]
+    Context {
+        /// The context.
+        context: String,
+        /// Why.
+        reason: String,
+    },
+    /// The API answered with an error status (`code`: 404, 409, 5xx, ...).
+    #[error("{text}")]
+    Status {
+        /// The HTTP status.
+        code: u16,
+        /// kube-rs's text of the answer.
+        text: String,
+    },
+    /// The request got no usable answer (connection, TLS, decoding, ...).
+    #[error("{0}")]
+    Request(String),
+    /// One step of a health probe failed (`reason` may be "timed out").
+    #[error("{step}: {reason}")]
+    Step {
+        /// The step: `version`, `access review (VERB pods)`.
+        step: String,
+        /// Why.
+        reason: String,
+    },
+    /// No answer within [`API_TIMEOUT`].
+    #[error("the cluster's API did not answer in time")]
+    TimedOut,
+    /// The executor's runtime was stopped.
+    #[error("executor stopped")]
+    Stopped,
+}
+
+impl From<kube::Error> for ApiError {
+    fn from(e: kube::Error) -> Self {
+        match &e {
+            kube::Error::Api(s) => ApiError::Status {
+                code: s.code,
+                text: e.to_string(),
+            },
+            _ => ApiError::Request(e.to_string()),
+        }
+    }
+}
+
+/// A client for `context` of `kubeconfig` (the default kubeconfig when none).
+pub async fn client(kubeconfig: Option<&Path>, context: &str) -> Result<Client, ApiError> {
+    let options = KubeConfigOptions {
+        context: Some(context.to_string()),
+        ..KubeConfigOptions::default()
+    };
+    let in_context = |e: kube::config::KubeconfigError| ApiError::Context {
+        context: context.to_string(),
+        reason: e.to_string(),
+    };
+    let mut config = match kubeconfig {
+        Some(path) => {
+            let file = Kubeconfig::read_from(path).map_err(|e| ApiError::Kubeconfig {
+                path: path.to_path_buf(),
+                reason: e.to_string(),
+            })?;
+            Config::from_custom_kubeconfig(file, &options).await
+        }
+        None => Config::from_kubeconfig(&options).await,
+    }
+    .map_err(in_context)?;
+    config.connect_timeout = Some(API_TIMEOUT);
+    config.read_timeout = Some(API_TIMEOUT);
+    config.write_timeout = Some(API_TIMEOUT);
+    // kube retries 429, 503 and 504 answers for minutes by default; bosun's
+    // own loops come back to a cluster soon enough, and a call must not hold
+    // a task past the API timeout.
+    config.default_retry = false;
+    Client::try_from(config).map_err(|e| ApiError::Context {
+        context: context.to_string(),
+        reason: e.to_string(),
+    })
+}
+
+/// A context's client, made on first use, and its pod namespace.
+pub(crate) struct Connection {
+    kubeconfig: Option<PathBuf>,
+    context: String,
+    namespace: String,
+    client: tokio::sync::Mutex<Option<Client>>,
+}
+
+impl Connection {
+    /// The connection to `context` of `kubeconfig`, for pods in `namespace`.
+    pub(crate) fn new(kubeconfig: Option<PathBuf>, context: &str, namespace: &str) -> Self {
+        Connection {
+            kubeconfig,
+            context: context.to_string(),
+            namespace: namespace.to_string(),
+            client: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    async fn client(&self) -> Result<Client, ApiError> {
+        let mut slot = self.client.lock().await;
+        if let Some(c) = slot.as_ref() {
+            return Ok(c.clone());
+        }
+        let c = client(self.kubeconfig.as_deref(), &self.context).await?;
+        *slot = Some(c.clone());
+        Ok(c)
+    }
+
+    /// The pods of the pod namespace.
+    pub(crate) async fn pods(&self) -> Result<Api<Pod>, ApiError> {
+        Ok(Api::namespaced(self.client().await?, &self.namespace))
+    }
+}

@@ -1,0 +1,26 @@
+//! Kubernetes build clusters through kube-rs, one module per concern:
+//!
+//! - [`client`](mod@client): a client per kubeconfig context, every call bounded by
+//!   [`API_TIMEOUT`], and the errors of reaching a cluster ([`ApiError`]);
+//! - [`health`]: the health probe and the [`Tracker`] of successive probes;
+//! - [`pod`]: a run's pod, built as plank builds it;
+//! - [`executor`]: [`KubeExecutor`], the [`Executor`](crate::executor::Executor)
+//!   of a Kubernetes cluster, which ties the private parts together: the
+//!   watch of bosun's pods and its cache (`watch`), the copy of each pod's log
+//!   into its run's log file (`logs`) and the deletion of finished pods
+//!   (`sinker`).
+//!
+//! This module knows nothing of local runs; the executor's vocabulary comes
+//! from [`crate::executor`].
+
+pub mod client;
+pub mod executor;
+pub mod health;
+mod logs;
+pub mod pod;
+mod sinker;
+mod watch;
+
+pub use client::{client, ApiError, API_TIMEOUT};
+pub use executor::{pod_state, KubeExecutor, PodSettings};
+pub use health::{probe, Health, Probe, Tracker, POD_VERBS};

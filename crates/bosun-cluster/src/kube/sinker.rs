@@ -1,0 +1,60 @@
+//! Sinker for pods: deletes bosun's finished pods `sinker.terminated_pod_ttl`
+//! after they ended, once their log is copied (never in a cluster of
+//! `sinker.exclude_clusters`; the executor does not start it there).
+//!
+//! It knows nothing of runs: it reads the watch's cache and asks the log
+//! copier, and deletes pods through the cluster's connection.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+
+use super::client::Connection;
+use super::logs::LogCopier;
+use super::watch::PodCache;
+
+/// Deletes the finished pods of `cache` `ttl` after they ended, once
+/// `logs` has their log, until the runtime ends.
+pub(crate) async fn sink(conn: &Connection, cache: &PodCache, logs: &LogCopier, ttl: Duration) {
+    let every = (ttl / 2).clamp(Duration::from_millis(200), Duration::from_secs(60));
+    loop {
+        tokio::time::sleep(every).await;
+        let now = jiff::Timestamp::now();
+        let done = cache.names_where(|name, pod| {
+            let ended = finished_at(pod);
+            ended.is_some_and(|t| now.duration_since(t).unsigned_abs() > ttl)
+                && logs.is_copied(name)
+        });
+        let Ok(api) = conn.pods().await else {
+            continue;
+        };
+        for name in done {
+            let _ = api.delete(&name, &kube::api::DeleteParams::default()).await;
+        }
+    }
+}
+
+/// When a finished pod's last container ended (none while it runs).
+fn finished_at(pod: &Pod) -> Option<jiff::Timestamp> {
+    let status = pod.status.as_ref()?;
+    if !matches!(status.phase.as_deref(), Some("Succeeded") | Some("Failed")) {
+        return None;
+    }
+    status
+        .container_statuses
+        .iter()
+        .flatten()
+        .filter_map(|c| {
+            Some(
+                c.state
+                    .as_ref()?
+                    .terminated
+                    .as_ref()?
+                    .finished_at
+                    .as_ref()?
+                    .0,
+            )
+        })
+        .max()
+        .or_else(|| pod.metadata.creation_timestamp.as_ref().map(|t| t.0))
+}

@@ -1,0 +1,138 @@
+//! The watch of bosun's pods (label `created-by-prow=true`) and the cache it
+//! keeps, which a run's status reads without a call to the cluster. kube-rs's
+//! watcher lists the pods first and lists them again when the watch expires
+//! (`410 Gone`); the cache is replaced at the end of each listing.
+//!
+//! It knows nothing of logs, the sinker or runs' states: it tells its owner
+//! about the pods it sees and the ones that go.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+
+use super::client::Connection;
+
+/// bosun's pods by name, as the watch last saw them, and the runs started
+/// since that the watch has not shown yet.
+#[derive(Default)]
+pub(crate) struct PodCache {
+    /// bosun's pods by name.
+    pods: Mutex<HashMap<String, Pod>>,
+    /// Runs started (by this executor) that the watch has not shown yet.
+    started: Mutex<HashMap<String, Instant>>,
+    /// The watch has listed the pods at least once.
+    synced: AtomicBool,
+}
+
+impl PodCache {
+    fn pods(&self) -> std::sync::MutexGuard<'_, HashMap<String, Pod>> {
+        self.pods.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn started(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
+        self.started.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Until the watch shows the run's new pod, the run is starting (a
+    /// revived run's old pod no longer counts).
+    pub(crate) fn mark_started(&self, run_id: &str) {
+        self.pods().remove(run_id);
+        self.started().insert(run_id.to_string(), Instant::now());
+    }
+
+    /// `f` of pod `name`, if the watch has seen it.
+    pub(crate) fn with_pod<T>(&self, name: &str, f: impl FnOnce(&Pod) -> T) -> Option<T> {
+        self.pods().get(name).map(f)
+    }
+
+    /// The names of the pods `keep` takes.
+    pub(crate) fn names_where(&self, mut keep: impl FnMut(&str, &Pod) -> bool) -> Vec<String> {
+        self.pods()
+            .iter()
+            .filter(|(name, pod)| keep(name, pod))
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    /// Whether run `run_id` was started less than `grace` ago (and its pod
+    /// not seen since).
+    pub(crate) fn started_within(&self, run_id: &str, grace: Duration) -> bool {
+        self.started()
+            .get(run_id)
+            .is_some_and(|t| t.elapsed() < grace)
+    }
+
+    /// Whether the watch has listed the pods at least once.
+    pub(crate) fn synced(&self) -> bool {
+        self.synced.load(Ordering::SeqCst)
+    }
+}
+
+/// Follows bosun's pods into `cache` until the runtime ends: `seen` is
+/// called with every pod the watch shows, `gone` with the name of every pod
+/// deleted, `changed` after each change to the cache.
+pub(crate) async fn follow(
+    conn: &Connection,
+    cache: &PodCache,
+    seen: impl Fn(&Pod),
+    gone: impl Fn(&str),
+    changed: impl Fn(),
+) {
+    use futures_util::StreamExt;
+    use kube::runtime::watcher::{self, Event};
+    loop {
+        let api = match conn.pods().await {
+            Ok(a) => a,
+            Err(_) => {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        let config = watcher::Config::default().labels("created-by-prow=true");
+        let mut events = watcher::watcher(api, config).boxed();
+        let mut listing: HashMap<String, Pod> = HashMap::new();
+        while let Some(event) = events.next().await {
+            let name = |p: &Pod| p.metadata.name.clone().unwrap_or_default();
+            match event {
+                Ok(Event::Init) => listing.clear(),
+                Ok(Event::InitApply(p)) => {
+                    seen(&p);
+                    listing.insert(name(&p), p);
+                }
+                Ok(Event::InitDone) => {
+                    *cache.pods() = std::mem::take(&mut listing);
+                    cache.synced.store(true, Ordering::SeqCst);
+                    changed();
+                }
+                Ok(Event::Apply(p)) => {
+                    seen(&p);
+                    let n = name(&p);
+                    cache.started().remove(&n);
+                    cache.pods().insert(n, p);
+                    changed();
+                }
+                Ok(Event::Delete(p)) => {
+                    let n = name(&p);
+                    gone(&n);
+                    let mut pods = cache.pods();
+                    // Only the pod that was deleted: a revived run's new
+                    // pod (same name, new uid) stays.
+                    if pods
+                        .get(&n)
+                        .is_some_and(|q| q.metadata.uid == p.metadata.uid)
+                    {
+                        pods.remove(&n);
+                    }
+                    drop(pods);
+                    changed();
+                }
+                // The watcher re-lists by itself (410 Gone included); wait
+                // a little before it tries again.
+                Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
+            }
+        }
+    }
+}
