@@ -34,6 +34,9 @@
 //! A supervisor exits when no daemon is connected and none of its jobs runs
 //! (checked when either ends, and every 10 s). `ROOT/.supervisor.lock` (flock)
 //! makes sure only one serves a cluster.
+//!
+//! It knows nothing of the executor's vocabulary or of Kubernetes: the local
+//! executor ([`crate::local`]) is its only client, over the socket.
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
@@ -104,16 +107,27 @@ pub struct RunAs {
     pub gid: u32,
 }
 
+/// Why a cluster's `run_as` names no user.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RunAsError {
+    /// `UID:GID` with something other than numbers.
+    #[error("run_as {0:?}: want UID:GID as numbers")]
+    NotNumbers(String),
+    /// A name that `/etc/passwd` does not have.
+    #[error("run_as {0:?}: no such user in /etc/passwd (give UID:GID)")]
+    NoSuchUser(String),
+}
+
 impl RunAs {
     /// Resolves a cluster's `run_as`: `UID`, `UID:GID`, or a user name looked
     /// up in `passwd` (the text of `/etc/passwd`; users known only to a
     /// directory service must be given by number).
-    pub fn resolve(spec: &str, passwd: &str) -> Result<RunAs, String> {
+    pub fn resolve(spec: &str, passwd: &str) -> Result<RunAs, RunAsError> {
         let number = |s: &str| s.parse::<u32>().ok();
         if let Some((u, g)) = spec.split_once(':') {
             return match (number(u), number(g)) {
                 (Some(uid), Some(gid)) => Ok(RunAs { uid, gid }),
-                _ => Err(format!("run_as {spec:?}: want UID:GID as numbers")),
+                _ => Err(RunAsError::NotNumbers(spec.to_string())),
             };
         }
         if let Some(uid) = number(spec) {
@@ -129,7 +143,7 @@ impl RunAs {
                     gid: number(f.get(3)?)?,
                 })
             })
-            .ok_or_else(|| format!("run_as {spec:?}: no such user in /etc/passwd (give UID:GID)"))
+            .ok_or_else(|| RunAsError::NoSuchUser(spec.to_string()))
     }
 }
 
@@ -216,13 +230,18 @@ pub struct ShimArgs {
     pub root: PathBuf,
 }
 
+/// The supervisor's arguments are not `--root ROOT`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("usage: bosun run-shim --root DIR")]
+pub struct UsageError;
+
 /// Parses `--root ROOT`.
-pub fn parse_args(args: &[String]) -> Result<ShimArgs, String> {
+pub fn parse_args(args: &[String]) -> Result<ShimArgs, UsageError> {
     match args {
         [flag, root] if flag == "--root" => Ok(ShimArgs {
             root: PathBuf::from(root),
         }),
-        _ => Err("usage: bosun run-shim --root DIR".into()),
+        _ => Err(UsageError),
     }
 }
 
@@ -627,9 +646,11 @@ mod run_as_tests {
         );
         assert!(RunAs::resolve("ghost", passwd)
             .unwrap_err()
+            .to_string()
             .contains("no such user"));
         assert!(RunAs::resolve("a:b", passwd)
             .unwrap_err()
+            .to_string()
             .contains("UID:GID"));
     }
 }
