@@ -3,6 +3,9 @@
 //! `max_concurrency` and a queue's capacity count `pending` runs plus `triggered`
 //! runs created earlier (so runs start first-in first-out); a queue capacity of 0
 //! blocks it, a negative one is unlimited.
+//!
+//! A pure decision over counts: it knows nothing of executors, the store or
+//! the clusters' health.
 
 use std::collections::HashMap;
 

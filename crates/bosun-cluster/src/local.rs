@@ -4,6 +4,10 @@
 //! state (pids, then the exit code) in the log's attribute `user.bosun.state`,
 //! or `ROOT/RUN_ID.state` on a filesystem without user attributes. Everything
 //! needed to find a run again after a daemon restart is in those files.
+//!
+//! It speaks the executor's vocabulary ([`crate::executor`]) and knows
+//! nothing of Kubernetes (`kube`): a local cluster runs one container's
+//! command ([`command_of`]), never a pod.
 
 use std::collections::HashMap;
 use std::fs;

@@ -3,6 +3,9 @@
 //! implicit local `default` when nothing defines `default` (DESIGN.md). An
 //! alias defined in both places is a configuration error, reported by the
 //! loader; here `build_clusters` wins.
+//!
+//! It only names and describes clusters ([`ClusterDef`]); it starts no
+//! executor and knows nothing of runs.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

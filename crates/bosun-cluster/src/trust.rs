@@ -3,6 +3,9 @@
 //! there, and only on the code their definition names. The rules look at the
 //! job's definition (name, the repository it is defined for, type), never at
 //! refs in a request; a request that brings other refs is refused.
+//!
+//! A rule function over configuration and refs: it knows nothing of
+//! executors or runs' states (`bosun check` and the API both call it).
 
 use bosun_config::types::{JobType, ProwConfig, Refs};
 use bosun_config::validate::trust_admits;
