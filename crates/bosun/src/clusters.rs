@@ -1,241 +1,180 @@
-//! Build cluster health. Every [`probe_interval`] (30 s) each Kubernetes
-//! cluster is probed by a task of its own, which keeps its client (`/version`,
-//! then access reviews for the pod verbs; see `bosun_cluster::kube`), so a
-//! hanging cluster only delays its own answer, never another's. Local clusters are always `Reachable`;
-//! clusters in `disabled_clusters` are `Disabled`. The result is served by
-//! `GET /api/v1/clusters` and exported as `bosun_build_cluster_status`.
+//! The build clusters in force: their definitions, their executors, the
+//! users local clusters run jobs as, and their health as the probes last
+//! found it. Local clusters are always `Reachable`; clusters in
+//! `disabled_clusters` are `Disabled`. This module knows nothing of the
+//! daemon around it (the probing task is `health`).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::collections::{BTreeMap, HashMap};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::Arc;
 
-use axum::extract::State;
-use axum::response::{IntoResponse, Response};
-use axum::Json;
-use bosun_cluster::kube::{Health, Tracker};
+use bosun_cluster::executor::Executor;
+use bosun_cluster::kube::{Health, PodSettings, Tracker};
 use bosun_cluster::registry::ClusterDef;
+use bosun_cluster::shim::RunAs;
+use bosun_config::types::ProwConfig;
+use bosun_config::Snapshot;
 
-use crate::serve::App;
+/// Makes the executor of a cluster, given its alias, definition, user (local
+/// clusters) and pod settings (Kubernetes clusters); none when it cannot.
+pub type ExecutorFactory = Box<
+    dyn Fn(&str, &ClusterDef, Option<RunAs>, &PodSettings) -> Option<Arc<dyn Executor>>
+        + Send
+        + Sync,
+>;
 
-/// How often clusters are probed: 30 s (`BOSUN_HEALTH_INTERVAL_MS` sets it,
-/// for tests).
-pub fn probe_interval() -> Duration {
-    std::env::var("BOSUN_HEALTH_INTERVAL_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .map_or(Duration::from_secs(30), Duration::from_millis)
+/// The build clusters in force and their executors.
+pub struct Clusters {
+    /// Clusters by alias.
+    pub defs: BTreeMap<String, ClusterDef>,
+    /// The users local clusters run jobs as.
+    pub users: HashMap<String, RunAs>,
+    /// Where Kubernetes clusters create pods, and their timeouts.
+    pub pods: PodSettings,
+    /// Executors by alias.
+    pub executors: HashMap<String, Arc<dyn Executor>>,
+}
+
+impl Clusters {
+    /// The clusters `defs`, each with its executor: the one of `previous`
+    /// when the cluster is unchanged (its runs go on), else a new one.
+    pub fn build(
+        defs: BTreeMap<String, ClusterDef>,
+        users: HashMap<String, RunAs>,
+        pods: PodSettings,
+        make: &ExecutorFactory,
+        previous: Option<&Clusters>,
+    ) -> Clusters {
+        let executors = defs
+            .iter()
+            .filter_map(|(alias, def)| {
+                let user = users.get(alias).copied();
+                let kept = previous
+                    .filter(|p| match def {
+                        ClusterDef::Local { .. } => p.users.get(alias).copied() == user,
+                        ClusterDef::Kubernetes { .. } => {
+                            p.defs.get(alias) == Some(def) && p.pods == pods
+                        }
+                    })
+                    .and_then(|p| p.executors.get(alias).cloned());
+                let exec = kept.or_else(|| make(alias, def, user, &pods))?;
+                Some((alias.clone(), exec))
+            })
+            .collect();
+        Clusters {
+            defs,
+            users,
+            pods,
+            executors,
+        }
+    }
 }
 
 /// The health trackers of the Kubernetes clusters in force.
 #[derive(Default)]
 pub struct HealthBook {
-    trackers: HashMap<String, Tracker>,
+    /// By alias.
+    pub trackers: HashMap<String, Tracker>,
 }
 
-/// A cluster's health now.
-pub fn health_of(app: &App, alias: &str, def: &ClusterDef) -> Health {
-    if app
-        .snapshot()
-        .config
-        .disabled_clusters
-        .iter()
-        .any(|c| c == alias)
-    {
+/// A cluster's health now, in the configuration `snapshot`.
+pub fn health_of(book: &HealthBook, snapshot: &Snapshot, alias: &str, def: &ClusterDef) -> Health {
+    if snapshot.config.disabled_clusters.iter().any(|c| c == alias) {
         return Health::Disabled;
     }
     match def {
         ClusterDef::Local { .. } => Health::Reachable,
-        ClusterDef::Kubernetes { .. } => app
-            .health
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .trackers
-            .get(alias)
-            .map_or_else(
-                || Tracker::default().health().clone(),
-                |t| t.health().clone(),
-            ),
+        ClusterDef::Kubernetes { .. } => book.trackers.get(alias).map_or_else(
+            || Tracker::default().health().clone(),
+            |t| t.health().clone(),
+        ),
     }
 }
 
-/// Probes one Kubernetes cluster and records the result (a client is made
-/// when there is none yet; a failure to make one counts in
-/// `kubernetes_failed_client_creations`).
-async fn probe_one(app: &App, alias: &str, def: &ClusterDef, client: &mut Option<kube::Client>) {
-    let ClusterDef::Kubernetes {
-        context,
-        kubeconfig,
-        ..
-    } = def
-    else {
-        return;
-    };
-    if client.is_none() {
-        match bosun_cluster::kube::client(kubeconfig.as_deref(), context).await {
-            Ok(c) => *client = Some(c),
-            Err(e) => {
-                app.metrics
-                    .failed_client_creations
-                    .get_or_create(&vec![("cluster".into(), alias.to_string())])
-                    .inc();
-                record(app, alias, bosun_cluster::kube::Probe::Failed(e));
-                return;
-            }
+/// The user each local cluster runs its jobs as (`build_clusters.<alias>.run_as`).
+/// Local jobs could read the daemon's kubeconfigs, so when trusted clusters are
+/// configured and bosun runs as root, every local cluster must set one.
+pub fn local_users(
+    config: &ProwConfig,
+    clusters: &BTreeMap<String, ClusterDef>,
+) -> Result<HashMap<String, RunAs>, String> {
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let mut users = HashMap::new();
+    for (alias, c) in &config.build_clusters {
+        if let Some(spec) = &c.run_as {
+            let user =
+                RunAs::resolve(spec, &passwd).map_err(|e| format!("build_clusters.{alias}.{e}"))?;
+            users.insert(alias.clone(), user);
         }
     }
-    let namespace = app.snapshot().config.pod_namespace.clone();
-    let probe = match client {
-        Some(c) => bosun_cluster::kube::probe(c, &namespace).await,
-        None => return,
-    };
-    record(app, alias, probe);
-}
-
-pub(crate) fn record(app: &App, alias: &str, probe: bosun_cluster::kube::Probe) {
-    let health = app
-        .health
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .trackers
-        .entry(alias.to_string())
-        .or_default()
-        .record(probe)
-        .clone();
-    if !matches!(health, Health::Reachable) {
-        tracing::warn!(cluster = %alias, status = health.word(), health = ?health, "build cluster is not healthy");
-    }
-    export(app);
-}
-
-/// Sets `bosun_build_cluster_status` for every cluster in force.
-fn export(app: &App) {
-    let clusters = app.clusters();
-    app.metrics.cluster_status.clear();
-    for (alias, def) in &clusters.defs {
-        let now = health_of(app, alias, def);
-        for (word, prow) in [
-            ("Reachable", "Reachable"),
-            ("Unreachable", "Error"),
-            ("MissingPermissions", "MissingPermissions"),
-            ("Disabled", "No-Manager"),
-        ] {
-            app.metrics
-                .cluster_status
-                .get_or_create(&vec![
-                    ("cluster".into(), alias.clone()),
-                    ("status".into(), word.into()),
-                    ("prow_status".into(), prow.into()),
-                ])
-                .set(i64::from(now.word() == word));
+    let trusted = config.build_clusters.values().any(|c| c.trusted.is_some());
+    if trusted && rustix::process::geteuid().is_root() {
+        let missing: Vec<&str> = clusters
+            .iter()
+            .filter(|(a, c)| matches!(c, ClusterDef::Local { .. }) && !users.contains_key(*a))
+            .map(|(a, _)| a.as_str())
+            .collect();
+        if !missing.is_empty() {
+            return Err(format!(
+                "trusted clusters are configured and bosun runs as root, so local jobs could read its credentials: set build_clusters.<alias>.run_as to an unprivileged user for the local cluster(s) {} (an implicit default cluster must be defined to set it)",
+                missing.join(", ")
+            ));
         }
     }
+    Ok(users)
 }
 
-/// One Kubernetes cluster's probes, every [`probe_interval`], on a task of
-/// its own: a cluster that hangs delays only its own next answer.
-async fn cluster_loop(
-    app: Arc<App>,
-    alias: String,
-    def: ClusterDef,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) {
-    let every = probe_interval();
-    let mut client = None;
-    loop {
-        tokio::select! {
-            _ = probe_one(&app, &alias, &def, &mut client) => {}
-            _ = stop.changed() => return,
+/// Checks that each local cluster's `run_as` user can reach its run
+/// directory, `runs/<alias>`: every directory above it that exists must be
+/// searchable by the user's uid and gid (a job runs with those alone, no
+/// supplementary groups). Otherwise every job of the cluster would fail to
+/// start ("Permission denied"); the error names the directory, its mode
+/// and owner, the cluster and the user.
+pub fn check_run_dirs(
+    runs: &Path,
+    config: &ProwConfig,
+    users: &HashMap<String, RunAs>,
+) -> Result<(), String> {
+    let runs = std::path::absolute(runs).map_err(|e| format!("{}: {e}", runs.display()))?;
+    for (alias, user) in users {
+        if user.uid == 0 {
+            continue;
         }
-        tokio::select! {
-            _ = tokio::time::sleep(every) => {}
-            _ = stop.changed() => return,
-        }
-    }
-}
-
-/// Keeps one probing task per Kubernetes cluster in force: started for a new
-/// or changed cluster, stopped for a removed one (a reload wakes it).
-pub async fn health_loop(app: Arc<App>, mut stop: tokio::sync::watch::Receiver<bool>) {
-    let mut tasks: HashMap<String, (ClusterDef, tokio::task::JoinHandle<()>)> = HashMap::new();
-    loop {
-        let clusters = app.clusters();
-        tasks.retain(|alias, (def, task)| {
-            let keep = clusters.defs.get(alias) == Some(def);
-            if !keep {
-                task.abort();
-            }
-            keep
-        });
-        {
-            let mut book = app.health.lock().unwrap_or_else(|e| e.into_inner());
-            book.trackers.retain(|a, _| tasks.contains_key(a));
-        }
-        for (alias, def) in &clusters.defs {
-            if matches!(def, ClusterDef::Kubernetes { .. }) && !tasks.contains_key(alias) {
-                let task = tokio::spawn(cluster_loop(
-                    app.clone(),
-                    alias.clone(),
-                    def.clone(),
-                    stop.clone(),
-                ));
-                tasks.insert(alias.clone(), (def.clone(), task));
-            }
-        }
-        export(&app);
-        tokio::select! {
-            _ = app.clusters_changed.notified() => {}
-            _ = stop.changed() => {
-                for (_, (_, task)) in tasks.drain() {
-                    task.abort();
-                }
-                return;
-            }
-        }
-    }
-}
-
-/// `GET /api/v1/clusters`: every build cluster with its kind and health.
-pub async fn list(State(app): State<Arc<App>>) -> Response {
-    let clusters = app.clusters();
-    let out: Vec<serde_json::Value> = clusters
-        .defs
-        .iter()
-        .map(|(alias, def)| {
-            let health = health_of(&app, alias, def);
-            let reason = match &health {
-                Health::Unreachable(why) => Some(why.clone()),
-                Health::MissingPermissions(denied) => {
-                    Some(format!("denied: {}", denied.join(", ")))
-                }
-                _ => None,
+        let dir = runs.join(alias);
+        let mut above: Vec<&Path> = dir.ancestors().skip(1).collect();
+        above.reverse();
+        for d in above {
+            let Ok(meta) = std::fs::metadata(d) else {
+                continue;
             };
-            let mut v = serde_json::json!({
-                "alias": alias,
-                "status": health.word(),
-                "prow_status": health.prow_word(),
-                "reason": reason,
-            });
-            match def {
-                ClusterDef::Local { slots } => {
-                    v["kind"] = "local".into();
-                    v["slots"] = (*slots).into();
-                }
-                ClusterDef::Kubernetes {
-                    context,
-                    kubeconfig,
-                    slots,
-                } => {
-                    v["kind"] = "kubernetes".into();
-                    v["slots"] = (*slots).into();
-                    v["context"] = context.clone().into();
-                    v["kubeconfig"] = kubeconfig.as_ref().map(|p| p.display().to_string()).into();
-                }
+            let mode = meta.mode();
+            let search = if meta.uid() == user.uid {
+                mode & 0o100
+            } else if meta.gid() == user.gid {
+                mode & 0o010
+            } else {
+                mode & 0o001
+            };
+            if search == 0 {
+                let spec = config
+                    .build_clusters
+                    .get(alias)
+                    .and_then(|c| c.run_as.as_deref())
+                    .unwrap_or_default();
+                return Err(format!(
+                    "build_clusters.{alias}.run_as: user {spec:?} (uid {}, gid {}) cannot reach the run directory {}: {} (mode {:o}, owner {}:{}) is not searchable by it, so every job of cluster {alias} would fail to start; give it search permission (e.g. chmod o+x {}) or choose a --data-dir it can reach",
+                    user.uid,
+                    user.gid,
+                    dir.display(),
+                    d.display(),
+                    mode & 0o7777,
+                    meta.uid(),
+                    meta.gid(),
+                    d.display(),
+                ));
             }
-            v
-        })
-        .collect();
-    Json(serde_json::json!({ "clusters": out })).into_response()
+        }
+    }
+    Ok(())
 }
-
-/// Shared by the health tasks.
-pub type SharedHealth = Mutex<HealthBook>;

@@ -11,17 +11,7 @@ use clap::{Parser, Subcommand};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-mod check;
-mod client;
-mod clusters;
-mod controller;
-mod metrics;
-mod periodics;
-mod reload;
-mod schedule;
-mod serve;
-#[cfg(test)]
-mod sim;
+use bosun::{check, client, schedule, serve};
 
 /// bosun: a CI job orchestrator for Prow-style job configuration.
 #[derive(Parser, Debug)]

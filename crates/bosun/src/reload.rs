@@ -19,11 +19,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bosun_config::{load, OsFiles};
-use jiff::Timestamp;
 use notify::{EventKind, RecursiveMode, Watcher};
-use serde::Serialize;
 
-use crate::serve::App;
+use crate::daemon::Daemon;
+use crate::state::{ConfigStatus, Shared};
 
 /// How long changes must settle before a reload.
 pub const DEBOUNCE: Duration = Duration::from_millis(300);
@@ -31,57 +30,10 @@ pub const DEBOUNCE: Duration = Duration::from_millis(300);
 /// How often the configuration is reloaded even when no change was seen.
 pub const RESYNC: Duration = Duration::from_secs(300);
 
-/// The state of the configuration, as `GET /api/v1/config/status` shows it.
-#[derive(Debug, Clone, Serialize)]
-pub struct ConfigStatus {
-    /// The last load succeeded (the configuration in force is the newest).
-    pub ok: bool,
-    /// Version of the snapshot in force.
-    pub version: u64,
-    /// When the snapshot in force was loaded.
-    pub loaded_at: Timestamp,
-    /// When the last load was attempted, and why.
-    pub last_attempt_at: Timestamp,
-    /// What started the last load (`start-up`, `file change`, `SIGHUP`, ...).
-    pub last_attempt_reason: String,
-    /// The last load's errors (empty when it succeeded).
-    pub errors: Vec<String>,
-    /// The last load's warnings.
-    pub warnings: usize,
-    /// Jobs in force.
-    pub periodics: usize,
-    /// Presubmits in force.
-    pub presubmits: usize,
-    /// Postsubmits in force.
-    pub postsubmits: usize,
-    /// Things a reload could not apply.
-    pub notes: Vec<String>,
-}
-
-impl ConfigStatus {
-    /// The status right after start-up.
-    pub fn initial(snapshot: &bosun_config::Snapshot, warnings: usize) -> Self {
-        let now = Timestamp::now();
-        let counts = snapshot.counts();
-        ConfigStatus {
-            ok: true,
-            version: snapshot.version,
-            loaded_at: now,
-            last_attempt_at: now,
-            last_attempt_reason: "start-up".into(),
-            errors: Vec::new(),
-            warnings,
-            periodics: counts.periodics,
-            presubmits: counts.presubmits,
-            postsubmits: counts.postsubmits,
-            notes: Vec::new(),
-        }
-    }
-}
-
 /// Loads the configuration again and, when it is valid, puts it in force.
 /// Returns whether it was valid. Blocking.
-pub fn reload(app: &App, reason: &str) -> bool {
+pub fn reload(daemon: &Daemon, reason: &str) -> bool {
+    let app = &*daemon.shared;
     let loaded = load(&app.config_args.load_options(), &OsFiles);
     let now = app.clock.now();
     let errors: Vec<String> = loaded
@@ -95,10 +47,13 @@ pub fn reload(app: &App, reason: &str) -> bool {
     // the users of its local clusters; any error keeps the last good ones.
     let in_force = loaded.snapshot.ok_or(errors).and_then(|snapshot| {
         let defs = app.clusters_of(&snapshot);
-        match crate::serve::local_users(&snapshot.config, &defs) {
-            Ok(users) => Ok((snapshot, defs, users)),
-            Err(e) => Err(vec![e]),
-        }
+        crate::clusters::local_users(&snapshot.config, &defs)
+            .and_then(|users| {
+                crate::clusters::check_run_dirs(&daemon.runs_dir, &snapshot.config, &users)?;
+                Ok(users)
+            })
+            .map(|users| (snapshot, defs, users))
+            .map_err(|e| vec![e])
     });
     let (snapshot, defs, users) = match in_force {
         Ok(v) => v,
@@ -126,15 +81,6 @@ pub fn reload(app: &App, reason: &str) -> bool {
             return false;
         }
     };
-    let notes = Vec::new();
-    let (added, removed) = app.set_clusters(
-        defs,
-        users,
-        bosun_cluster::kube::PodSettings::of(&snapshot.config),
-    );
-    if !added.is_empty() || !removed.is_empty() {
-        tracing::info!(?added, ?removed, "build clusters changed");
-    }
     let jobs = bosun_scheduler::config::jobs(&snapshot);
     let keep: HashSet<String> = jobs.iter().map(|j| j.identity.to_string()).collect();
     {
@@ -149,11 +95,13 @@ pub fn reload(app: &App, reason: &str) -> bool {
             app.metrics.forget_periodic(&id);
         }
     }
-    let counts = snapshot.counts();
-    let version = snapshot.version;
-    app.set_snapshot(snapshot);
+    let status = ConfigStatus::loaded(&snapshot, warnings, now, reason);
+    let (added, removed) = app.set_in_force(snapshot, defs, users);
+    if !added.is_empty() || !removed.is_empty() {
+        tracing::info!(?added, ?removed, "build clusters changed");
+    }
     app.scheduler_wake.notify_one();
-    app.wake.notify_one();
+    daemon.controller.wake();
     app.metrics
         .reloads
         .get_or_create(&vec![("result".into(), "success".into())])
@@ -164,23 +112,11 @@ pub fn reload(app: &App, reason: &str) -> bool {
         .set(crate::metrics::seconds(now));
     tracing::info!(
         reason,
-        version,
-        periodics = counts.periodics,
+        version = status.version,
+        periodics = status.periodics,
         "configuration reloaded"
     );
-    app.set_config_status(ConfigStatus {
-        ok: true,
-        version,
-        loaded_at: now,
-        last_attempt_at: now,
-        last_attempt_reason: reason.to_string(),
-        errors: Vec::new(),
-        warnings,
-        periodics: counts.periodics,
-        presubmits: counts.presubmits,
-        postsubmits: counts.postsubmits,
-        notes,
-    });
+    app.set_config_status(status);
     true
 }
 
@@ -198,7 +134,7 @@ struct Watch {
 /// (recursively; a job-config file is watched like the config file), the
 /// kubeconfig files and directory, and each in-repo checkout (recursively,
 /// `.git` ignored).
-fn watches(app: &App) -> Vec<Watch> {
+fn watches(app: &Shared) -> Vec<Watch> {
     let file = |path: &Path| -> Option<Watch> {
         let dir = match path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -283,7 +219,7 @@ fn relevant(event: &notify::Event, watches: &[Watch]) -> bool {
 
 /// Starts a watcher sending on `tx` for every relevant change.
 fn start_watcher(
-    app: &App,
+    app: &Shared,
     tx: tokio::sync::mpsc::UnboundedSender<()>,
 ) -> Option<notify::RecommendedWatcher> {
     let watches: Vec<Watch> = watches(app)
@@ -323,7 +259,8 @@ fn start_watcher(
 }
 
 /// Reloads on changes, SIGHUP and every [`RESYNC`], until `stop`.
-pub async fn reload_loop(app: Arc<App>, mut stop: tokio::sync::watch::Receiver<bool>) {
+pub async fn reload_loop(daemon: Arc<Daemon>, mut stop: tokio::sync::watch::Receiver<bool>) {
+    let app = daemon.shared.clone();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let mut watching = watches(&app);
     let mut watcher = start_watcher(&app, tx.clone());
@@ -346,8 +283,8 @@ pub async fn reload_loop(app: Arc<App>, mut stop: tokio::sync::watch::Receiver<b
             _ = resync.tick() => "resync",
             _ = stop.changed() => return,
         };
-        let a = app.clone();
-        let ok = tokio::task::spawn_blocking(move || reload(&a, reason))
+        let d = daemon.clone();
+        let ok = tokio::task::spawn_blocking(move || reload(&d, reason))
             .await
             .unwrap_or(false);
         // The in-repo checkouts may have changed: watch what is configured now.

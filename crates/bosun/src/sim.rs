@@ -16,8 +16,9 @@ use bosun_store::{RunFilter, RunState, Store};
 use jiff::{SignedDuration, Timestamp};
 
 use crate::check::ConfigArgs;
+use crate::daemon::Daemon;
 use crate::metrics::Metrics;
-use crate::serve::{App, AppParts};
+use crate::state::{Shared, SharedParts};
 
 const JOBS: &str = r#"
 periodics:
@@ -35,15 +36,15 @@ periodics:
   spec: {containers: [{image: x, command: ["true"]}]}
 "#;
 
-struct Sim {
-    app: Arc<App>,
+pub(crate) struct Sim {
+    pub(crate) daemon: Arc<Daemon>,
     clock: Arc<ManualClock>,
     exec: Arc<SimulatedExecutor>,
     store: Arc<MemoryStore>,
     _dir: tempfile::TempDir,
 }
 
-fn sim(start: Timestamp) -> Sim {
+pub(crate) fn sim(start: Timestamp) -> Sim {
     sim_with(start, "{}\n", JOBS)
 }
 
@@ -72,7 +73,7 @@ fn sim_with(start: Timestamp, config: &str, jobs: &str) -> Sim {
         clock.clone(),
         SignedDuration::from_mins(5),
     ));
-    let app = App::new(AppParts {
+    let shared = Arc::new(Shared::new(SharedParts {
         store: store.clone(),
         active,
         clusters: clusters(&snapshot.config, &[], 8),
@@ -85,13 +86,12 @@ fn sim_with(start: Timestamp, config: &str, jobs: &str) -> Sim {
         },
         clock: clock.clone(),
         metrics,
-        wake: Arc::default(),
         config_args,
-        token: None,
         cpus: 8,
-    });
+    }));
+    let daemon = Daemon::new(shared, Arc::default(), None, dir.path().join("runs"));
     Sim {
-        app,
+        daemon,
         clock,
         exec,
         store,
@@ -104,14 +104,14 @@ impl Sim {
     /// (poking their periodics), due periodics fire, new runs start.
     fn run_until(&self, end: Timestamp) {
         loop {
-            crate::controller::reconcile(&self.app);
-            let (_, failed) = crate::periodics::fire(&self.app);
+            self.daemon.controller.pass();
+            let (_, failed) = crate::periodics::fire(&self.daemon.shared, &self.daemon.controller);
             assert!(failed.is_empty(), "{failed:?}");
-            crate::controller::reconcile(&self.app);
+            self.daemon.controller.pass();
             let now = self.clock.now();
             // As the daemon's loop: fires due soon are decided ahead.
             let lead = crate::periodics::PREPARE_LEAD;
-            let mut scheduler = self.app.scheduler.lock().unwrap();
+            let mut scheduler = self.daemon.shared.scheduler.lock().unwrap();
             scheduler.prepare(&*self.store, now, lead);
             let next_wake = scheduler
                 .next_wake_ahead(now, lead)
@@ -204,7 +204,7 @@ async fn held_transitions_are_committed_after_the_timers_wake_up_or_by_a_flush()
     let t0: Timestamp = "2026-03-02T00:00:30Z".parse().unwrap();
     let s = sim(t0);
     s.clock.set("2026-03-02T00:02:00Z".parse().unwrap());
-    let (created, failed) = crate::periodics::fire(&s.app);
+    let (created, failed) = crate::periodics::fire(&s.daemon.shared, &s.daemon.controller);
     assert!(failed.is_empty(), "{failed:?}");
     assert!(!created.is_empty());
     let states = || -> Vec<RunState> {
@@ -223,21 +223,21 @@ async fn held_transitions_are_committed_after_the_timers_wake_up_or_by_a_flush()
     let n = states().len();
     // A pass admits the runs; their starts go to the blocking pool and come
     // back to the controller.
-    crate::controller::reconcile(&s.app);
+    s.daemon.controller.pass();
     for _ in 0..1000 {
-        if s.app.started.lock().unwrap().len() == n {
+        if s.daemon.controller.started.lock().unwrap().len() == n {
             break;
         }
         std::thread::sleep(Duration::from_millis(2));
     }
     assert_eq!(
-        s.app.started.lock().unwrap().len(),
+        s.daemon.controller.started.lock().unwrap().len(),
         n,
         "every start came back"
     );
     // The next pass takes the completed starts and holds them.
-    crate::controller::reconcile(&s.app);
-    assert!(s.app.started.lock().unwrap().is_empty());
+    s.daemon.controller.pass();
+    assert!(s.daemon.controller.started.lock().unwrap().is_empty());
     assert!(
         all(RunState::Triggered),
         "held, not committed: {:?}",
@@ -245,24 +245,24 @@ async fn held_transitions_are_committed_after_the_timers_wake_up_or_by_a_flush()
     );
     // A wake-up left by the fire is taken first: the next one must be the
     // timer's.
-    let _ = tokio::time::timeout(Duration::ZERO, s.app.wake.notified()).await;
+    let _ = tokio::time::timeout(Duration::ZERO, s.daemon.controller.wake.notified()).await;
     let before = tokio::time::Instant::now();
-    tokio::time::timeout(Duration::from_secs(1), s.app.wake.notified())
+    tokio::time::timeout(Duration::from_secs(1), s.daemon.controller.wake.notified())
         .await
         .expect("a timer wakes the controller for the held commit");
     assert!(before.elapsed() >= crate::controller::COMMIT_EVERY);
-    crate::controller::reconcile(&s.app);
+    s.daemon.controller.pass();
     assert!(all(RunState::Pending), "committed: {:?}", states());
     // The runs end (5 simulated minutes); the pass holds their ends, and a
     // flush commits them.
     s.clock.set("2026-03-02T00:07:00Z".parse().unwrap());
-    crate::controller::reconcile(&s.app);
+    s.daemon.controller.pass();
     assert!(
         all(RunState::Pending),
         "held, not committed: {:?}",
         states()
     );
-    crate::controller::flush(&s.app);
+    s.daemon.controller.flush();
     assert!(all(RunState::Success), "flushed: {:?}", states());
 }
 
@@ -288,7 +288,7 @@ periodics:
     // The periodics fired at `at`.
     let fire_at = |at: &str| {
         s.clock.set(at.parse().unwrap());
-        let (created, failed) = crate::periodics::fire(&s.app);
+        let (created, failed) = crate::periodics::fire(&s.daemon.shared, &s.daemon.controller);
         assert!(failed.is_empty(), "{failed:?}");
         created
     };
@@ -297,19 +297,73 @@ periodics:
     assert_eq!(fire_at("2026-03-02T00:01:00Z"), vec!["first".to_string()]);
     let first = s.runs("first").pop().expect("a run of first");
     // The cluster has not been probed: the run waits, and its note is held.
-    crate::controller::reconcile(&s.app);
-    assert!(s.app.starting.lock().unwrap().is_empty());
+    s.daemon.controller.pass();
+    assert!(s.daemon.controller.starting.lock().unwrap().is_empty());
     assert!(
         !s.runs("first")[0].description.starts_with("Waiting"),
         "the note is held, not committed: {:?}",
         s.runs("first")[0]
     );
-    crate::clusters::record(&s.app, "build-a", bosun_cluster::kube::Probe::Allowed);
+    crate::health::record(
+        &s.daemon.shared,
+        "build-a",
+        bosun_cluster::kube::Probe::Allowed,
+    );
     assert_eq!(fire_at("2026-03-02T00:02:00Z"), vec!["second".to_string()]);
     let second = s.runs("second").pop().expect("a run of second");
     // The next pass comes before the note's commit: the older run starts.
-    crate::controller::reconcile(&s.app);
-    let starting: Vec<String> = s.app.starting.lock().unwrap().keys().cloned().collect();
+    s.daemon.controller.pass();
+    let starting: Vec<String> = s
+        .daemon
+        .controller
+        .starting
+        .lock()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
     assert_eq!(starting, vec![first.id.clone()], "second is {}", second.id);
-    crate::controller::flush(&s.app);
+    s.daemon.controller.flush();
+}
+
+/// `concurrency_policy: replace`: a tick's run replaces the periodic's older
+/// active run, which is aborted; the new run itself is never aborted.
+#[test]
+fn replace_aborts_the_older_run_and_keeps_the_new_one() {
+    let jobs = r#"
+periodics:
+- name: replaced
+  cron: "* * * * *"
+  concurrency_policy: replace
+  spec: {containers: [{image: x, command: ["true"]}]}
+"#;
+    let s = sim_with("2026-03-02T00:00:30Z".parse().unwrap(), "{}\n", jobs);
+    let fire_at = |at: &str| {
+        s.clock.set(at.parse().unwrap());
+        let (_, failed) = crate::periodics::fire(&s.daemon.shared, &s.daemon.controller);
+        assert!(failed.is_empty(), "{failed:?}");
+        // Two passes: the aborts requested by the fire, then the starts.
+        s.daemon.controller.pass();
+        s.daemon.controller.pass();
+    };
+    fire_at("2026-03-02T00:00:30Z");
+    fire_at("2026-03-02T00:01:00Z");
+    let runs = s.runs("replaced");
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].state, RunState::Pending, "{runs:?}");
+    // Runs last 5 minutes: each tick replaces the one before.
+    for at in ["2026-03-02T00:02:00Z", "2026-03-02T00:03:00Z"] {
+        fire_at(at);
+        let runs = s.runs("replaced");
+        let (newest, older) = runs.split_last().unwrap();
+        assert_eq!(
+            newest.state,
+            RunState::Pending,
+            "the new run runs: {runs:?}"
+        );
+        assert!(
+            older.iter().all(|r| r.state == RunState::Aborted),
+            "the older runs were replaced: {runs:?}"
+        );
+    }
 }

@@ -1442,6 +1442,70 @@ fn with_trusted_clusters_a_root_daemon_runs_local_jobs_only_as_their_run_as_user
     assert_eq!(owner.to_string(), nobody[2], "the job wrote as its user");
 }
 
+/// A local cluster's `run_as` user must reach its run directory: a root
+/// daemon whose data directory that user cannot traverse (mode 0700, as
+/// `mktemp -d` makes it) refuses to start, naming the directory and the
+/// user, instead of failing every job with "Permission denied".
+#[test]
+fn a_run_as_user_that_cannot_reach_the_data_directory_is_refused_at_start() {
+    let (_d, dir) = tmp();
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    std::fs::create_dir_all(dir.join("jobs")).unwrap();
+    std::fs::write(
+        dir.join("jobs/jobs.yaml"),
+        "periodics:\n- name: whoami\n  interval: 1h\n  spec: {containers: [{image: x, command: [id]}]}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("config.yaml"),
+        "build_clusters:\n  default: {kind: local, run_as: nobody}\n  trusted: {kind: local, run_as: nobody, trusted: [{jobs: [none]}]}\n",
+    )
+    .unwrap();
+    if !rustix::process::geteuid().is_root() {
+        // Not root: jobs run as this user, who owns the directory.
+        drop(start(&dir, &[]));
+        return;
+    }
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_bosun"));
+    serve
+        .arg("serve")
+        .arg("--config")
+        .arg(dir.join("config.yaml"))
+        .arg("--job-config")
+        .arg(dir.join("jobs"))
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .arg("--listen")
+        .arg("127.0.0.1:0")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = serve.spawn().unwrap();
+    // A daemon that starts never exits by itself: give it a few seconds.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    let status = status.unwrap_or_else(|| panic!("bosun started: {err}"));
+    assert!(!status.success(), "{err}");
+    let shown = dir.display().to_string();
+    assert!(
+        err.contains("\"nobody\"") && err.contains(&shown) && err.contains("mode 700"),
+        "{err}"
+    );
+    // Made reachable, it starts.
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o711)).unwrap();
+    drop(start(&dir, &[]));
+}
+
 const KUBECONFIG: &str = "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"https://127.0.0.1:1\"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: CONTEXT, context: {cluster: c, user: u}}]\ncurrent-context: CONTEXT\n";
 
 #[test]

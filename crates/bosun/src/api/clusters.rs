@@ -1,0 +1,55 @@
+//! `/api/v1/clusters`: every build cluster with its kind and health.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use bosun_cluster::kube::Health;
+use bosun_cluster::registry::ClusterDef;
+
+use crate::daemon::Daemon;
+
+/// `GET /api/v1/clusters`.
+pub async fn list(State(daemon): State<Arc<Daemon>>) -> Response {
+    let in_force = daemon.shared.in_force();
+    let out: Vec<serde_json::Value> = in_force
+        .clusters
+        .defs
+        .iter()
+        .map(|(alias, def)| {
+            let health = daemon.shared.health_of(&in_force.snapshot, alias, def);
+            let reason = match &health {
+                Health::Unreachable(why) => Some(why.clone()),
+                Health::MissingPermissions(denied) => {
+                    Some(format!("denied: {}", denied.join(", ")))
+                }
+                _ => None,
+            };
+            let mut v = serde_json::json!({
+                "alias": alias,
+                "status": health.word(),
+                "prow_status": health.prow_word(),
+                "reason": reason,
+            });
+            match def {
+                ClusterDef::Local { slots } => {
+                    v["kind"] = "local".into();
+                    v["slots"] = (*slots).into();
+                }
+                ClusterDef::Kubernetes {
+                    context,
+                    kubeconfig,
+                    slots,
+                } => {
+                    v["kind"] = "kubernetes".into();
+                    v["slots"] = (*slots).into();
+                    v["context"] = context.clone().into();
+                    v["kubeconfig"] = kubeconfig.as_ref().map(|p| p.display().to_string()).into();
+                }
+            }
+            v
+        })
+        .collect();
+    Json(serde_json::json!({ "clusters": out })).into_response()
+}

@@ -1,0 +1,144 @@
+//! The JSON API: the router, in one place, and the token check, a layer on
+//! the mutating routes. Handlers live by resource (`runs`, `periodics`,
+//! `clusters`, `config`); they translate HTTP to calls on the daemon and
+//! hold no rules of their own.
+
+mod clusters;
+mod config;
+mod error;
+mod periodics;
+mod runs;
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, MethodRouter};
+use axum::Router;
+use subtle::ConstantTimeEq;
+
+pub use error::{ApiError, ApiResult};
+
+use crate::daemon::Daemon;
+use crate::runs::blocking;
+
+/// Every route of the API.
+pub fn router(daemon: Arc<Daemon>) -> Router {
+    // A mutating route: the token is checked before its handler runs.
+    let guarded = |m: MethodRouter<Arc<Daemon>>| {
+        m.route_layer(middleware::from_fn_with_state(daemon.clone(), authorize))
+    };
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .route(
+            "/api/v1/runs",
+            get(runs::list).merge(guarded(post(runs::create))),
+        )
+        .route("/api/v1/runs/{id}", get(runs::get))
+        .route("/api/v1/runs/{id}/log", get(runs::log))
+        .route("/api/v1/runs/{id}/abort", guarded(post(runs::abort)))
+        .route("/api/v1/runs/{id}/rerun", guarded(post(runs::rerun)))
+        .route("/api/v1/config/status", get(config::status))
+        .route("/api/v1/config/reload", guarded(post(config::reload)))
+        .route("/api/v1/clusters", get(clusters::list))
+        .route("/api/v1/periodics", get(periodics::list))
+        .route("/api/v1/periodics/{identity}/ticks", get(periodics::ticks))
+        .route(
+            "/api/v1/periodics/{identity}/trigger",
+            guarded(post(periodics::trigger)),
+        )
+        .route(
+            "/api/v1/periodics/{identity}/pause",
+            guarded(post(periodics::pause)),
+        )
+        .route(
+            "/api/v1/periodics/{identity}/resume",
+            guarded(post(periodics::resume)),
+        )
+        .with_state(daemon)
+}
+
+/// The token check of mutating routes: `Authorization: Bearer TOKEN`,
+/// compared in constant time; no token configured, no check.
+async fn authorize(
+    State(daemon): State<Arc<Daemon>>,
+    headers: HeaderMap,
+    request: Request,
+    next: Next,
+) -> Response {
+    let Some(token) = &daemon.token else {
+        return next.run(request).await;
+    };
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or_default();
+    if bool::from(given.as_bytes().ct_eq(token.as_bytes())) {
+        next.run(request).await
+    } else {
+        ApiError::Unauthorized.into_response()
+    }
+}
+
+/// `GET /readyz`: 200 once the daemon is ready, 503 with the reason before.
+async fn readyz(State(daemon): State<Arc<Daemon>>) -> Response {
+    match daemon.ready() {
+        Ok(()) => "ok".into_response(),
+        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, why).into_response(),
+    }
+}
+
+/// `GET /metrics`: Prometheus' text format.
+async fn metrics(State(daemon): State<Arc<Daemon>>) -> Response {
+    let shared = daemon.shared.clone();
+    let text = blocking(move || shared.metrics.render(shared.store.as_ref())).await;
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::Body;
+    use tower::ServiceExt;
+
+    /// `/readyz` answers 503 until the scheduler has evaluated every
+    /// periodic once, then 200; `/healthz` answers 200 all along.
+    #[tokio::test]
+    async fn readyz_waits_for_the_first_evaluation_of_every_periodic() {
+        let s = crate::sim::sim("2026-03-02T00:00:30Z".parse().unwrap());
+        let get = |path: &'static str| {
+            let router = router(s.daemon.clone());
+            async move {
+                let r = router
+                    .oneshot(Request::get(path).body(Body::empty()).unwrap())
+                    .await
+                    .unwrap();
+                r.status()
+            }
+        };
+        assert_eq!(get("/healthz").await, StatusCode::OK);
+        assert_eq!(get("/readyz").await, StatusCode::SERVICE_UNAVAILABLE);
+        let (stop_tx, stop) = tokio::sync::watch::channel(false);
+        let task = tokio::spawn(crate::periodics::scheduler_loop(
+            s.daemon.shared.clone(),
+            s.daemon.controller.clone(),
+            stop,
+        ));
+        let mut ready = false;
+        for _ in 0..500 {
+            if get("/readyz").await == StatusCode::OK {
+                ready = true;
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        let _ = stop_tx.send(true);
+        let _ = task.await;
+        assert!(ready, "ready once every periodic was evaluated");
+    }
+}

@@ -1,0 +1,180 @@
+//! `/api/v1/runs`: create (trigger), list, get, follow the log, abort, rerun.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, Query, State};
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::Json;
+use bosun_config::types::Refs;
+use bosun_store::{Run, RunFilter, RunState};
+use serde::Deserialize;
+
+use super::{ApiError, ApiResult};
+use crate::daemon::Daemon;
+use crate::runs::{blocking, RunRequest};
+
+/// `POST /api/v1/runs` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TriggerRequest {
+    job: String,
+    repo: Option<String>,
+    #[serde(rename = "type")]
+    job_type: Option<String>,
+    refs: Option<Refs>,
+}
+
+/// `POST /api/v1/runs`: 201 with the run once it is stored.
+pub async fn create(State(daemon): State<Arc<Daemon>>, body: Bytes) -> ApiResult {
+    let req: TriggerRequest = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::BadRequest(format!("bad request body: {e}")))?;
+    let request = RunRequest::Trigger {
+        job: req.job,
+        repo: req.repo,
+        job_type: req.job_type,
+        refs: req.refs,
+    };
+    let run = daemon
+        .runs
+        .create(&daemon.shared, &daemon.controller, request)
+        .await?;
+    Ok((StatusCode::CREATED, Json(run)).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ListQuery {
+    job: Option<String>,
+    state: Option<String>,
+    cluster: Option<String>,
+    #[serde(rename = "type")]
+    job_type: Option<String>,
+    limit: Option<usize>,
+    offset: Option<usize>,
+    active: Option<bool>,
+}
+
+/// `GET /api/v1/runs`: newest first, filtered, paginated.
+pub async fn list(State(daemon): State<Arc<Daemon>>, Query(q): Query<ListQuery>) -> ApiResult {
+    let state = q
+        .state
+        .as_deref()
+        .map(str::parse::<RunState>)
+        .transpose()
+        .map_err(ApiError::BadRequest)?;
+    let filter = RunFilter {
+        job: q.job,
+        state,
+        cluster: q.cluster,
+        job_type: q.job_type,
+        limit: q.limit.unwrap_or(100).min(1000),
+        offset: q.offset.unwrap_or(0),
+        active: q.active.unwrap_or(false),
+        ..RunFilter::default()
+    };
+    let store = daemon.shared.store.clone();
+    let runs = blocking(move || store.list(&filter)).await?;
+    Ok(Json(serde_json::json!({ "runs": runs })).into_response())
+}
+
+/// The run `id`.
+async fn find(daemon: &Daemon, id: String) -> ApiResult<Run> {
+    let store = daemon.shared.store.clone();
+    let missing = id.clone();
+    blocking(move || store.get(&id))
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("run {missing} not found")))
+}
+
+/// `GET /api/v1/runs/{id}`.
+pub async fn get(State(daemon): State<Arc<Daemon>>, Path(id): Path<String>) -> ApiResult {
+    Ok(Json(find(&daemon, id).await?).into_response())
+}
+
+/// `GET /api/v1/runs/{id}/log`: the log, followed until the run ends.
+pub async fn log(State(daemon): State<Arc<Daemon>>, Path(id): Path<String>) -> ApiResult {
+    let run = find(&daemon, id).await?;
+    let alias = run
+        .cluster
+        .clone()
+        .unwrap_or_else(|| run.configured_cluster.clone());
+    let path = daemon
+        .shared
+        .clusters()
+        .executors
+        .get(&alias)
+        .and_then(|exec| exec.log_path(&run.id))
+        .ok_or_else(|| ApiError::NotFound("this run has no local log".into()))?;
+    /// The bytes of `path` from `offset` on (none if it does not exist yet).
+    async fn read_from(path: &std::path::Path, offset: u64) -> Vec<u8> {
+        use tokio::io::{AsyncReadExt, AsyncSeekExt};
+        let mut out = Vec::new();
+        if let Ok(mut f) = tokio::fs::File::open(path).await {
+            if f.seek(std::io::SeekFrom::Start(offset)).await.is_ok() {
+                let _ = f.read_to_end(&mut out).await;
+            }
+        }
+        out
+    }
+    let state = (daemon.clone(), run.id.clone(), path, 0u64, false);
+    let stream =
+        futures_util::stream::unfold(state, |(daemon, id, path, offset, done)| async move {
+            if done {
+                return None;
+            }
+            loop {
+                let chunk = read_from(&path, offset).await;
+                if !chunk.is_empty() {
+                    let next = offset + chunk.len() as u64;
+                    return Some((
+                        Ok::<_, std::io::Error>(chunk),
+                        (daemon, id, path, next, false),
+                    ));
+                }
+                let store = daemon.shared.store.clone();
+                let key = id.clone();
+                let finished = blocking(move || store.get(&key))
+                    .await
+                    .ok()
+                    .flatten()
+                    .is_none_or(|r| r.state.is_final());
+                if finished {
+                    // One last read after the end, then stop.
+                    let chunk = read_from(&path, offset).await;
+                    let next = offset + chunk.len() as u64;
+                    return Some((Ok(chunk), (daemon, id, path, next, true)));
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        });
+    Ok((
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        Body::from_stream(stream),
+    )
+        .into_response())
+}
+
+/// `POST /api/v1/runs/{id}/abort`: 202; the controller aborts it.
+pub async fn abort(State(daemon): State<Arc<Daemon>>, Path(id): Path<String>) -> ApiResult {
+    let run = find(&daemon, id).await?;
+    if run.state.is_final() {
+        return Err(ApiError::Conflict(format!(
+            "run {} already ended: {}",
+            run.id, run.state
+        )));
+    }
+    daemon.controller.request_abort([run.id.clone()]);
+    Ok((StatusCode::ACCEPTED, Json(run)).into_response())
+}
+
+/// `POST /api/v1/runs/{id}/rerun`: 201 with the new run.
+pub async fn rerun(State(daemon): State<Arc<Daemon>>, Path(id): Path<String>) -> ApiResult {
+    let old = find(&daemon, id).await?;
+    let run = daemon
+        .runs
+        .create(&daemon.shared, &daemon.controller, RunRequest::Rerun(old))
+        .await?;
+    Ok((StatusCode::CREATED, Json(run)).into_response())
+}

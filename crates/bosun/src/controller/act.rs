@@ -1,0 +1,341 @@
+//! Act: carries a plan out. Processes and pods are stopped first, then
+//! revivals and starts are handed to blocking tasks of their own (a pass
+//! never waits for a process or a pod to start; outside a runtime, a
+//! simulation, they run in the pass). A completed start leaves its `pending`
+//! transition for the next pass, which commits it with its own (one commit
+//! per pass rather than one more per start); if its local job has already
+//! exited, its end is committed with it.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bosun_cluster::executor::{ExecError, JobProcess, RunStatus};
+use bosun_cluster::local::command_of;
+use bosun_store::{RunState, Transition};
+use jiff::Timestamp;
+
+use super::decide::{exited, job_queue, Plan, ABORT_GRACE};
+use super::observe::Observed;
+use super::{Controller, Starting};
+use crate::clusters::Clusters;
+
+/// How long a start that failed for a reason that may pass (see
+/// `ExecError::Transient`) keeps its run's slot before a pass tries again.
+const START_RETRY: Duration = Duration::from_secs(1);
+
+/// What a start hands its executor.
+enum Start {
+    Process(JobProcess),
+    Pod(Box<k8s_openapi::api::core::v1::Pod>),
+}
+
+/// Completed starts (and revivals), taken from the controller.
+pub(super) struct Settled {
+    /// Their transitions, each start followed by its job's end if the job
+    /// has exited already.
+    pub batch: Vec<(String, Transition)>,
+    /// Their runs, to release from `starting` once committed.
+    pub released: Vec<String>,
+    /// The runs whose jobs have ended (their slots are free).
+    pub ended: HashSet<String>,
+}
+
+/// Runs `f` (a start or a revival, which waits on its cluster) on a blocking
+/// task of its own, so the pass goes on; outside a runtime (a simulation),
+/// at once.
+fn off_the_pass(f: impl FnOnce() + Send + 'static) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(rt) => drop(rt.spawn_blocking(f)),
+        Err(_) => f(),
+    }
+}
+
+impl Controller {
+    /// Carries out `plan`, decided on `observed`; `early` and `rechecked`
+    /// are what the pass found settled before it observed. Returns the
+    /// runs started, for the log.
+    pub(super) fn act(
+        self: &Arc<Self>,
+        observed: &Observed,
+        plan: Plan,
+        early: Settled,
+        rechecked: Vec<(String, Transition)>,
+    ) -> usize {
+        let now = observed.now;
+        let clusters = &observed.clusters;
+        if !plan.aborts_taken.is_empty() {
+            let mut aborts = self.aborts.lock().unwrap_or_else(|e| e.into_inner());
+            for id in &plan.aborts_taken {
+                aborts.remove(id);
+            }
+        }
+        for stop in &plan.stops {
+            let exec = clusters
+                .executors
+                .get(&stop.cluster)
+                .cloned()
+                .or_else(|| self.shared.retired_executor(&stop.cluster));
+            if let Some(exec) = exec {
+                exec.abort(&stop.run, ABORT_GRACE);
+            }
+        }
+        let mut batch = plan.transitions;
+        let namespace = &observed.snapshot.config.pod_namespace;
+        {
+            let mut starting = self.starting.lock().unwrap_or_else(|e| e.into_inner());
+            for r in &plan.revivals {
+                starting.insert(
+                    r.run.id.clone(),
+                    Starting {
+                        job: r.run.job.clone(),
+                        cluster: r.cluster.clone(),
+                        queue: r.queue.clone(),
+                    },
+                );
+            }
+        }
+        for r in plan.revivals {
+            let Some(exec) = clusters.executors.get(&r.cluster).cloned() else {
+                continue;
+            };
+            let c = self.clone();
+            let namespace = namespace.clone();
+            off_the_pass(move || {
+                let at = c.shared.clock.now();
+                let (run, why) = (r.run, r.why);
+                let revived = c
+                    .spec_of(&run)
+                    .ok_or_else(|| "the run's job spec is missing".to_string())
+                    .and_then(|spec| {
+                        bosun_cluster::kube_pod::pod_for_run(&run, &spec, &namespace)
+                            .map_err(|e| e.to_string())
+                    })
+                    .and_then(|pod| exec.revive_pod(&run.id, &pod).map_err(|e| e.to_string()));
+                let t = match revived {
+                    Ok(()) => {
+                        tracing::info!(run = %run.id, "pod revived after {why}");
+                        Transition::to(RunState::Pending, at, format!("Pod revived after {why}."))
+                    }
+                    Err(e) => Transition::to(
+                        RunState::Error,
+                        at,
+                        format!("Pod can not be revived after {why}: {e}"),
+                    ),
+                };
+                c.finish_start(vec![(run.id.clone(), t)]);
+            });
+        }
+        let n_started = plan.starts.len();
+        let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
+        let mut to_start = Vec::with_capacity(plan.starts.len());
+        {
+            let mut in_flight = self.starting.lock().unwrap_or_else(|e| e.into_inner());
+            for a in plan.starts {
+                let (run, spec) = (&a.run, &a.spec);
+                let Some(exec) = clusters.executors.get(&a.cluster).cloned() else {
+                    continue;
+                };
+                // How the run starts, made only for the runs that start now
+                // (as plank makes a pod): a local cluster runs the
+                // container's command, a Kubernetes one the pod. A run that
+                // cannot start so ends here.
+                let pod_spec = spec.pod_spec.as_ref().expect("decide checked the pod spec");
+                let job = if exec.runs_pods() {
+                    bosun_cluster::kube_pod::pod_for_run(run, spec, namespace)
+                        .map(|pod| Start::Pod(Box::new(pod)))
+                        .map_err(|e| e.to_string())
+                } else {
+                    command_of(pod_spec)
+                        .map_err(|e| e.to_string())
+                        .map(|command| {
+                            // The environment includes JOB_SPEC.
+                            let container = &pod_spec.containers[0];
+                            let mut env: Vec<(String, String)> = container
+                                .env
+                                .iter()
+                                .flatten()
+                                .filter_map(|e| e.value.clone().map(|v| (e.name.clone(), v)))
+                                .collect();
+                            env.extend(run.job_env());
+                            env.push(("PATH".into(), path.clone()));
+                            Start::Process(JobProcess {
+                                command,
+                                env,
+                                working_dir: container.working_dir.clone(),
+                            })
+                        })
+                };
+                let job = match job {
+                    Ok(job) => job,
+                    Err(e) => {
+                        batch.push((
+                            run.id.clone(),
+                            Transition::to(
+                                RunState::Error,
+                                now,
+                                format!("Pod can not be created: {e}"),
+                            ),
+                        ));
+                        continue;
+                    }
+                };
+                in_flight.insert(
+                    run.id.clone(),
+                    Starting {
+                        job: run.job.clone(),
+                        cluster: a.cluster.clone(),
+                        queue: job_queue(spec),
+                    },
+                );
+                to_start.push((a.run, job, a.cluster, exec));
+            }
+        }
+        for (run, job, target, exec) in to_start {
+            let c = self.clone();
+            off_the_pass(move || {
+                let at = c.shared.clock.now();
+                let started = match &job {
+                    Start::Process(p) => exec.start(&run.id, p),
+                    Start::Pod(pod) => exec.start_pod(&run.id, pod),
+                };
+                let t = match started {
+                    Ok(()) => {
+                        let mut t = Transition::to(RunState::Pending, at, "Job triggered.");
+                        t.cluster = Some(target.clone());
+                        t
+                    }
+                    Err(ExecError::Transient(e)) => {
+                        // As plank requeues it: the run stays `triggered`
+                        // and keeps its slot for a while, then a pass
+                        // starts it again.
+                        tracing::warn!(run = %run.id, cluster = %target, error = %e, "cannot create the pod yet; trying again");
+                        c.retry_later(run.id.clone());
+                        return;
+                    }
+                    Err(e) => {
+                        Transition::to(RunState::Error, at, format!("Pod can not be created: {e}"))
+                    }
+                };
+                c.finish_start(vec![(run.id.clone(), t)]);
+            });
+        }
+        // Starts that completed since the pass began (its own, when they
+        // ran in it), and the ones it began with: committed with the rest,
+        // then their runs are released.
+        let late = self.settle_starts(clusters, now);
+        let released: Vec<String> = early.released.into_iter().chain(late.released).collect();
+        batch.extend(rechecked);
+        batch.extend(early.batch);
+        batch.extend(late.batch);
+        self.hold_or_commit(batch, plan.notes, released);
+        // Slots freed after this pass admitted runs are filled by the next
+        // one, at once. (A job that ends after it was looked at here wakes
+        // the controller itself, and the next pass finds its run released.)
+        if !late.ended.is_empty() {
+            self.wake.notify_one();
+        }
+        n_started
+    }
+
+    /// A start to try again: after [`START_RETRY`] the run is released, to
+    /// be started again by the next pass. A timer, not a thread, waits
+    /// (outside a runtime, a simulation, the next pass tries again).
+    fn retry_later(self: &Arc<Self>, id: String) {
+        let c = self.clone();
+        let release = move || {
+            c.retry.lock().unwrap_or_else(|e| e.into_inner()).push(id);
+            c.new_runs.notify_one();
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => drop(rt.spawn(async move {
+                tokio::time::sleep(START_RETRY).await;
+                release();
+            })),
+            Err(_) => release(),
+        }
+    }
+
+    /// Hands what a start or revival decided to the controller's next pass,
+    /// which commits it with its own transitions and then releases the run;
+    /// wakes the controller for it, coalesced like new runs. The run stays
+    /// in `starting` until then, so no pass starts it again or counts its
+    /// slot free.
+    fn finish_start(&self, batch: Vec<(String, Transition)>) {
+        self.started
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(batch);
+        self.new_runs.notify_one();
+    }
+
+    /// Takes the completed starts, adding the end of each local job that
+    /// has exited already: a short job has often ended by the time its
+    /// start is committed, and is then committed with it (one commit and
+    /// one pass, not two of each).
+    pub(super) fn settle_starts(&self, clusters: &Clusters, now: Timestamp) -> Settled {
+        let done = std::mem::take(&mut *self.started.lock().unwrap_or_else(|e| e.into_inner()));
+        // Starts to try again: released with nothing to commit.
+        let retry = std::mem::take(&mut *self.retry.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut settled = Settled {
+            batch: Vec::new(),
+            released: done.iter().map(|(id, _)| id.clone()).chain(retry).collect(),
+            ended: HashSet::new(),
+        };
+        for (id, t) in done {
+            let end = match (t.to, &t.cluster) {
+                (RunState::Pending, Some(c)) => local_end(clusters, c, &id, now),
+                (RunState::Pending, None) => None,
+                // A start that failed: its end is in `t`.
+                _ => {
+                    settled.ended.insert(id.clone());
+                    settled.batch.push((id, t));
+                    continue;
+                }
+            };
+            settled.batch.push((id.clone(), t));
+            if let Some(end) = end {
+                settled.ended.insert(id.clone());
+                settled.batch.push((id, end));
+            }
+        }
+        settled
+    }
+
+    /// The ends of held starts whose local jobs have exited since, and
+    /// their runs (their slots are free).
+    pub(super) fn recheck_held_starts(
+        &self,
+        clusters: &Clusters,
+        now: Timestamp,
+    ) -> (Vec<(String, Transition)>, HashSet<String>) {
+        let unended: Vec<(String, String)> = self
+            .held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .unended
+            .iter()
+            .map(|(id, c)| (id.clone(), c.clone()))
+            .collect();
+        let mut batch = Vec::new();
+        let mut ended = HashSet::new();
+        for (id, cluster) in unended {
+            if let Some(end) = local_end(clusters, &cluster, &id, now) {
+                batch.push((id.clone(), end));
+                ended.insert(id);
+            }
+        }
+        (batch, ended)
+    }
+}
+
+/// The end of run `id`, started on `cluster`, if that is a local cluster and
+/// the job has exited. (A local job's state is in memory; a pod's would be a
+/// request to its cluster, and a pod just created has not ended.)
+fn local_end(clusters: &Clusters, cluster: &str, id: &str, now: Timestamp) -> Option<Transition> {
+    let exec = clusters.executors.get(cluster).filter(|e| !e.runs_pods())?;
+    match exec.status(id) {
+        RunStatus::Exited { code } => Some(exited(code, now)),
+        _ => None,
+    }
+}

@@ -1,0 +1,1 @@
+//! Table tests of `decide`: every run state and policy.

@@ -1,0 +1,152 @@
+//! Held commits: what passes decide is held up to [`COMMIT_EVERY`] and
+//! committed together, so a busy cluster's passes share one commit (and its
+//! fsync) instead of each making its own. A held transition loses nothing
+//! in a crash: an ended run is still `pending` in the store and ends again
+//! from its files; a started one is `triggered` and is started again, which
+//! finds it started.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bosun_store::{RunState, Transition};
+
+use super::Controller;
+
+/// How long the controller may hold what its passes decided before it
+/// commits it.
+pub const COMMIT_EVERY: Duration = Duration::from_millis(5);
+
+/// Held transitions are committed at once when there are this many.
+const COMMIT_MAX_HELD: usize = 256;
+
+/// Transitions decided by passes and not committed yet.
+#[derive(Default)]
+pub struct Held {
+    batch: Vec<(String, Transition)>,
+    /// The runs they move: passes leave these alone until the commit.
+    pub(super) runs: HashSet<String>,
+    /// Why waiting runs wait, where that changed: a note moves no run, so
+    /// its run stays in the queue. Were it left alone until the commit like
+    /// the others, a newer run could take the slot it waits for.
+    pub(super) notes: HashMap<String, String>,
+    /// Of those, the runs that end (their slots are free).
+    pub(super) ended: HashSet<String>,
+    /// Runs to release from `starting` once committed.
+    release: Vec<String>,
+    /// Runs whose start on a local cluster is held and whose job had not
+    /// ended then, with their cluster: each pass looks again (they are
+    /// neither `pending` in the store nor released, so nothing else would).
+    pub(super) unended: HashMap<String, String>,
+    /// When the oldest of them was held (on the runtime's clock, which the
+    /// timer sleeps on).
+    since: Option<tokio::time::Instant>,
+    /// A wake-up is on its way for their commit.
+    timer: bool,
+}
+
+impl Controller {
+    /// Holds a pass's transitions and notes (which leave their runs where
+    /// they are), or commits them with those held before once the oldest
+    /// has waited [`COMMIT_EVERY`] (at once outside a runtime: a
+    /// simulation); a wake-up comes for a commit that no pass makes first.
+    /// The commit applies them in the order they were decided.
+    pub(super) fn hold_or_commit(
+        self: &Arc<Self>,
+        batch: Vec<(String, Transition)>,
+        notes: Vec<(String, Transition)>,
+        release: Vec<String>,
+    ) {
+        let mut h = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        for (id, t) in &notes {
+            h.notes.insert(id.clone(), t.description.clone());
+        }
+        for (id, t) in &batch {
+            h.runs.insert(id.clone());
+            if t.to.is_final() {
+                h.ended.insert(id.clone());
+                h.unended.remove(id);
+            } else if let (RunState::Pending, Some(cluster)) = (t.to, &t.cluster) {
+                h.unended.insert(id.clone(), cluster.clone());
+            }
+        }
+        h.batch.extend(batch);
+        h.batch.extend(notes);
+        h.release.extend(release);
+        if h.batch.is_empty() && h.release.is_empty() {
+            return;
+        }
+        let now = tokio::time::Instant::now();
+        let due_at = *h.since.get_or_insert(now) + COMMIT_EVERY;
+        let runtime = tokio::runtime::Handle::try_current().ok();
+        match runtime {
+            Some(rt) if now < due_at && h.batch.len() < COMMIT_MAX_HELD => {
+                if !h.timer {
+                    h.timer = true;
+                    let c = self.clone();
+                    rt.spawn(async move {
+                        tokio::time::sleep_until(due_at).await;
+                        c.held.lock().unwrap_or_else(|e| e.into_inner()).timer = false;
+                        c.wake.notify_one();
+                    });
+                }
+            }
+            _ => {
+                drop(h);
+                self.flush();
+            }
+        }
+    }
+
+    /// Commits the held transitions, then releases their runs.
+    pub fn flush(&self) {
+        let (batch, release, notes) = {
+            let mut h = self.held.lock().unwrap_or_else(|e| e.into_inner());
+            h.since = None;
+            let batch = std::mem::take(&mut h.batch);
+            // The notes this commit makes.
+            let notes: Vec<(String, String)> = batch
+                .iter()
+                .filter(|(id, t)| h.notes.get(id) == Some(&t.description))
+                .map(|(id, t)| (id.clone(), t.description.clone()))
+                .collect();
+            (batch, std::mem::take(&mut h.release), notes)
+        };
+        let ids: Vec<String> = batch.iter().map(|(id, _)| id.clone()).collect();
+        self.commit(batch);
+        if !release.is_empty() {
+            let mut starting = self.starting.lock().unwrap_or_else(|e| e.into_inner());
+            for id in &release {
+                starting.remove(id);
+            }
+        }
+        let mut h = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        for id in &ids {
+            h.runs.remove(id);
+            h.ended.remove(id);
+            h.unended.remove(id);
+        }
+        for (id, description) in &notes {
+            // A note held since, saying something else, stays.
+            if h.notes.get(id) == Some(description) {
+                h.notes.remove(id);
+            }
+        }
+    }
+
+    /// Commits transitions; a periodic's run that ends pokes its periodic.
+    fn commit(&self, batch: Vec<(String, Transition)>) {
+        let ids: Vec<String> = batch.iter().map(|(id, _)| id.clone()).collect();
+        for (id, r) in ids.iter().zip(self.shared.store.transitions(batch)) {
+            match r {
+                Err(e) => tracing::warn!(run = %id, error = %e, "transition failed"),
+                Ok(run) if run.state.is_final() => {
+                    if let Some(p) = &run.periodic {
+                        self.shared.periodic_run_ended(p);
+                    }
+                }
+                Ok(_) => {}
+            }
+        }
+    }
+}

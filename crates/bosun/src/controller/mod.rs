@@ -1,0 +1,190 @@
+//! The controller (plank's job): drives every active run through its states.
+//! Each pass **observes** (one configuration snapshot with its clusters and
+//! their health, the executors' status of pending runs, the oldest waiting
+//! runs of each cluster: `observe`), **decides** as a pure function of that
+//! (`decide`: one function per run state, with table tests), and **acts**
+//! (`act`: stops, starts and revivals off the pass, then the transitions
+//! held for one commit with those of the next few milliseconds: `held`).
+//!
+//! Its working state is its own, behind this handle: starts in flight,
+//! aborts requested, held transitions and parsed specs. Runs come from
+//! the store's committed active runs held in memory (`Shared::active`), so
+//! the controller never acts on a run the store has not made durable, and
+//! a restarted daemon re-attaches to their processes and pods.
+
+mod act;
+pub mod decide;
+mod held;
+pub mod observe;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bosun_store::template::SpecSnapshot;
+use bosun_store::{RunFilter, Transition};
+use tokio::sync::Notify;
+
+pub use held::COMMIT_EVERY;
+
+use crate::state::Shared;
+
+/// A run whose start (or revival) is in flight: it holds its slot.
+#[derive(Debug, Clone)]
+pub struct Starting {
+    /// Its job.
+    pub job: String,
+    /// Its cluster.
+    pub cluster: String,
+    /// Its job queue.
+    pub queue: Option<String>,
+}
+
+/// The controller: its handle and its working state.
+pub struct Controller {
+    shared: Arc<Shared>,
+    /// Wakes a pass at once (a job ended, an abort, a held commit is due).
+    pub(crate) wake: Arc<Notify>,
+    /// Wakes a pass for new runs (a burst of them shares one pass).
+    new_runs: Notify,
+    /// Runs whose abort was requested.
+    aborts: Mutex<HashSet<String>>,
+    /// Runs whose start is in flight (they count as running).
+    pub(crate) starting: Mutex<HashMap<String, Starting>>,
+    /// What completed starts and revivals decided, for the next pass to
+    /// commit (their runs stay in `starting` until then).
+    pub(crate) started: Mutex<Vec<(String, Transition)>>,
+    /// Starts that failed for a reason that may pass: the next pass
+    /// releases their runs, which stay `triggered`, to be started again.
+    retry: Mutex<Vec<String>>,
+    /// Transitions held for the next commit.
+    held: Mutex<held::Held>,
+    /// Parsed spec snapshots by content hash (immutable, so never stale).
+    specs: Mutex<HashMap<String, Arc<SpecSnapshot>>>,
+}
+
+/// How long a new run may wait for the controller's next pass.
+const NEW_RUN_DELAY: Duration = Duration::from_millis(5);
+
+impl Controller {
+    /// The controller of `shared`'s runs; `wake` is what executors notify
+    /// when a job ends.
+    pub fn new(shared: Arc<Shared>, wake: Arc<Notify>) -> Controller {
+        Controller {
+            shared,
+            wake,
+            new_runs: Notify::new(),
+            aborts: Mutex::default(),
+            starting: Mutex::default(),
+            started: Mutex::default(),
+            retry: Mutex::default(),
+            held: Mutex::default(),
+            specs: Mutex::default(),
+        }
+    }
+
+    /// Requests the abort of runs; a pass carries it out.
+    pub fn request_abort(&self, ids: impl IntoIterator<Item = String>) {
+        self.aborts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(ids);
+        self.wake.notify_one();
+    }
+
+    /// Requests the abort of every active run of a periodic but `keep` (the
+    /// runs that replace them: `concurrency_policy: replace`). Blocking.
+    pub fn abort_active_of(&self, periodic: &str, keep: &[String]) {
+        let filter = RunFilter {
+            periodic: Some(periodic.to_string()),
+            active: true,
+            limit: 1000,
+            ..RunFilter::default()
+        };
+        let runs = self.shared.store.list(&filter).unwrap_or_default();
+        self.request_abort(
+            runs.into_iter()
+                .map(|r| r.id)
+                .filter(|id| !keep.contains(id)),
+        );
+    }
+
+    /// New runs were created: a pass comes within a few milliseconds.
+    pub fn runs_added(&self) {
+        self.new_runs.notify_one();
+    }
+
+    /// A pass now.
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    /// One pass over the active runs: observe, decide, act. Blocking (the
+    /// store and executors are synchronous).
+    pub fn pass(self: &Arc<Self>) {
+        let t0 = std::time::Instant::now();
+        // Runs being started right now (still `triggered` in the store, or
+        // just committed `pending`): read before the store, so none is missed.
+        let starting = self
+            .starting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let in_force = self.shared.in_force();
+        let now = self.shared.clock.now();
+        // Starts completed since the last pass (committed at the end of this
+        // one), and held starts whose jobs have ended since.
+        let early = self.settle_starts(&in_force.clusters, now);
+        let (rechecked, ended_since) = self.recheck_held_starts(&in_force.clusters, now);
+        let mut ended = self
+            .held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .ended
+            .clone();
+        ended.extend(early.ended.iter().cloned());
+        ended.extend(ended_since);
+        let observed = self.observe(&in_force, now, &starting, &ended);
+        let limits = decide::limits(&observed);
+        let t1 = t0.elapsed();
+        let plan = decide::decide(&observed, &limits, now);
+        let (running, waiting) = (plan.running.total, plan.waiting);
+        let started = self.act(&observed, plan, early, rechecked);
+        tracing::debug!(
+            running,
+            waiting,
+            started,
+            observe_us = t1.as_micros() as u64,
+            total_us = t0.elapsed().as_micros() as u64,
+            "controller pass"
+        );
+    }
+
+    /// Runs passes when woken (a job ended, an abort, new runs) and at
+    /// least every second (runs started by an earlier daemon have no process
+    /// this one can wait on, so their state is read from their files), until
+    /// `stop`. New runs wait for a pass up to [`NEW_RUN_DELAY`]: a burst of
+    /// them shares one pass. What the passes hold is committed before it
+    /// returns.
+    pub async fn run(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
+        loop {
+            let c = self.clone();
+            let _ = tokio::task::spawn_blocking(move || c.pass()).await;
+            tokio::select! {
+                _ = self.wake.notified() => {}
+                _ = self.new_runs.notified() => {
+                    tokio::select! {
+                        _ = self.wake.notified() => {}
+                        _ = tokio::time::sleep(NEW_RUN_DELAY) => {}
+                    }
+                }
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                _ = stop.changed() => {
+                    let c = self.clone();
+                    let _ = tokio::task::spawn_blocking(move || c.flush()).await;
+                    return;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,56 @@
+//! The daemon as its HTTP API sees it: the shared state, the controller's
+//! handle, run creation and the API token. `serve` builds it; `api` and
+//! `reload` work on it.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::sync::Notify;
+
+use crate::controller::Controller;
+use crate::runs::RunFactory;
+use crate::state::Shared;
+
+/// The daemon.
+pub struct Daemon {
+    /// What every task shares.
+    pub shared: Arc<Shared>,
+    /// The controller's handle (wake it, request aborts).
+    pub controller: Arc<Controller>,
+    /// Creates runs on request.
+    pub runs: RunFactory,
+    /// The bearer token mutating requests must present (none: no check).
+    pub token: Option<String>,
+    /// Where local clusters keep their runs (`DATA_DIR/runs`).
+    pub runs_dir: PathBuf,
+}
+
+impl Daemon {
+    /// A daemon over `shared`, with a controller of its own, which `wake`
+    /// (given to the executors) wakes.
+    pub fn new(
+        shared: Arc<Shared>,
+        wake: Arc<Notify>,
+        token: Option<String>,
+        runs_dir: PathBuf,
+    ) -> Arc<Daemon> {
+        Arc::new(Daemon {
+            controller: Arc::new(Controller::new(shared.clone(), wake)),
+            shared,
+            runs: RunFactory::default(),
+            token,
+            runs_dir,
+        })
+    }
+
+    /// Ready to serve: the store is open and a configuration is in force
+    /// (the daemon does not start without them), and the scheduler has
+    /// evaluated every periodic once.
+    pub fn ready(&self) -> Result<(), &'static str> {
+        if self.shared.periodics_evaluated() {
+            Ok(())
+        } else {
+            Err("the scheduler has not evaluated every periodic yet")
+        }
+    }
+}

@@ -1,0 +1,306 @@
+//! The daemon's shared state: what its tasks all read (the store and its
+//! active runs, the clock, metrics, the periodic scheduler) and the
+//! configuration in force. The snapshot and the build clusters it defines are
+//! one value, [`InForce`], swapped whole under one lock: no reader ever sees
+//! one configuration's jobs with another's clusters.
+//!
+//! This module knows nothing of HTTP, of the controller's working state or of
+//! how runs are created; those build on it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use bosun_cluster::executor::Executor;
+use bosun_cluster::kube::{Health, PodSettings};
+use bosun_cluster::registry::{clusters, ClusterDef};
+use bosun_cluster::shim::RunAs;
+use bosun_config::Snapshot;
+use bosun_store::active::ActiveRuns;
+use bosun_store::clock::Clock;
+use bosun_store::Store;
+use jiff::Timestamp;
+use serde::Serialize;
+
+use crate::check::ConfigArgs;
+use crate::clusters::{Clusters, ExecutorFactory, HealthBook};
+use crate::metrics::Metrics;
+
+/// The configuration in force: a snapshot and its build clusters.
+pub struct InForce {
+    /// The configuration.
+    pub snapshot: Arc<Snapshot>,
+    /// Its build clusters and their executors.
+    pub clusters: Arc<Clusters>,
+}
+
+/// The state of the configuration, as `GET /api/v1/config/status` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConfigStatus {
+    /// The last load succeeded (the configuration in force is the newest).
+    pub ok: bool,
+    /// Version of the snapshot in force.
+    pub version: u64,
+    /// When the snapshot in force was loaded.
+    pub loaded_at: Timestamp,
+    /// When the last load was attempted, and why.
+    pub last_attempt_at: Timestamp,
+    /// What started the last load (`start-up`, `file change`, `SIGHUP`, ...).
+    pub last_attempt_reason: String,
+    /// The last load's errors (empty when it succeeded).
+    pub errors: Vec<String>,
+    /// The last load's warnings.
+    pub warnings: usize,
+    /// Jobs in force.
+    pub periodics: usize,
+    /// Presubmits in force.
+    pub presubmits: usize,
+    /// Postsubmits in force.
+    pub postsubmits: usize,
+    /// Things a reload could not apply.
+    pub notes: Vec<String>,
+}
+
+impl ConfigStatus {
+    /// The status of a configuration loaded at `now` for `reason`.
+    pub fn loaded(snapshot: &Snapshot, warnings: usize, now: Timestamp, reason: &str) -> Self {
+        let counts = snapshot.counts();
+        ConfigStatus {
+            ok: true,
+            version: snapshot.version,
+            loaded_at: now,
+            last_attempt_at: now,
+            last_attempt_reason: reason.into(),
+            errors: Vec::new(),
+            warnings,
+            periodics: counts.periodics,
+            presubmits: counts.presubmits,
+            postsubmits: counts.postsubmits,
+            notes: Vec::new(),
+        }
+    }
+}
+
+/// What every task of the daemon shares.
+pub struct Shared {
+    /// The run store.
+    pub store: Arc<dyn Store>,
+    /// The store's active runs, in memory (kept by its commits).
+    pub active: Arc<ActiveRuns>,
+    /// Where the time comes from (a manual clock in simulations).
+    pub clock: Arc<dyn Clock>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// The periodic scheduler's entries.
+    pub scheduler: Mutex<bosun_scheduler::Scheduler>,
+    /// Wakes the scheduler task.
+    pub scheduler_wake: tokio::sync::Notify,
+    /// The build clusters' health (probe results of Kubernetes clusters).
+    pub health: Mutex<HealthBook>,
+    /// Told when the build clusters change (the health task probes at once).
+    pub clusters_changed: tokio::sync::Notify,
+    /// Where the configuration comes from (reloads read it again).
+    pub config_args: ConfigArgs,
+    in_force: RwLock<Arc<InForce>>,
+    make_executor: ExecutorFactory,
+    /// The executors of removed clusters, kept until the controller has
+    /// stopped their runs' processes or pods.
+    retired: Mutex<HashMap<String, Arc<dyn Executor>>>,
+    config_status: Mutex<ConfigStatus>,
+    /// The scheduler has evaluated every periodic of the configuration once.
+    periodics_evaluated: AtomicBool,
+    cpus: usize,
+}
+
+/// What [`Shared`] is made of.
+pub struct SharedParts {
+    /// The run store.
+    pub store: Arc<dyn Store>,
+    /// Its active runs, loaded, and told of the store's commits.
+    pub active: Arc<ActiveRuns>,
+    /// The configuration in force.
+    pub snapshot: Snapshot,
+    /// Its load's warnings.
+    pub warnings: usize,
+    /// Its build clusters by alias.
+    pub clusters: BTreeMap<String, ClusterDef>,
+    /// The users its local clusters run jobs as.
+    pub users: HashMap<String, RunAs>,
+    /// Makes a cluster's executor.
+    pub make_executor: ExecutorFactory,
+    /// The clock.
+    pub clock: Arc<dyn Clock>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Where the configuration comes from.
+    pub config_args: ConfigArgs,
+    /// CPUs (the default slots of a local cluster).
+    pub cpus: usize,
+}
+
+impl Shared {
+    /// The shared state, its scheduler loaded from the snapshot.
+    pub fn new(p: SharedParts) -> Shared {
+        let now = p.clock.now();
+        let status = ConfigStatus::loaded(&p.snapshot, p.warnings, now, "start-up");
+        p.metrics.reload_ok.set(1);
+        p.metrics
+            .reload_success_time
+            .set(crate::metrics::seconds(now));
+        let mut scheduler = bosun_scheduler::Scheduler::new();
+        scheduler.set_jobs(bosun_scheduler::config::jobs(&p.snapshot), now);
+        let pods = PodSettings::of(&p.snapshot.config);
+        let clusters = Clusters::build(p.clusters, p.users, pods, &p.make_executor, None);
+        Shared {
+            store: p.store,
+            active: p.active,
+            clock: p.clock,
+            metrics: p.metrics,
+            scheduler: Mutex::new(scheduler),
+            scheduler_wake: tokio::sync::Notify::new(),
+            health: Mutex::default(),
+            clusters_changed: tokio::sync::Notify::new(),
+            config_args: p.config_args,
+            in_force: RwLock::new(Arc::new(InForce {
+                snapshot: Arc::new(p.snapshot),
+                clusters: Arc::new(clusters),
+            })),
+            make_executor: p.make_executor,
+            retired: Mutex::default(),
+            config_status: Mutex::new(status),
+            periodics_evaluated: AtomicBool::new(false),
+            cpus: p.cpus,
+        }
+    }
+
+    /// The configuration in force.
+    pub fn in_force(&self) -> Arc<InForce> {
+        self.in_force
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The snapshot in force.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.in_force().snapshot.clone()
+    }
+
+    /// The build clusters in force.
+    pub fn clusters(&self) -> Arc<Clusters> {
+        self.in_force().clusters.clone()
+    }
+
+    /// The build clusters a configuration defines (with the kubeconfig
+    /// contexts of the daemon's arguments).
+    pub fn clusters_of(&self, snapshot: &Snapshot) -> BTreeMap<String, ClusterDef> {
+        clusters(
+            &snapshot.config,
+            &self.config_args.kube_contexts(),
+            self.cpus,
+        )
+    }
+
+    /// Puts a configuration and its clusters in force, together (executors
+    /// of unchanged clusters are kept; a removed cluster's is kept aside
+    /// for the controller). Returns the aliases added and removed.
+    pub fn set_in_force(
+        &self,
+        snapshot: Snapshot,
+        defs: BTreeMap<String, ClusterDef>,
+        users: HashMap<String, RunAs>,
+    ) -> (Vec<String>, Vec<String>) {
+        let pods = PodSettings::of(&snapshot.config);
+        let mut slot = self.in_force.write().unwrap_or_else(|e| e.into_inner());
+        let old = &slot.clusters;
+        let added = defs
+            .keys()
+            .filter(|a| !old.defs.contains_key(*a))
+            .cloned()
+            .collect();
+        let removed: Vec<String> = old
+            .defs
+            .keys()
+            .filter(|a| !defs.contains_key(*a))
+            .cloned()
+            .collect();
+        let changed = old.defs != defs;
+        {
+            let mut retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
+            for alias in &removed {
+                if let Some(exec) = old.executors.get(alias) {
+                    retired.insert(alias.clone(), exec.clone());
+                }
+            }
+            retired.retain(|alias, _| !defs.contains_key(alias));
+        }
+        let clusters = Clusters::build(defs, users, pods, &self.make_executor, Some(old));
+        *slot = Arc::new(InForce {
+            snapshot: Arc::new(snapshot),
+            clusters: Arc::new(clusters),
+        });
+        drop(slot);
+        if changed {
+            self.clusters_changed.notify_one();
+        }
+        (added, removed)
+    }
+
+    /// The executor of the removed cluster `alias`, if it is still kept.
+    pub fn retired_executor(&self, alias: &str) -> Option<Arc<dyn Executor>> {
+        self.retired
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(alias)
+            .cloned()
+    }
+
+    /// Drops the executors of removed clusters that no run is pending on.
+    pub fn prune_retired(&self, in_use: impl Fn(&str) -> bool) {
+        self.retired
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|alias, _| in_use(alias));
+    }
+
+    /// A cluster's health now, in the configuration `snapshot`.
+    pub fn health_of(&self, snapshot: &Snapshot, alias: &str, def: &ClusterDef) -> Health {
+        let book = self.health.lock().unwrap_or_else(|e| e.into_inner());
+        crate::clusters::health_of(&book, snapshot, alias, def)
+    }
+
+    /// The configuration's status.
+    pub fn config_status(&self) -> ConfigStatus {
+        self.config_status
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Records the configuration's status.
+    pub fn set_config_status(&self, status: ConfigStatus) {
+        *self.config_status.lock().unwrap_or_else(|e| e.into_inner()) = status;
+    }
+
+    /// A run of `periodic` ended: its scheduler entry looks again.
+    pub fn periodic_run_ended(&self, periodic: &str) {
+        let evaluate = self
+            .scheduler
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .run_ended(periodic, self.clock.now());
+        if evaluate {
+            self.scheduler_wake.notify_one();
+        }
+    }
+
+    /// The scheduler has evaluated every periodic once (readiness).
+    pub fn set_periodics_evaluated(&self) {
+        self.periodics_evaluated.store(true, Ordering::Release);
+    }
+
+    /// Whether the scheduler has evaluated every periodic once.
+    pub fn periodics_evaluated(&self) -> bool {
+        self.periodics_evaluated.load(Ordering::Acquire)
+    }
+}
