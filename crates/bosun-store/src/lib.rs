@@ -4,8 +4,8 @@
 //!   through [`run::apply`], which refuses illegal moves (nothing moves a completed
 //!   run), and every store reports it to its [`TransitionObserver`] (metrics).
 //! - [`Store`]: what the scheduler, controller and API need; [`memory::MemoryStore`]
-//!   and [`sqlite::SqliteStore`] implement it and pass the same conformance suite
-//!   (`tests/conformance.rs`).
+//!   and the SQLite store (module [`sqlite`]) implement it and pass the same
+//!   conformance suite (`tests/conformance.rs`).
 //! - Scheduled periodic runs are unique by (periodic, scheduled_at, attempt): a
 //!   second create of the same tick returns the existing run.
 //! - Schedule state and tick outcomes live in their own tables, which retention
@@ -18,6 +18,7 @@
 pub mod active;
 pub mod clock;
 pub mod memory;
+mod prepared;
 pub mod run;
 pub mod sqlite;
 pub mod template;
@@ -28,6 +29,7 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+pub use prepared::PreparedFires;
 pub use run::{Labels, NewRun, Run, RunState, Spec, Transition};
 
 /// Store failures.
@@ -165,64 +167,6 @@ pub struct Fire {
     pub outcomes: Vec<TickOutcome>,
     /// The periodic's schedule state after this evaluation.
     pub state: PeriodicState,
-}
-
-/// Fires decided ahead of their instant, made ready by [`Store::prepare_fires`]
-/// and committed by [`Store::commit_prepared`].
-pub struct PreparedFires {
-    pub(crate) fires: Vec<PreparedFire>,
-    /// SQLite: the fire log record of them all, a line per fire.
-    pub(crate) log_body: String,
-}
-
-/// One prepared fire.
-pub(crate) struct PreparedFire {
-    /// Its periodic.
-    pub(crate) periodic: String,
-    /// The periodic's version the fire was decided on.
-    pub(crate) version: u64,
-    /// A run of one of its ticks exists already: never committed.
-    pub(crate) conflict: bool,
-    /// What to commit, in the store's own form.
-    pub(crate) payload: Payload,
-}
-
-/// A prepared fire's content.
-pub(crate) enum Payload {
-    /// As decided.
-    Fire(Fire),
-    /// Encoded for SQLite's fire log.
-    Log(Box<sqlite::LogEntry>),
-}
-
-impl PreparedFires {
-    /// How many fires.
-    pub fn len(&self) -> usize {
-        self.fires.len()
-    }
-
-    /// None.
-    pub fn is_empty(&self) -> bool {
-        self.fires.is_empty()
-    }
-
-    /// Keeps the fires for which `keep(index, periodic)` holds (indexes are
-    /// the positions before the call).
-    pub fn retain(&mut self, mut keep: impl FnMut(usize, &str) -> bool) {
-        let mut i = 0;
-        self.fires.retain(|f| {
-            i += 1;
-            keep(i - 1, &f.periodic)
-        });
-    }
-}
-
-impl std::fmt::Debug for PreparedFires {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PreparedFires")
-            .field("fires", &self.fires.len())
-            .finish()
-    }
 }
 
 /// Retained runs counted by the labels of Prow's `prowjobs` gauge.

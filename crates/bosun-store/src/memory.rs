@@ -6,10 +6,11 @@ use std::sync::{Arc, Mutex};
 
 use jiff::Timestamp;
 
+use crate::prepared::{Payload, PreparedFire, PreparedFires};
 use crate::run::{apply, Run};
 use crate::{
-    new_run_id, Created, Fire, NewRun, Payload, PeriodicState, PreparedFire, PreparedFires,
-    RunFilter, Store, StoreError, TickOutcome, Transition, TransitionObserver,
+    new_run_id, Created, Fire, NewRun, PeriodicState, RunFilter, Store, StoreError, TickOutcome,
+    Transition, TransitionObserver,
 };
 
 #[derive(Default)]

@@ -53,7 +53,6 @@ use jiff::Timestamp;
 use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
 
 mod fire_log;
-pub(crate) use fire_log::LogEntry;
 
 use crate::run::{apply, job_type_from_str, Run, RunState};
 use crate::{
@@ -1207,7 +1206,7 @@ fn commit_prepared(
         fires
             .iter()
             .map(|f| {
-                let crate::Payload::Log(entry) = &f.payload else {
+                let crate::prepared::Payload::Log(entry) = &f.payload else {
                     return false;
                 };
                 !f.conflict
@@ -1222,7 +1221,7 @@ fn commit_prepared(
     let mut lines = Vec::new();
     let mut runs = 0;
     for (f, _) in fires.iter().zip(&valid).filter(|(_, v)| **v) {
-        if let crate::Payload::Log(entry) = &f.payload {
+        if let crate::prepared::Payload::Log(entry) = &f.payload {
             lines.push(entry.line.clone());
             runs += entry.runs.len();
         }
@@ -1245,8 +1244,8 @@ fn commit_prepared(
     let mut out = Vec::with_capacity(fires.len());
     for (f, valid) in fires.into_iter().zip(valid) {
         match (valid, f.payload) {
-            (true, crate::Payload::Log(entry)) => {
-                let fire_log::LogEntry { runs, stripe, .. } = *entry;
+            (true, crate::prepared::Payload::Log(entry)) => {
+                let crate::prepared::LogEntry { runs, stripe, .. } = *entry;
                 cache.touched.add(stripe);
                 out.push(Ok(runs
                     .into_iter()
@@ -1931,7 +1930,7 @@ impl Store for SqliteStore {
                 // Only what the commit needs is kept (the rest is freed here,
                 // not in the writer), and the runs are made now: the commit
                 // gives them their build ids and creation time.
-                let entry = fire_log::LogEntry {
+                let entry = crate::prepared::LogEntry {
                     runs: runs
                         .into_iter()
                         .map(|p| p.new.into_run(p.id, 0, p.spec_hash, Timestamp::UNIX_EPOCH))
@@ -1940,11 +1939,11 @@ impl Store for SqliteStore {
                     stripe: fire_log::Versions::stripe(&state.periodic),
                     templates_epoch,
                 };
-                crate::PreparedFire {
+                crate::prepared::PreparedFire {
                     periodic: state.periodic.clone(),
                     version,
                     conflict,
-                    payload: crate::Payload::Log(Box::new(entry)),
+                    payload: crate::prepared::Payload::Log(Box::new(entry)),
                 }
             })
             .collect();

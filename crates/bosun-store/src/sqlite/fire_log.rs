@@ -104,20 +104,6 @@ impl From<Prepared> for LoggedRun {
     }
 }
 
-/// A prepared fire ready to be appended: its new runs (made already; the
-/// commit gives them their build ids and creation time) and where its line is
-/// in the prepared record (its templates are stored already), with what the
-/// writer checks.
-pub(crate) struct LogEntry {
-    pub(super) runs: Vec<Run>,
-    pub(super) line: std::ops::Range<usize>,
-    /// The periodic's version stripe.
-    pub(super) stripe: usize,
-    /// The writer's cache epoch when the templates were stored: a cache lost
-    /// since (a failed batch) may not know them, and the fire is stale.
-    pub(super) templates_epoch: u64,
-}
-
 /// Encodes a fire whose new runs are `runs` (ids assigned) and whose
 /// outcomes name their runs.
 pub(super) fn encode(runs: &[Prepared], outcomes: &[TickOutcome], state: &PeriodicState) -> String {
