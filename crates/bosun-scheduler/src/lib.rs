@@ -1,7 +1,7 @@
-//! The periodic scheduler's core (issue 5, first part; not wired into the daemon
-//! yet): one timer entry per periodic in a queue ordered by the next due instant,
-//! and the schedule engine's decisions applied to the store. Time is an argument,
-//! so tests run simulated time.
+//! The periodic scheduler's core: one timer entry per periodic in a queue
+//! ordered by the next due instant, and the schedule engine's decisions applied
+//! to the store. The daemon runs it (`bosun/src/periodics.rs`: the scheduler
+//! task); time is an argument, so tests run simulated time.
 //!
 //! Every fire inserts its run under the store's unique key (periodic,
 //! scheduled_at, attempt): a retry, a restart or a duplicate fire finds the
