@@ -1,5 +1,5 @@
-//! The fire log's records and the periodics' versions (see the store's
-//! documentation).
+//! The fire log's records (see the store's documentation), and fires
+//! prepared ahead encoded as one.
 //!
 //! A fire is logged as one line of JSON: the periodic, each new run's id,
 //! template and tick, the tick outcomes and the schedule state. A row of
@@ -13,66 +13,19 @@
 //! pages and index entries, and the fold writes those rows later.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 use jiff::Timestamp;
 use rusqlite::{params, OptionalExtension};
 use serde::{Deserialize, Serialize};
 
-use super::{exec, put_state, row, unavailable, Prepared, RUN_COLUMNS};
+use super::cache::{counters, LogKey, WriterCache};
+use super::codec::{Prepared, Template, TemplateCols};
+use super::error::unavailable;
+use super::sql::{exec, put_state, row, RUN_COLUMNS};
+use super::versions::Versions;
+use crate::prepared::{LogEntry, Payload, PreparedFire};
 use crate::run::{job_type_from_str, Run};
-use crate::{PeriodicState, StoreError, TickOutcome};
-
-/// A run template: the columns of `runs` that every run made from it shares,
-/// as they are stored (JSON columns as their text).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(super) struct TemplateCols(
-    String,         // job
-    String,         // job_type
-    Option<String>, // periodic
-    String,         // configured_cluster
-    Option<String>, // refs
-    String,         // extra_refs
-    String,         // labels
-    String,         // annotations
-    String,         // spec_hash
-    String,         // state
-    String,         // description
-);
-
-/// A template as stored: its content hash and body, and the spec it needs.
-pub(crate) struct Template {
-    pub(super) hash: String,
-    pub(super) body: String,
-    pub(super) spec_hash: String,
-    pub(super) spec_json: Arc<str>,
-}
-
-/// The template of a prepared run (the caller's thread does this work).
-pub(super) fn template_of(p: &Prepared) -> Template {
-    let n = &p.new;
-    let cols = TemplateCols(
-        n.job.clone(),
-        n.job_type.as_str().to_string(),
-        n.periodic.clone(),
-        n.configured_cluster.clone(),
-        p.refs_json.clone(),
-        p.extra_refs_json.clone(),
-        p.labels_json.clone(),
-        p.annotations_json.clone(),
-        p.spec_hash.clone(),
-        n.state.as_str().to_string(),
-        n.description.clone(),
-    );
-    let body = serde_json::to_string(&cols).expect("serializable");
-    Template {
-        hash: crate::hash_hex(body.as_bytes()),
-        body,
-        spec_hash: p.spec_hash.clone(),
-        spec_json: p.spec_json.clone(),
-    }
-}
+use crate::{PeriodicState, PreparedFires, StoreError, TickOutcome};
 
 /// One logged fire.
 #[derive(Serialize, Deserialize)]
@@ -149,6 +102,81 @@ pub(super) fn encode(runs: &[Prepared], outcomes: &[TickOutcome], state: &Period
     serde_json::to_string(&fire).expect("serializable")
 }
 
+/// A `run` outcome without its run gets the id of its tick's run (attempt 0)
+/// among prepared runs.
+pub(super) fn fill_from_prepared(o: &mut TickOutcome, runs: &[Prepared]) {
+    if o.outcome == "run" && o.run_id.is_none() {
+        let tick = crate::run::micros(o.first_tick);
+        o.run_id = runs
+            .iter()
+            .find(|p| p.new.scheduled_at == Some(tick) && p.new.attempt == 0)
+            .map(|p| p.id.clone());
+    }
+}
+
+/// A fire to prepare: the version it was decided on, its runs (prepared),
+/// outcomes and schedule state.
+pub(super) type FireEntry = (u64, Vec<Prepared>, Vec<TickOutcome>, PeriodicState);
+
+/// The templates of `entries`' runs, each once.
+pub(super) fn distinct_templates(entries: &[FireEntry]) -> Vec<Template> {
+    let mut seen = std::collections::HashSet::new();
+    entries
+        .iter()
+        .flat_map(|(_, runs, ..)| runs.iter())
+        .filter_map(|p| p.template.as_ref())
+        .filter(|t| seen.insert(t.hash.clone()))
+        .map(|t| Template {
+            hash: t.hash.clone(),
+            body: t.body.clone(),
+            spec_hash: t.spec_hash.clone(),
+            spec_json: t.spec_json.clone(),
+        })
+        .collect()
+}
+
+/// Prepared fires of `entries` (`conflicts`: whether each has a run of one
+/// of its ticks already), encoded as one record, their templates stored in
+/// the writer's cache epoch `templates_epoch`.
+pub(super) fn prepared_fires(
+    mut entries: Vec<FireEntry>,
+    conflicts: Vec<bool>,
+    templates_epoch: u64,
+) -> PreparedFires {
+    let mut log_body = String::new();
+    let fires = entries
+        .drain(..)
+        .zip(conflicts)
+        .map(|((version, runs, mut outcomes, state), conflict)| {
+            for o in &mut outcomes {
+                fill_from_prepared(o, &runs);
+            }
+            let start = log_body.len();
+            log_body.push_str(&encode(&runs, &outcomes, &state));
+            log_body.push('\n');
+            // Only what the commit needs is kept (the rest is freed here,
+            // not in the writer), and the runs are made now: the commit
+            // gives them their build ids and creation time.
+            let entry = LogEntry {
+                runs: runs
+                    .into_iter()
+                    .map(|p| p.new.into_run(p.id, 0, p.spec_hash, Timestamp::UNIX_EPOCH))
+                    .collect(),
+                line: start..log_body.len(),
+                stripe: Versions::stripe(&state.periodic),
+                templates_epoch,
+            };
+            PreparedFire {
+                periodic: state.periodic.clone(),
+                version,
+                conflict,
+                payload: Payload::Log(Box::new(entry)),
+            }
+        })
+        .collect();
+    PreparedFires { fires, log_body }
+}
+
 fn decode(body: &str) -> Result<LoggedFire, StoreError> {
     serde_json::from_str(body).map_err(|e| StoreError::Invalid(format!("fire log record: {e}")))
 }
@@ -161,7 +189,7 @@ fn ts(us: i64) -> Result<Timestamp, StoreError> {
 pub(super) fn store_template(
     tx: &rusqlite::Transaction<'_>,
     t: &Template,
-    cache: &mut super::WriterCache,
+    cache: &mut WriterCache,
 ) -> Result<(), StoreError> {
     if cache.templates.contains(&t.hash) {
         return Ok(());
@@ -192,9 +220,9 @@ pub(super) fn insert_record(
     body: &str,
     n: usize,
     at: Timestamp,
-    cache: &mut super::WriterCache,
+    cache: &mut WriterCache,
 ) -> Result<(i64, i64), StoreError> {
-    let (last_build, last_seq) = super::counters(tx, cache)?;
+    let (last_build, last_seq) = counters(tx, cache)?;
     let first_build = (last_build + 1).max(at.as_microsecond());
     let first_seq = last_seq + 1;
     let n = n as i64;
@@ -220,7 +248,7 @@ pub(super) fn append(
     runs: Vec<LoggedRun>,
     body: &str,
     at: Timestamp,
-    cache: &mut super::WriterCache,
+    cache: &mut WriterCache,
 ) -> Result<Vec<Run>, StoreError> {
     let (record, first_build) = insert_record(tx, body, runs.len(), at, cache)?;
     // The tick keys of a big fire are indexed only if a later fire needs
@@ -252,22 +280,13 @@ pub(super) fn append(
         .collect())
 }
 
-/// Where a run of the unfolded log is.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct LogKey {
-    record: i64,
-    line: usize,
-    in_line: usize,
-    in_record: usize,
-}
-
 /// A record with more runs than this leaves its tick keys to `index_log_keys`.
 const INDEX_KEYS_MAX: usize = 16;
 
 /// Indexes the tick keys of every record of the unfolded log.
 pub(super) fn index_log_keys(
     tx: &rusqlite::Transaction<'_>,
-    cache: &mut super::WriterCache,
+    cache: &mut WriterCache,
 ) -> Result<(), StoreError> {
     let mut stmt = tx
         .prepare_cached("SELECT id, body FROM fire_log")
@@ -465,89 +484,4 @@ pub(super) fn fold(tx: &rusqlite::Transaction<'_>) -> Result<(), StoreError> {
     }
     exec(tx, "DELETE FROM fire_log", []).map_err(unavailable)?;
     Ok(())
-}
-
-/// How many version stripes: a periodic's version is its stripe's, so a
-/// change to another periodic of the stripe makes a prepared fire stale too
-/// (it is decided again: slower, never wrong). 256 KiB.
-const STRIPES: usize = 1 << 15;
-
-/// The periodics' versions, striped by a hash of the identity. The writer
-/// bumps a stripe after every commit that touched one of its periodics (so a
-/// version read before a snapshot is never newer than the snapshot).
-pub(crate) struct Versions(Box<[AtomicU64]>);
-
-impl Default for Versions {
-    fn default() -> Self {
-        Versions((0..STRIPES).map(|_| AtomicU64::new(0)).collect())
-    }
-}
-
-impl Versions {
-    /// The stripe of `periodic`.
-    pub(super) fn stripe(periodic: &str) -> usize {
-        use std::hash::{Hash, Hasher};
-        // A fixed-key SipHash: the same stripe in every thread and run.
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        periodic.hash(&mut h);
-        (h.finish() as usize) % STRIPES
-    }
-
-    /// The version of `periodic`.
-    pub(super) fn get(&self, periodic: &str) -> u64 {
-        self.at(Self::stripe(periodic))
-    }
-
-    /// The version of a stripe.
-    pub(super) fn at(&self, stripe: usize) -> u64 {
-        self.0[stripe].load(Ordering::Acquire)
-    }
-
-    /// Bumps every stripe.
-    pub(super) fn bump_all(&self) {
-        for v in self.0.iter() {
-            v.fetch_add(1, Ordering::AcqRel);
-        }
-    }
-}
-
-/// The version stripes a writer batch touched.
-#[derive(Default)]
-pub(crate) struct Touched {
-    bits: Vec<u64>,
-    list: Vec<usize>,
-    /// Every stripe.
-    pub(super) all: bool,
-}
-
-impl Touched {
-    pub(super) fn add(&mut self, stripe: usize) {
-        if self.bits.is_empty() {
-            self.bits = vec![0; STRIPES / 64];
-        }
-        let (w, b) = (stripe / 64, 1u64 << (stripe % 64));
-        if self.bits[w] & b == 0 {
-            self.bits[w] |= b;
-            self.list.push(stripe);
-        }
-    }
-
-    pub(super) fn has(&self, stripe: usize) -> bool {
-        self.all
-            || self
-                .bits
-                .get(stripe / 64)
-                .is_some_and(|w| w & (1 << (stripe % 64)) != 0)
-    }
-
-    /// Bumps the touched stripes' versions, and forgets them.
-    pub(super) fn bump(&mut self, versions: &Versions) {
-        if std::mem::take(&mut self.all) {
-            versions.bump_all();
-        }
-        for s in self.list.drain(..) {
-            self.bits[s / 64] = 0;
-            versions.0[s].fetch_add(1, Ordering::AcqRel);
-        }
-    }
 }

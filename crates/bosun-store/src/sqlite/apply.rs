@@ -1,0 +1,367 @@
+//! What each request writes in a batch's transaction: the runs it creates or
+//! moves, a fire (into the tables, or appended to the fire log), prepared
+//! fires, outcomes, schedule state, retention, keeping the writer's caches
+//! as exact as what it wrote.
+
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use rusqlite::params;
+
+use super::cache::{counters, WriterCache};
+use super::codec::Prepared;
+use super::error::unavailable;
+use super::fire_log::{
+    append, encode, fill_from_prepared, index_log_keys, insert_record, logged_run, store_template,
+    LoggedRun,
+};
+use super::request::{Op, Reply, Target};
+use super::sql::{
+    delete_runs, get_run, insert_run, insert_spec, keep_build_id, put_outcomes, put_state,
+    retained_ids, tick_run, update_run,
+};
+use super::versions::Versions;
+use crate::prepared::{LogEntry, Payload};
+use crate::run::{apply, Run, RunState};
+use crate::{Created, NewRun, PeriodicState, PreparedFires, StoreError, TickOutcome, Transition};
+
+/// Applies one request of a batch in the batch's transaction: what it
+/// writes, and its reply, held until the commit.
+pub(super) fn apply_op(
+    tx: &rusqlite::Transaction<'_>,
+    op: Op,
+    cache: &mut WriterCache,
+    target: Target,
+    versions: &Versions,
+) -> Reply {
+    match op {
+        Op::Create(new, at, reply) => {
+            if let Some(p) = &new.new.periodic {
+                cache.touch(p);
+            }
+            let res = create(tx, *new, at, cache);
+            let shared = match &res {
+                Ok(Created::New(run)) => cache.runs.get(&run.id).cloned(),
+                _ => None,
+            };
+            Reply::Create(reply, res, shared)
+        }
+        Op::Transition(id, t, reply) => {
+            let res = transition(tx, &id, &t, cache);
+            let shared = match &res {
+                Ok((run, _)) => {
+                    if let Some(p) = &run.periodic {
+                        cache.touch(p);
+                    }
+                    cache.runs.get(&run.id).cloned()
+                }
+                Err(_) => None,
+            };
+            Reply::Transition(reply, res, shared)
+        }
+        Op::PutState(s, reply) => {
+            cache.touch(&s.periodic);
+            Reply::Unit(reply, put_state(tx, &s))
+        }
+        Op::Fire(fire, at, reply) => {
+            let (runs, outcomes, state) = *fire;
+            cache.touch(&state.periodic);
+            Reply::Fire(
+                reply,
+                match target {
+                    Target::Tables => fire_to_tables(tx, runs, outcomes, &state, at, cache),
+                    Target::Log => log_fire(tx, runs, outcomes, &state, at, cache),
+                },
+            )
+        }
+        Op::Prepared(fires, at, reply) => {
+            Reply::Prepared(reply, commit_prepared(tx, fires, at, cache, versions))
+        }
+        Op::Templates(templates, reply) => Reply::Epoch(
+            reply,
+            templates
+                .iter()
+                .try_for_each(|t| store_template(tx, t, cache))
+                .map(|()| cache.epoch),
+        ),
+        Op::Outcomes(o, reply) => {
+            for x in &o {
+                cache.touch(&x.periodic);
+            }
+            Reply::Unit(reply, put_outcomes(tx, &o))
+        }
+        Op::Retain(cutoff, reply) => {
+            cache.touched.all = true;
+            Reply::Retain(reply, retain(tx, cutoff, cache))
+        }
+        Op::Raw(sql, reply) => {
+            cache.touched.all = true;
+            // It may change any run.
+            cache.runs.clear();
+            Reply::Unit(reply, tx.execute_batch(&sql).map_err(unavailable))
+        }
+    }
+}
+
+/// A fire written to `runs`, `tick_outcomes` and `periodic_state`.
+fn fire_to_tables(
+    tx: &rusqlite::Transaction<'_>,
+    runs: Vec<Prepared>,
+    outcomes: Vec<TickOutcome>,
+    state: &PeriodicState,
+    at: Timestamp,
+    cache: &mut WriterCache,
+) -> Result<Vec<Created>, StoreError> {
+    let created = runs
+        .into_iter()
+        .map(|p| create(tx, p, at, cache))
+        .collect::<Result<Vec<_>, _>>()?;
+    let outcomes: Vec<TickOutcome> = outcomes
+        .into_iter()
+        .map(|mut o| {
+            o.fill_run_id(&created);
+            o
+        })
+        .collect();
+    put_outcomes(tx, &outcomes)?;
+    put_state(tx, state)?;
+    Ok(created)
+}
+
+/// A fire appended to the fire log: runs whose tick has a run already are
+/// found (in `runs` or the log), the others logged with the outcomes and state.
+fn log_fire(
+    tx: &rusqlite::Transaction<'_>,
+    runs: Vec<Prepared>,
+    outcomes: Vec<TickOutcome>,
+    state: &PeriodicState,
+    at: Timestamp,
+    cache: &mut WriterCache,
+) -> Result<Vec<Created>, StoreError> {
+    let mut existing = Vec::new();
+    let mut new = Vec::new();
+    for p in runs {
+        match find_tick(tx, &p.new, cache)? {
+            Some(run) => existing.push(Created::Existing(run)),
+            None => new.push(p),
+        }
+    }
+    // The new runs as they will be (ids are known; build ids are not, and no
+    // outcome needs them) name the outcomes' runs before they are encoded.
+    let mut outcomes = outcomes;
+    for o in &mut outcomes {
+        o.fill_run_id(&existing);
+        fill_from_prepared(o, &new);
+    }
+    let body = encode(&new, &outcomes, state);
+    for p in &new {
+        if let Some(t) = &p.template {
+            store_template(tx, t, cache)?;
+        }
+    }
+    let new = new.into_iter().map(LoggedRun::from).collect();
+    let created = append(tx, new, &body, at, cache)?;
+    existing.extend(created.into_iter().map(Created::New));
+    Ok(existing)
+}
+
+/// Prepared fires: each one whose periodic is unchanged since its version was
+/// taken (and not changed earlier in this batch) is appended to the log, all
+/// in one record; the others are stale. A write error fails them all.
+fn commit_prepared(
+    tx: &rusqlite::Transaction<'_>,
+    prepared: PreparedFires,
+    at: Timestamp,
+    cache: &mut WriterCache,
+    versions: &Versions,
+) -> Result<Vec<Result<Vec<Created>, StoreError>>, StoreError> {
+    let PreparedFires { fires, log_body } = prepared;
+    // All are checked before any is written: fires of one call never make each
+    // other stale (many periodics share a stripe), but a periodic prepared
+    // twice is committed once.
+    let valid: Vec<bool> = {
+        let mut seen = std::collections::HashSet::with_capacity(fires.len());
+        fires
+            .iter()
+            .map(|f| {
+                let Payload::Log(entry) = &f.payload else {
+                    return false;
+                };
+                !f.conflict
+                    && entry.templates_epoch == cache.epoch
+                    && versions.at(entry.stripe) == f.version
+                    && !cache.touched.has(entry.stripe)
+                    && seen.insert(f.periodic.as_str())
+            })
+            .collect()
+    };
+    // The record: the prepared one, or the valid fires' lines of it.
+    let mut lines = Vec::new();
+    let mut runs = 0;
+    for (f, _) in fires.iter().zip(&valid).filter(|(_, v)| **v) {
+        if let Payload::Log(entry) = &f.payload {
+            lines.push(entry.line.clone());
+            runs += entry.runs.len();
+        }
+    }
+    let whole = lines.first().is_some_and(|l| l.start == 0)
+        && lines.last().is_some_and(|l| l.end == log_body.len())
+        && lines.windows(2).all(|w| w[0].end == w[1].start);
+    let first_build = if lines.is_empty() {
+        0
+    } else if whole {
+        insert_record(tx, &log_body, runs, at, cache)?.1
+    } else {
+        let body: String = lines.iter().map(|l| &log_body[l.clone()]).collect();
+        insert_record(tx, &body, runs, at, cache)?.1
+    };
+    if runs > 0 {
+        cache.log_keys_partial = true;
+    }
+    let mut k = 0;
+    let mut out = Vec::with_capacity(fires.len());
+    for (f, valid) in fires.into_iter().zip(valid) {
+        match (valid, f.payload) {
+            (true, Payload::Log(entry)) => {
+                let LogEntry { runs, stripe, .. } = *entry;
+                cache.touched.add(stripe);
+                out.push(Ok(runs
+                    .into_iter()
+                    .map(|mut run| {
+                        run.build_id = (first_build + k).to_string();
+                        run.created_at = at;
+                        k += 1;
+                        Created::New(run)
+                    })
+                    .collect()));
+            }
+            _ => out.push(Err(StoreError::Stale(f.periodic))),
+        }
+    }
+    Ok(out)
+}
+
+/// The run of `new`'s tick, if one exists (in `runs` or the unfolded log).
+fn find_tick(
+    tx: &rusqlite::Transaction<'_>,
+    new: &NewRun,
+    cache: &mut WriterCache,
+) -> Result<Option<Run>, StoreError> {
+    let (Some(periodic), Some(t)) = (&new.periodic, new.scheduled_at) else {
+        return Ok(None);
+    };
+    let (t, attempt) = (t.as_microsecond(), new.attempt);
+    let found = tick_run(tx, periodic, t, attempt).map_err(unavailable)?;
+    if found.is_some() {
+        return Ok(found);
+    }
+    if cache.log_records == 0 {
+        return Ok(None);
+    }
+    if cache.log_keys_partial {
+        index_log_keys(tx, cache)?;
+    }
+    match cache.log_keys.get(&(periodic.clone(), t, attempt)) {
+        Some(&key) => logged_run(tx, key).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// Creates a run (unless its tick has one), with its spec.
+fn create(
+    tx: &rusqlite::Transaction<'_>,
+    p: Prepared,
+    at: Timestamp,
+    cache: &mut WriterCache,
+) -> Result<Created, StoreError> {
+    if let Some(run) = find_tick(tx, &p.new, cache)? {
+        return Ok(Created::Existing(run));
+    }
+    if !cache.specs.contains(&p.spec_hash) {
+        insert_spec(tx, &p.spec_hash, &p.spec_json).map_err(unavailable)?;
+    }
+    let (last_build, last_seq) = counters(tx, cache)?;
+    let build_id = (last_build + 1).max(at.as_microsecond());
+    let seq = last_seq + 1;
+    let run = p.new.into_run(p.id, build_id, p.spec_hash, at);
+    insert_run(
+        tx,
+        params![
+            run.id,
+            build_id,
+            run.job,
+            run.job_type.as_str(),
+            run.periodic,
+            run.configured_cluster,
+            run.cluster,
+            p.refs_json,
+            p.extra_refs_json,
+            p.labels_json,
+            p.annotations_json,
+            run.spec_hash,
+            run.scheduled_at.map(|t| t.as_microsecond()),
+            run.attempt,
+            run.pod_revival_count,
+            run.created_at.as_microsecond(),
+            None::<i64>,
+            None::<i64>,
+            run.state.as_str(),
+            run.description,
+            run.url,
+            seq,
+        ],
+    )
+    .map_err(unavailable)?;
+    // Only now: a failed insert fails the batch, whose cache is then dropped.
+    cache.counters = Some((build_id, seq));
+    cache.specs.insert(run.spec_hash.clone());
+    if !run.state.is_final() {
+        cache.runs.insert(run.id.clone(), Arc::new(run.clone()));
+    }
+    Ok(Created::New(run))
+}
+
+/// Moves a run, from the writer's copy of it if it has one.
+fn transition(
+    tx: &rusqlite::Transaction<'_>,
+    id: &str,
+    t: &Transition,
+    cache: &mut WriterCache,
+) -> Result<(Run, RunState), StoreError> {
+    let mut run = match cache.runs.get(id) {
+        Some(run) => Run::clone(run),
+        None => get_run(tx, id)
+            .map_err(unavailable)?
+            .ok_or_else(|| StoreError::NotFound(id.to_string()))?,
+    };
+    let from = run.state;
+    apply(&mut run, t)?;
+    update_run(tx, &run).map_err(unavailable)?;
+    // Only once the row is written: a failed write fails the batch, whose
+    // cache is then dropped.
+    if run.state.is_final() {
+        cache.runs.remove(id);
+    } else {
+        cache.runs.insert(run.id.clone(), Arc::new(run.clone()));
+    }
+    Ok((run, from))
+}
+
+/// Deletes the runs retention lets go; returns their ids.
+fn retain(
+    tx: &rusqlite::Transaction<'_>,
+    cutoff: Timestamp,
+    cache: &WriterCache,
+) -> Result<Vec<String>, StoreError> {
+    let cutoff = cutoff.as_microsecond();
+    // The latest run of each periodic (by creation) survives, as Prow's sinker keeps it.
+    let ids = retained_ids(tx, cutoff)?;
+    if !ids.is_empty() {
+        // The newest run may go: its build id is kept, so none is handed out
+        // twice (see `counters`).
+        let (build_id, _) = counters(tx, cache)?;
+        keep_build_id(tx, build_id).map_err(unavailable)?;
+    }
+    delete_runs(tx, &ids)?;
+    Ok(ids)
+}

@@ -1,0 +1,610 @@
+//! The SQLite store: one file, WAL, versioned migrations, and one writer thread
+//! that batches concurrent writes into one transaction (one fsync for many runs).
+//!
+//! Durability: WAL with `synchronous = FULL`. A write is acknowledged once its
+//! transaction is committed and the WAL is fsynced: it survives a crash or
+//! `kill -9` of bosun and also a power loss or kernel crash (the database is
+//! never corrupted). The cost is one fsync per commit, and a commit carries a
+//! whole batch of concurrent writes, so it is paid once per batch, not per run.
+//! (`NORMAL` would skip that fsync: still safe against a crash of bosun, but a
+//! power loss could lose the last commits, runs the API had acknowledged.)
+//! Temporary data stays in memory. Checkpoints (copying the WAL into the
+//! database) run on a thread of their own, beside the writer. Under a steady
+//! load that thread never copies the last frames (more are committed while it
+//! runs), so once the WAL holds 4,096 frames (16 MiB) the writer
+//! finishes the copy itself between two batches, and SQLite starts the WAL over
+//! from its beginning: the WAL stays at about 16 MiB instead of growing for as
+//! long as the load lasts.
+//!
+//! Bursts of periodic fires go through a fire log first. When a writer batch
+//! holds only fires, and at least [`SqliteOptions::fire_log_min`] of them (or
+//! fires prepared ahead), they are appended to `fire_log`, a table without
+//! indexes, as compact records that name their runs' templates (stored once
+//! per content, as specs are), and that one transaction is the commit point:
+//! the callers get their answers and observers see the runs. The writer then
+//! folds the log into `runs`, `tick_outcomes` and `periodic_state` in a second
+//! transaction, before it takes any other request. A fire is a few hundred
+//! bytes at the end of one table, where a run in `runs` also writes six
+//! indexes, so ten thousand periodics due in one second commit in a small
+//! fraction of the time. Reads wait while a committed log is not folded yet, so
+//! no reader sees a fire's run without its outcome and schedule state, and a
+//! crash between the two transactions leaves a log that the next open folds
+//! first. The tick's unique key is checked against `runs` and the unfolded log
+//! before the append, so the log never holds a second run of a tick.
+//!
+//! Fires prepared ahead ([`Store::prepare_fires`]) have their tick keys
+//! checked, their templates stored and their records encoded at preparation;
+//! their commit checks each periodic's version (bumped by the writer after
+//! every commit touching it) and inserts all of them as one record.
+//!
+//! A write that cannot commit (disk full, database locked by another process past
+//! the busy timeout, I/O error) fails with [`StoreError::Unavailable`] and leaves
+//! nothing behind: a request that breaks its own rules (no such run, a
+//! forbidden transition) is refused before it writes anything, and a read or
+//! write that fails rolls the whole batch back and fails every request in it.
+//!
+//! The modules: `schema` (migrations), `writer` (the writer thread and its
+//! batches), `request` (what is queued for it), `apply` (what each request
+//! writes), `cache` (what the writer keeps between batches), `fire_log`,
+//! `versions` (the periodics' versions), `checkpoint` (the checkpoint thread
+//! and the WAL's bound), `sql` (statements and queries), `codec` (rows and
+//! values), `error`.
+
+mod apply;
+mod cache;
+mod checkpoint;
+mod codec;
+mod error;
+mod fire_log;
+mod request;
+mod schema;
+mod sql;
+mod versions;
+mod writer;
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use rusqlite::Connection;
+
+use self::checkpoint::checkpoint_loop;
+use self::codec::{prepare, prepare_fire_run, Prepared};
+use self::error::unavailable;
+use self::fire_log::FireEntry;
+use self::request::{fail_op, Op, TransitionReply};
+use self::versions::Versions;
+use self::writer::{FoldGate, Writer};
+use crate::run::Run;
+use crate::{
+    CreateDone, Created, Fire, NewRun, PeriodicRuns, PeriodicState, PreparedFires, RunCount,
+    RunFilter, Store, StoreError, TickOutcome, Transition, TransitionObserver,
+};
+
+/// How long a read waits for the fire log to be folded.
+const FOLD_WAIT: Duration = Duration::from_secs(10);
+
+/// Options of a SQLite store.
+#[derive(Debug, Clone)]
+pub struct SqliteOptions {
+    /// How long a write waits for a lock held by another connection.
+    pub busy_timeout: Duration,
+    /// At most this many requests share one transaction.
+    pub max_batch: usize,
+    /// A batch of at least this many fires (and nothing else) is committed
+    /// through the fire log; 0: never.
+    pub fire_log_min: usize,
+    /// Tests: never fold the fire log while open (as if every fold were cut
+    /// short by a crash), so that the next open must.
+    #[doc(hidden)]
+    pub hold_fire_log: bool,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        SqliteOptions {
+            busy_timeout: Duration::from_secs(5),
+            max_batch: 512,
+            fire_log_min: 64,
+            hold_fire_log: false,
+        }
+    }
+}
+
+/// The SQLite store.
+pub struct SqliteStore {
+    path: PathBuf,
+    writer: Mutex<Option<Sender<Op>>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    reader: Mutex<Connection>,
+    gate: Arc<FoldGate>,
+    versions: Arc<Versions>,
+}
+
+/// The page cache of the writer's connection, in KiB (the default is 2 MiB):
+/// a burst of inserts touches pages of every index, and a cache that spills
+/// rewrites them to the WAL and reads them back mid-transaction.
+const WRITER_CACHE_KIB: i64 = 8 * 1024;
+
+/// The page cache of the reader's connection, in KiB. The reads the daemon
+/// makes often (active runs, a periodic's last runs, specs, the newest runs)
+/// are of a few recent pages; a listing of old runs pages through the table
+/// once. A cache as large as the writer's would, once the database has grown,
+/// hold that much more memory for little.
+const READER_CACHE_KIB: i64 = 8 * 1024;
+
+/// The checkpointer's: a checkpoint copies frames from the WAL to the
+/// database file without going through the cache.
+const CHECKPOINT_CACHE_KIB: i64 = 1024;
+
+/// Opens a connection: WAL, `synchronous = FULL`, temporary data in memory,
+/// a page cache of `cache_kib`.
+fn open(path: &Path, opts: &SqliteOptions, cache_kib: i64) -> Result<Connection, StoreError> {
+    let conn = Connection::open(path).map_err(unavailable)?;
+    conn.busy_timeout(opts.busy_timeout).map_err(unavailable)?;
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(unavailable)?;
+    conn.pragma_update(None, "synchronous", "FULL")
+        .and_then(|()| conn.pragma_update(None, "temp_store", "MEMORY"))
+        .and_then(|()| conn.pragma_update(None, "cache_size", -cache_kib))
+        .map_err(unavailable)?;
+    conn.pragma_update(None, "foreign_keys", "ON")
+        .map_err(unavailable)?;
+    Ok(conn)
+}
+
+impl SqliteStore {
+    /// Opens (creating and migrating if needed) the store at `path`.
+    pub fn open(path: impl Into<PathBuf>) -> Result<Self, StoreError> {
+        Self::open_with(path, SqliteOptions::default(), None)
+    }
+
+    /// Opens with options and an observer of transitions.
+    pub fn open_with(
+        path: impl Into<PathBuf>,
+        opts: SqliteOptions,
+        observer: Option<Arc<dyn TransitionObserver>>,
+    ) -> Result<Self, StoreError> {
+        let path = path.into();
+        let mut wconn = open(&path, &opts, WRITER_CACHE_KIB)?;
+        schema::migrate(&mut wconn)?;
+        // A log committed before a crash is folded before anything else.
+        writer::fold(&mut wconn).map_err(unavailable)?;
+        // The writer does not checkpoint after every commit: copying the WAL
+        // into the database (and its fsync) would stall the commits queued
+        // behind it. A thread of its own does it, on its own connection,
+        // without blocking the writer (PASSIVE), after commits and at most
+        // every CHECKPOINT_PAUSE; the writer only finishes a checkpoint when
+        // the WAL grows long (`bound_wal`).
+        wconn
+            .pragma_update(None, "wal_autocheckpoint", 0)
+            .map_err(unavailable)?;
+        let ckconn = open(&path, &opts, CHECKPOINT_CACHE_KIB)?;
+        let reader = open(&path, &opts, READER_CACHE_KIB)?;
+        let (tx, rx) = mpsc::channel();
+        let (cktx, ckrx) = mpsc::sync_channel(1);
+        let max_batch = opts.max_batch.max(1);
+        let gate = Arc::new(FoldGate::default());
+        let versions = Arc::new(Versions::default());
+        let writer = Writer {
+            versions: versions.clone(),
+            max_batch,
+            fire_log_min: opts.fire_log_min,
+            hold_fire_log: opts.hold_fire_log,
+            observer,
+            committed: cktx,
+            gate: gate.clone(),
+        };
+        let checkpointer = std::thread::Builder::new()
+            .name("bosun-store-checkpoint".into())
+            .spawn(move || checkpoint_loop(ckconn, ckrx))
+            .map_err(unavailable)?;
+        let thread = std::thread::Builder::new()
+            .name("bosun-store-writer".into())
+            .spawn(move || {
+                writer.run(wconn, rx);
+                let _ = checkpointer.join();
+            })
+            .map_err(unavailable)?;
+        Ok(SqliteStore {
+            path,
+            writer: Mutex::new(Some(tx)),
+            thread: Mutex::new(Some(thread)),
+            reader: Mutex::new(reader),
+            gate,
+            versions,
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn send<T>(
+        &self,
+        make: impl FnOnce(Sender<Result<T, StoreError>>) -> Op,
+    ) -> Result<T, StoreError> {
+        let (tx, rx) = mpsc::channel();
+        let writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        writer
+            .as_ref()
+            .ok_or_else(|| unavailable("store closed"))?
+            .send(make(tx))
+            .map_err(|_| unavailable("writer stopped"))?;
+        drop(writer);
+        rx.recv().map_err(|_| unavailable("writer stopped"))?
+    }
+
+    /// Runs SQL on the writer connection (tests: `PRAGMA max_page_count`, ...).
+    #[doc(hidden)]
+    pub fn execute_raw(&self, sql: &str) -> Result<(), StoreError> {
+        self.send(|tx| Op::Raw(sql.to_string(), tx))
+    }
+
+    fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T, StoreError> {
+        self.gate.wait(FOLD_WAIT)?;
+        let conn = self.reader.lock().unwrap_or_else(|e| e.into_inner());
+        f(&conn).map_err(unavailable)
+    }
+
+    /// Reads in one read transaction: one snapshot for many statements, and
+    /// one WAL read lock instead of one per statement (a batch read of ten
+    /// thousand periodics runs twenty thousand statements).
+    fn read_snapshot<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, StoreError> {
+        self.read(|c| {
+            let tx = c.unchecked_transaction()?;
+            let out = f(&tx)?;
+            tx.commit()?;
+            Ok(out)
+        })
+    }
+}
+
+impl Drop for SqliteStore {
+    fn drop(&mut self) {
+        // Closing the channel ends the writer after the requests already queued.
+        self.writer.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(t) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Store for SqliteStore {
+    fn create_run(&self, new: NewRun, at: Timestamp) -> Result<Created, StoreError> {
+        let (tx, rx) = mpsc::channel();
+        self.create_run_then(
+            new,
+            at,
+            Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        );
+        rx.recv().map_err(|_| unavailable("writer stopped"))?
+    }
+
+    fn create_run_then(&self, new: NewRun, at: Timestamp, done: CreateDone) {
+        let at = crate::run::micros(at);
+        let op = Op::Create(Box::new(prepare(new)), at, done);
+        let writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(w) = writer.as_ref() else {
+            drop(writer);
+            fail_op(op, "store closed");
+            return;
+        };
+        if let Err(mpsc::SendError(op)) = w.send(op) {
+            drop(writer);
+            fail_op(op, "writer stopped");
+        }
+    }
+
+    fn transition(&self, id: &str, t: Transition) -> Result<Run, StoreError> {
+        self.send(|tx| Op::Transition(id.to_string(), t, tx))
+            .map(|(run, _)| run)
+    }
+
+    fn transitions(&self, batch: Vec<(String, Transition)>) -> Vec<Result<Run, StoreError>> {
+        // Queue them all before waiting, so the writer commits them together.
+        let receivers: Vec<Result<TransitionReply, StoreError>> = {
+            let writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+            batch
+                .into_iter()
+                .map(|(id, t)| {
+                    let (tx, rx) = mpsc::channel();
+                    writer
+                        .as_ref()
+                        .ok_or_else(|| unavailable("store closed"))?
+                        .send(Op::Transition(id, t, tx))
+                        .map_err(|_| unavailable("writer stopped"))?;
+                    Ok(rx)
+                })
+                .collect()
+        };
+        receivers
+            .into_iter()
+            .map(|rx| {
+                rx?.recv()
+                    .map_err(|_| unavailable("writer stopped"))?
+                    .map(|(run, _)| run)
+            })
+            .collect()
+    }
+
+    fn get(&self, id: &str) -> Result<Option<Run>, StoreError> {
+        self.read(|c| sql::get_run(c, id))
+    }
+
+    fn list(&self, f: &RunFilter) -> Result<Vec<Run>, StoreError> {
+        let (sql, args) = sql::list_query(f);
+        self.read(|c| sql::list(c, &sql, &args))
+    }
+
+    fn spec(&self, hash: &str) -> Result<Option<serde_json::Value>, StoreError> {
+        let body: Option<String> = self.read(|c| sql::spec_body(c, hash))?;
+        body.map(|b| serde_json::from_str(&b).map_err(|e| StoreError::Invalid(e.to_string())))
+            .transpose()
+    }
+
+    fn periodic_state(&self, periodic: &str) -> Result<Option<PeriodicState>, StoreError> {
+        self.read(|c| sql::periodic_state(c, periodic))
+    }
+
+    fn put_periodic_state(&self, state: &PeriodicState) -> Result<(), StoreError> {
+        self.send(|tx| Op::PutState(state.clone(), tx))
+    }
+
+    fn periodic_states(
+        &self,
+        periodics: &[String],
+    ) -> Result<std::collections::HashMap<String, PeriodicState>, StoreError> {
+        // One statement per 500 periodics rather than one per periodic.
+        let mut out = std::collections::HashMap::new();
+        self.read_snapshot(|c| sql::periodic_states(c, periodics, &mut out))?;
+        Ok(out)
+    }
+
+    fn periodic_runs(
+        &self,
+        periodics: &[String],
+    ) -> Result<std::collections::HashMap<String, PeriodicRuns>, StoreError> {
+        self.read_snapshot(|c| sql::periodic_runs(c, periodics))
+    }
+
+    fn count_runs(&self) -> Result<Vec<RunCount>, StoreError> {
+        self.read(sql::count_runs)
+    }
+
+    fn commit_fires(
+        &self,
+        fires: Vec<Fire>,
+        at: Timestamp,
+    ) -> Vec<Result<Vec<Created>, StoreError>> {
+        // Every fire is queued before any reply is awaited, so the writer
+        // commits them in a few large transactions. They are queued in the
+        // order of their periodics' names: most of what a fire writes is keyed
+        // by its periodic (its tick key, its schedule state, its outcomes), so
+        // a batch of neighbours dirties a few neighbouring index pages where a
+        // batch in arrival order dirties nearly every page of each index, and
+        // every commit writes them all to the WAL again (twice the time for
+        // 10,000 fires).
+        let at = crate::run::micros(at);
+        let mut fires: Vec<(usize, Fire)> = fires.into_iter().enumerate().collect();
+        fires.sort_unstable_by(|a, b| a.1.state.periodic.cmp(&b.1.state.periodic));
+        type FireReply = mpsc::Receiver<Result<Vec<Created>, StoreError>>;
+        let mut queued: Vec<(usize, Result<FireReply, StoreError>)> = {
+            let writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+            fires
+                .into_iter()
+                .map(|(i, fire)| {
+                    let (tx, rx) = mpsc::channel();
+                    let runs = fire.runs.into_iter().map(prepare_fire_run).collect();
+                    let sent = writer
+                        .as_ref()
+                        .ok_or_else(|| unavailable("store closed"))
+                        .and_then(|w| {
+                            w.send(Op::Fire(
+                                Box::new((runs, fire.outcomes, fire.state)),
+                                at,
+                                tx,
+                            ))
+                            .map_err(|_| unavailable("writer stopped"))
+                        });
+                    (i, sent.map(|()| rx))
+                })
+                .collect()
+        };
+        queued.sort_unstable_by_key(|(i, _)| *i);
+        queued
+            .into_iter()
+            .map(|(_, r)| r?.recv().map_err(|_| unavailable("writer stopped"))?)
+            .collect()
+    }
+
+    fn record_outcomes(&self, outcomes: &[TickOutcome]) -> Result<(), StoreError> {
+        self.send(|tx| Op::Outcomes(outcomes.to_vec(), tx))
+    }
+
+    fn commit_fire(&self, fire: Fire, at: Timestamp) -> Result<Vec<Created>, StoreError> {
+        let at = crate::run::micros(at);
+        let runs = fire.runs.into_iter().map(prepare_fire_run).collect();
+        self.send(|tx| Op::Fire(Box::new((runs, fire.outcomes, fire.state)), at, tx))
+    }
+
+    fn periodic_versions(&self, periodics: &[String]) -> Option<Vec<u64>> {
+        Some(periodics.iter().map(|p| self.versions.get(p)).collect())
+    }
+
+    fn prepare_fires(&self, fires: Vec<(Fire, u64)>) -> Result<PreparedFires, StoreError> {
+        // The CPU work: ids, JSON, templates, the records.
+        let entries: Vec<FireEntry> = fires
+            .into_iter()
+            .map(|(fire, version)| {
+                let runs: Vec<Prepared> = fire.runs.into_iter().map(prepare_fire_run).collect();
+                (version, runs, fire.outcomes, fire.state)
+            })
+            .collect();
+        // Tick keys, in one snapshot taken after the versions: a run created
+        // since is a change of its periodic, which the commit sees.
+        let conflicts: Vec<bool> = self.read_snapshot(|c| {
+            sql::ticks_taken(c, entries.iter().map(|(_, runs, ..)| runs.as_slice()))
+        })?;
+        // The templates are stored now, so the commit writes only the records.
+        let templates = fire_log::distinct_templates(&entries);
+        let templates_epoch = self.send(|tx| Op::Templates(templates, tx))?;
+        Ok(fire_log::prepared_fires(
+            entries,
+            conflicts,
+            templates_epoch,
+        ))
+    }
+
+    fn commit_prepared(
+        &self,
+        prepared: PreparedFires,
+        at: Timestamp,
+    ) -> Vec<Result<Vec<Created>, StoreError>> {
+        let at = crate::run::micros(at);
+        let n = prepared.fires.len();
+        match self.send(|tx| Op::Prepared(prepared, at, tx)) {
+            Ok(results) => results,
+            Err(e) => {
+                let msg = match e {
+                    StoreError::Unavailable(m) => m,
+                    other => other.to_string(),
+                };
+                (0..n).map(|_| Err(unavailable(&msg))).collect()
+            }
+        }
+    }
+
+    fn outcomes(&self, periodic: &str) -> Result<Vec<TickOutcome>, StoreError> {
+        self.read(|c| sql::outcomes(c, periodic))
+    }
+
+    fn delete_completed_before(&self, cutoff: Timestamp) -> Result<Vec<String>, StoreError> {
+        self.send(|tx| Op::Retain(cutoff, tx))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sql::RUN_COLUMNS;
+    use super::*;
+    use crate::RunState;
+    use rusqlite::params;
+
+    /// A database at schema `version`, made by the migrations before it.
+    fn schema(path: &Path, version: usize) -> Connection {
+        let conn = Connection::open(path).unwrap();
+        for m in &schema::MIGRATIONS[..version] {
+            conn.execute_batch(m).unwrap();
+        }
+        conn.pragma_update(None, "user_version", version as i64)
+            .unwrap();
+        conn
+    }
+
+    /// A fire log that the previous schema's daemon left unfolded (its three
+    /// log tables) is folded by the migration to the compact log.
+    #[test]
+    fn an_old_unfolded_fire_log_is_folded_by_the_migration() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bosun.db");
+        {
+            let conn = schema(&path, 5);
+            conn.execute(
+                &format!("INSERT INTO fire_log_runs({RUN_COLUMNS}, seq) VALUES ('a', 7, 'job', 'periodic', 'job', 'default', NULL, NULL, '[]', '{{}}', '{{}}', 'h', 3000000, 0, 0, 3000001, NULL, NULL, 'triggered', 'Job triggered.', NULL, 1)"),
+                [],
+            )
+            .unwrap();
+            conn.execute_batch(
+                "INSERT INTO fire_log_outcomes VALUES ('job', 3000000, 3000000, 1, 'run', 'a', 3000001);
+                 INSERT INTO fire_log_states VALUES ('job', 'h', 0, 3000000, 0, NULL);
+                 INSERT INTO meta(key, value) VALUES ('build_id', 7);",
+            )
+            .unwrap();
+        }
+        let store = SqliteStore::open(&path).unwrap();
+        let run = store.get("a").unwrap().expect("folded");
+        assert_eq!(run.scheduled_at, Some(Timestamp::from_second(3).unwrap()));
+        assert_eq!(
+            store.outcomes("job").unwrap()[0].run_id.as_deref(),
+            Some("a")
+        );
+        let state = store.periodic_state("job").unwrap().unwrap();
+        assert_eq!(state.last_tick, Some(Timestamp::from_second(3).unwrap()));
+    }
+
+    /// A database made by the schema before migration 4 opens with its runs,
+    /// their order and the build id counter intact.
+    #[test]
+    fn runs_survive_the_migration_to_seq_as_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bosun.db");
+        {
+            let conn = schema(&path, 3);
+            for (seq, id, state, completed) in
+                [(1, "a", "success", Some(5)), (2, "b", "triggered", None)]
+            {
+                conn.execute(
+                    &format!("INSERT INTO runs({RUN_COLUMNS}, seq) VALUES (?1, ?2, 'job', 'periodic', 'job', 'default', NULL, NULL, '[]', '{{}}', '{{}}', 'h', NULL, 0, 0, 1, NULL, ?3, ?4, '', NULL, ?5)"),
+                    params![id, 100 + seq, completed, state, seq],
+                )
+                .unwrap();
+            }
+            conn.execute("INSERT INTO meta(key, value) VALUES ('build_id', 102)", [])
+                .unwrap();
+        }
+        let store = SqliteStore::open(&path).unwrap();
+        let runs = store.list(&RunFilter::default()).unwrap();
+        let ids: Vec<&str> = runs.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, ["b", "a"], "newest first, by seq");
+        let active = store
+            .list(&RunFilter {
+                active: true,
+                ..RunFilter::default()
+            })
+            .unwrap();
+        assert_eq!(active.len(), 1);
+        assert_eq!(active[0].id, "b");
+        let at = Timestamp::from_second(0).unwrap();
+        let created = store
+            .create_run(
+                NewRun {
+                    job: "job".into(),
+                    job_type: bosun_config::types::JobType::Periodic,
+                    periodic: None,
+                    configured_cluster: "default".into(),
+                    state: RunState::Triggered,
+                    refs: None,
+                    extra_refs: vec![],
+                    labels: Default::default(),
+                    annotations: Default::default(),
+                    spec: serde_json::json!({}).into(),
+                    scheduled_at: None,
+                    attempt: 0,
+                    description: String::new(),
+                },
+                at,
+            )
+            .unwrap();
+        assert_eq!(
+            created.run().build_id,
+            "103",
+            "build ids go on from the stored counter"
+        );
+        let runs = store.list(&RunFilter::default()).unwrap();
+        assert_eq!(
+            runs[0].id,
+            created.run().id,
+            "and the new run is the newest"
+        );
+    }
+}

@@ -1,0 +1,211 @@
+//! The schema: its migrations, applied in order, and `PRAGMA user_version`,
+//! the count applied (see each migration for what it changed and why).
+
+use rusqlite::Connection;
+
+use super::error::unavailable;
+use super::sql::row;
+use crate::StoreError;
+
+/// Schema migrations, applied in order; `PRAGMA user_version` is the count applied.
+pub(super) const MIGRATIONS: &[&str] = &[
+    // 1: runs, specs, schedule state, tick outcomes.
+    "CREATE TABLE runs (
+        id TEXT PRIMARY KEY,
+        build_id INTEGER NOT NULL UNIQUE,
+        job TEXT NOT NULL,
+        job_type TEXT NOT NULL,
+        periodic TEXT,
+        configured_cluster TEXT NOT NULL,
+        cluster TEXT,
+        refs TEXT,
+        extra_refs TEXT NOT NULL,
+        labels TEXT NOT NULL,
+        annotations TEXT NOT NULL,
+        spec_hash TEXT NOT NULL,
+        scheduled_at INTEGER,
+        attempt INTEGER NOT NULL,
+        pod_revival_count INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        pending_at INTEGER,
+        completed_at INTEGER,
+        state TEXT NOT NULL,
+        description TEXT NOT NULL,
+        url TEXT,
+        seq INTEGER NOT NULL
+     );
+     CREATE UNIQUE INDEX runs_tick ON runs(periodic, scheduled_at, attempt)
+        WHERE periodic IS NOT NULL AND scheduled_at IS NOT NULL;
+     CREATE INDEX runs_seq ON runs(seq);
+     CREATE INDEX runs_job ON runs(job, seq);
+     CREATE INDEX runs_periodic ON runs(periodic, created_at);
+     CREATE INDEX runs_active ON runs(state) WHERE completed_at IS NULL;
+     CREATE TABLE specs (hash TEXT PRIMARY KEY, body TEXT NOT NULL);
+     CREATE TABLE periodic_state (
+        periodic TEXT PRIMARY KEY,
+        schedule_hash TEXT NOT NULL,
+        first_seen INTEGER NOT NULL,
+        last_tick INTEGER,
+        paused INTEGER NOT NULL,
+        queued INTEGER
+     );
+     CREATE TABLE tick_outcomes (
+        periodic TEXT NOT NULL,
+        first_tick INTEGER NOT NULL,
+        last_tick INTEGER NOT NULL,
+        count INTEGER NOT NULL,
+        outcome TEXT NOT NULL,
+        run_id TEXT,
+        recorded_at INTEGER NOT NULL
+     );
+     CREATE INDEX tick_outcomes_periodic ON tick_outcomes(periodic, first_tick);
+     CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);",
+    // 2: indexes the controller's and the API's listings walk in order instead
+    // of scanning every run: by state (`state = ? ORDER BY seq`), and the active
+    // runs (`completed_at IS NULL ORDER BY seq`), a periodic's runs (the
+    // scheduler's last run and whether one is active), a cluster's waiting runs.
+    "DROP INDEX runs_active;
+     CREATE INDEX runs_state ON runs(state, seq);
+     CREATE INDEX runs_active ON runs(seq) WHERE completed_at IS NULL;
+     CREATE INDEX runs_periodic_seq ON runs(periodic, seq);
+     CREATE INDEX runs_periodic_active ON runs(periodic, seq) WHERE completed_at IS NULL;
+     CREATE INDEX runs_waiting ON runs(state, configured_cluster, seq);",
+    // 3: a periodic's runs by creation are (periodic, seq), which retention
+    // now uses too: one index fewer for every insert to maintain.
+    "DROP INDEX runs_periodic;",
+    // 4: fewer b-trees for every insert to write (each is a page in every
+    // commit): `seq` becomes the table's own key (no index of its own), build
+    // ids are unique because the single writer hands them out in order (no
+    // index to check it), and the controller keeps its waiting runs in memory
+    // (no index by cluster).
+    "CREATE TABLE runs4 (
+        seq INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        build_id INTEGER NOT NULL,
+        job TEXT NOT NULL,
+        job_type TEXT NOT NULL,
+        periodic TEXT,
+        configured_cluster TEXT NOT NULL,
+        cluster TEXT,
+        refs TEXT,
+        extra_refs TEXT NOT NULL,
+        labels TEXT NOT NULL,
+        annotations TEXT NOT NULL,
+        spec_hash TEXT NOT NULL,
+        scheduled_at INTEGER,
+        attempt INTEGER NOT NULL,
+        pod_revival_count INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        pending_at INTEGER,
+        completed_at INTEGER,
+        state TEXT NOT NULL,
+        description TEXT NOT NULL,
+        url TEXT
+     );
+     INSERT INTO runs4(seq, id, build_id, job, job_type, periodic, configured_cluster, cluster, refs, extra_refs, labels, annotations, spec_hash, scheduled_at, attempt, pod_revival_count, created_at, pending_at, completed_at, state, description, url)
+        SELECT seq, id, build_id, job, job_type, periodic, configured_cluster, cluster, refs, extra_refs, labels, annotations, spec_hash, scheduled_at, attempt, pod_revival_count, created_at, pending_at, completed_at, state, description, url FROM runs;
+     DROP TABLE runs;
+     ALTER TABLE runs4 RENAME TO runs;
+     CREATE UNIQUE INDEX runs_tick ON runs(periodic, scheduled_at, attempt)
+        WHERE periodic IS NOT NULL AND scheduled_at IS NOT NULL;
+     CREATE INDEX runs_job ON runs(job, seq);
+     CREATE INDEX runs_state ON runs(state, seq);
+     CREATE INDEX runs_active ON runs(seq) WHERE completed_at IS NULL;
+     CREATE INDEX runs_periodic_seq ON runs(periodic, seq);
+     CREATE INDEX runs_periodic_active ON runs(periodic, seq) WHERE completed_at IS NULL;",
+    // 5: the fire log (see the module's documentation): the tables a burst of
+    // fires is appended to, as `runs`, `tick_outcomes` and `periodic_state`
+    // without any index; empty whenever the writer is idle.
+    "CREATE TABLE fire_log_runs (
+        seq INTEGER NOT NULL,
+        id TEXT NOT NULL,
+        build_id INTEGER NOT NULL,
+        job TEXT NOT NULL,
+        job_type TEXT NOT NULL,
+        periodic TEXT,
+        configured_cluster TEXT NOT NULL,
+        cluster TEXT,
+        refs TEXT,
+        extra_refs TEXT NOT NULL,
+        labels TEXT NOT NULL,
+        annotations TEXT NOT NULL,
+        spec_hash TEXT NOT NULL,
+        scheduled_at INTEGER,
+        attempt INTEGER NOT NULL,
+        pod_revival_count INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        pending_at INTEGER,
+        completed_at INTEGER,
+        state TEXT NOT NULL,
+        description TEXT NOT NULL,
+        url TEXT
+     );
+     CREATE TABLE fire_log_outcomes (
+        periodic TEXT NOT NULL,
+        first_tick INTEGER NOT NULL,
+        last_tick INTEGER NOT NULL,
+        count INTEGER NOT NULL,
+        outcome TEXT NOT NULL,
+        run_id TEXT,
+        recorded_at INTEGER NOT NULL
+     );
+     CREATE TABLE fire_log_states (
+        periodic TEXT NOT NULL,
+        schedule_hash TEXT NOT NULL,
+        first_seen INTEGER NOT NULL,
+        last_tick INTEGER,
+        paused INTEGER NOT NULL,
+        queued INTEGER
+     );",
+    // 6: the fire log becomes one compact record per fire (see `fire_log`),
+    // whose runs name a template stored once per content. A log the previous
+    // schema left unfolded is folded first.
+    "INSERT INTO runs(seq, id, build_id, job, job_type, periodic, configured_cluster, cluster, refs, extra_refs, labels, annotations, spec_hash, scheduled_at, attempt, pod_revival_count, created_at, pending_at, completed_at, state, description, url)
+        SELECT seq, id, build_id, job, job_type, periodic, configured_cluster, cluster, refs, extra_refs, labels, annotations, spec_hash, scheduled_at, attempt, pod_revival_count, created_at, pending_at, completed_at, state, description, url
+        FROM fire_log_runs ORDER BY seq;
+     INSERT INTO tick_outcomes(periodic, first_tick, last_tick, count, outcome, run_id, recorded_at)
+        SELECT periodic, first_tick, last_tick, count, outcome, run_id, recorded_at
+        FROM fire_log_outcomes ORDER BY rowid;
+     INSERT INTO periodic_state(periodic, schedule_hash, first_seen, last_tick, paused, queued)
+        SELECT periodic, schedule_hash, first_seen, last_tick, paused, queued
+        FROM fire_log_states WHERE true ORDER BY rowid
+        ON CONFLICT(periodic) DO UPDATE SET schedule_hash = excluded.schedule_hash,
+            first_seen = excluded.first_seen, last_tick = excluded.last_tick,
+            paused = excluded.paused, queued = excluded.queued;
+     DROP TABLE fire_log_runs;
+     DROP TABLE fire_log_outcomes;
+     DROP TABLE fire_log_states;
+     CREATE TABLE run_templates (hash TEXT PRIMARY KEY, body TEXT NOT NULL);
+     CREATE TABLE fire_log (
+        id INTEGER PRIMARY KEY,
+        first_seq INTEGER NOT NULL,
+        last_seq INTEGER NOT NULL,
+        first_build INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        body TEXT NOT NULL
+     );",
+    // 7: a periodic's runs are found among its job's (`runs_job`: the job is
+    // the name in the periodic's identity), one index fewer for every insert
+    // (a WAL frame in every commit).
+    "DROP INDEX runs_periodic_seq;",
+];
+
+/// Applies the migrations `PRAGMA user_version` says are missing, each in a
+/// transaction of its own; refuses a database newer than this bosun.
+pub(super) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    let version: i64 = row(conn, "PRAGMA user_version", [], |r| r.get(0)).map_err(unavailable)?;
+    if version as usize > MIGRATIONS.len() {
+        return Err(StoreError::Invalid(format!(
+            "database schema version {version} is newer than this bosun ({})",
+            MIGRATIONS.len()
+        )));
+    }
+    for (i, m) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        let tx = conn.transaction().map_err(unavailable)?;
+        tx.execute_batch(m).map_err(unavailable)?;
+        tx.pragma_update(None, "user_version", (i + 1) as i64)
+            .map_err(unavailable)?;
+        tx.commit().map_err(unavailable)?;
+    }
+    Ok(())
+}

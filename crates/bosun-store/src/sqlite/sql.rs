@@ -1,0 +1,378 @@
+//! The SQL: the statements the writer runs and the queries the readers run,
+//! each from the connection's statement cache, with the values they bind and
+//! the rows they return decoded by [`super::codec`].
+
+use std::collections::HashMap;
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::codec::{
+    count_from_row, outcome_from_row, run_from_row, state_from_row, summary_from_row, Prepared,
+};
+use super::error::unavailable;
+use crate::run::Run;
+use crate::{PeriodicRuns, PeriodicState, RunCount, RunFilter, StoreError, TickOutcome};
+
+/// The columns of a run's row, in the order [`run_from_row`] decodes (and
+/// inserts bind) them; `seq` follows them in an insert.
+pub(super) const RUN_COLUMNS: &str = "id, build_id, job, job_type, periodic, configured_cluster, cluster, refs, extra_refs, labels, annotations, spec_hash, scheduled_at, attempt, pod_revival_count, created_at, pending_at, completed_at, state, description, url";
+
+/// Executes a statement from the connection's statement cache (hot paths run
+/// the same few statements thousands of times; parsing them each time was a
+/// measurable part of a run's cost).
+pub(super) fn exec(c: &Connection, sql: &str, p: impl rusqlite::Params) -> rusqlite::Result<usize> {
+    c.prepare_cached(sql)?.execute(p)
+}
+
+/// One row of a cached statement.
+pub(super) fn row<T>(
+    c: &Connection,
+    sql: &str,
+    p: impl rusqlite::Params,
+    f: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    c.prepare_cached(sql)?.query_row(p, f)
+}
+
+/// A run by id.
+pub(super) fn get_run(conn: &Connection, id: &str) -> rusqlite::Result<Option<Run>> {
+    row(
+        conn,
+        &format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"),
+        [id],
+        run_from_row,
+    )
+    .optional()
+}
+
+/// The run of a tick key (periodic, scheduled_at in microseconds, attempt) in
+/// `runs`.
+pub(super) fn tick_run(
+    conn: &Connection,
+    periodic: &str,
+    t: i64,
+    attempt: u32,
+) -> rusqlite::Result<Option<Run>> {
+    row(
+        conn,
+        &format!("SELECT {RUN_COLUMNS} FROM runs WHERE periodic = ?1 AND scheduled_at = ?2 AND attempt = ?3"),
+        params![periodic, t, attempt],
+        run_from_row,
+    )
+    .optional()
+}
+
+/// The last build id and seq handed out, as stored (see the writer's
+/// `counters`).
+pub(super) fn last_counters(conn: &Connection) -> rusqlite::Result<(i64, i64)> {
+    let build: i64 = row(
+        conn,
+        "SELECT MAX(COALESCE((SELECT value FROM meta WHERE key = 'build_id'), 0),
+            COALESCE((SELECT build_id FROM runs ORDER BY seq DESC LIMIT 1), 0),
+            COALESCE((SELECT MAX(first_build + last_seq - first_seq) FROM fire_log), 0))",
+        [],
+        |r| r.get(0),
+    )?;
+    let seq: i64 = row(
+        conn,
+        "SELECT MAX(COALESCE((SELECT MAX(seq) FROM runs), 0), COALESCE((SELECT MAX(last_seq) FROM fire_log), 0))",
+        [],
+        |r| r.get(0),
+    )?;
+    Ok((build, seq))
+}
+
+/// Stores a spec unless one of its hash is stored.
+pub(super) fn insert_spec(conn: &Connection, hash: &str, body: &str) -> rusqlite::Result<usize> {
+    exec(
+        conn,
+        "INSERT OR IGNORE INTO specs(hash, body) VALUES (?1, ?2)",
+        params![hash, body],
+    )
+}
+
+/// Inserts a run's row: `p` binds [`RUN_COLUMNS`] and then `seq`.
+pub(super) fn insert_run(conn: &Connection, p: impl rusqlite::Params) -> rusqlite::Result<usize> {
+    exec(
+        conn,
+        &format!("INSERT INTO runs({RUN_COLUMNS}, seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)"),
+        p,
+    )
+}
+
+/// Writes what a transition changes of `run`.
+pub(super) fn update_run(conn: &Connection, run: &Run) -> rusqlite::Result<usize> {
+    exec(conn,
+        "UPDATE runs SET state = ?2, description = ?3, cluster = ?4, url = ?5, pending_at = ?6, completed_at = ?7, pod_revival_count = ?8 WHERE id = ?1",
+        params![
+            run.id,
+            run.state.as_str(),
+            run.description,
+            run.cluster,
+            run.url,
+            run.pending_at.map(|t| t.as_microsecond()),
+            run.completed_at.map(|t| t.as_microsecond()),
+            run.pod_revival_count,
+        ],
+    )
+}
+
+/// Writes a periodic's schedule state.
+pub(super) fn put_state(
+    tx: &rusqlite::Transaction<'_>,
+    s: &PeriodicState,
+) -> Result<(), StoreError> {
+    exec(tx,
+        "INSERT INTO periodic_state(periodic, schedule_hash, first_seen, last_tick, paused, queued) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT(periodic) DO UPDATE SET schedule_hash = ?2, first_seen = ?3, last_tick = ?4, paused = ?5, queued = ?6",
+        params![
+            s.periodic,
+            s.schedule_hash,
+            s.first_seen.as_microsecond(),
+            s.last_tick.map(|t| t.as_microsecond()),
+            s.paused,
+            s.queued.map(|t| t.as_microsecond()),
+        ],
+    )
+    .map_err(unavailable)?;
+    Ok(())
+}
+
+/// Records tick outcomes.
+pub(super) fn put_outcomes(
+    tx: &rusqlite::Transaction<'_>,
+    outcomes: &[TickOutcome],
+) -> Result<(), StoreError> {
+    let mut stmt = tx
+        .prepare_cached("INSERT INTO tick_outcomes(periodic, first_tick, last_tick, count, outcome, run_id, recorded_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")
+        .map_err(unavailable)?;
+    for o in outcomes {
+        stmt.execute(params![
+            o.periodic,
+            o.first_tick.as_microsecond(),
+            o.last_tick.as_microsecond(),
+            o.count as i64,
+            o.outcome,
+            o.run_id,
+            o.recorded_at.as_microsecond(),
+        ])
+        .map_err(unavailable)?;
+    }
+    Ok(())
+}
+
+/// The ids of the runs retention deletes: completed before `cutoff`
+/// (microseconds), except the latest run of each periodic (by creation), as
+/// Prow's sinker keeps it.
+pub(super) fn retained_ids(
+    tx: &rusqlite::Transaction<'_>,
+    cutoff: i64,
+) -> Result<Vec<String>, StoreError> {
+    let select = "SELECT id FROM runs WHERE completed_at IS NOT NULL AND completed_at < ?1
+        AND seq NOT IN (SELECT MAX(seq) FROM runs WHERE periodic IS NOT NULL GROUP BY periodic)";
+    let mut stmt = tx.prepare(select).map_err(unavailable)?;
+    let rows = stmt
+        .query_map([cutoff], |r| r.get(0))
+        .map_err(unavailable)?;
+    rows.collect::<rusqlite::Result<_>>().map_err(unavailable)
+}
+
+/// Keeps the last build id handed out in `meta` (its runs may all go).
+pub(super) fn keep_build_id(conn: &Connection, build_id: i64) -> rusqlite::Result<usize> {
+    exec(conn, "INSERT INTO meta(key, value) VALUES ('build_id', ?1) ON CONFLICT(key) DO UPDATE SET value = ?1", [build_id])
+}
+
+/// Deletes runs by id.
+pub(super) fn delete_runs(
+    tx: &rusqlite::Transaction<'_>,
+    ids: &[String],
+) -> Result<(), StoreError> {
+    let mut del = tx
+        .prepare_cached("DELETE FROM runs WHERE id = ?1")
+        .map_err(unavailable)?;
+    for id in ids {
+        del.execute([id]).map_err(unavailable)?;
+    }
+    Ok(())
+}
+
+/// The values a listing binds.
+pub(super) type ListArgs = Vec<Box<dyn rusqlite::ToSql>>;
+
+/// The query of a listing, and the values it binds (made before the reader's
+/// connection is taken).
+pub(super) fn list_query(f: &RunFilter) -> (String, ListArgs) {
+    let mut sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE 1 = 1");
+    let mut args: ListArgs = Vec::new();
+    let mut add = |clause: &str, v: Box<dyn rusqlite::ToSql>| {
+        args.push(v);
+        sql.push_str(&format!(" AND {clause} = ?{}", args.len()));
+    };
+    if let Some(j) = &f.job {
+        add("job", Box::new(j.clone()));
+    }
+    if let Some(p) = &f.periodic {
+        add("periodic", Box::new(p.clone()));
+        // Through the job's index.
+        if f.job.is_none() {
+            add("job", Box::new(crate::periodic_job(p).to_string()));
+        }
+    }
+    if let Some(s) = f.state {
+        add("state", Box::new(s.as_str()));
+    }
+    if let Some(c) = &f.cluster {
+        add("cluster", Box::new(c.clone()));
+    }
+    if let Some(c) = &f.configured_cluster {
+        add("configured_cluster", Box::new(c.clone()));
+    }
+    if let Some(t) = &f.job_type {
+        add("job_type", Box::new(t.clone()));
+    }
+    for c in &f.not_configured_clusters {
+        args.push(Box::new(c.clone()));
+        sql.push_str(&format!(" AND configured_cluster <> ?{}", args.len()));
+    }
+    if f.active {
+        sql.push_str(" AND completed_at IS NULL");
+    }
+    let limit = if f.limit == 0 { 100 } else { f.limit };
+    let order = if f.oldest_first { "ASC" } else { "DESC" };
+    sql.push_str(&format!(
+        " ORDER BY seq {order} LIMIT {limit} OFFSET {}",
+        f.offset
+    ));
+    (sql, args)
+}
+
+/// Runs a listing made by [`list_query`].
+pub(super) fn list(c: &Connection, sql: &str, args: &ListArgs) -> rusqlite::Result<Vec<Run>> {
+    let mut stmt = c.prepare_cached(sql)?;
+    let rows = stmt.query_map(rusqlite::params_from_iter(args.iter()), run_from_row)?;
+    rows.collect()
+}
+
+/// A spec's body by hash.
+pub(super) fn spec_body(c: &Connection, hash: &str) -> rusqlite::Result<Option<String>> {
+    row(c, "SELECT body FROM specs WHERE hash = ?1", [hash], |r| {
+        r.get(0)
+    })
+    .optional()
+}
+
+/// A periodic's schedule state.
+pub(super) fn periodic_state(
+    c: &Connection,
+    periodic: &str,
+) -> rusqlite::Result<Option<PeriodicState>> {
+    row(c,
+        "SELECT periodic, schedule_hash, first_seen, last_tick, paused, queued FROM periodic_state WHERE periodic = ?1",
+        [periodic],
+        state_from_row,
+    )
+    .optional()
+}
+
+/// The schedule states of `periodics`, into `out`: one statement per 500
+/// periodics rather than one per periodic.
+pub(super) fn periodic_states(
+    c: &Connection,
+    periodics: &[String],
+    out: &mut HashMap<String, PeriodicState>,
+) -> rusqlite::Result<()> {
+    for chunk in periodics.chunks(500) {
+        let marks = vec!["?"; chunk.len()].join(", ");
+        let mut stmt = c.prepare_cached(&format!(
+            "SELECT periodic, schedule_hash, first_seen, last_tick, paused, queued FROM periodic_state WHERE periodic IN ({marks})"
+        ))?;
+        let rows = stmt.query_map(rusqlite::params_from_iter(chunk), state_from_row)?;
+        for s in rows {
+            let s = s?;
+            out.insert(s.periodic.clone(), s);
+        }
+    }
+    Ok(())
+}
+
+/// For each of `periodics`, its last run and whether one is active: two
+/// index lookups per periodic on one connection, reading only the columns a
+/// decision needs (no JSON).
+pub(super) fn periodic_runs(
+    c: &Connection,
+    periodics: &[String],
+) -> rusqlite::Result<HashMap<String, PeriodicRuns>> {
+    let mut last = c.prepare_cached(
+        "SELECT created_at, completed_at, scheduled_at, attempt, state FROM runs WHERE job = ?2 AND periodic = ?1 ORDER BY seq DESC LIMIT 1",
+    )?;
+    let mut active = c.prepare_cached(
+        "SELECT 1 FROM runs WHERE periodic = ?1 AND completed_at IS NULL ORDER BY seq DESC LIMIT 1",
+    )?;
+    // In name order: neighbouring lookups share index pages.
+    let mut sorted: Vec<&String> = periodics.iter().collect();
+    sorted.sort_unstable();
+    let mut out = HashMap::new();
+    for p in sorted {
+        let summary = last
+            .query_row([p.as_str(), crate::periodic_job(p)], summary_from_row)
+            .optional()?;
+        let is_active = active.exists([p])?;
+        out.insert(
+            p.clone(),
+            PeriodicRuns {
+                last: summary,
+                active: is_active,
+            },
+        );
+    }
+    Ok(out)
+}
+
+/// Every retained run counted by Prow's `prowjobs` labels: one grouped scan
+/// (no run is decoded), the labels taken from the refs' JSON as
+/// [`RunCount::of`] takes them.
+pub(super) fn count_runs(c: &Connection) -> rusqlite::Result<Vec<RunCount>> {
+    let sql = "SELECT job, job_type, state,
+            CASE WHEN refs IS NOT NULL THEN json_extract(refs, '$.org') ELSE COALESCE(json_extract(extra_refs, '$[0].org'), '') END,
+            CASE WHEN refs IS NOT NULL THEN json_extract(refs, '$.repo') ELSE COALESCE(json_extract(extra_refs, '$[0].repo'), '') END,
+            COALESCE(CASE WHEN refs IS NOT NULL THEN json_extract(refs, '$.base_ref') ELSE json_extract(extra_refs, '$[0].base_ref') END, ''),
+            COALESCE(cluster, configured_cluster),
+            COALESCE(json_extract(labels, '$.\"prow.k8s.io/retest\"'), '') = 'true',
+            COUNT(*)
+        FROM runs GROUP BY 1, 2, 3, 4, 5, 6, 7, 8 ORDER BY 1, 2, 3, 4, 5, 6, 7, 8";
+    let mut stmt = c.prepare_cached(sql)?;
+    let rows = stmt.query_map([], count_from_row)?;
+    rows.collect()
+}
+
+/// A periodic's outcomes, oldest first.
+pub(super) fn outcomes(c: &Connection, periodic: &str) -> rusqlite::Result<Vec<TickOutcome>> {
+    let mut stmt = c.prepare(
+        "SELECT periodic, first_tick, last_tick, count, outcome, run_id, recorded_at FROM tick_outcomes WHERE periodic = ?1 ORDER BY first_tick, rowid",
+    )?;
+    let rows = stmt.query_map([periodic], outcome_from_row)?;
+    rows.collect()
+}
+
+/// For each group of prepared runs, whether a run of one of their ticks is in
+/// `runs`.
+pub(super) fn ticks_taken<'a>(
+    c: &Connection,
+    groups: impl Iterator<Item = &'a [Prepared]>,
+) -> rusqlite::Result<Vec<bool>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT 1 FROM runs WHERE periodic = ?1 AND scheduled_at = ?2 AND attempt = ?3",
+    )?;
+    groups
+        .map(|runs| {
+            for p in runs {
+                if let (Some(periodic), Some(t)) = (&p.new.periodic, p.new.scheduled_at) {
+                    if stmt.exists(params![periodic, t.as_microsecond(), p.new.attempt])? {
+                        return Ok(true);
+                    }
+                }
+            }
+            Ok(false)
+        })
+        .collect()
+}
