@@ -22,7 +22,6 @@
 pub mod admit;
 pub mod executor;
 pub mod kube;
-pub mod kube_pod;
 pub mod local;
 pub mod registry;
 pub mod shim;

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use bosun_cluster::executor::Executor;
 use bosun_cluster::kube::{Health, PodSettings, Tracker};
 use bosun_cluster::registry::ClusterDef;
-use bosun_cluster::shim::RunAs;
+use bosun_cluster::shim::{RunAs, RunAsError};
 use bosun_config::types::ProwConfig;
 use bosun_config::Snapshot;
 
@@ -92,34 +92,79 @@ pub fn health_of(book: &HealthBook, snapshot: &Snapshot, alias: &str, def: &Clus
     }
 }
 
+/// Why the local clusters cannot run jobs as configured.
+#[derive(Debug, thiserror::Error)]
+pub enum LocalUsersError {
+    /// A `run_as` that does not resolve.
+    #[error("build_clusters.{alias}.{source}")]
+    RunAs {
+        /// The cluster.
+        alias: String,
+        /// Why.
+        source: RunAsError,
+    },
+    /// Trusted clusters, a root daemon, and local clusters without `run_as`.
+    #[error("trusted clusters are configured and bosun runs as root, so local jobs could read its credentials: set build_clusters.<alias>.run_as to an unprivileged user for the local cluster(s) {} (an implicit default cluster must be defined to set it)", .0.join(", "))]
+    Unprotected(Vec<String>),
+    /// A `run_as` user that cannot reach its cluster's run directory.
+    #[error("build_clusters.{alias}.run_as: user {spec:?} (uid {uid}, gid {gid}) cannot reach the run directory {dir}: {blocked} (mode {mode:o}, owner {owner}:{group}) is not searchable by it, so every job of cluster {alias} would fail to start; give it search permission (e.g. chmod o+x {blocked}) or choose a --data-dir it can reach")]
+    Unreachable {
+        /// The cluster.
+        alias: String,
+        /// Its `run_as`.
+        spec: String,
+        /// The user's uid.
+        uid: u32,
+        /// The user's gid.
+        gid: u32,
+        /// The cluster's run directory.
+        dir: String,
+        /// The directory above it the user cannot search.
+        blocked: String,
+        /// That directory's permission bits.
+        mode: u32,
+        /// Its owner.
+        owner: u32,
+        /// Its group.
+        group: u32,
+    },
+    /// The run directory's path cannot be made absolute.
+    #[error("{path}: {source}")]
+    Path {
+        /// The path.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
 /// The user each local cluster runs its jobs as (`build_clusters.<alias>.run_as`).
 /// Local jobs could read the daemon's kubeconfigs, so when trusted clusters are
 /// configured and bosun runs as root, every local cluster must set one.
 pub fn local_users(
     config: &ProwConfig,
     clusters: &BTreeMap<String, ClusterDef>,
-) -> Result<HashMap<String, RunAs>, String> {
+) -> Result<HashMap<String, RunAs>, LocalUsersError> {
     let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
     let mut users = HashMap::new();
     for (alias, c) in &config.build_clusters {
         if let Some(spec) = &c.run_as {
-            let user =
-                RunAs::resolve(spec, &passwd).map_err(|e| format!("build_clusters.{alias}.{e}"))?;
+            let user = RunAs::resolve(spec, &passwd).map_err(|source| LocalUsersError::RunAs {
+                alias: alias.clone(),
+                source,
+            })?;
             users.insert(alias.clone(), user);
         }
     }
     let trusted = config.build_clusters.values().any(|c| c.trusted.is_some());
     if trusted && rustix::process::geteuid().is_root() {
-        let missing: Vec<&str> = clusters
+        let missing: Vec<String> = clusters
             .iter()
             .filter(|(a, c)| matches!(c, ClusterDef::Local { .. }) && !users.contains_key(*a))
-            .map(|(a, _)| a.as_str())
+            .map(|(a, _)| a.clone())
             .collect();
         if !missing.is_empty() {
-            return Err(format!(
-                "trusted clusters are configured and bosun runs as root, so local jobs could read its credentials: set build_clusters.<alias>.run_as to an unprivileged user for the local cluster(s) {} (an implicit default cluster must be defined to set it)",
-                missing.join(", ")
-            ));
+            return Err(LocalUsersError::Unprotected(missing));
         }
     }
     Ok(users)
@@ -135,8 +180,11 @@ pub fn check_run_dirs(
     runs: &Path,
     config: &ProwConfig,
     users: &HashMap<String, RunAs>,
-) -> Result<(), String> {
-    let runs = std::path::absolute(runs).map_err(|e| format!("{}: {e}", runs.display()))?;
+) -> Result<(), LocalUsersError> {
+    let runs = std::path::absolute(runs).map_err(|source| LocalUsersError::Path {
+        path: runs.display().to_string(),
+        source,
+    })?;
     for (alias, user) in users {
         if user.uid == 0 {
             continue;
@@ -162,17 +210,17 @@ pub fn check_run_dirs(
                     .get(alias)
                     .and_then(|c| c.run_as.as_deref())
                     .unwrap_or_default();
-                return Err(format!(
-                    "build_clusters.{alias}.run_as: user {spec:?} (uid {}, gid {}) cannot reach the run directory {}: {} (mode {:o}, owner {}:{}) is not searchable by it, so every job of cluster {alias} would fail to start; give it search permission (e.g. chmod o+x {}) or choose a --data-dir it can reach",
-                    user.uid,
-                    user.gid,
-                    dir.display(),
-                    d.display(),
-                    mode & 0o7777,
-                    meta.uid(),
-                    meta.gid(),
-                    d.display(),
-                ));
+                return Err(LocalUsersError::Unreachable {
+                    alias: alias.clone(),
+                    spec: spec.to_string(),
+                    uid: user.uid,
+                    gid: user.gid,
+                    dir: dir.display().to_string(),
+                    blocked: d.display().to_string(),
+                    mode: mode & 0o7777,
+                    owner: meta.uid(),
+                    group: meta.gid(),
+                });
             }
         }
     }

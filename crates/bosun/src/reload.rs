@@ -53,7 +53,7 @@ pub fn reload(daemon: &Daemon, reason: &str) -> bool {
                 Ok(users)
             })
             .map(|users| (snapshot, defs, users))
-            .map_err(|e| vec![e])
+            .map_err(|e| vec![e.to_string()])
     });
     let (snapshot, defs, users) = match in_force {
         Ok(v) => v,

@@ -108,7 +108,7 @@ impl Controller {
                     .spec_of(&run)
                     .ok_or_else(|| "the run's job spec is missing".to_string())
                     .and_then(|spec| {
-                        bosun_cluster::kube_pod::pod_for_run(&run, &spec, &namespace)
+                        bosun_cluster::kube::pod::pod_for_run(&run, &spec, &namespace)
                             .map_err(|e| e.to_string())
                     })
                     .and_then(|pod| exec.revive_pod(&run.id, &pod).map_err(|e| e.to_string()));
@@ -142,7 +142,7 @@ impl Controller {
                 // cannot start so ends here.
                 let pod_spec = spec.pod_spec.as_ref().expect("decide checked the pod spec");
                 let job = if exec.runs_pods() {
-                    bosun_cluster::kube_pod::pod_for_run(run, spec, namespace)
+                    bosun_cluster::kube::pod::pod_for_run(run, spec, namespace)
                         .map(|pod| Start::Pod(Box::new(pod)))
                         .map_err(|e| e.to_string())
                 } else {
