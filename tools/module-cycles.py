@@ -128,6 +128,12 @@ def deps(path, file, mods):
         t = resolve(m.group(1), path, mods)
         if t is not None:
             out.add(t)
+    # A child module named by a bare path (`child::f()`), not after `::`.
+    for m in re.finditer(r"(?<![\w:])([a-z_][a-z0-9_]*)((?:::\w+)+)", body):
+        if path + (m.group(1),) in mods:
+            t = resolve(m.group(1) + m.group(2), path, mods)
+            if t is not None:
+                out.add(t)
     out.discard(path)
     return out
 

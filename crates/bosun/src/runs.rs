@@ -36,12 +36,12 @@ pub enum RunRequest {
         /// `periodic`, `presubmit` or `postsubmit`.
         job_type: Option<String>,
         /// The refs to run on.
-        refs: Option<Refs>,
+        refs: Option<Box<Refs>>,
     },
     /// A periodic, by identity, now (outside its schedule: no tick).
     Periodic(String),
     /// Another run of the same job on the same refs.
-    Rerun(Run),
+    Rerun(Box<Run>),
 }
 
 /// A job a trigger could mean.
@@ -145,7 +145,7 @@ impl RunFactory {
                     repo.as_deref(),
                     job_type.as_deref(),
                 )?;
-                let mut new = t.template.run(refs);
+                let mut new = t.template.run(refs.map(|r| *r));
                 new.state = initial_state(&snapshot.config);
                 Draft {
                     needs_pulls: job_type == JobType::Presubmit,

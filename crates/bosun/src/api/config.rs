@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
-use super::ApiResult;
+use super::error::ApiResult;
 use crate::daemon::Daemon;
 use crate::runs::blocking;
 

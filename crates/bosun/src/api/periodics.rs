@@ -12,7 +12,7 @@ use bosun_store::{Run, RunFilter, StoreError};
 use jiff::Timestamp;
 use serde::Serialize;
 
-use super::{ApiError, ApiResult};
+use super::error::{ApiError, ApiResult};
 use crate::daemon::Daemon;
 use crate::runs::{blocking, RunRequest};
 use crate::state::Shared;

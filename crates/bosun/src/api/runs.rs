@@ -12,7 +12,7 @@ use bosun_config::types::Refs;
 use bosun_store::{Run, RunFilter, RunState};
 use serde::Deserialize;
 
-use super::{ApiError, ApiResult};
+use super::error::{ApiError, ApiResult};
 use crate::daemon::Daemon;
 use crate::runs::{blocking, RunRequest};
 
@@ -35,7 +35,7 @@ pub async fn create(State(daemon): State<Arc<Daemon>>, body: Bytes) -> ApiResult
         job: req.job,
         repo: req.repo,
         job_type: req.job_type,
-        refs: req.refs,
+        refs: req.refs.map(Box::new),
     };
     let run = daemon
         .runs
@@ -174,7 +174,11 @@ pub async fn rerun(State(daemon): State<Arc<Daemon>>, Path(id): Path<String>) ->
     let old = find(&daemon, id).await?;
     let run = daemon
         .runs
-        .create(&daemon.shared, &daemon.controller, RunRequest::Rerun(old))
+        .create(
+            &daemon.shared,
+            &daemon.controller,
+            RunRequest::Rerun(Box::new(old)),
+        )
         .await?;
     Ok((StatusCode::CREATED, Json(run)).into_response())
 }

@@ -16,8 +16,8 @@ use bosun_store::{RunState, Transition};
 use jiff::Timestamp;
 
 use super::decide::{exited, job_queue, Plan, ABORT_GRACE};
+use super::handle::{Controller, Starting};
 use super::observe::Observed;
-use super::{Controller, Starting};
 use crate::clusters::Clusters;
 
 /// How long a start that failed for a reason that may pass (see

@@ -5,13 +5,12 @@
 //! from its files; a started one is `triggered` and is started again, which
 //! finds it started.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bosun_store::{RunState, Transition};
 
-use super::Controller;
+use super::handle::Controller;
 
 /// How long the controller may hold what its passes decided before it
 /// commits it.
@@ -19,31 +18,6 @@ pub const COMMIT_EVERY: Duration = Duration::from_millis(5);
 
 /// Held transitions are committed at once when there are this many.
 const COMMIT_MAX_HELD: usize = 256;
-
-/// Transitions decided by passes and not committed yet.
-#[derive(Default)]
-pub struct Held {
-    batch: Vec<(String, Transition)>,
-    /// The runs they move: passes leave these alone until the commit.
-    pub(super) runs: HashSet<String>,
-    /// Why waiting runs wait, where that changed: a note moves no run, so
-    /// its run stays in the queue. Were it left alone until the commit like
-    /// the others, a newer run could take the slot it waits for.
-    pub(super) notes: HashMap<String, String>,
-    /// Of those, the runs that end (their slots are free).
-    pub(super) ended: HashSet<String>,
-    /// Runs to release from `starting` once committed.
-    release: Vec<String>,
-    /// Runs whose start on a local cluster is held and whose job had not
-    /// ended then, with their cluster: each pass looks again (they are
-    /// neither `pending` in the store nor released, so nothing else would).
-    pub(super) unended: HashMap<String, String>,
-    /// When the oldest of them was held (on the runtime's clock, which the
-    /// timer sleeps on).
-    since: Option<tokio::time::Instant>,
-    /// A wake-up is on its way for their commit.
-    timer: bool,
-}
 
 impl Controller {
     /// Holds a pass's transitions and notes (which leave their runs where

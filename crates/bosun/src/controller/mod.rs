@@ -14,111 +14,20 @@
 
 mod act;
 pub mod decide;
+mod handle;
 mod held;
 pub mod observe;
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use bosun_store::template::SpecSnapshot;
-use bosun_store::{RunFilter, Transition};
-use tokio::sync::Notify;
-
+pub use handle::{Controller, Starting};
 pub use held::COMMIT_EVERY;
-
-use crate::state::Shared;
-
-/// A run whose start (or revival) is in flight: it holds its slot.
-#[derive(Debug, Clone)]
-pub struct Starting {
-    /// Its job.
-    pub job: String,
-    /// Its cluster.
-    pub cluster: String,
-    /// Its job queue.
-    pub queue: Option<String>,
-}
-
-/// The controller: its handle and its working state.
-pub struct Controller {
-    shared: Arc<Shared>,
-    /// Wakes a pass at once (a job ended, an abort, a held commit is due).
-    pub(crate) wake: Arc<Notify>,
-    /// Wakes a pass for new runs (a burst of them shares one pass).
-    new_runs: Notify,
-    /// Runs whose abort was requested.
-    aborts: Mutex<HashSet<String>>,
-    /// Runs whose start is in flight (they count as running).
-    pub(crate) starting: Mutex<HashMap<String, Starting>>,
-    /// What completed starts and revivals decided, for the next pass to
-    /// commit (their runs stay in `starting` until then).
-    pub(crate) started: Mutex<Vec<(String, Transition)>>,
-    /// Starts that failed for a reason that may pass: the next pass
-    /// releases their runs, which stay `triggered`, to be started again.
-    retry: Mutex<Vec<String>>,
-    /// Transitions held for the next commit.
-    held: Mutex<held::Held>,
-    /// Parsed spec snapshots by content hash (immutable, so never stale).
-    specs: Mutex<HashMap<String, Arc<SpecSnapshot>>>,
-}
 
 /// How long a new run may wait for the controller's next pass.
 const NEW_RUN_DELAY: Duration = Duration::from_millis(5);
 
 impl Controller {
-    /// The controller of `shared`'s runs; `wake` is what executors notify
-    /// when a job ends.
-    pub fn new(shared: Arc<Shared>, wake: Arc<Notify>) -> Controller {
-        Controller {
-            shared,
-            wake,
-            new_runs: Notify::new(),
-            aborts: Mutex::default(),
-            starting: Mutex::default(),
-            started: Mutex::default(),
-            retry: Mutex::default(),
-            held: Mutex::default(),
-            specs: Mutex::default(),
-        }
-    }
-
-    /// Requests the abort of runs; a pass carries it out.
-    pub fn request_abort(&self, ids: impl IntoIterator<Item = String>) {
-        self.aborts
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .extend(ids);
-        self.wake.notify_one();
-    }
-
-    /// Requests the abort of every active run of a periodic but `keep` (the
-    /// runs that replace them: `concurrency_policy: replace`). Blocking.
-    pub fn abort_active_of(&self, periodic: &str, keep: &[String]) {
-        let filter = RunFilter {
-            periodic: Some(periodic.to_string()),
-            active: true,
-            limit: 1000,
-            ..RunFilter::default()
-        };
-        let runs = self.shared.store.list(&filter).unwrap_or_default();
-        self.request_abort(
-            runs.into_iter()
-                .map(|r| r.id)
-                .filter(|id| !keep.contains(id)),
-        );
-    }
-
-    /// New runs were created: a pass comes within a few milliseconds.
-    pub fn runs_added(&self) {
-        self.new_runs.notify_one();
-    }
-
-    /// A pass now.
-    pub fn wake(&self) {
-        self.wake.notify_one();
-    }
-
     /// One pass over the active runs: observe, decide, act. Blocking (the
     /// store and executors are synchronous).
     pub fn pass(self: &Arc<Self>) {

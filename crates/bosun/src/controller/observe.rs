@@ -17,7 +17,7 @@ use bosun_store::template::SpecSnapshot;
 use bosun_store::Run;
 use jiff::Timestamp;
 
-use super::{Controller, Starting};
+use super::handle::{Controller, Starting};
 use crate::clusters::Clusters;
 use crate::state::InForce;
 
