@@ -30,13 +30,7 @@ const CENTRAL: &str = "periodics:
 /// The scheduler's periodics of a checkout of `acme/widget` on `branch`
 /// (none: the default) and one central periodic, each with the environment
 /// of a run created from its template.
-fn periodics(
-    branch: Option<&str>,
-) -> Vec<(
-    String,
-    Option<bosun_config::types::Refs>,
-    Vec<(String, String)>,
-)> {
+fn periodics(branch: Option<&str>) -> Vec<Periodic> {
     let dir = tempfile::tempdir().unwrap();
     let checkout = dir.path().join("widget");
     std::fs::create_dir_all(checkout.join(".lighthouse/jobs")).unwrap();
@@ -72,6 +66,19 @@ fn periodics(
     out
 }
 
+type Periodic = (
+    String,
+    Option<bosun_config::types::Refs>,
+    Vec<(String, String)>,
+);
+
+/// The periodic `identity` of `jobs`.
+fn find<'a>(jobs: &'a [Periodic], identity: &str) -> &'a Periodic {
+    jobs.iter()
+        .find(|j| j.0 == identity)
+        .unwrap_or_else(|| panic!("no periodic {identity}"))
+}
+
 fn var<'a>(env: &'a [(String, String)], name: &str) -> Option<&'a str> {
     env.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
 }
@@ -79,8 +86,7 @@ fn var<'a>(env: &'a [(String, String)], name: &str) -> Option<&'a str> {
 #[test]
 fn an_in_repo_periodic_runs_on_its_repository_and_branch() {
     let jobs = periodics(Some("release-1.2"));
-    let (identity, refs, env) = &jobs[1];
-    assert_eq!(identity, "acme/widget:nightly");
+    let (_, refs, env) = find(&jobs, "acme/widget:nightly");
     let refs = refs.as_ref().expect("an in-repo periodic's run has refs");
     assert_eq!(
         (
@@ -102,7 +108,7 @@ fn an_in_repo_periodic_runs_on_its_repository_and_branch() {
 #[test]
 fn an_in_repo_periodic_defaults_to_main() {
     let jobs = periodics(None);
-    let (_, refs, env) = &jobs[1];
+    let (_, refs, env) = find(&jobs, "acme/widget:nightly");
     assert_eq!(refs.as_ref().unwrap().base_ref.as_deref(), Some("main"));
     assert_eq!(var(env, "PULL_BASE_REF"), Some("main"));
 }
@@ -110,8 +116,7 @@ fn an_in_repo_periodic_defaults_to_main() {
 #[test]
 fn a_central_periodic_has_no_refs_and_no_refs_environment() {
     let jobs = periodics(None);
-    let (identity, refs, env) = &jobs[0];
-    assert_eq!(identity, "central");
+    let (_, refs, env) = find(&jobs, "central");
     assert!(refs.is_none());
     assert_eq!(var(env, "REPO_OWNER"), None);
     assert_eq!(var(env, "PULL_BASE_REF"), None);
