@@ -5,14 +5,15 @@
 # the scheduler gets the store's answer, after the store's observers: metrics
 # and the controller's view), and the lateness histogram from /metrics.
 #
-#   bench/periodic-burst.sh [N]        (default 10000; PERF_OUT=FILE: perf profile of the burst)
+#   bench/periodic-burst.sh [N]        (default 10000; PERF_OUT=FILE: perf profile of the burst;
+#                                      the daemon's log is kept in /tmp/burst-last.log)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 n=${1:-10000}
 work=$(mktemp -d)
 pid=
-trap '[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$work"' EXIT
+trap '[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; cp "$work/log" /tmp/burst-last.log; rm -rf "$work"' EXIT
 
 cargo build --quiet --release --bin bosun --manifest-path "$root/Cargo.toml"
 bosun="$root/target/release/bosun"

@@ -12,7 +12,7 @@ mod runs;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, MethodRouter};
@@ -64,16 +64,12 @@ pub fn router(daemon: Arc<Daemon>) -> Router {
 
 /// The token check of mutating routes: `Authorization: Bearer TOKEN`,
 /// compared in constant time; no token configured, no check.
-async fn authorize(
-    State(daemon): State<Arc<Daemon>>,
-    headers: HeaderMap,
-    request: Request,
-    next: Next,
-) -> Response {
+async fn authorize(State(daemon): State<Arc<Daemon>>, request: Request, next: Next) -> Response {
     let Some(token) = &daemon.token else {
         return next.run(request).await;
     };
-    let given = headers
+    let given = request
+        .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
