@@ -25,7 +25,7 @@ pub use handle::{Controller, Starting};
 pub use held::COMMIT_EVERY;
 
 /// How long a new run may wait for the controller's next pass.
-const NEW_RUN_DELAY: Duration = Duration::from_millis(5);
+pub const NEW_RUN_DELAY: Duration = Duration::from_millis(5);
 
 impl Controller {
     /// One pass over the active runs: observe, decide, act. Blocking (the
