@@ -11,12 +11,12 @@
 
 #![warn(missing_docs)]
 
-pub mod model;
 pub mod demand;
 pub mod format;
 pub mod inventory;
 pub mod jobs;
 pub mod lookup;
+pub mod model;
 pub mod openshift;
 pub mod plan;
 pub mod rules;
