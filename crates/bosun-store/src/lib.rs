@@ -213,6 +213,18 @@ impl RunCount {
     }
 }
 
+/// One job's demand over a window: what [`Store::job_demand`] returns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobDemand {
+    /// Job name.
+    pub job: String,
+    /// Its runs that reached `pending` in the window.
+    pub runs: u64,
+    /// Their run time in seconds: from `pending` to completion, or to `now`
+    /// for a run still active (never negative).
+    pub run_seconds: f64,
+}
+
 /// What the scheduler needs to know of a periodic's runs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PeriodicRuns {
@@ -335,6 +347,35 @@ pub trait Store: Send + Sync {
             .collect())
     }
 
+    /// Per job, the runs that reached `pending` at or after `since`
+    /// (`pending_at >= since`, runs that never started do not count) and their
+    /// run time: `completed_at - pending_at`, or `now - pending_at` for a run
+    /// still active, each at least 0 (`now` is the caller's: the store reads
+    /// no clock). Sorted by job name; jobs without such a run are absent.
+    /// Retention bounds what it sees: deleted runs are gone.
+    ///
+    /// The default pages through [`Store::list`] (writes between pages may
+    /// shift a run out of or into two pages); the stores here read it at once.
+    fn job_demand(&self, since: Timestamp, now: Timestamp) -> Result<Vec<JobDemand>, StoreError> {
+        let mut sums = DemandSums::default();
+        let mut offset = 0;
+        loop {
+            let page = self.list(&RunFilter {
+                limit: 1000,
+                offset,
+                ..RunFilter::default()
+            })?;
+            for r in &page {
+                sums.add(r, since, now);
+            }
+            if page.len() < 1000 {
+                break;
+            }
+            offset += page.len();
+        }
+        Ok(sums.finish())
+    }
+
     /// Commits one evaluation of a periodic all at once: its runs, its tick
     /// outcomes and its schedule state, or nothing (a crash in between can
     /// neither record a tick twice nor lose one). Returns the runs, created or
@@ -432,6 +473,41 @@ pub trait Store: Send + Sync {
 
 /// A shared store.
 pub type SharedStore = Arc<dyn Store>;
+
+/// Per job, the runs and run time in microseconds that [`Store::job_demand`]
+/// counts, summed exactly before the one conversion to seconds (so every
+/// store answers the same floats).
+#[derive(Default)]
+pub(crate) struct DemandSums(std::collections::BTreeMap<String, (u64, i64)>);
+
+impl DemandSums {
+    /// Adds `run` to its job if it reached `pending` at or after `since`.
+    pub(crate) fn add(&mut self, run: &Run, since: Timestamp, now: Timestamp) {
+        let Some(pending) = run.pending_at.filter(|p| *p >= since) else {
+            return;
+        };
+        let end = run.completed_at.unwrap_or(now);
+        let micros = (end.as_microsecond() - pending.as_microsecond()).max(0);
+        let sums = match self.0.get_mut(run.job.as_str()) {
+            Some(s) => s,
+            None => self.0.entry(run.job.clone()).or_default(),
+        };
+        sums.0 += 1;
+        sums.1 = sums.1.saturating_add(micros);
+    }
+
+    /// The demand, by job name.
+    pub(crate) fn finish(self) -> Vec<JobDemand> {
+        self.0
+            .into_iter()
+            .map(|(job, (runs, micros))| JobDemand {
+                job,
+                runs,
+                run_seconds: micros as f64 / 1e6,
+            })
+            .collect()
+    }
+}
 
 /// Content hash of a job spec snapshot (SHA-256 of its canonical JSON).
 pub fn spec_hash(spec: &serde_json::Value) -> String {

@@ -9,8 +9,8 @@ use jiff::Timestamp;
 use crate::prepared::{Payload, PreparedFire, PreparedFires};
 use crate::run::{apply, Run};
 use crate::{
-    new_run_id, Created, Fire, NewRun, PeriodicState, RunFilter, Store, StoreError, TickOutcome,
-    Transition, TransitionObserver,
+    new_run_id, Created, DemandSums, Fire, JobDemand, NewRun, PeriodicState, RunFilter, Store,
+    StoreError, TickOutcome, Transition, TransitionObserver,
 };
 
 #[derive(Default)]
@@ -309,6 +309,15 @@ impl Store for MemoryStore {
             .filter(|o| o.periodic == periodic)
             .cloned()
             .collect())
+    }
+
+    fn job_demand(&self, since: Timestamp, now: Timestamp) -> Result<Vec<JobDemand>, StoreError> {
+        let g = self.lock();
+        let mut sums = DemandSums::default();
+        for r in g.runs.values() {
+            sums.add(r, since, now);
+        }
+        Ok(sums.finish())
     }
 
     fn delete_completed_before(&self, cutoff: Timestamp) -> Result<Vec<String>, StoreError> {

@@ -8,8 +8,8 @@ use bosun_config::types::{JobType, Refs};
 use bosun_store::memory::MemoryStore;
 use bosun_store::sqlite::{SqliteOptions, SqliteStore};
 use bosun_store::{
-    Created, NewRun, PeriodicState, PreparedFires, Run, RunFilter, RunState, Store, StoreError,
-    TickOutcome, Transition, TransitionObserver,
+    Created, Fire, JobDemand, NewRun, PeriodicState, PreparedFires, Run, RunFilter, RunState,
+    Store, StoreError, TickOutcome, Transition, TransitionObserver,
 };
 use jiff::Timestamp;
 
@@ -1193,4 +1193,215 @@ fn sqlite_folds_prepared_fires_left_by_a_crash() {
         .map(|r| r.build_id.parse().unwrap())
         .collect();
     assert!(ids.windows(2).all(|w| w[0] < w[1]), "build ids increase");
+}
+
+/// Moves run `id` through `steps` (state, time), each of which must succeed.
+fn walk(s: &dyn Store, id: &str, steps: &[(RunState, &str)]) {
+    let batch = steps
+        .iter()
+        .map(|(to, at)| (id.to_string(), Transition::to(*to, t(at), "x")))
+        .collect();
+    for r in s.transitions(batch) {
+        r.unwrap();
+    }
+}
+
+/// Runs of several jobs, started (or not) around the window's start and
+/// ended (or not): what `job_demand` counts from `since` on, at `now`.
+fn demand_fixture(s: &dyn Store) {
+    let run = |job: &str, created: &str, steps: &[(RunState, &str)]| {
+        let r = s
+            .create_run(new_periodic(job, None, 0), t(created))
+            .unwrap()
+            .run()
+            .clone();
+        walk(s, &r.id, steps);
+    };
+    use RunState::*;
+    // a: one run of 30 minutes, one still running since 02:00 (1 h at now).
+    run(
+        "a",
+        "2026-01-10T00:59:00Z",
+        &[
+            (Pending, "2026-01-10T01:00:00Z"),
+            (Success, "2026-01-10T01:30:00Z"),
+        ],
+    );
+    run(
+        "a",
+        "2026-01-10T01:59:00Z",
+        &[(Pending, "2026-01-10T02:00:00Z")],
+    );
+    // b: started before the window (not counted, though it ended inside);
+    // started exactly at its start and failed at once (counted, 0 s); a
+    // revival keeps the first start (90.25 s).
+    run(
+        "b",
+        "2026-01-09T23:00:00Z",
+        &[
+            (Pending, "2026-01-09T23:59:59.999999Z"),
+            (Failure, "2026-01-10T00:30:00Z"),
+        ],
+    );
+    run(
+        "b",
+        "2026-01-09T23:59:00Z",
+        &[
+            (Pending, "2026-01-10T00:00:00Z"),
+            (Error, "2026-01-10T00:00:00Z"),
+        ],
+    );
+    run(
+        "b",
+        "2026-01-10T00:10:00Z",
+        &[
+            (Pending, "2026-01-10T00:10:00Z"),
+            (Pending, "2026-01-10T00:11:00Z"),
+            (Aborted, "2026-01-10T00:11:30.25Z"),
+        ],
+    );
+    // c: never started (waiting, or aborted while waiting): absent.
+    run("c", "2026-01-10T01:00:00Z", &[]);
+    run(
+        "c",
+        "2026-01-10T01:00:00Z",
+        &[(Aborted, "2026-01-10T01:05:00Z")],
+    );
+    // d: started after `now` (a caller's `now` behind the store): 0 s.
+    run(
+        "d",
+        "2026-01-10T03:00:00Z",
+        &[(Pending, "2026-01-10T03:30:00Z")],
+    );
+}
+
+fn demand(job: &str, runs: u64, run_seconds: f64) -> JobDemand {
+    JobDemand {
+        job: job.into(),
+        runs,
+        run_seconds,
+    }
+}
+
+#[test]
+fn job_demand_counts_runs_started_in_the_window_and_their_run_time() {
+    each_store(|s, _| {
+        assert_eq!(
+            s.job_demand(t("2026-01-01T00:00:00Z"), t("2026-01-10T00:00:00Z"))
+                .unwrap(),
+            vec![],
+            "no runs"
+        );
+        demand_fixture(s);
+        let since = t("2026-01-10T00:00:00Z");
+        let now = t("2026-01-10T03:00:00Z");
+        assert_eq!(
+            s.job_demand(since, now).unwrap(),
+            vec![
+                demand("a", 2, 1800.0 + 3600.0),
+                demand("b", 2, 90.25),
+                demand("d", 1, 0.0),
+            ]
+        );
+        // Later: the active run has run longer; a later window drops b.
+        assert_eq!(
+            s.job_demand(t("2026-01-10T00:59:00Z"), t("2026-01-10T04:00:00Z"))
+                .unwrap(),
+            vec![demand("a", 2, 1800.0 + 7200.0), demand("d", 1, 1800.0)]
+        );
+        // An earlier window takes b's first run, started a microsecond before.
+        let all = s.job_demand(t("2026-01-09T23:59:59.999999Z"), now).unwrap();
+        assert_eq!(all[1], demand("b", 3, 1890.250001));
+        // Retention removes runs, and their demand with them (b's latest
+        // run stays, as the latest run of its periodic).
+        s.delete_completed_before(t("2026-01-10T01:00:00Z"))
+            .unwrap();
+        assert_eq!(
+            s.job_demand(t("2026-01-09T23:00:00Z"), now).unwrap(),
+            vec![
+                demand("a", 2, 1800.0 + 3600.0),
+                demand("b", 1, 90.25),
+                demand("d", 1, 0.0),
+            ]
+        );
+    });
+}
+
+/// A store that keeps only the required methods (the default `job_demand`
+/// pages through `list`).
+struct Required(MemoryStore);
+
+impl Store for Required {
+    fn create_run(&self, new: NewRun, at: Timestamp) -> Result<Created, StoreError> {
+        self.0.create_run(new, at)
+    }
+    fn transition(&self, id: &str, tr: Transition) -> Result<Run, StoreError> {
+        self.0.transition(id, tr)
+    }
+    fn get(&self, id: &str) -> Result<Option<Run>, StoreError> {
+        self.0.get(id)
+    }
+    fn list(&self, filter: &RunFilter) -> Result<Vec<Run>, StoreError> {
+        self.0.list(filter)
+    }
+    fn spec(&self, hash: &str) -> Result<Option<serde_json::Value>, StoreError> {
+        self.0.spec(hash)
+    }
+    fn periodic_state(&self, periodic: &str) -> Result<Option<PeriodicState>, StoreError> {
+        self.0.periodic_state(periodic)
+    }
+    fn put_periodic_state(&self, state: &PeriodicState) -> Result<(), StoreError> {
+        self.0.put_periodic_state(state)
+    }
+    fn record_outcomes(&self, outcomes: &[TickOutcome]) -> Result<(), StoreError> {
+        self.0.record_outcomes(outcomes)
+    }
+    fn outcomes(&self, periodic: &str) -> Result<Vec<TickOutcome>, StoreError> {
+        self.0.outcomes(periodic)
+    }
+    fn commit_fire(&self, fire: Fire, at: Timestamp) -> Result<Vec<Created>, StoreError> {
+        self.0.commit_fire(fire, at)
+    }
+    fn delete_completed_before(&self, cutoff: Timestamp) -> Result<Vec<String>, StoreError> {
+        self.0.delete_completed_before(cutoff)
+    }
+}
+
+#[test]
+fn the_default_job_demand_agrees_with_the_stores() {
+    let s = Required(MemoryStore::new());
+    demand_fixture(&s);
+    // More than one page of runs.
+    for i in 0..1500 {
+        let r = s
+            .create_run(new_periodic("e", None, 0), t("2026-01-10T00:00:00Z"))
+            .unwrap()
+            .run()
+            .clone();
+        let start = 1_768_003_200 + i; // 2026-01-10T00:00:00Z + i s
+        let at = |secs: i64| Timestamp::from_second(secs).unwrap().to_string();
+        walk(
+            &s,
+            &r.id,
+            &[
+                (RunState::Pending, at(start).as_str()),
+                (RunState::Success, at(start + 2).as_str()),
+            ],
+        );
+    }
+    let (since, now) = (t("2026-01-10T00:00:00Z"), t("2026-01-10T03:00:00Z"));
+    let default = s.job_demand(since, now).unwrap();
+    assert_eq!(default, s.0.job_demand(since, now).unwrap());
+    assert_eq!(default[3], demand("e", 1500, 3000.0));
+    each_store(|store, _| {
+        demand_fixture(store);
+        assert_eq!(
+            store.job_demand(since, now).unwrap(),
+            default
+                .iter()
+                .filter(|d| d.job != "e")
+                .cloned()
+                .collect::<Vec<_>>()
+        );
+    });
 }

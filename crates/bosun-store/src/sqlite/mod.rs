@@ -80,8 +80,8 @@ use self::versions::Versions;
 use self::writer::{FoldGate, Writer};
 use crate::run::Run;
 use crate::{
-    CreateDone, Created, Fire, NewRun, PeriodicRuns, PeriodicState, PreparedFires, RunCount,
-    RunFilter, Store, StoreError, TickOutcome, Transition, TransitionObserver,
+    CreateDone, Created, Fire, JobDemand, NewRun, PeriodicRuns, PeriodicState, PreparedFires,
+    RunCount, RunFilter, Store, StoreError, TickOutcome, Transition, TransitionObserver,
 };
 
 /// How long a read waits for the fire log to be folded.
@@ -486,6 +486,10 @@ impl Store for SqliteStore {
 
     fn outcomes(&self, periodic: &str) -> Result<Vec<TickOutcome>, StoreError> {
         self.read(|c| sql::outcomes(c, periodic))
+    }
+
+    fn job_demand(&self, since: Timestamp, now: Timestamp) -> Result<Vec<JobDemand>, StoreError> {
+        self.read(|c| sql::job_demand(c, since, now))
     }
 
     fn delete_completed_before(&self, cutoff: Timestamp) -> Result<Vec<String>, StoreError> {

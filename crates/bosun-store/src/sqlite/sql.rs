@@ -11,7 +11,7 @@ use super::codec::{
 };
 use super::error::unavailable;
 use crate::run::Run;
-use crate::{PeriodicRuns, PeriodicState, RunCount, RunFilter, StoreError, TickOutcome};
+use crate::{JobDemand, PeriodicRuns, PeriodicState, RunCount, RunFilter, StoreError, TickOutcome};
 
 /// The columns of a run's row, in the order [`run_from_row`] decodes (and
 /// inserts bind) them; `seq` follows them in an insert.
@@ -342,6 +342,36 @@ pub(super) fn count_runs(c: &Connection) -> rusqlite::Result<Vec<RunCount>> {
         FROM runs GROUP BY 1, 2, 3, 4, 5, 6, 7, 8 ORDER BY 1, 2, 3, 4, 5, 6, 7, 8";
     let mut stmt = c.prepare_cached(sql)?;
     let rows = stmt.query_map([], count_from_row)?;
+    rows.collect()
+}
+
+/// Per job, the runs that reached `pending` at or after `since` and their
+/// run time (see [`crate::Store::job_demand`]), in one grouped scan.
+///
+/// No index serves `pending_at`: this reads every retained run, where an
+/// index would cost every insert and every start of a run a page in its
+/// commit (the schema's history drops indexes for that reason). The
+/// dispatcher asks rarely (its demand is cached for minutes), and retention
+/// bounds the table. Times are summed in whole microseconds (exact) and
+/// converted once, as the other stores do.
+pub(super) fn job_demand(
+    c: &Connection,
+    since: jiff::Timestamp,
+    now: jiff::Timestamp,
+) -> rusqlite::Result<Vec<JobDemand>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT job, COUNT(*), SUM(MAX(0, COALESCE(completed_at, ?2) - pending_at))
+         FROM runs WHERE pending_at >= ?1 GROUP BY job ORDER BY job",
+    )?;
+    let rows = stmt.query_map(params![since.as_microsecond(), now.as_microsecond()], |r| {
+        let runs: i64 = r.get(1)?;
+        let micros: i64 = r.get(2)?;
+        Ok(JobDemand {
+            job: r.get(0)?,
+            runs: runs as u64,
+            run_seconds: micros as f64 / 1e6,
+        })
+    })?;
     rows.collect()
 }
 
