@@ -582,6 +582,12 @@ impl OsJob {
         self
     }
 
+    /// `isApplyConfigJob` from the job's container images: exactly one
+    /// container, whose image contains `applyconfig`.
+    pub fn applyconfig_images<S: AsRef<str>>(images: &[S]) -> bool {
+        images.len() == 1 && images[0].as_ref().contains("applyconfig")
+    }
+
     /// Its cluster profile label.
     pub fn cluster_profile(&self) -> Option<&str> {
         self.labels.get(CLUSTER_PROFILE_LABEL).map(String::as_str)

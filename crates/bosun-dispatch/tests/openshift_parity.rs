@@ -241,6 +241,31 @@ fn gzip_input_reads_the_same() {
 }
 
 #[test]
+fn production_sized_build_farm() {
+    // OpenShift's real _config.yaml lists ~20k basenames (~1.2 MB).
+    let mut src = String::from("default: build03\ndetermineE2EByJob: true\nbuildFarm:\n  aws:\n");
+    for c in 0..6 {
+        src.push_str(&format!("    build{c:02}:\n      filenames:\n"));
+        for i in 0..3400 {
+            src.push_str(&format!(
+                "      - org{i}-repo{c}-release-4.{i}-presubmits.yaml\n"
+            ));
+        }
+    }
+    let started = std::time::Instant::now();
+    let config = OsConfig::parse("_config.yaml", src.as_bytes()).unwrap();
+    let clusters = fixture().1;
+    let j = job("pull-ci-x", "org77-repo4-release-4.77-presubmits.yaml");
+    assert_relocatable(
+        &decide(&j, &config, &clusters),
+        12,
+        Some("build04"),
+        "build04",
+    );
+    assert!(started.elapsed() < Duration::from_secs(30));
+}
+
+#[test]
 fn config_errors_name_the_file_and_the_problem() {
     let err = |src: &[u8]| {
         OsConfig::parse("core/_config.yaml", src)
@@ -374,7 +399,9 @@ fn rule_3_vsphere_jobs_go_to_vsphere02() {
     assert_pinned(&decide_fixture(&j), "vsphere02", 3);
     // Not an applyconfig job: that falls through (here to rule 13).
     let mut j = job("periodic-ci-openshift-vsphere-applyconfig", B17);
-    j.applyconfig = true;
+    j.applyconfig = OsJob::applyconfig_images(&["registry.ci.openshift.org/ci/applyconfig:latest"]);
+    assert!(j.applyconfig);
+    assert!(!OsJob::applyconfig_images(&["applyconfig", "sidecar"]));
     assert_relocatable(&decide_fixture(&j), 13, None, "build03");
     // Not the vsphere-elastic-poc profile: that falls through (here to rule 8).
     let j = job("pull-ci-org-repo-main-e2e-vsphere-elastic", B18)
