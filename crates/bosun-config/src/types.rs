@@ -319,26 +319,202 @@ pub struct TrustRule {
     pub types: Vec<JobType>,
 }
 
-/// **bosun**: the dispatcher.
+/// **bosun**: the dispatcher: assigns relocatable jobs to build clusters, in
+/// units, by the placement rules (in this order: eligibility, pins, required
+/// capabilities, `groups`, provider affinity, then balancing by demand; see
+/// `docs/config.md`), and re-plans on `replan`.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(default)]
 pub struct DispatcherConfig {
     /// Cluster aliases whose jobs may be moved (plus jobs that omit `cluster:`).
+    /// A job whose written `cluster:` is not listed is pinned there.
     pub relocatable_clusters: Vec<String>,
     /// Where job volume comes from: `history` (bosun's store) or `prometheus`.
+    /// (`bosun dispatcher` also takes a demand file, OpenShift's `job_volume.json`.)
     pub demand: DemandSource,
     /// Prometheus URL when `demand: prometheus`.
     pub prometheus_url: Option<String>,
+    /// A file holding the bearer token sent to Prometheus (read at each query).
+    pub bearer_token_file: Option<String>,
+    /// The query giving each job's volume over the window, one series per
+    /// `job_name`; `$window` is replaced by the window (`168h`). Default
+    /// OpenShift's:
+    /// `sum(increase(prowjob_state_transitions{state="pending"}[$window])) by (job_name)`.
+    pub prometheus_query: Option<String>,
     /// Measurement window. Default 168h (a week).
     pub window: Option<GoDuration>,
-    /// Most jobs moved by one re-plan; 0 = unlimited.
-    pub budget: i64,
-    /// Relative imbalance (percent) below which jobs stay where they are. Default 10.
+    /// The share of total demand one re-plan may move (moves forced by a blocked,
+    /// removed or no longer eligible cluster do not count): `10%`, or a number
+    /// 0-100 meaning percent. Default 10%.
+    pub budget: Option<Percent>,
+    /// No move at all while every cluster's load is within this many percent
+    /// of its target. Default 3.
     pub hysteresis_percent: Option<f64>,
-    /// When to re-plan (cron). Default `@daily`.
+    /// When to re-plan (cron, UTC). Default `0 7 * * 0` (Sundays 07:00, weekly
+    /// as OpenShift).
     pub replan: Option<String>,
-    /// Where assignments are persisted.
+    /// Where assignments are persisted. Default: under the data directory.
     pub assignments_file: Option<String>,
+    /// The unit of placement for relocatable jobs: `file` (all relocatable jobs
+    /// of one job-config file together, as OpenShift) or `job`. Jobs sharing a
+    /// name are always one unit. Default `file`.
+    pub unit: DispatchUnit,
+    /// Group rules: jobs whose name or job-config file matches go to the
+    /// group's cluster. The first matching group whose cluster is eligible wins.
+    pub groups: Vec<DispatchGroup>,
+    /// Job labels naming the provider (cloud) a job prefers, the first present
+    /// wins. Default `[dispatcher.bosun.dev/provider, ci-operator.openshift.io/cloud]`.
+    pub provider_labels: Option<Vec<String>>,
+    /// Provider names mapped before matching clusters' `provider`
+    /// (OpenShift's `cloudMapping`, e.g. `equinix-ocp-metal: aws`).
+    pub provider_mapping: BTreeMap<String, String>,
+}
+
+/// The label a job names its provider with, bosun's own.
+pub const PROVIDER_LABEL: &str = "dispatcher.bosun.dev/provider";
+/// OpenShift's cloud label, set by prowgen.
+pub const OPENSHIFT_CLOUD_LABEL: &str = "ci-operator.openshift.io/cloud";
+/// The prefix of required-capability labels (`capability/arm64: arm64`).
+pub const CAPABILITY_LABEL_PREFIX: &str = "capability/";
+/// `dispatcher.budget`'s default, in percent.
+pub const DEFAULT_BUDGET_PERCENT: f64 = 10.0;
+/// `dispatcher.hysteresis_percent`'s default.
+pub const DEFAULT_HYSTERESIS_PERCENT: f64 = 3.0;
+/// `dispatcher.replan`'s default: Sundays at 07:00 UTC.
+pub const DEFAULT_REPLAN: &str = "0 7 * * 0";
+/// `dispatcher.window`'s default: a week.
+pub const DEFAULT_WINDOW: GoDuration = GoDuration::from_secs(7 * 24 * 3600);
+/// `dispatcher.prometheus_query`'s default (OpenShift's), `$window` to be replaced.
+pub const DEFAULT_PROMETHEUS_QUERY: &str =
+    r#"sum(increase(prowjob_state_transitions{state="pending"}[$window])) by (job_name)"#;
+
+impl DispatcherConfig {
+    /// `budget` as a share of demand (0.0-1.0).
+    pub fn budget_share(&self) -> f64 {
+        self.budget.map_or(DEFAULT_BUDGET_PERCENT, |p| p.0) / 100.0
+    }
+
+    /// `hysteresis_percent`, defaulted.
+    pub fn hysteresis_percent(&self) -> f64 {
+        self.hysteresis_percent
+            .unwrap_or(DEFAULT_HYSTERESIS_PERCENT)
+    }
+
+    /// `replan`, defaulted.
+    pub fn replan(&self) -> &str {
+        self.replan.as_deref().unwrap_or(DEFAULT_REPLAN)
+    }
+
+    /// `window`, defaulted.
+    pub fn window(&self) -> GoDuration {
+        self.window.unwrap_or(DEFAULT_WINDOW)
+    }
+
+    /// `prometheus_query` (defaulted) with `$window` replaced by the window as
+    /// Prometheus writes durations (`168h`, `90m`, `45s`).
+    pub fn prometheus_query(&self) -> String {
+        let q = self
+            .prometheus_query
+            .as_deref()
+            .unwrap_or(DEFAULT_PROMETHEUS_QUERY);
+        q.replace("$window", &prometheus_duration(self.window()))
+    }
+
+    /// `provider_labels`, defaulted.
+    pub fn provider_labels(&self) -> Vec<&str> {
+        match &self.provider_labels {
+            Some(l) => l.iter().map(String::as_str).collect(),
+            None => vec![PROVIDER_LABEL, OPENSHIFT_CLOUD_LABEL],
+        }
+    }
+
+    /// Whether a job on `cluster` may be moved: it omits `cluster:`
+    /// (`written` false) or names a cluster of `relocatable_clusters`.
+    pub fn relocatable(&self, cluster: &str, written: bool) -> bool {
+        !written || self.relocatable_clusters.iter().any(|c| c == cluster)
+    }
+}
+
+/// A duration as Prometheus writes one: the largest whole unit among `h`,
+/// `m`, `s` (`ms` below a second).
+fn prometheus_duration(d: GoDuration) -> String {
+    let ms = d.as_nanos().max(0) / 1_000_000;
+    match ms {
+        0 => "0s".to_string(),
+        ms if ms % 3_600_000 == 0 => format!("{}h", ms / 3_600_000),
+        ms if ms % 60_000 == 0 => format!("{}m", ms / 60_000),
+        ms if ms % 1_000 == 0 => format!("{}s", ms / 1_000),
+        ms => format!("{ms}ms"),
+    }
+}
+
+/// **bosun**: a percentage, written `10%` or as a number (`10`, `2.5`).
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
+pub struct Percent(pub f64);
+
+impl<'de> Deserialize<'de> for Percent {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Percent;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a percentage such as 10% or 10")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Percent, E> {
+                Ok(Percent(v as f64))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Percent, E> {
+                Ok(Percent(v as f64))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Percent, E> {
+                Ok(Percent(v))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Percent, E> {
+                v.trim()
+                    .strip_suffix('%')
+                    .and_then(|n| n.trim().parse::<f64>().ok())
+                    .filter(|n| n.is_finite())
+                    .map(Percent)
+                    .ok_or_else(|| {
+                        E::custom(format!(
+                            "invalid percentage {v:?}: write a number such as 10% or 10"
+                        ))
+                    })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl Serialize for Percent {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(self.0)
+    }
+}
+
+/// **bosun**: the dispatcher's unit of placement for relocatable jobs.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum DispatchUnit {
+    /// All relocatable jobs of one job-config file go together (OpenShift's way).
+    #[default]
+    File,
+    /// Each job (all jobs of one name) is placed on its own.
+    Job,
+}
+
+/// **bosun**: a dispatcher group rule.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct DispatchGroup {
+    /// The cluster the group's jobs go to.
+    pub cluster: String,
+    /// Job names or regular expressions (anchored).
+    pub jobs: Vec<String>,
+    /// Regular expressions (unanchored, as OpenShift's) over the job-config
+    /// file's path relative to its job-config directory (`org/repo/file.yaml`;
+    /// in-repo files: `ORG/REPO:.prow.yaml`).
+    pub paths: Vec<String>,
 }
 
 /// **bosun**: source of the dispatcher's job volume.

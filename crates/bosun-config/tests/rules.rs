@@ -2793,7 +2793,7 @@ fn build_cluster_and_bosun_sections_fail() {
             format!(r#"{CONFIG}:17:5: error: scheduler.failover.mappings names unknown cluster "gone""#),
             format!(r#"{CONFIG}:19:3: error: dispatcher.relocatable_clusters names unknown cluster "nowhere2""#),
             format!("{CONFIG}:20:3: error: dispatcher.demand: prometheus needs dispatcher.prometheus_url"),
-            format!("{CONFIG}:21:3: error: dispatcher.budget must be a non-negative number"),
+            format!("{CONFIG}:21:3: error: dispatcher.budget must be a percentage between 0 and 100 (10% or 10)"),
             format!("{CONFIG}:22:3: error: dispatcher.hysteresis_percent must be between 0 and 100"),
             format!("{CONFIG}:24:3: error: plank.max_concurrency must be a non-negative number"),
             format!(r#"{CONFIG}:25:3: error: plank.job_queue_capacities has an empty queue name """#),
@@ -2833,6 +2833,172 @@ fn build_cluster_and_bosun_sections_pass() {
         "",
     );
     clean(&l);
+}
+
+#[test]
+fn dispatcher_section_fails() {
+    let l = check(
+        "
+        build_clusters:
+          a: {}
+        dispatcher:
+          prometheus_url: prometheus:9090
+          prometheus_query: ' '
+          budget: 120%
+          window: 0s
+          groups:
+          - cluster: nowhere
+            jobs: ['(']
+            paths: ['[']
+          - cluster: a
+          - jobs: [x]
+          provider_mapping: {metal: ''}
+        ",
+        "",
+    );
+    assert_diags(
+        &l,
+        &[
+            format!(r#"{CONFIG}:4:3: error: dispatcher.prometheus_url must be an http:// or https:// URL, found "prometheus:9090""#),
+            format!("{CONFIG}:5:3: error: dispatcher.prometheus_query must not be empty"),
+            format!("{CONFIG}:6:3: error: dispatcher.budget must be a percentage between 0 and 100 (10% or 10)"),
+            format!("{CONFIG}:7:3: error: dispatcher.window must be a positive duration"),
+            format!(r#"{CONFIG}:9:5: error: dispatcher.groups[0].cluster names unknown cluster "nowhere""#),
+            format!(r#"{CONFIG}:10:5: error: dispatcher.groups[0].jobs: invalid pattern "(": unclosed group"#),
+            format!(r#"{CONFIG}:11:5: error: dispatcher.groups[0].paths: invalid pattern "[": unclosed character class"#),
+            format!("{CONFIG}:12:5: error: dispatcher.groups[1] matches nothing: give jobs or paths"),
+            format!("{CONFIG}:13:5: error: dispatcher.groups[2].cluster must be set"),
+            format!(r#"{CONFIG}:14:3: error: dispatcher.provider_mapping: "metal": "" needs a provider on both sides"#),
+        ],
+    );
+}
+
+#[test]
+fn dispatcher_budget_is_a_percentage() {
+    use bosun_config::types::Percent;
+    for (written, share) in [("10%", 0.10), ("25", 0.25), ("2.5%", 0.025), ("0", 0.0)] {
+        let l = check(&format!("dispatcher:\n  budget: {written}\n"), "");
+        let d = clean(&l).config.dispatcher.clone().expect("dispatcher");
+        assert_eq!(d.budget_share(), share, "{written}");
+        assert!(d.budget.is_some_and(|p: Percent| p.0 == share * 100.0));
+    }
+    let l = check("dispatcher:\n  budget: ten\n", "");
+    assert_diags(
+        &l,
+        &[format!(
+            r#"{CONFIG}:2:11: error: invalid percentage "ten": write a number such as 10% or 10"#
+        )],
+    );
+}
+
+#[test]
+fn dispatcher_defaults() {
+    let l = check("dispatcher: {}\n", "");
+    let d = clean(&l).config.dispatcher.clone().expect("dispatcher");
+    assert_eq!(d.budget_share(), 0.10);
+    assert_eq!(d.hysteresis_percent(), 3.0);
+    assert_eq!(d.replan(), "0 7 * * 0");
+    assert_eq!(d.window().to_string(), "168h0m0s");
+    assert_eq!(
+        d.prometheus_query(),
+        r#"sum(increase(prowjob_state_transitions{state="pending"}[168h])) by (job_name)"#
+    );
+    assert_eq!(
+        d.provider_labels(),
+        [
+            "dispatcher.bosun.dev/provider",
+            "ci-operator.openshift.io/cloud"
+        ]
+    );
+    assert_eq!(d.unit, bosun_config::types::DispatchUnit::File);
+    let l = check(
+        "dispatcher:\n  window: 90m\n  prometheus_query: 'sum(x[$window])'\n  unit: job\n",
+        "",
+    );
+    let d = clean(&l).config.dispatcher.clone().expect("dispatcher");
+    assert_eq!(d.prometheus_query(), "sum(x[90m])");
+    assert_eq!(d.unit, bosun_config::types::DispatchUnit::Job);
+}
+
+/// `replan` is checked by the schedule engine, as a periodic's cron is.
+#[test]
+fn dispatcher_replan_is_checked() {
+    let opts = LoadOptions {
+        schedule_check: Some(Arc::new(FixedCheck)),
+        ..options()
+    };
+    let l = load_files(
+        &[(CONFIG, "dispatcher:\n  replan: nonsense\n"), (JOBS, "")],
+        &opts,
+    );
+    assert_diags(
+        &l,
+        &[format!(
+            "{CONFIG}:2:3: error: dispatcher.replan: bad cron nonsense\n  hint: write a cron"
+        )],
+    );
+    let l = load_files(
+        &[(CONFIG, "dispatcher:\n  replan: good\n"), (JOBS, "")],
+        &opts,
+    );
+    clean(&l);
+}
+
+/// A schedule check that accepts exactly the cron `good`.
+struct FixedCheck;
+
+impl ScheduleCheck for FixedCheck {
+    fn check(&self, p: &Periodic) -> Vec<ScheduleProblem> {
+        match p.kind.cron.as_deref() {
+            Some("good") | None => vec![],
+            Some(c) => vec![ScheduleProblem {
+                severity: Severity::Error,
+                field: "cron",
+                message: format!("bad cron {c}"),
+                hint: Some("write a cron".into()),
+            }],
+        }
+    }
+}
+
+/// With a dispatcher, jobs sharing a name should share a cluster.
+#[test]
+fn jobs_sharing_a_name_on_different_clusters_warn() {
+    let jobs = "
+        periodics:
+        - name: same
+          interval: 1h
+          cluster: a
+          spec: {containers: [{image: alpine}]}
+        presubmits:
+          o/r:
+          - name: same
+            cluster: b
+            spec: {containers: [{image: alpine}]}
+          - name: other
+            spec: {containers: [{image: alpine}]}
+        postsubmits:
+          o/r:
+          - name: same
+            cluster: a
+            spec: {containers: [{image: alpine}]}
+          - name: other
+            spec: {containers: [{image: alpine}]}
+        ";
+    let config = "
+        build_clusters: {a: {}, b: {}}
+        dispatcher: {}
+        ";
+    let l = check(config, jobs);
+    assert_diags(
+        &l,
+        &[format!(
+            r#"{JOBS}:9:5: warning: job same: jobs named same use different clusters ("b" here, "a" at {JOBS}:2:3): the dispatcher places all jobs of one name together
+  hint: give the jobs of one name the same cluster, or rename one"#
+        )],
+    );
+    // Without a dispatcher or an external scheduler, no warning.
+    clean(&check("build_clusters: {a: {}, b: {}}\n", jobs));
 }
 
 /// Without build_clusters every alias is known, so failover targets are not checked.

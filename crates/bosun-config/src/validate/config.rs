@@ -7,11 +7,15 @@ use std::sync::Arc;
 use regex::Regex;
 
 use crate::diag::Diagnostic;
+use crate::model::{Job, Origin, Periodic};
 use crate::names::{short_regex_error, valid_repo_name};
-use crate::types::{ClusterKind, DemandSource, ProwConfig};
+use crate::types::{
+    ClusterKind, DemandSource, DispatcherConfig, JobBase, JobSource, PeriodicFields, ProwConfig,
+};
 use crate::yaml::Mark;
 
 use super::ctx::Clusters;
+use super::schedule::ScheduleCheck;
 
 /// Checks `config.yaml`'s own sections; diagnostics point below `root`, the
 /// config file's top-level mapping.
@@ -19,6 +23,7 @@ pub(super) fn check(
     config: &ProwConfig,
     clusters: &Clusters<'_>,
     kubeconfig_clusters: &[String],
+    schedule: Option<&dyn ScheduleCheck>,
     file: &Arc<str>,
     root: Mark,
     d: &mut Vec<Diagnostic>,
@@ -109,28 +114,9 @@ pub(super) fn check(
         }
     }
     if let Some(dispatcher) = &config.dispatcher {
-        for alias in &dispatcher.relocatable_clusters {
-            if !known(alias) {
-                d.push(err(format!(
-                    "dispatcher.relocatable_clusters names unknown cluster {alias:?}"
-                )));
-            }
-        }
-        if dispatcher.demand == DemandSource::Prometheus && dispatcher.prometheus_url.is_none() {
-            d.push(err(
-                "dispatcher.demand: prometheus needs dispatcher.prometheus_url".into(),
-            ));
-        }
-        if dispatcher.budget < 0 {
-            d.push(err("dispatcher.budget must be a non-negative number".into()));
-        }
-        if dispatcher
-            .hysteresis_percent
-            .is_some_and(|h| !(0.0..=100.0).contains(&h))
-        {
-            d.push(err(
-                "dispatcher.hysteresis_percent must be between 0 and 100".into(),
-            ));
+        dispatcher_check(dispatcher, &known, &err, d);
+        if let (Some(replan), Some(schedule)) = (&dispatcher.replan, schedule) {
+            replan_check(replan, schedule, &at, d);
         }
     }
     for (i, src) in config.in_repo.iter().enumerate() {
@@ -158,5 +144,142 @@ pub(super) fn check(
         d.push(err(
             "plank.max_concurrency must be a non-negative number".into()
         ));
+    }
+}
+
+/// `dispatcher`: known clusters, what each demand source needs, ranges, and
+/// patterns that compile.
+fn dispatcher_check(
+    dispatcher: &DispatcherConfig,
+    known: &dyn Fn(&str) -> bool,
+    err: &dyn Fn(String) -> Diagnostic,
+    d: &mut Vec<Diagnostic>,
+) {
+    for alias in &dispatcher.relocatable_clusters {
+        if !known(alias) {
+            d.push(err(format!(
+                "dispatcher.relocatable_clusters names unknown cluster {alias:?}"
+            )));
+        }
+    }
+    if dispatcher.demand == DemandSource::Prometheus && dispatcher.prometheus_url.is_none() {
+        d.push(err(
+            "dispatcher.demand: prometheus needs dispatcher.prometheus_url".into(),
+        ));
+    }
+    if let Some(url) = &dispatcher.prometheus_url {
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            d.push(err(format!(
+                "dispatcher.prometheus_url must be an http:// or https:// URL, found {url:?}"
+            )));
+        }
+    }
+    if let Some(q) = &dispatcher.prometheus_query {
+        if q.trim().is_empty() {
+            d.push(err("dispatcher.prometheus_query must not be empty".into()));
+        }
+    }
+    if dispatcher
+        .budget
+        .is_some_and(|p| !(0.0..=100.0).contains(&p.0))
+    {
+        d.push(err(
+            "dispatcher.budget must be a percentage between 0 and 100 (10% or 10)".into(),
+        ));
+    }
+    if dispatcher
+        .hysteresis_percent
+        .is_some_and(|h| !(0.0..=100.0).contains(&h))
+    {
+        d.push(err(
+            "dispatcher.hysteresis_percent must be between 0 and 100".into(),
+        ));
+    }
+    if dispatcher.window.is_some_and(|w| w.as_nanos() <= 0) {
+        d.push(err("dispatcher.window must be a positive duration".into()));
+    }
+    for (i, g) in dispatcher.groups.iter().enumerate() {
+        if g.cluster.is_empty() {
+            d.push(err(format!("dispatcher.groups[{i}].cluster must be set")));
+        } else if !known(&g.cluster) {
+            d.push(err(format!(
+                "dispatcher.groups[{i}].cluster names unknown cluster {:?}",
+                g.cluster
+            )));
+        }
+        if g.jobs.is_empty() && g.paths.is_empty() {
+            d.push(err(format!(
+                "dispatcher.groups[{i}] matches nothing: give jobs or paths"
+            )));
+        }
+        for p in &g.jobs {
+            if let Err(e) = Regex::new(&format!("^(?:{p})$")) {
+                d.push(err(format!(
+                    "dispatcher.groups[{i}].jobs: invalid pattern {p:?}: {}",
+                    short_regex_error(&e)
+                )));
+            }
+        }
+        for p in &g.paths {
+            if let Err(e) = Regex::new(p) {
+                d.push(err(format!(
+                    "dispatcher.groups[{i}].paths: invalid pattern {p:?}: {}",
+                    short_regex_error(&e)
+                )));
+            }
+        }
+    }
+    for (from, to) in &dispatcher.provider_mapping {
+        if from.is_empty() || to.is_empty() {
+            d.push(err(format!(
+                "dispatcher.provider_mapping: {from:?}: {to:?} needs a provider on both sides"
+            )));
+        }
+    }
+}
+
+/// `dispatcher.replan` is a cron schedule (UTC), checked by the schedule
+/// engine as a periodic's `cron` is.
+fn replan_check(
+    replan: &str,
+    schedule: &dyn ScheduleCheck,
+    at: &dyn Fn(Diagnostic) -> Diagnostic,
+    d: &mut Vec<Diagnostic>,
+) {
+    let probe: Periodic = Job {
+        base: JobBase {
+            name: "dispatcher.replan".into(),
+            ..JobBase::default()
+        },
+        kind: PeriodicFields {
+            cron: Some(replan.to_string()),
+            ..PeriodicFields::default()
+        },
+        presets: Vec::new(),
+        cluster_written: false,
+        source: JobSource::Central,
+        origin: Origin {
+            file: Arc::from(""),
+            mark: Mark::default(),
+            keys: Box::new([]),
+        },
+    };
+    for p in schedule
+        .check(&probe)
+        .into_iter()
+        .filter(|p| p.field == "cron")
+    {
+        let diag = Diagnostic {
+            severity: p.severity,
+            ..Diagnostic::error(format!(
+                "dispatcher.replan: {}",
+                p.message.replace(" in periodic dispatcher.replan", "")
+            ))
+        };
+        let diag = match p.hint {
+            Some(h) => diag.hint(h),
+            None => diag,
+        };
+        d.push(at(diag));
     }
 }

@@ -2,15 +2,15 @@
 //! postsubmits (central and in-repo together) duplicate names and shared GitHub
 //! contexts, counted only where the jobs' branches intersect (Prow's `Brancher`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use regex::Regex;
 
 use crate::diag::Diagnostic;
-use crate::model::{Job, Periodic};
+use crate::model::{Job, Periodic, Postsubmit, Presubmit};
 use crate::types::JobType;
 
-use super::ctx::err_at;
+use super::ctx::{err_at, warn_at};
 
 /// Two periodics with the same identity.
 pub(super) fn periodics(periodics: &[Periodic], d: &mut Vec<Diagnostic>) {
@@ -142,6 +142,52 @@ pub(super) fn repo_jobs<K>(
                 }
             }
         }
+    }
+}
+
+/// Jobs sharing a name are one unit for the dispatcher, and an external
+/// scheduler answers by name (checked when either is configured): a warning on every job whose cluster differs
+/// from that of the first job of its name (periodics, then presubmits, then
+/// postsubmits, each in order).
+pub(super) fn clusters_by_name(
+    periodics: &[Periodic],
+    presubmits: &BTreeMap<String, Vec<Presubmit>>,
+    postsubmits: &BTreeMap<String, Vec<Postsubmit>>,
+    d: &mut Vec<Diagnostic>,
+) {
+    let mut first: HashMap<&str, (&str, String)> = HashMap::new();
+    fn visit<'j, K>(
+        j: &'j Job<K>,
+        first: &mut HashMap<&'j str, (&'j str, String)>,
+        d: &mut Vec<Diagnostic>,
+    ) {
+        match first.get(j.base.name.as_str()) {
+            None => {
+                let at = format!("{}:{}", j.origin.file, j.origin.mark);
+                first.insert(&j.base.name, (&j.base.cluster, at));
+            }
+            Some((cluster, at)) if *cluster != j.base.cluster => d.push(
+                warn_at(
+                    j,
+                    "cluster",
+                    format!(
+                        "jobs named {} use different clusters ({:?} here, {cluster:?} at {at}): the dispatcher places all jobs of one name together",
+                        j.base.name, j.base.cluster
+                    ),
+                )
+                .hint("give the jobs of one name the same cluster, or rename one"),
+            ),
+            Some(_) => {}
+        }
+    }
+    for j in periodics {
+        visit(j, &mut first, d);
+    }
+    for j in presubmits.values().flatten() {
+        visit(j, &mut first, d);
+    }
+    for j in postsubmits.values().flatten() {
+        visit(j, &mut first, d);
     }
 }
 

@@ -97,6 +97,7 @@ pub(crate) fn finish(
         &config,
         &clusters,
         inputs.kubeconfig_clusters,
+        inputs.schedule,
         &inputs.config_file,
         config_root,
         diags,
@@ -151,6 +152,9 @@ pub(crate) fn finish(
             |j| (&j.kind.branches, &j.kind.skip_branches, &j.kind.context),
             diags,
         );
+    }
+    if config.dispatcher.is_some() || config.scheduler.external.is_some() {
+        duplicates::clusters_by_name(&periodics, &pre_by_repo, &post_by_repo, diags);
     }
     Some((config, presets, periodics, pre_by_repo, post_by_repo))
 }
