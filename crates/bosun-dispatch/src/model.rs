@@ -151,3 +151,14 @@ pub struct Plan {
     /// Units that could not be placed anywhere, with why.
     pub unplaced: Vec<(String, String)>,
 }
+
+impl Options {
+    /// The knobs `dispatcher:` sets (`budget` as a share, `hysteresis_percent`),
+    /// defaulted as documented there.
+    pub fn from_config(dispatcher: &bosun_config::types::DispatcherConfig) -> Options {
+        Options {
+            budget_share: dispatcher.budget_share(),
+            hysteresis_percent: dispatcher.hysteresis_percent(),
+        }
+    }
+}

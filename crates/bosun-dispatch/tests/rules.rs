@@ -10,7 +10,7 @@ use bosun_config::types::{InRepoSource, JobType};
 use bosun_config::{load, LoadOptions, OsFiles};
 use bosun_dispatch::inventory::Inventory;
 use bosun_dispatch::jobs::{facts, units, JobFacts};
-use bosun_dispatch::model::{ClusterSpec, UnitSpec};
+use bosun_dispatch::model::{ClusterSpec, Options, UnitSpec};
 use bosun_dispatch::rules::{unit_specs, Rule, Rules};
 
 const CONFIG: &str = "/c/config.yaml";
@@ -829,6 +829,15 @@ fn precedence() {
     );
     assert_unit(&w.unit("grp-plain"), Rule::Group, &["b"], Some("b"));
     assert_unit(&w.unit("grp-pinned"), Rule::Pin, &["a"], Some("a"));
+}
+
+#[test]
+fn options_come_from_the_dispatcher_section() {
+    let w = world("dispatcher: {budget: 25%, hysteresis_percent: 5}\n", &[]);
+    let o = Options::from_config(w.snapshot.config.dispatcher.as_ref().unwrap());
+    assert_eq!((o.budget_share, o.hysteresis_percent), (0.25, 5.0));
+    let o = Options::from_config(&Default::default());
+    assert_eq!(o, Options::default());
 }
 
 #[test]
