@@ -19,6 +19,7 @@ pub mod client;
 pub mod clusters;
 pub mod controller;
 pub mod daemon;
+pub mod dispatch;
 pub mod health;
 pub mod metrics;
 pub mod periodics;
