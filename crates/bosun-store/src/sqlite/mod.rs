@@ -136,6 +136,9 @@ const WRITER_CACHE_KIB: i64 = 8 * 1024;
 /// hold that much more memory for little.
 const READER_CACHE_KIB: i64 = 8 * 1024;
 
+/// A one-off scan's ([`Store::job_demand`]): it reads each page once.
+const SCAN_CACHE_KIB: i64 = 1024;
+
 /// The checkpointer's: a checkpoint copies frames from the WAL to the
 /// database file without going through the cache.
 const CHECKPOINT_CACHE_KIB: i64 = 1024;
@@ -489,7 +492,13 @@ impl Store for SqliteStore {
     }
 
     fn job_demand(&self, since: Timestamp, now: Timestamp) -> Result<Vec<JobDemand>, StoreError> {
-        self.read(|c| sql::job_demand(c, since, now))
+        // A scan of every retained run (a second or more for hundreds of
+        // thousands): on a connection of its own, so that it never holds up
+        // the reader the daemon's frequent reads share. WAL lets it read
+        // beside the writer.
+        self.gate.wait(FOLD_WAIT)?;
+        let conn = open(&self.path, &SqliteOptions::default(), SCAN_CACHE_KIB)?;
+        sql::job_demand(&conn, since, now).map_err(unavailable)
     }
 
     fn delete_completed_before(&self, cutoff: Timestamp) -> Result<Vec<String>, StoreError> {

@@ -352,8 +352,11 @@ pub(super) fn count_runs(c: &Connection) -> rusqlite::Result<Vec<RunCount>> {
 /// index would cost every insert and every start of a run a page in its
 /// commit (the schema's history drops indexes for that reason). The
 /// dispatcher asks rarely (its demand is cached for minutes), and retention
-/// bounds the table. Times are summed in whole microseconds (exact) and
-/// converted once, as the other stores do.
+/// bounds the table. `NOT INDEXED`: left to itself SQLite walks `runs_job`
+/// to group without sorting, and fetches each row at random, 3 to 5 times
+/// slower than reading the table in order (300,000 runs of 1 KiB: 6 s
+/// against 1.2 to 1.8 s, cold). Times are summed in whole microseconds
+/// (exact) and converted once, as the other stores do.
 pub(super) fn job_demand(
     c: &Connection,
     since: jiff::Timestamp,
@@ -361,7 +364,7 @@ pub(super) fn job_demand(
 ) -> rusqlite::Result<Vec<JobDemand>> {
     let mut stmt = c.prepare_cached(
         "SELECT job, COUNT(*), SUM(MAX(0, COALESCE(completed_at, ?2) - pending_at))
-         FROM runs WHERE pending_at >= ?1 GROUP BY job ORDER BY job",
+         FROM runs NOT INDEXED WHERE pending_at >= ?1 GROUP BY job ORDER BY job",
     )?;
     let rows = stmt.query_map(params![since.as_microsecond(), now.as_microsecond()], |r| {
         let runs: i64 = r.get(1)?;
