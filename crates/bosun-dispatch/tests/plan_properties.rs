@@ -241,3 +241,96 @@ proptest! {
         }
     }
 }
+
+/// The benchmark's scenarios at a smaller scale: fresh, a cluster blocked,
+/// one added, 20% demand drift — each from the previous plan, with the
+/// default budget and hysteresis.
+#[test]
+fn benchmark_scenarios_meet_the_criterion() {
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rnd = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let aws: Vec<String> = (1..=7).map(|i| format!("aws{i}")).collect();
+    let gcp: Vec<String> = (1..=3).map(|i| format!("gcp{i}")).collect();
+    let mut clusters: Vec<ClusterSpec> = aws
+        .iter()
+        .chain(&gcp)
+        .map(|n| ClusterSpec {
+            name: n.clone(),
+            ..ClusterSpec::default()
+        })
+        .collect();
+    clusters[6].capacity = 50;
+    let units: Vec<UnitSpec> = (0..3000)
+        .map(|i| {
+            let x = rnd();
+            let demand = 1.0 + x * x * x * 200.0;
+            let eligible: Vec<String> = match (rnd() * 10.0) as u32 {
+                0..=1 => gcp.clone(),
+                2..=6 => aws.clone(),
+                _ => aws.iter().chain(&gcp).cloned().collect(),
+            };
+            UnitSpec {
+                id: format!("org-repo-{i:04}.yaml"),
+                jobs: vec![format!("job-{i:04}-a"), format!("job-{i:04}-b")],
+                demand,
+                eligible,
+                pinned: (i % 97 == 0).then(|| "aws1".to_string()),
+                previous: None,
+                rule: "default".to_string(),
+            }
+        })
+        .collect();
+    let mut input = PlanInput {
+        clusters,
+        units,
+        options: Options::default(),
+    };
+    let check = |label: &str, input: &PlanInput, gen: u64| {
+        let (p, r) = plan_with_report(input, gen);
+        let bound = 1.05f64.max(r.lower_bound + 0.02);
+        println!(
+            "{label}: max {:.4} (lb {:.4}), moved {:.0} of budget {:.0}, forced {:.0}, {} moves",
+            r.max_relative_load,
+            r.lower_bound,
+            r.moved_demand,
+            r.budget,
+            r.forced_demand,
+            p.moves.len()
+        );
+        assert!(r.max_relative_load <= bound, "{label}: {r:?}");
+        assert!(r.moved_demand <= r.budget + 1e-6, "{label}: {r:?}");
+        p
+    };
+    let p = check("fresh", &input, 0);
+    assert!(p.moves.iter().all(|m| m.forced));
+    input = next_input(&input, &p);
+    let steady = plan(&input, 1);
+    assert!(steady.moves.is_empty());
+
+    let mut blocked = input.clone();
+    blocked.clusters[2].blocked = true;
+    check("blocked", &blocked, 1);
+
+    let mut added = input.clone();
+    added.clusters.push(ClusterSpec {
+        name: "aws8".into(),
+        ..ClusterSpec::default()
+    });
+    for u in &mut added.units {
+        if u.eligible.contains(&"aws1".to_string()) {
+            u.eligible.push("aws8".into());
+        }
+    }
+    check("added", &added, 1);
+
+    let mut drift = input.clone();
+    for u in &mut drift.units {
+        u.demand *= 0.8 + 0.4 * rnd();
+    }
+    check("drift", &drift, 1);
+}
