@@ -95,7 +95,9 @@ pub struct ClusterLoad {
     /// Its capacity.
     pub capacity: u32,
     /// The demand it should carry: its share of the schedulable capacity
-    /// times the total demand.
+    /// times the total demand — with eligibility constraints, its share of
+    /// the capacity eligible to the demand that can reach it (the
+    /// water-filling balance, see `plan`).
     pub target: f64,
     /// The demand it carries.
     pub load: f64,

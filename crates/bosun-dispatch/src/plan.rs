@@ -1176,10 +1176,11 @@ pub fn plan_with_report(input: &PlanInput, previous_generation: u64) -> (Plan, P
 /// cluster's load updated (targets unchanged until the next full plan) and
 /// `moves` holding only this placement.
 ///
-/// Joining: when the plan already has jobs of a unit with this `id`, the
-/// unit's new jobs (those the plan does not know) go to that unit's
-/// cluster, with demand `unit.demand / unit.jobs.len()` each. Otherwise a
-/// pinned unit goes to its pin, and any other to the eligible schedulable
+/// Joining: when the plan already has jobs of a unit with this `id` (on a
+/// cluster not blocked since), the unit's new jobs (those the plan does
+/// not know) go to that unit's cluster, with demand
+/// `unit.demand / unit.jobs.len()` each. Otherwise a pinned unit goes to
+/// its pin, and any other to the eligible schedulable
 /// cluster with the lowest relative load after placement (ties: the stable
 /// hash). A unit with nowhere to go is added to `unplaced`. Nothing new:
 /// the plan is returned unchanged.
@@ -1201,7 +1202,9 @@ pub fn place_new(plan: &Plan, input: &PlanInput, unit: &UnitSpec) -> Plan {
         .assignments
         .values()
         .find(|a| a.unit == unit.id)
-        .map(|a| a.cluster.clone());
+        .map(|a| a.cluster.clone())
+        // Not onto a cluster blocked since.
+        .filter(|c| inv.find(c).is_none_or(|k| !inv.blocked[k]));
     let (dest, demand, reason) = if let Some(c) = existing {
         let per_job = d_all / unit.jobs.len().max(1) as f64;
         let reason = format!("placed new on {c} (joins unit {} there)", unit.id);
@@ -1729,6 +1732,13 @@ mod tests {
         assert!((load(&r, "a") - (3.0 + 4.0 / 3.0)).abs() < 1e-9);
         // Nothing new: unchanged.
         assert_eq!(place_new(&r, &inp, &grown), r);
+        // Its unit's cluster blocked since: the lowest relative load instead.
+        let mut blocked_a = inp.clone();
+        blocked_a.clusters[0].blocked = true;
+        grown.jobs.push("u1-d".into());
+        let s = place_new(&r, &blocked_a, &grown);
+        assert_eq!(s.assignments["u1-d"].cluster, "b");
+        assert_eq!(s.assignments["u1-c"].cluster, "a", "nothing else moves");
         // Pinned and unplaceable.
         let mut pinned = unit("pin", 1.0, &[], None);
         pinned.pinned = Some("app.ci".into());
