@@ -1,5 +1,10 @@
 //! The dispatcher's I/O: where job demand comes from (bosun's run history,
-//! Prometheus, OpenShift's `job_volume.json`) and how it is kept.
+//! Prometheus, OpenShift's `job_volume.json`) and how it is kept; the
+//! plan on disk (`persist`), its chart (`plot`) and the HTTP service that
+//! answers from it (`service`).
 
 pub mod demand;
+pub mod persist;
+pub mod plot;
 pub mod prometheus;
+pub mod service;
