@@ -45,6 +45,9 @@ pub struct JobFacts {
     pub agent: String,
     /// Defined in a repository's in-repo configuration.
     pub in_repo: bool,
+    /// The `CLUSTER_TYPE` environment variable of its first container
+    /// (OpenShift's rules read a job's cloud from it when no label says).
+    pub cluster_type: Option<String>,
 }
 
 impl JobFacts {
@@ -150,6 +153,14 @@ fn one<K>(
         labels: job.base.labels.clone(),
         agent: job.base.agent.clone(),
         in_repo,
+        cluster_type: job
+            .base
+            .spec
+            .as_ref()
+            .and_then(|s| s.containers.first())
+            .and_then(|c| c.env.as_ref())
+            .and_then(|env| env.iter().find(|e| e.name == "CLUSTER_TYPE"))
+            .and_then(|e| e.value.clone()),
     }
 }
 

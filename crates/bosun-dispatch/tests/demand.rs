@@ -22,6 +22,7 @@ fn job(name: &str, ty: JobType) -> JobFacts {
         labels: BTreeMap::new(),
         agent: "kubernetes".into(),
         in_repo: false,
+        cluster_type: None,
     }
 }
 
