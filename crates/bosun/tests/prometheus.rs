@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bosun::dispatch::demand::{CachedDemand, DemandSource, DemandUnit, Refresh};
-use bosun::dispatch::prometheus::{PromError, PrometheusClient, OPENSHIFT_QUERY};
+use bosun::dispatch::prometheus::{PromError, PrometheusClient, OPENSHIFT_QUERY, WINDOW};
 use bosun_store::sqlite::SqliteStore;
 use bosun_store::{NewRun, RunState, SharedStore, Store, Transition};
 use jiff::{SignedDuration, Timestamp};
@@ -180,7 +180,7 @@ fn demand_from_a_real_prometheus_with_backfilled_history() {
         matches!(&e, PromError::BadValue { job, .. } if job == NIGHTLY || job == "idle"),
         "a negative value names its job: {e}"
     );
-    assert_eq!(OPENSHIFT_QUERY.matches("$window").count(), 1);
+    assert_eq!(OPENSHIFT_QUERY.matches(WINDOW).count(), 1);
 }
 
 #[test]
