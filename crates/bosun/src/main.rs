@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+use bosun::dispatch::cli as dispatch;
 use bosun::{check, client, schedule, serve};
 
 /// bosun: a CI job orchestrator for Prow-style job configuration.
@@ -35,6 +36,11 @@ enum Command {
     Runs(client::RunsArgs),
     /// List periodics, trigger one now, pause or resume one.
     Periodics(client::PeriodicsArgs),
+    /// Plan which build cluster each job runs on.
+    Dispatch(dispatch::DispatchArgs),
+    /// Run the dispatcher: Prow's external scheduling strategy, served from
+    /// a balanced plan.
+    Dispatcher(dispatch::DispatcherArgs),
     /// Supervise a local cluster's runs (started by the daemon; not for people).
     #[command(hide = true)]
     RunShim {
@@ -66,6 +72,8 @@ fn main() -> ExitCode {
         Command::Run(args) => client::run(&args, &mut std::io::stdout().lock()),
         Command::Runs(args) => client::runs(&args, &mut std::io::stdout().lock()),
         Command::Periodics(args) => client::periodics(&args, &mut std::io::stdout().lock()),
+        Command::Dispatch(args) => dispatch::plan_command(&args, &mut std::io::stdout().lock()),
+        Command::Dispatcher(args) => dispatch::dispatcher_command(&args),
         Command::RunShim { args } => {
             let code = bosun_cluster::local::LocalExecutor::shim_main(&args);
             ExitCode::from(u8::try_from(code).unwrap_or(2))

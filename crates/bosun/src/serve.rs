@@ -202,7 +202,8 @@ pub fn run(args: &ServeArgs) -> ExitCode {
     rt.block_on(serve(daemon, args.listen))
 }
 
-fn init_logging(format: LogFormat) {
+/// Logs to stderr, as text or JSON lines, filtered by `RUST_LOG` (default `info`).
+pub fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     use std::io::IsTerminal;

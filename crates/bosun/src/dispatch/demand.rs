@@ -104,13 +104,15 @@ pub enum DemandSource {
     Prometheus {
         /// The Prometheus (its URL, token file and timeout).
         client: PrometheusClient,
-        /// The query, with `WINDOW` where the window goes.
+        /// The query, with `$window` where the window goes.
         query: String,
         /// The window.
         window: Duration,
     },
     /// OpenShift's `job_volume.json`: `{"job name": runs}`.
     File(PathBuf),
+    /// No measurement: every job counts 1 (the median of no data).
+    Ones,
 }
 
 impl std::fmt::Debug for DemandSource {
@@ -148,6 +150,7 @@ impl DemandSource {
                 super::prometheus::prom_duration(*window)
             ),
             DemandSource::File(path) => format!("file {}", path.display()),
+            DemandSource::Ones => "1 per job".to_string(),
         }
     }
 
@@ -166,6 +169,7 @@ impl DemandSource {
                 DemandUnit::Runs,
             ),
             DemandSource::File(path) => (read_job_volume(path)?, DemandUnit::Runs),
+            DemandSource::Ones => (BTreeMap::new(), DemandUnit::Runs),
         };
         Ok(Demand {
             jobs,
@@ -202,17 +206,11 @@ pub fn read_job_volume(path: &std::path::Path) -> Result<BTreeMap<String, f64>, 
         path: path.to_path_buf(),
         why,
     };
-    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
-    let raw: BTreeMap<String, serde_json::Value> =
-        serde_json::from_str(&text).map_err(|e| bad(format!("not {{\"job\": runs}}: {e}")))?;
-    raw.into_iter()
-        .map(
-            |(job, v)| match v.as_f64().filter(|x| x.is_finite() && *x >= 0.0) {
-                Some(x) => Ok((job, x)),
-                None => Err(bad(format!("job {job}: {v} is not a number at least 0"))),
-            },
-        )
-        .collect()
+    let bytes = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
+    // The format (plain or gzipped, its checks) is the dispatcher core's.
+    bosun_dispatch::demand::Demand::from_json(&bytes)
+        .map(|d| d.0)
+        .map_err(|e| bad(e.to_string()))
 }
 
 /// What the last [`CachedDemand::refresh`] did.

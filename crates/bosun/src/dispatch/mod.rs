@@ -3,7 +3,9 @@
 //! plan on disk (`persist`), its chart (`plot`) and the HTTP service that
 //! answers from it (`service`).
 
+pub mod cli;
 pub mod demand;
+pub mod inputs;
 pub mod persist;
 pub mod plot;
 pub mod prometheus;

@@ -25,12 +25,12 @@ use jiff::Timestamp;
 use serde::Deserialize;
 
 /// OpenShift's query (`pkg/dispatcher/prometheus.go`, unchanged since 2020):
-/// the runs that reached `pending` per job over `WINDOW`.
-pub const OPENSHIFT_QUERY: &str =
-    r#"sum(increase(prowjob_state_transitions{state="pending"}[WINDOW])) by (job_name)"#;
+/// the runs that reached `pending` per job over the window, `$window`
+/// (`dispatcher.prometheus_query`'s default).
+pub const OPENSHIFT_QUERY: &str = bosun_config::types::DEFAULT_PROMETHEUS_QUERY;
 
 /// The placeholder in a query that [`window_query`] replaces by the window.
-pub const WINDOW: &str = "WINDOW";
+pub const WINDOW: &str = "$window";
 
 /// How long one query may take, connection included (OpenShift's 30 s).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);

@@ -1,0 +1,531 @@
+//! `bosun dispatch plan` (a plan printed, charted, or fed back as the
+//! previous one) and `bosun dispatcher` (the standalone service: it plans at
+//! start, on `dispatcher.replan` (weekly by default), at once when the
+//! configuration or the inventory files change, and on `POST /replan`;
+//! serves lookups from the plan in force; persists every plan atomically).
+//!
+//! A new job is placed within a reload (its unit's cluster, else the lowest
+//! relative load) without moving anything else; a changed inventory re-plans
+//! in full. A load or a demand source that fails keeps the last good plan
+//! and demand, and says so; it never stops the service.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bosun_config::{load, OsFiles, Snapshot};
+use bosun_dispatch::format;
+use bosun_dispatch::model::{Plan, PlanInput};
+use bosun_dispatch::openshift::{OsClusters, OsConfig};
+use clap::{Args, Subcommand, ValueEnum};
+use jiff::Timestamp;
+use notify::{RecursiveMode, Watcher};
+
+use super::demand::{read_job_volume, CachedDemand, DemandSource};
+use super::inputs::{inputs, Inputs, OpenShift};
+use super::service::{router, Service};
+use crate::check::ConfigArgs;
+
+/// Where the dispatcher's input comes from.
+#[derive(Args, Debug, Clone)]
+pub struct Sources {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// OpenShift's `_config.yaml` (may be gzipped): its rules decide.
+    #[arg(long, value_name = "FILE")]
+    pub openshift_config: Option<PathBuf>,
+    /// OpenShift's `_clusters.yaml` (may be gzipped): the inventory, or
+    /// annotations of the build clusters.
+    #[arg(long, value_name = "FILE")]
+    pub openshift_clusters: Option<PathBuf>,
+}
+
+/// How `bosun dispatch plan` prints the plan.
+#[derive(ValueEnum, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PlanFormat {
+    /// Per cluster, then the moves.
+    #[default]
+    Table,
+    /// `{"clusters", "assignments", "moves", ...}`, accepted as `--previous`.
+    Json,
+}
+
+/// `bosun dispatch plan` arguments.
+#[derive(Args, Debug, Clone)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub sources: Sources,
+    /// Job volumes as OpenShift's `job_volume.json` (`{"job": runs}`).
+    #[arg(long, value_name = "FILE", conflicts_with = "prometheus")]
+    pub demand: Option<PathBuf>,
+    /// Read job volumes from this Prometheus (`dispatcher.prometheus_query`
+    /// over `dispatcher.window`).
+    #[arg(long, value_name = "URL")]
+    pub prometheus: Option<String>,
+    /// The previous plan (this command's JSON, a plan file, or `{JOB: CLUSTER}`).
+    #[arg(long, value_name = "PLAN.json")]
+    pub previous: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t)]
+    pub format: PlanFormat,
+    /// Also write an SVG bar chart of load against target per cluster.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+}
+
+/// `bosun dispatch` subcommands.
+#[derive(Subcommand, Debug, Clone)]
+pub enum DispatchCommand {
+    /// Plan job placement and print it.
+    Plan(PlanArgs),
+}
+
+/// `bosun dispatch` arguments.
+#[derive(Args, Debug, Clone)]
+pub struct DispatchArgs {
+    #[command(subcommand)]
+    pub command: DispatchCommand,
+}
+
+/// `bosun dispatcher` arguments.
+#[derive(Args, Debug, Clone)]
+pub struct DispatcherArgs {
+    #[command(flatten)]
+    pub sources: Sources,
+    /// Job volumes as OpenShift's `job_volume.json` (else Prometheus when
+    /// `dispatcher.prometheus_url` is set, else 1 per job).
+    #[arg(long, value_name = "FILE")]
+    pub demand: Option<PathBuf>,
+    /// Where the plan is kept (`dispatcher.assignments_file` overrides).
+    #[arg(long, default_value = "./bosun-data")]
+    pub data_dir: PathBuf,
+    /// Address of the service.
+    #[arg(long, default_value = "127.0.0.1:8081")]
+    pub listen: SocketAddr,
+    /// A file holding the bearer token `POST /replan` needs.
+    #[arg(long, value_name = "FILE")]
+    pub api_token_file: Option<PathBuf>,
+}
+
+/// Why a plan could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// The configuration has errors.
+    #[error("the configuration has errors:\n{0}")]
+    Config(String),
+    /// A file could not be read or parsed.
+    #[error("{0}")]
+    File(String),
+    /// The demand could not be measured.
+    #[error("demand: {0}")]
+    Demand(String),
+}
+
+/// OpenShift's files, read.
+fn openshift(sources: &Sources) -> Result<OpenShift, PlanError> {
+    let read =
+        |p: &Path| std::fs::read(p).map_err(|e| PlanError::File(format!("{}: {e}", p.display())));
+    let config = match &sources.openshift_config {
+        Some(p) => Some(
+            OsConfig::parse(&p.display().to_string(), &read(p)?)
+                .map_err(|e| PlanError::File(e.to_string()))?,
+        ),
+        None => None,
+    };
+    let clusters = match &sources.openshift_clusters {
+        Some(p) => Some(
+            OsClusters::parse(&p.display().to_string(), &read(p)?)
+                .map_err(|e| PlanError::File(e.to_string()))?,
+        ),
+        None => None,
+    };
+    Ok(OpenShift { config, clusters })
+}
+
+/// The configuration, or every error in it.
+fn snapshot(config: &ConfigArgs) -> Result<Snapshot, PlanError> {
+    let loaded = load(&config.load_options(), &OsFiles);
+    loaded.snapshot.ok_or_else(|| {
+        PlanError::Config(
+            loaded
+                .diagnostics
+                .iter()
+                .filter(|d| d.is_error())
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        )
+    })
+}
+
+/// The planner's input of `sources` with `demand` and `previous`.
+fn plan_inputs(
+    sources: &Sources,
+    demand: &BTreeMap<String, f64>,
+    previous: &BTreeMap<String, String>,
+) -> Result<Inputs, PlanError> {
+    let snapshot = snapshot(&sources.config)?;
+    let openshift = openshift(sources)?;
+    let aliases: Vec<String> = sources
+        .config
+        .kube_contexts()
+        .into_iter()
+        .map(|c| c.name)
+        .collect();
+    Ok(inputs(
+        &snapshot,
+        &sources.config.job_config,
+        &aliases,
+        &openshift,
+        demand,
+        previous,
+    ))
+}
+
+/// `bosun dispatch plan`.
+pub fn plan_command(args: &DispatchArgs, out: &mut dyn Write) -> ExitCode {
+    let DispatchCommand::Plan(args) = &args.command;
+    match plan_once(args, out) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("bosun dispatch plan: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn plan_once(args: &PlanArgs, out: &mut dyn Write) -> Result<(), PlanError> {
+    let demand = match (&args.demand, &args.prometheus) {
+        (Some(path), _) => read_job_volume(path).map_err(|e| PlanError::Demand(e.to_string()))?,
+        (None, Some(url)) => {
+            let snapshot = snapshot(&args.sources.config)?;
+            let dispatcher = snapshot.config.dispatcher.clone().unwrap_or_default();
+            let source = DemandSource::prometheus(
+                url,
+                dispatcher.bearer_token_file.clone().map(PathBuf::from),
+                dispatcher.prometheus_query.as_deref(),
+                dispatcher.window().to_std(),
+            )
+            .map_err(|e| PlanError::Demand(e.to_string()))?;
+            source
+                .measure(Timestamp::now())
+                .map_err(|e| PlanError::Demand(e.to_string()))?
+                .jobs
+        }
+        (None, None) => BTreeMap::new(),
+    };
+    let (previous, generation) = match &args.previous {
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| PlanError::File(format!("{}: {e}", p.display())))?;
+            let map = format::previous_from_json(&text)
+                .map_err(|e| PlanError::File(format!("{}: {e}", p.display())))?;
+            let generation = format::plan_from_json(&text).map_or(0, |p| p.generation);
+            (map, generation)
+        }
+        None => (BTreeMap::new(), 0),
+    };
+    let inputs = plan_inputs(&args.sources, &demand, &previous)?;
+    for w in &inputs.warnings {
+        eprintln!("warning: {w}");
+    }
+    let plan = bosun_dispatch::plan::plan(&inputs.input, generation);
+    let text = match args.format {
+        PlanFormat::Table => format::to_table(&plan),
+        PlanFormat::Json => format::to_json(&plan),
+    };
+    let _ = writeln!(out, "{}", text.trim_end());
+    if let Some(path) = &args.plot {
+        super::plot::write_svg(&plan, path).map_err(|e| PlanError::File(e.to_string()))?;
+    }
+    Ok(())
+}
+
+/// The standalone service's state between plans.
+struct Dispatcher {
+    args: DispatcherArgs,
+    service: Arc<Service>,
+    demand: CachedDemand,
+    /// The plan in force and the input it was made from.
+    last: Mutex<Option<(Arc<Plan>, PlanInput)>>,
+    plan_file: PathBuf,
+}
+
+impl Dispatcher {
+    /// Plans again: in full (`full`), or, when the inventory did not change,
+    /// placing only new jobs. Keeps the last plan on any error. Blocking.
+    fn replan(&self, full: bool, reason: &str) {
+        let now = Timestamp::now();
+        let status = self.demand.refresh(now, full);
+        if status.is_stale() {
+            tracing::warn!(?status, "demand is not current; the last good one is used");
+        }
+        let demand = self
+            .demand
+            .current()
+            .map(|d| d.jobs.clone())
+            .unwrap_or_default();
+        let last = self.last.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let previous: BTreeMap<String, String> = last
+            .as_ref()
+            .map(|(p, _)| {
+                p.assignments
+                    .iter()
+                    .map(|(j, a)| (j.clone(), a.cluster.clone()))
+                    .collect()
+            })
+            .or_else(|| {
+                let text = super::persist::read(&self.plan_file).ok()??;
+                format::previous_from_json(&text).ok()
+            })
+            .unwrap_or_default();
+        let inputs = match plan_inputs(&self.args.sources, &demand, &previous) {
+            Ok(i) => i,
+            Err(e) => {
+                tracing::error!(reason, error = %e, "cannot plan; the last plan stays in force");
+                return;
+            }
+        };
+        for w in &inputs.warnings {
+            tracing::warn!("{w}");
+        }
+        let generation = last.as_ref().map_or_else(
+            || {
+                super::persist::read(&self.plan_file)
+                    .ok()
+                    .flatten()
+                    .and_then(|t| format::plan_from_json(&t).ok())
+                    .map_or(0, |p| p.generation)
+            },
+            |(p, _)| p.generation,
+        );
+        let plan = match &last {
+            // The same inventory: new jobs are placed, gone ones dropped,
+            // nothing else moves.
+            Some((plan, input)) if !full && input.clusters == inputs.input.clusters => {
+                incremental(plan, &inputs.input)
+            }
+            _ => bosun_dispatch::plan::plan(&inputs.input, generation),
+        };
+        if let Err(e) =
+            super::persist::write_atomically(&self.plan_file, format::to_json(&plan).as_bytes())
+        {
+            tracing::error!(file = %self.plan_file.display(), error = %e, "cannot write the plan");
+        }
+        tracing::info!(
+            reason,
+            generation = plan.generation,
+            jobs = plan.assignments.len(),
+            moves = plan.moves.len(),
+            unplaced = plan.unplaced.len(),
+            "plan in force"
+        );
+        self.service.set_plan(plan.clone(), &inputs.repos);
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some((Arc::new(plan), inputs.input));
+    }
+}
+
+/// `plan` with the units of `input` it does not know placed (each on its
+/// own, moving nothing else) and the jobs `input` no longer has dropped.
+fn incremental(plan: &Plan, input: &PlanInput) -> Plan {
+    let mut next = plan.clone();
+    let known: std::collections::HashSet<&str> = input
+        .units
+        .iter()
+        .flat_map(|u| u.jobs.iter().map(String::as_str))
+        .collect();
+    next.assignments
+        .retain(|job, _| known.contains(job.as_str()));
+    let mut changed = next.assignments.len() != plan.assignments.len();
+    for unit in &input.units {
+        if unit.jobs.iter().any(|j| !next.assignments.contains_key(j)) {
+            next = bosun_dispatch::plan::place_new(&next, input, unit);
+            changed = true;
+        }
+    }
+    if changed && next.generation == plan.generation {
+        next.generation += 1;
+    }
+    next
+}
+
+/// The files whose change re-plans: the config file, the job-config
+/// directories, OpenShift's files and the kubeconfig files.
+fn watched(args: &DispatcherArgs) -> Vec<(PathBuf, RecursiveMode)> {
+    let parent = |p: &Path| match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let s = &args.sources;
+    let mut out: Vec<(PathBuf, RecursiveMode)> = Vec::new();
+    for f in s
+        .config
+        .config
+        .iter()
+        .chain(&s.openshift_config)
+        .chain(&s.openshift_clusters)
+        .cloned()
+        .chain(s.config.kubeconfig_files())
+    {
+        out.push((parent(&f), RecursiveMode::NonRecursive));
+    }
+    for j in &s.config.job_config {
+        let mode = if j.is_dir() {
+            RecursiveMode::Recursive
+        } else {
+            RecursiveMode::NonRecursive
+        };
+        out.push((if j.is_dir() { j.clone() } else { parent(j) }, mode));
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out.dedup_by(|a, b| a.0 == b.0);
+    out
+}
+
+/// `bosun dispatcher`: runs the service until SIGINT or SIGTERM.
+pub fn dispatcher_command(args: &DispatcherArgs) -> ExitCode {
+    crate::serve::init_logging(crate::serve::LogFormat::Text);
+    let token = match &args.api_token_file {
+        Some(p) => match std::fs::read_to_string(p) {
+            Ok(t) if !t.trim().is_empty() => Some(t.trim().to_string()),
+            _ => {
+                tracing::error!(file = %p.display(), "cannot read a token from the API token file");
+                return ExitCode::FAILURE;
+            }
+        },
+        None => None,
+    };
+    let snapshot = match snapshot(&args.sources.config) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let dispatcher = snapshot.config.dispatcher.clone().unwrap_or_default();
+    let source = match (&args.demand, &dispatcher.prometheus_url) {
+        (Some(file), _) => Some(DemandSource::File(file.clone())),
+        (None, Some(url)) => match DemandSource::prometheus(
+            url,
+            dispatcher.bearer_token_file.clone().map(PathBuf::from),
+            dispatcher.prometheus_query.as_deref(),
+            dispatcher.window().to_std(),
+        ) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                tracing::error!(error = %e, "dispatcher.prometheus_url");
+                return ExitCode::FAILURE;
+            }
+        },
+        (None, None) => None,
+    };
+    let plan_file = dispatcher
+        .assignments_file
+        .clone()
+        .map(PathBuf::from)
+        .unwrap_or_else(|| args.data_dir.join("dispatcher-plan.json"));
+    let replan_cron = dispatcher.replan().to_string();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start the runtime");
+            return ExitCode::FAILURE;
+        }
+    };
+    let service = Service::new(token);
+    let d = Arc::new(Dispatcher {
+        args: args.clone(),
+        service: service.clone(),
+        demand: CachedDemand::new(source.unwrap_or(DemandSource::Ones)),
+        last: Mutex::new(None),
+        plan_file,
+    });
+    rt.block_on(async move {
+        let listener = match tokio::net::TcpListener::bind(d.args.listen).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!(listen = %d.args.listen, error = %e, "cannot listen");
+                return ExitCode::FAILURE;
+            }
+        };
+        tracing::info!(listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "bosun dispatcher serving");
+        let first = d.clone();
+        let _ = tokio::task::spawn_blocking(move || first.replan(true, "start-up")).await;
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+        let _watcher = match notify::recommended_watcher(move |e: notify::Result<notify::Event>| {
+            if e.is_ok_and(|e| !matches!(e.kind, notify::EventKind::Access(_))) {
+                let _ = tx.send(());
+            }
+        }) {
+            Ok(mut w) => {
+                for (dir, mode) in watched(&d.args) {
+                    if let Err(e) = w.watch(&dir, mode) {
+                        tracing::warn!(dir = %dir.display(), error = %e, "cannot watch");
+                    }
+                }
+                Some(w)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot watch the configuration");
+                None
+            }
+        };
+        let schedule = bosun_schedule::Schedule::parse(
+            &replan_cron,
+            bosun_schedule::ParseOptions {
+                timezone: None,
+                identity: Some("dispatcher"),
+            },
+        )
+        .ok();
+        let loop_d = d.clone();
+        tokio::spawn(async move {
+            loop {
+                let now = Timestamp::now();
+                let until = schedule
+                    .as_ref()
+                    .and_then(|s| s.next_after(now))
+                    .map(|t| Duration::try_from(t.duration_since(now)).unwrap_or_default())
+                    .unwrap_or(Duration::from_secs(7 * 24 * 3600));
+                let (full, reason) = tokio::select! {
+                    _ = tokio::time::sleep(until) => (true, "schedule"),
+                    _ = loop_d.service.replan.notified() => (true, "request"),
+                    Some(()) = rx.recv() => {
+                        // Let a burst of changes settle.
+                        loop {
+                            tokio::select! {
+                                Some(()) = rx.recv() => {}
+                                _ = tokio::time::sleep(Duration::from_millis(300)) => break,
+                            }
+                        }
+                        (false, "file change")
+                    }
+                };
+                let d = loop_d.clone();
+                let _ = tokio::task::spawn_blocking(move || d.replan(full, reason)).await;
+            }
+        });
+        let server = axum::serve(listener, router(service)).with_graceful_shutdown(async {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+            }
+        });
+        match server.await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                tracing::error!(error = %e, "the service stopped");
+                ExitCode::FAILURE
+            }
+        }
+    })
+}
