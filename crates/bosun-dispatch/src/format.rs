@@ -216,7 +216,9 @@ pub fn to_table(plan: &Plan) -> String {
         .iter()
         .filter(|m| !m.forced)
         .map(|m| m.demand)
-        .sum();
+        .sum::<f64>()
+        // A float sum of nothing is -0, which would print as "-0.00".
+        + 0.0;
     let _ = writeln!(
         out,
         "\n{} moves ({} forced or new; {:.2} demand moved to balance)",
