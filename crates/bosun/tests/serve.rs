@@ -3,13 +3,14 @@
 //! token guards mutating requests; a restarted daemon finishes what the killed
 //! one started.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
+
+use common::{request, request_full};
 
 const CONFIG: &str =
     "plank:\n  max_concurrency: 4\nbuild_clusters:\n  default: {kind: local, max_concurrency: 2}\n";
@@ -103,68 +104,6 @@ fn start_with(dir: &Path, extra: &[&str], envs: &[(&str, &str)]) -> Daemon {
         std::thread::sleep(Duration::from_millis(50));
     }
     d
-}
-
-/// A minimal HTTP/1.1 client (one request per connection): status and body.
-fn request(
-    port: u16,
-    method: &str,
-    path: &str,
-    body: Option<&str>,
-    token: Option<&str>,
-) -> (u16, String) {
-    let (status, _, body) = request_full(port, method, path, body, token);
-    (status, body)
-}
-
-/// Status, head and body.
-fn request_full(
-    port: u16,
-    method: &str,
-    path: &str,
-    body: Option<&str>,
-    token: Option<&str>,
-) -> (u16, String, String) {
-    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
-        return (0, String::new(), String::new());
-    };
-    let body = body.unwrap_or("");
-    let auth = token
-        .map(|t| format!("Authorization: Bearer {t}\r\n"))
-        .unwrap_or_default();
-    write!(s, "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n{auth}Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    let status = out
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let (head, body) = out
-        .split_once("\r\n\r\n")
-        .map(|(h, b)| (h.to_string(), b.to_string()))
-        .unwrap_or_default();
-    (status, head, dechunk(&body))
-}
-
-fn dechunk(body: &str) -> String {
-    // Chunked bodies: size line, data, CRLF ... (good enough for tests).
-    if !body.contains("\r\n") {
-        return body.to_string();
-    }
-    let mut out = String::new();
-    let mut rest = body;
-    while let Some((size, after)) = rest.split_once("\r\n") {
-        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
-            return body.to_string();
-        };
-        if n == 0 {
-            break;
-        }
-        out.push_str(&after[..n.min(after.len())]);
-        rest = after.get(n + 2..).unwrap_or("");
-    }
-    out
 }
 
 fn json(s: &str) -> serde_json::Value {

@@ -1,11 +1,16 @@
+// Each test binary uses a part of this module.
+#![allow(dead_code)]
+
 //! What the daemon tests share.
 
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::path::Path;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
 /// The port a daemon started with `--listen 127.0.0.1:0` listens on, read
-/// from its log (`log`, its stderr) once it says `bosun serving`. The daemon
+/// from its log (`log`, its stderr) once it says it is serving (`bosun serving`, `bosun dispatcher serving`). The daemon
 /// binds port 0 itself: a port picked by the test and handed over could be
 /// taken in between by a parallel test's daemon. Panics, with the log, if the
 /// daemon exits first or says nothing before `deadline`.
@@ -14,7 +19,7 @@ pub fn logged_port(child: &mut Child, log: &Path, deadline: Instant) -> u16 {
         let text = std::fs::read_to_string(log).unwrap_or_default();
         let port = text
             .lines()
-            .find(|l| l.contains("bosun serving"))
+            .find(|l| l.contains("serving") && l.contains("listen="))
             .and_then(|l| l.split("listen=").nth(1))
             .and_then(|a| a.split_whitespace().next())
             .and_then(|a| a.rsplit(':').next())
@@ -28,4 +33,66 @@ pub fn logged_port(child: &mut Child, log: &Path, deadline: Instant) -> u16 {
         assert!(Instant::now() < deadline, "daemon did not come up:\n{text}");
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// A minimal HTTP/1.1 client (one request per connection): status and body.
+pub fn request(
+    port: u16,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+    token: Option<&str>,
+) -> (u16, String) {
+    let (status, _, body) = request_full(port, method, path, body, token);
+    (status, body)
+}
+
+/// Status, head and body.
+pub fn request_full(
+    port: u16,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+    token: Option<&str>,
+) -> (u16, String, String) {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return (0, String::new(), String::new());
+    };
+    let body = body.unwrap_or("");
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    write!(s, "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n{auth}Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    let status = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let (head, body) = out
+        .split_once("\r\n\r\n")
+        .map(|(h, b)| (h.to_string(), b.to_string()))
+        .unwrap_or_default();
+    (status, head, dechunk(&body))
+}
+
+pub fn dechunk(body: &str) -> String {
+    // Chunked bodies: size line, data, CRLF ... (good enough for tests).
+    if !body.contains("\r\n") {
+        return body.to_string();
+    }
+    let mut out = String::new();
+    let mut rest = body;
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+            return body.to_string();
+        };
+        if n == 0 {
+            break;
+        }
+        out.push_str(&after[..n.min(after.len())]);
+        rest = after.get(n + 2..).unwrap_or("");
+    }
+    out
 }

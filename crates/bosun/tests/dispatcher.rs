@@ -1,0 +1,168 @@
+//! `bosun dispatcher` as a user runs it: a real process over a job-config
+//! tree, answering Prow's external scheduling strategy; a job added to the
+//! configuration is placed within seconds without moving any other; the
+//! plan survives a restart.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+mod common;
+
+use common::request;
+
+const CONFIG: &str = "build_clusters:
+  build-a: {kind: local, capacity: 100}
+  build-b: {kind: local, capacity: 100}
+  build-c: {kind: local, capacity: 50}
+dispatcher:
+  relocatable_clusters: [default]
+";
+
+/// A job file of `n` periodics named `PREFIX-i`, none writing a cluster:
+/// all relocatable, one unit per file.
+fn jobs(prefix: &str, n: usize) -> String {
+    let mut s = String::from("periodics:\n");
+    for i in 0..n {
+        s.push_str(&format!(
+            "- name: {prefix}-{i}\n  interval: 1h\n  spec: {{containers: [{{image: x, command: [\"true\"]}}]}}\n"
+        ));
+    }
+    s
+}
+
+struct Dispatcher {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Dispatcher {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(dir: &Path, n: usize) -> Dispatcher {
+    let log = dir.join(format!("dispatcher-{n}.log"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bosun"))
+        .arg("dispatcher")
+        .arg("--config")
+        .arg(dir.join("config.yaml"))
+        .arg("--job-config")
+        .arg(dir.join("jobs"))
+        .arg("--demand")
+        .arg(dir.join("demand.json"))
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .arg("--listen")
+        .arg("127.0.0.1:0")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let port = common::logged_port(&mut child, &log, deadline);
+    while request(port, "GET", "/readyz", None, None).0 != 200 {
+        assert!(
+            Instant::now() < deadline,
+            "no plan:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Dispatcher { child, port }
+}
+
+/// The plan in force: job -> cluster.
+fn assignments(port: u16) -> serde_json::Map<String, serde_json::Value> {
+    let (status, body) = request(port, "GET", "/plan", None, None);
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    v["assignments"].as_object().unwrap().clone()
+}
+
+fn cluster_of(port: u16, job: &str) -> (u16, String) {
+    request(
+        port,
+        "POST",
+        "/",
+        Some(&format!(r#"{{"job": "{job}"}}"#)),
+        None,
+    )
+}
+
+#[test]
+fn the_dispatcher_answers_places_new_jobs_alone_and_keeps_its_plan() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    std::fs::create_dir_all(dir.join("jobs")).unwrap();
+    std::fs::write(dir.join("config.yaml"), CONFIG).unwrap();
+    let mut demand = serde_json::Map::new();
+    for (i, file) in ["alpha", "beta", "gamma", "delta", "epsilon"]
+        .iter()
+        .enumerate()
+    {
+        std::fs::write(dir.join(format!("jobs/{file}.yaml")), jobs(file, 3)).unwrap();
+        for j in 0..3 {
+            demand.insert(format!("{file}-{j}"), (10 * (i + 1)).into());
+        }
+    }
+    std::fs::write(
+        dir.join("demand.json"),
+        serde_json::Value::Object(demand).to_string(),
+    )
+    .unwrap();
+
+    let first = start(dir, 0);
+    let plan = assignments(first.port);
+    assert_eq!(plan.len(), 15, "{plan:?}");
+    // A file's jobs are one unit: one cluster.
+    for file in ["alpha", "beta", "gamma", "delta", "epsilon"] {
+        let clusters: std::collections::BTreeSet<&str> = (0..3)
+            .map(|j| plan[&format!("{file}-{j}")].as_str().unwrap())
+            .collect();
+        assert_eq!(clusters.len(), 1, "{file}: {plan:?}");
+        let c = *clusters.iter().next().unwrap();
+        assert!(["build-a", "build-b", "build-c"].contains(&c), "{c}");
+    }
+    // Prow's external strategy, a rehearsal, and an unknown job.
+    let (status, body) = cluster_of(first.port, "beta-1");
+    assert_eq!(status, 200);
+    assert_eq!(
+        body,
+        format!(r#"{{"cluster":"{}"}}"#, plan["beta-1"].as_str().unwrap())
+    );
+    assert_eq!(cluster_of(first.port, "rehearse-9-beta-1").1, body);
+    assert_eq!(
+        cluster_of(first.port, "zeta-0"),
+        (404, "Cluster not found\n".to_string())
+    );
+
+    // A job file added while it runs: placed within 5 s, nothing else moves.
+    let added = Instant::now();
+    std::fs::write(dir.join("jobs/zeta.yaml"), jobs("zeta", 2)).unwrap();
+    loop {
+        if cluster_of(first.port, "zeta-0").0 == 200 {
+            break;
+        }
+        assert!(
+            added.elapsed() < Duration::from_secs(5),
+            "the new job was not placed within 5 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let after = assignments(first.port);
+    for (job, cluster) in &plan {
+        assert_eq!(&after[job], cluster, "{job} moved");
+    }
+    assert_eq!(after.len(), 17);
+    assert_eq!(after["zeta-0"], after["zeta-1"], "one unit");
+    drop(first);
+
+    // Restarted on the same data directory: the same plan.
+    let second = start(dir, 1);
+    assert_eq!(assignments(second.port), after);
+    let plan_file = std::fs::read_to_string(dir.join("data/dispatcher-plan.json")).unwrap();
+    assert!(plan_file.contains("\"zeta-1\""), "{plan_file}");
+}
