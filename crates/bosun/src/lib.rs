@@ -2,7 +2,7 @@
 //! a thin binary over it.
 //!
 //! The daemon's layers, each importing only those above it:
-//! - `metrics`, `clusters` (the build clusters in force, their health),
+//! - `logging`, `metrics`, `clusters` (the build clusters in force, their health),
 //!   `check` (configuration arguments): know nothing of the daemon;
 //! - `state`: the shared state (store, active runs, clock, metrics,
 //!   scheduler, and the configuration with its clusters, swapped together);
@@ -21,6 +21,7 @@ pub mod controller;
 pub mod daemon;
 pub mod dispatch;
 pub mod health;
+pub mod logging;
 pub mod metrics;
 pub mod periodics;
 pub mod reload;

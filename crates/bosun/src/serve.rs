@@ -16,23 +16,14 @@ use bosun_config::{load, OsFiles};
 use bosun_store::active::{ActiveRuns, Observers};
 use bosun_store::clock::SystemClock;
 use bosun_store::sqlite::{SqliteOptions, SqliteStore};
-use clap::{Args, ValueEnum};
+use clap::Args;
 
 use crate::check::ConfigArgs;
 use crate::clusters::{check_run_dirs, local_users, ExecutorFactory};
 use crate::daemon::Daemon;
+use crate::logging::{init_logging, LogFormat};
 use crate::metrics::Metrics;
 use crate::state::{Shared, SharedParts};
-
-/// Log format.
-#[derive(ValueEnum, Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    #[default]
-    Text,
-    /// One JSON object per line.
-    Json,
-}
 
 /// `bosun serve` arguments.
 #[derive(Args, Debug, Clone)]
@@ -200,21 +191,6 @@ pub fn run(args: &ServeArgs) -> ExitCode {
         }
     };
     rt.block_on(serve(daemon, args.listen))
-}
-
-/// Logs to stderr, as text or JSON lines, filtered by `RUST_LOG` (default `info`).
-pub fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    use std::io::IsTerminal;
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr);
-    let _ = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
-    };
 }
 
 /// Starts the daemon's tasks and serves the API until a signal; then stops

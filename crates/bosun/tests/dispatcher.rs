@@ -44,6 +44,10 @@ impl Drop for Dispatcher {
 }
 
 fn start(dir: &Path, n: usize) -> Dispatcher {
+    start_in(dir, &dir.join("data"), n)
+}
+
+fn start_in(dir: &Path, data: &Path, n: usize) -> Dispatcher {
     let log = dir.join(format!("dispatcher-{n}.log"));
     let mut child = Command::new(env!("CARGO_BIN_EXE_bosun"))
         .arg("dispatcher")
@@ -54,7 +58,7 @@ fn start(dir: &Path, n: usize) -> Dispatcher {
         .arg("--demand")
         .arg(dir.join("demand.json"))
         .arg("--data-dir")
-        .arg(dir.join("data"))
+        .arg(data)
         .arg("--listen")
         .arg("127.0.0.1:0")
         .stdout(Stdio::null())
@@ -165,4 +169,26 @@ fn the_dispatcher_answers_places_new_jobs_alone_and_keeps_its_plan() {
     assert_eq!(assignments(second.port), after);
     let plan_file = std::fs::read_to_string(dir.join("data/dispatcher-plan.json")).unwrap();
     assert!(plan_file.contains("\"zeta-1\""), "{plan_file}");
+}
+
+/// The plan file written into a watched directory (the config file's) does
+/// not make the dispatcher plan again: its own writes are not changes.
+#[test]
+fn the_plan_file_in_a_watched_directory_does_not_replan_itself() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    std::fs::create_dir_all(dir.join("jobs")).unwrap();
+    std::fs::write(dir.join("config.yaml"), CONFIG).unwrap();
+    std::fs::write(dir.join("jobs/alpha.yaml"), jobs("alpha", 2)).unwrap();
+    std::fs::write(dir.join("demand.json"), r#"{"alpha-0": 3}"#).unwrap();
+    let dispatcher = start_in(dir, dir, 0);
+    let generation = |port| {
+        let (_, body) = request(port, "GET", "/plan", None, None);
+        serde_json::from_str::<serde_json::Value>(&body).unwrap()["generation"].clone()
+    };
+    let first = generation(dispatcher.port);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(generation(dispatcher.port), first);
+    let log = std::fs::read_to_string(dir.join("dispatcher-0.log")).unwrap();
+    assert_eq!(log.matches("plan in force").count(), 1, "{log}");
 }

@@ -109,6 +109,9 @@ pub struct DispatcherArgs {
     /// A file holding the bearer token `POST /replan` needs.
     #[arg(long, value_name = "FILE")]
     pub api_token_file: Option<PathBuf>,
+    /// Allow a non-loopback --listen address without a token.
+    #[arg(long)]
+    pub insecure_no_auth: bool,
 }
 
 /// Why a plan could not be made.
@@ -311,10 +314,14 @@ impl Dispatcher {
             }
             _ => bosun_dispatch::plan::plan(&inputs.input, generation),
         };
-        if let Err(e) =
-            super::persist::write_atomically(&self.plan_file, format::to_json(&plan).as_bytes())
-        {
-            tracing::error!(file = %self.plan_file.display(), error = %e, "cannot write the plan");
+        // An unchanged plan is not written again.
+        let unchanged = last.as_ref().is_some_and(|(p, _)| **p == plan);
+        if !unchanged {
+            if let Err(e) =
+                super::persist::write_atomically(&self.plan_file, format::to_json(&plan).as_bytes())
+            {
+                tracing::error!(file = %self.plan_file.display(), error = %e, "cannot write the plan");
+            }
         }
         tracing::info!(
             reason,
@@ -353,16 +360,22 @@ fn incremental(plan: &Plan, input: &PlanInput) -> Plan {
     next
 }
 
-/// The files whose change re-plans: the config file, the job-config
-/// directories, OpenShift's files and the kubeconfig files.
-fn watched(args: &DispatcherArgs) -> Vec<(PathBuf, RecursiveMode)> {
-    let parent = |p: &Path| match p.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
+/// A watched directory: recursively or not, and which names in it matter
+/// (none: all).
+struct Watch {
+    dir: PathBuf,
+    mode: RecursiveMode,
+    names: Option<Vec<String>>,
+}
+
+/// What re-plans when it changes: the config file, the job-config
+/// directories, OpenShift's files and the kubeconfig files (a file is
+/// watched through its directory, by name; a ConfigMap's `..data` swap
+/// counts).
+fn watched(args: &DispatcherArgs) -> Vec<Watch> {
     let s = &args.sources;
-    let mut out: Vec<(PathBuf, RecursiveMode)> = Vec::new();
-    for f in s
+    let mut out: Vec<Watch> = Vec::new();
+    let mut files: Vec<PathBuf> = s
         .config
         .config
         .iter()
@@ -370,25 +383,54 @@ fn watched(args: &DispatcherArgs) -> Vec<(PathBuf, RecursiveMode)> {
         .chain(&s.openshift_clusters)
         .cloned()
         .chain(s.config.kubeconfig_files())
-    {
-        out.push((parent(&f), RecursiveMode::NonRecursive));
-    }
+        .collect();
     for j in &s.config.job_config {
-        let mode = if j.is_dir() {
-            RecursiveMode::Recursive
+        if j.is_dir() {
+            out.push(Watch {
+                dir: j.clone(),
+                mode: RecursiveMode::Recursive,
+                names: None,
+            });
         } else {
-            RecursiveMode::NonRecursive
-        };
-        out.push((if j.is_dir() { j.clone() } else { parent(j) }, mode));
+            files.push(j.clone());
+        }
     }
-    out.sort_by(|a, b| a.0.cmp(&b.0));
-    out.dedup_by(|a, b| a.0 == b.0);
+    for f in files {
+        let dir = match f.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let name = f.file_name().map(|n| n.to_string_lossy().to_string());
+        match out.iter_mut().find(|w| w.dir == dir && w.names.is_some()) {
+            Some(w) => w.names.as_mut().expect("named").extend(name),
+            None => out.push(Watch {
+                dir,
+                mode: RecursiveMode::NonRecursive,
+                names: Some(name.into_iter().collect()),
+            }),
+        }
+    }
     out
+}
+
+/// Whether a changed `path` concerns one of `watches`.
+fn relevant(path: &Path, watches: &[Watch]) -> bool {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    watches.iter().any(|w| {
+        path.starts_with(&w.dir)
+            && match &w.names {
+                None => true,
+                Some(names) => names.contains(&name) || name.starts_with(".."),
+            }
+    })
 }
 
 /// `bosun dispatcher`: runs the service until SIGINT or SIGTERM.
 pub fn dispatcher_command(args: &DispatcherArgs) -> ExitCode {
-    crate::serve::init_logging(crate::serve::LogFormat::Text);
+    crate::logging::init_logging(crate::logging::LogFormat::Text);
     let token = match &args.api_token_file {
         Some(p) => match std::fs::read_to_string(p) {
             Ok(t) if !t.trim().is_empty() => Some(t.trim().to_string()),
@@ -399,6 +441,10 @@ pub fn dispatcher_command(args: &DispatcherArgs) -> ExitCode {
         },
         None => None,
     };
+    if token.is_none() && !args.listen.ip().is_loopback() && !args.insecure_no_auth {
+        tracing::error!(listen = %args.listen, "refusing to serve a non-loopback address without --api-token-file (or --insecure-no-auth): POST /replan would be open to anyone");
+        return ExitCode::FAILURE;
+    }
     let snapshot = match snapshot(&args.sources.config) {
         Ok(s) => s,
         Err(e) => {
@@ -459,13 +505,27 @@ pub fn dispatcher_command(args: &DispatcherArgs) -> ExitCode {
         let first = d.clone();
         let _ = tokio::task::spawn_blocking(move || first.replan(true, "start-up")).await;
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+        // Only the input's files count: the plan file, logs or anything
+        // else beside a watched file are not changes of the input.
+        let watches: Vec<Watch> = watched(&d.args)
+            .into_iter()
+            .map(|w| Watch {
+                dir: std::fs::canonicalize(&w.dir).unwrap_or(w.dir),
+                ..w
+            })
+            .collect();
+        let dirs: Vec<(PathBuf, RecursiveMode)> =
+            watches.iter().map(|w| (w.dir.clone(), w.mode)).collect();
         let _watcher = match notify::recommended_watcher(move |e: notify::Result<notify::Event>| {
-            if e.is_ok_and(|e| !matches!(e.kind, notify::EventKind::Access(_))) {
+            if e.is_ok_and(|e| {
+                !matches!(e.kind, notify::EventKind::Access(_))
+                    && e.paths.iter().any(|p| relevant(p, &watches))
+            }) {
                 let _ = tx.send(());
             }
         }) {
             Ok(mut w) => {
-                for (dir, mode) in watched(&d.args) {
+                for (dir, mode) in dirs {
                     if let Err(e) = w.watch(&dir, mode) {
                         tracing::warn!(dir = %dir.display(), error = %e, "cannot watch");
                     }
