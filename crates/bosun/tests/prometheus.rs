@@ -14,6 +14,7 @@
 //! hour gives the same figure.) A window off the samples' grid is
 //! extrapolated: that case is checked with a tolerance of 1e-9.
 
+mod common;
 mod prom;
 
 use std::collections::BTreeMap;
@@ -426,4 +427,120 @@ fn history_demand_through_the_sqlite_store() {
     assert_eq!(s.last_refresh, Some(Refresh::Measured));
     // 2 + 1.5 + 3.5 h, the running one now 3.5 h in.
     assert_eq!(cache.current().unwrap().jobs["e2e"], 7.0);
+}
+
+/// `bosun dispatcher` with `dispatcher.prometheus_url`: its plan carries the
+/// demand Prometheus measured; with Prometheus killed, a re-plan keeps the
+/// last good demand and the service goes on answering.
+#[test]
+fn the_dispatcher_plans_from_prometheus_and_outlives_it() {
+    let end = history_end();
+    let mut prom = Prometheus::start(&history(end));
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    std::fs::create_dir_all(dir.join("jobs")).unwrap();
+    std::fs::write(
+        dir.join("config.yaml"),
+        format!(
+            "build_clusters:\n  build-a: {{kind: local}}\n  build-b: {{kind: local}}\ndispatcher:\n  prometheus_url: {}\n",
+            prom.url
+        ),
+    )
+    .unwrap();
+    for (file, job) in [("nightly", NIGHTLY), ("unit", UNIT)] {
+        std::fs::write(
+            dir.join(format!("jobs/{file}.yaml")),
+            format!("periodics:\n- name: {job}\n  interval: 1h\n  spec: {{containers: [{{image: x, command: [\"true\"]}}]}}\n"),
+        )
+        .unwrap();
+    }
+    std::fs::write(dir.join("token"), "sesame\n").unwrap();
+    let log = dir.join("dispatcher.log");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_bosun"))
+        .arg("dispatcher")
+        .arg("--config")
+        .arg(dir.join("config.yaml"))
+        .arg("--job-config")
+        .arg(dir.join("jobs"))
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .arg("--api-token-file")
+        .arg(dir.join("token"))
+        .arg("--listen")
+        .arg("127.0.0.1:0")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let port = common::logged_port(&mut child, &log, deadline);
+    let _child = Kill(child);
+    let plan = || -> serde_json::Value {
+        let (status, body) = common::request(port, "GET", "/plan", None, None);
+        assert_eq!(status, 200, "{body}");
+        serde_json::from_str(&body).unwrap()
+    };
+    while common::request(port, "GET", "/readyz", None, None).0 != 200 {
+        assert!(
+            Instant::now() < deadline,
+            "{}",
+            std::fs::read_to_string(&log).unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let load = |p: &serde_json::Value| -> f64 {
+        p["clusters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["load"].as_f64().unwrap())
+            .sum()
+    };
+    let first = plan();
+    // About 2 and 5 runs an hour over most of a week (the history ends
+    // three hours back, so `increase()` extrapolates): far from 1 per job.
+    let measured = load(&first);
+    assert!(
+        measured > 1000.0,
+        "{first}\n{}",
+        std::fs::read_to_string(&log).unwrap()
+    );
+    let lookup = |job: &str| {
+        common::request(
+            port,
+            "POST",
+            "/",
+            Some(&format!(r#"{{"job": "{job}"}}"#)),
+            None,
+        )
+    };
+    assert_eq!(lookup(UNIT).0, 200);
+
+    prom.kill();
+    let (status, _) = common::request(port, "POST", "/replan", None, Some("sesame"));
+    assert_eq!(status, 202);
+    let generation = first["generation"].as_u64().unwrap();
+    let replanned = loop {
+        let p = plan();
+        if p["generation"].as_u64().unwrap() > generation {
+            break p;
+        }
+        assert!(
+            Instant::now() < deadline + Duration::from_secs(30),
+            "no re-plan"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(load(&replanned), measured, "the last good demand is kept");
+    assert_eq!(lookup(UNIT).0, 200);
+    assert_eq!(lookup(NIGHTLY).0, 200);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("demand is not current"), "{text}");
 }
