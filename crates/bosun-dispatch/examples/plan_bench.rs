@@ -78,8 +78,8 @@ fn units(clusters: &[ClusterSpec], volumes: &[f64], files: usize, rng: &mut Rng)
     let kvm = on(&|c| c.capabilities.contains("kvm"));
     let mut out = Vec::with_capacity(files);
     for i in 0..files {
-        // Jobs per file: 1 to 8, three on average.
-        let n = [1, 1, 2, 2, 3, 3, 3, 4, 4, 5, 6, 8][rng.below(12)];
+        // Jobs per file: 1 to 5, three on average (about 60,000 jobs).
+        let n = [1, 1, 2, 2, 3, 3, 3, 3, 4, 4, 5, 5][rng.below(12)];
         let jobs: Vec<String> = (0..n).map(|j| format!("job-{i:05}-{j}")).collect();
         let demand: f64 = (0..n).map(|_| volumes[rng.below(volumes.len())]).sum();
         let roll = rng.unit();

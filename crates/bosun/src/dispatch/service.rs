@@ -55,6 +55,16 @@ struct ServiceMetrics {
     relative_load: Family<Vec<(String, String)>, Gauge<f64, std::sync::atomic::AtomicU64>>,
     moves: Gauge,
     unplaced: Gauge,
+    /// The lookup counters, made once: (job, repository) x (not found,
+    /// found). A lookup only increments one (no labels built per request).
+    lookup_counters: Vec<Counter>,
+}
+
+/// What a lookup asked by.
+#[derive(Clone, Copy)]
+enum Kind {
+    Job = 0,
+    Repository = 1,
 }
 
 impl ServiceMetrics {
@@ -96,6 +106,18 @@ impl ServiceMetrics {
             "Units the plan in force could not place",
             m.unplaced.clone(),
         );
+        for kind in ["job", "repository"] {
+            for result in ["not_found", "found"] {
+                let counter = m
+                    .lookups
+                    .get_or_create(&vec![
+                        ("kind".to_string(), kind.to_string()),
+                        ("result".to_string(), result.to_string()),
+                    ])
+                    .clone();
+                m.lookup_counters.push(counter);
+            }
+        }
         m
     }
 
@@ -116,14 +138,8 @@ impl ServiceMetrics {
         }
     }
 
-    fn lookup(&self, kind: &str, found: bool) {
-        let result = if found { "found" } else { "not_found" };
-        self.lookups
-            .get_or_create(&vec![
-                ("kind".to_string(), kind.to_string()),
-                ("result".to_string(), result.to_string()),
-            ])
-            .inc();
+    fn lookup(&self, kind: Kind, found: bool) {
+        self.lookup_counters[kind as usize * 2 + usize::from(found)].inc();
     }
 }
 
@@ -232,9 +248,9 @@ async fn lookup(State(service): State<Arc<Service>>, method: Method, body: Bytes
     };
     let (kind, found) =
         match (&req.job, &req.organization, &req.repository) {
-            (Some(job), _, _) => ("job", current.lookup.job(job)),
+            (Some(job), _, _) => (Kind::Job, current.lookup.job(job)),
             (None, Some(org), Some(repo)) => (
-                "repository",
+                Kind::Repository,
                 current.lookup.repository(
                     org,
                     repo,
