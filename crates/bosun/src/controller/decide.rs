@@ -121,9 +121,9 @@ pub fn decide(o: &Observed, limits: &Limits, now: Timestamp) -> Plan {
     let mut plan = Plan::default();
     // Runs this plan has decided something for: no second decision.
     let mut decided: HashSet<&str> = HashSet::new();
+    // (Pending runs are never among the scheduling or waiting ones.)
     for p in &o.pending {
         decide_pending(o, p, now, &mut plan);
-        decided.insert(&p.run.id);
     }
     for s in &o.starting {
         plan.hold_slot(&s.job, &s.cluster, s.queue.as_ref());
@@ -165,13 +165,13 @@ pub fn decide(o: &Observed, limits: &Limits, now: Timestamp) -> Plan {
 /// or it goes on (holding its slot).
 pub fn decide_pending(o: &Observed, p: &PendingRun, now: Timestamp, plan: &mut Plan) {
     let run = &p.run;
-    let stop = Stop {
+    let stop = || Stop {
         run: run.id.clone(),
         cluster: p.cluster.clone(),
     };
     let Some(status) = &p.status else {
         // Its process or pod is stopped first: the run's end is final.
-        plan.stops.push(stop);
+        plan.stops.push(stop());
         plan.end(
             run,
             RunState::Error,
@@ -182,7 +182,7 @@ pub fn decide_pending(o: &Observed, p: &PendingRun, now: Timestamp, plan: &mut P
     };
     if o.aborts.contains(&run.id) {
         plan.aborts_taken.push(run.id.clone());
-        plan.stops.push(stop);
+        plan.stops.push(stop());
         plan.end(run, RunState::Aborted, now, "Run aborted.");
         return;
     }
@@ -221,7 +221,7 @@ pub fn decide_pending(o: &Observed, p: &PendingRun, now: Timestamp, plan: &mut P
                     now.duration_since(at).unsigned_abs() > running_timeout(o, run)
                 })
             {
-                plan.stops.push(stop);
+                plan.stops.push(stop());
                 plan.end(run, RunState::Aborted, now, "Pod running timeout.");
                 return;
             }
