@@ -971,17 +971,8 @@ pub fn target_cluster(
 // ---------------------------------------------------------------------------
 // lookups: rehearsals and ephemeral clusters
 
-/// The job name a lookup uses: `^rehearse-\d+-` stripped.
-pub fn strip_rehearse(name: &str) -> &str {
-    let Some(rest) = name.strip_prefix("rehearse-") else {
-        return name;
-    };
-    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-    if digits == 0 {
-        return name;
-    }
-    rest[digits..].strip_prefix('-').unwrap_or(name)
-}
+/// The job name a lookup uses: `^rehearse-\d+-` stripped (the lookup's).
+pub use crate::lookup::strip_rehearse;
 
 /// Whether a lookup is an ephemeral-cluster request (`ephemeralcluster-*`).
 pub fn is_ephemeral(name: &str) -> bool {

@@ -6,6 +6,10 @@
 //!   plain text `Cluster not found`; a body that is not JSON is 400 with the
 //!   decoder's error; a method other than POST is 405 `Invalid request
 //!   method`; any other path is 404 `Not found` (OpenShift's texts).
+//! - A name starting `ephemeralcluster-` (an ephemeral cluster's request,
+//!   not a job) is answered by OpenShift's round robin over the schedulable
+//!   clusters in name order, each name's answer kept for 24 h; the round
+//!   robin starts over with every plan.
 //! - `POST /` `{"organization", "repository", "type", "branch"}` -> the
 //!   cluster of the unit holding that repository's jobs of that type on
 //!   that branch (several: the one with the most demand).
@@ -28,6 +32,7 @@ use axum::routing::{any, get, post};
 use axum::Router;
 use bosun_dispatch::lookup::{JobRepo, Lookup};
 use bosun_dispatch::model::Plan;
+use bosun_dispatch::openshift::{is_ephemeral, EphemeralPicker};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -40,6 +45,8 @@ use subtle::ConstantTimeEq;
 struct InForce {
     plan: Arc<Plan>,
     lookup: Lookup,
+    /// Ephemeral clusters' round robin over the plan's schedulable clusters.
+    ephemeral: std::sync::Mutex<EphemeralPicker>,
     /// `GET /plan`'s body, made once per plan.
     plan_json: Bytes,
 }
@@ -169,7 +176,14 @@ impl Service {
         let lookup = Lookup::new(&plan, repos);
         let plan_json = Bytes::from(bosun_dispatch::format::to_json(&plan));
         self.metrics.plan(&plan);
+        let schedulable = plan
+            .clusters
+            .iter()
+            .filter(|c| c.target > 0.0)
+            .map(|c| c.name.clone())
+            .collect();
         let next = Arc::new(InForce {
+            ephemeral: std::sync::Mutex::new(EphemeralPicker::with_clusters(schedulable)),
             plan: Arc::new(plan),
             lookup,
             plan_json,
@@ -246,6 +260,20 @@ async fn lookup(State(service): State<Arc<Service>>, method: Method, body: Bytes
     let Some(current) = service.current() else {
         return text(StatusCode::SERVICE_UNAVAILABLE, "No plan loaded yet");
     };
+    if let Some(name) = req.job.as_deref().filter(|j| is_ephemeral(j)) {
+        let picked = current
+            .ephemeral
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pick(name, std::time::SystemTime::now());
+        return match picked {
+            Some(cluster) => axum::Json(serde_json::json!({ "cluster": cluster })).into_response(),
+            None => text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Failed to get the cluster",
+            ),
+        };
+    }
     let (kind, found) =
         match (&req.job, &req.organization, &req.repository) {
             (Some(job), _, _) => (Kind::Job, current.lookup.job(job)),
@@ -364,6 +392,16 @@ mod tests {
     fn plan() -> Plan {
         let mut p = Plan {
             generation: 4,
+            clusters: ["build01", "build02"]
+                .iter()
+                .map(|c| bosun_dispatch::model::ClusterLoad {
+                    name: c.to_string(),
+                    capacity: 100,
+                    target: 1.0,
+                    load: 1.0,
+                    relative_load: 1.0,
+                })
+                .collect(),
             ..Plan::default()
         };
         for (job, cluster) in [
@@ -472,6 +510,17 @@ mod tests {
         assert_eq!(
             call(&s, "POST", "/nowhere", "{}", None).await.2,
             "Not found\n"
+        );
+        // Ephemeral clusters: a round robin, each name's answer kept.
+        let eph = |n: &str| format!(r#"{{"job": "ephemeralcluster-ci-{n}"}}"#);
+        let (status, _, first) = call(&s, "POST", "/", &eph("a"), None).await;
+        assert_eq!(status, 200);
+        let (_, _, second) = call(&s, "POST", "/", &eph("b"), None).await;
+        assert_ne!(first, second, "round robin");
+        assert_eq!(
+            call(&s, "POST", "/", &eph("a"), None).await.2,
+            first,
+            "kept"
         );
         // By repository.
         let repo = r#"{"organization": "acme", "repository": "widget", "type": "presubmit", "branch": "main"}"#;
