@@ -30,6 +30,7 @@ pub mod schedule;
 pub mod serve;
 pub mod sinker;
 pub mod state;
+pub mod watch;
 
 #[cfg(test)]
 mod sim;

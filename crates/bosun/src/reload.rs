@@ -19,10 +19,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bosun_config::{load, OsFiles};
-use notify::{EventKind, RecursiveMode, Watcher};
 
 use crate::daemon::Daemon;
 use crate::state::{ConfigStatus, Shared};
+use crate::watch::Watch;
 
 /// How long changes must settle before a reload.
 pub const DEBOUNCE: Duration = Duration::from_millis(300);
@@ -120,15 +120,6 @@ pub fn reload(daemon: &Daemon, reason: &str) -> bool {
     true
 }
 
-/// What to watch: a directory, recursively or not, and which names in it
-/// matter (none: all).
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Watch {
-    dir: PathBuf,
-    recursive: bool,
-    names: Option<Vec<String>>,
-}
-
 /// The directories of the configuration: the config file's directory (for
 /// the file itself and `..data`-style entries), each job-config directory
 /// (recursively; a job-config file is watched like the config file), the
@@ -192,70 +183,16 @@ fn watches(app: &Shared) -> Vec<Watch> {
     out
 }
 
-/// Whether an event concerns the configuration.
-fn relevant(event: &notify::Event, watches: &[Watch]) -> bool {
-    if matches!(event.kind, EventKind::Access(_)) {
-        return false;
-    }
-    event.paths.iter().any(|p| {
-        if p.components().any(|c| c.as_os_str() == ".git") {
-            return false;
-        }
-        let name = p
-            .file_name()
-            .map(|n| n.to_string_lossy().to_string())
-            .unwrap_or_default();
-        watches.iter().any(|w| {
-            p.starts_with(&w.dir)
-                && match &w.names {
-                    None => true,
-                    // A ConfigMap swaps `..data`; its timestamped directories
-                    // start with `..` too.
-                    Some(names) => names.contains(&name) || name.starts_with(".."),
-                }
-        })
-    })
-}
-
-/// Starts a watcher sending on `tx` for every relevant change.
+/// Starts a watcher sending on `tx` for every change of the configuration.
 fn start_watcher(
     app: &Shared,
     tx: tokio::sync::mpsc::UnboundedSender<()>,
 ) -> Option<notify::RecommendedWatcher> {
-    let watches: Vec<Watch> = watches(app)
-        .into_iter()
-        .map(|w| Watch {
-            dir: std::fs::canonicalize(&w.dir).unwrap_or(w.dir),
-            ..w
-        })
-        .collect();
-    let filter = watches.clone();
-    let mut watcher = match notify::recommended_watcher(
-        move |res: notify::Result<notify::Event>| match res {
-            Ok(event) if relevant(&event, &filter) => {
-                let _ = tx.send(());
-            }
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "config watcher"),
-        },
-    ) {
-        Ok(w) => w,
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot watch the configuration; it is reloaded every 5 minutes and on SIGHUP");
-            return None;
-        }
-    };
-    for w in &watches {
-        let mode = if w.recursive {
-            RecursiveMode::Recursive
-        } else {
-            RecursiveMode::NonRecursive
-        };
-        if let Err(e) = watcher.watch(&w.dir, mode) {
-            tracing::warn!(dir = %w.dir.display(), error = %e, "cannot watch this directory; it is reloaded every 5 minutes and on SIGHUP");
-        }
-    }
-    Some(watcher)
+    crate::watch::start(
+        watches(app),
+        tx,
+        "it is reloaded every 5 minutes and on SIGHUP",
+    )
 }
 
 /// Reloads on changes, SIGHUP and every [`RESYNC`], until `stop`.

@@ -23,12 +23,12 @@ use bosun_dispatch::model::{Plan, PlanInput};
 use bosun_dispatch::openshift::{OsClusters, OsConfig};
 use clap::{Args, Subcommand, ValueEnum};
 use jiff::Timestamp;
-use notify::{RecursiveMode, Watcher};
 
 use super::demand::{read_job_volume, CachedDemand, DemandSource};
 use super::inputs::{inputs, Inputs, OpenShift};
 use super::service::{router, Service};
 use crate::check::ConfigArgs;
+use crate::watch::Watch;
 
 /// Where the dispatcher's input comes from.
 #[derive(Args, Debug, Clone)]
@@ -360,14 +360,6 @@ fn incremental(plan: &Plan, input: &PlanInput) -> Plan {
     next
 }
 
-/// A watched directory: recursively or not, and which names in it matter
-/// (none: all).
-struct Watch {
-    dir: PathBuf,
-    mode: RecursiveMode,
-    names: Option<Vec<String>>,
-}
-
 /// What re-plans when it changes: the config file, the job-config
 /// directories, OpenShift's files and the kubeconfig files (a file is
 /// watched through its directory, by name; a ConfigMap's `..data` swap
@@ -388,7 +380,7 @@ fn watched(args: &DispatcherArgs) -> Vec<Watch> {
         if j.is_dir() {
             out.push(Watch {
                 dir: j.clone(),
-                mode: RecursiveMode::Recursive,
+                recursive: true,
                 names: None,
             });
         } else {
@@ -405,27 +397,12 @@ fn watched(args: &DispatcherArgs) -> Vec<Watch> {
             Some(w) => w.names.as_mut().expect("named").extend(name),
             None => out.push(Watch {
                 dir,
-                mode: RecursiveMode::NonRecursive,
+                recursive: false,
                 names: Some(name.into_iter().collect()),
             }),
         }
     }
     out
-}
-
-/// Whether a changed `path` concerns one of `watches`.
-fn relevant(path: &Path, watches: &[Watch]) -> bool {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().to_string())
-        .unwrap_or_default();
-    watches.iter().any(|w| {
-        path.starts_with(&w.dir)
-            && match &w.names {
-                None => true,
-                Some(names) => names.contains(&name) || name.starts_with(".."),
-            }
-    })
 }
 
 /// `bosun dispatcher`: runs the service until SIGINT or SIGTERM.
@@ -507,36 +484,11 @@ pub fn dispatcher_command(args: &DispatcherArgs) -> ExitCode {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
         // Only the input's files count: the plan file, logs or anything
         // else beside a watched file are not changes of the input.
-        let watches: Vec<Watch> = watched(&d.args)
-            .into_iter()
-            .map(|w| Watch {
-                dir: std::fs::canonicalize(&w.dir).unwrap_or(w.dir),
-                ..w
-            })
-            .collect();
-        let dirs: Vec<(PathBuf, RecursiveMode)> =
-            watches.iter().map(|w| (w.dir.clone(), w.mode)).collect();
-        let _watcher = match notify::recommended_watcher(move |e: notify::Result<notify::Event>| {
-            if e.is_ok_and(|e| {
-                !matches!(e.kind, notify::EventKind::Access(_))
-                    && e.paths.iter().any(|p| relevant(p, &watches))
-            }) {
-                let _ = tx.send(());
-            }
-        }) {
-            Ok(mut w) => {
-                for (dir, mode) in dirs {
-                    if let Err(e) = w.watch(&dir, mode) {
-                        tracing::warn!(dir = %dir.display(), error = %e, "cannot watch");
-                    }
-                }
-                Some(w)
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot watch the configuration");
-                None
-            }
-        };
+        let _watcher = crate::watch::start(
+            watched(&d.args),
+            tx,
+            "it plans again on its schedule and on POST /replan",
+        );
         let schedule = bosun_schedule::Schedule::parse(
             &replan_cron,
             bosun_schedule::ParseOptions {
