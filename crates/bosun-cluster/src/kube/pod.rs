@@ -1,8 +1,59 @@
 //! The pod of a run on a Kubernetes build cluster, built as Prow's plank
-//! builds the pod of an undecorated ProwJob (`ProwJobToPod`): named after the
-//! run, in the `pod_namespace`, with Prow's labels and annotations, the job's
-//! pod spec, `restartPolicy: Never`, and the job's environment (`JOB_NAME`,
-//! `BUILD_ID`, `JOB_SPEC`, ...) in every container.
+//! builds the pod of an undecorated ProwJob: `decorate.ProwJobToPodLocal`
+//! (with the labels of `LabelsAndAnnotationsForJob` /
+//! `LabelsAndAnnotationsForSpec` and the environment of
+//! `downwardapi.EnvForSpec`), then plank's `startPod`, which puts the pod in
+//! `pod_namespace`.
+//!
+//! What was read, in kubernetes-sigs/prow (it moved there from
+//! kubernetes/test-infra `prow/`):
+//! - `pkg/pod-utils/decorate/podspec.go` at
+//!   d04680445b20c09bac6decd92cea72de33dcece5 (`ProwJobToPodLocal`,
+//!   `LabelsAndAnnotationsForSpec`, `LabelsAndAnnotationsForJob`, `KubeEnv`;
+//!   the same in 087836a449afa406f3121fbd40625dc0bfa03b27);
+//! - `pkg/pod-utils/downwardapi/jobspec.go` at
+//!   4171797bd737e14779bd1d415d31ef661a27a9de (`JobSpec`, `EnvForSpec`,
+//!   with `SRC_HOST`/`SRC_BASE`; 80627dabebadd556715292cef5c04292cff52024 is
+//!   the older one without them);
+//! - `pkg/kube/prowjob.go` at 150651d3dabc90beca7125d9cff6ed20cfdb146b (the
+//!   label names);
+//! - `pkg/pjutil/pjutil.go` at db89760fea406dd2813e331c3d52b53b5bcbd140 (a
+//!   periodic's ProwJob has no context; a presubmit's labels get
+//!   `prow.k8s.io/is-optional` when the ProwJob is made, not here);
+//! - `pkg/apis/prowjobs/v1/types.go` (the JSON of `Refs` and `Pull` in
+//!   `JOB_SPEC`: field order and `omitempty`);
+//! - `pkg/plank/reconciler.go` `startPod` (namespace; its
+//!   `prow.k8s.io/plank-version` label is Prow's version, which bosun does
+//!   not claim).
+//!
+//! So, for an undecorated job:
+//! - the pod is named after the run (the ProwJob's name), in `namespace`;
+//! - its spec is the job's pod spec with `restartPolicy: Never`; a job with
+//!   exactly one container has it named `test`, whatever it was called;
+//!   `automountServiceAccountToken` becomes `false` when the job sets neither
+//!   it nor `serviceAccountName`; every container and init container without a
+//!   `terminationMessagePolicy` gets `FallbackToLogsOnError`;
+//! - every container (not the init containers) gets the job's environment
+//!   appended to its own, sorted by name (a variable the container already has
+//!   stays, and the job's, later, wins in Kubernetes);
+//! - labels: `created-by-prow`, `prow.k8s.io/type`, `prow.k8s.io/job` and
+//!   `prow.k8s.io/context` (cut to 63 characters), the refs labels (of `refs`,
+//!   else of `extra_refs[0]`), then the run's own labels over them, then
+//!   `prow.k8s.io/id` and `prow.k8s.io/build-id`; a value that is not a valid
+//!   label value is replaced by its last path element when that one is valid,
+//!   else dropped;
+//! - annotations: `prow.k8s.io/job` and `prow.k8s.io/context` (whole), then
+//!   the run's own over them.
+//!
+//! Where bosun's run knows less than a ProwJob: a run does not record its
+//! job's `context` yet. The pod takes it from the run's
+//! `prow.k8s.io/context` annotation when there is one; a periodic's is empty,
+//! as Prow's; a pre/postsubmit run without that annotation gets no context
+//! label or annotation (its context may not be its name). A pull has no
+//! `head_ref` in bosun, so `PULL_HEAD_REF` is empty; runs have no trigger
+//! comment, so there is no `TRIGGER_COMMENT_*`. An in-repo periodic's run has
+//! refs (its repository, as Lighthouse gives it) and gets the refs variables,
+//! which Prow's periodics, never having refs, do not.
 //!
 //! Decorated jobs are not built here: their runs end in error until bosun
 //! decorates pods.
@@ -12,10 +63,12 @@
 
 use std::collections::BTreeMap;
 
-use bosun_store::template::{job_label, SpecSnapshot};
+use bosun_config::types::{JobType, Pull, Refs};
+use bosun_store::template::SpecSnapshot;
 use bosun_store::Run;
 use k8s_openapi::api::core::v1::{EnvVar, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Serialize;
 
 /// The label bosun and Prow put on every pod they create.
 pub const CREATED_BY: &str = "created-by-prow";
@@ -23,6 +76,20 @@ pub const CREATED_BY: &str = "created-by-prow";
 pub const ID_LABEL: &str = "prow.k8s.io/id";
 /// The build id label.
 pub const BUILD_ID_LABEL: &str = "prow.k8s.io/build-id";
+/// The job type label.
+pub const TYPE_LABEL: &str = "prow.k8s.io/type";
+/// The job name: a label (cut to 63 characters) and an annotation (whole).
+pub const JOB_ANNOTATION: &str = "prow.k8s.io/job";
+/// The job's status context: a label (cut) and an annotation (whole).
+pub const CONTEXT_ANNOTATION: &str = "prow.k8s.io/context";
+/// The name of a job's only container.
+pub const TEST_CONTAINER_NAME: &str = "test";
+
+const ORG_LABEL: &str = "prow.k8s.io/refs.org";
+const REPO_LABEL: &str = "prow.k8s.io/refs.repo";
+const BASE_REF_LABEL: &str = "prow.k8s.io/refs.base_ref";
+const PULL_LABEL: &str = "prow.k8s.io/refs.pull";
+const LABEL_VALUE_MAX: usize = 63;
 
 /// Why a run's pod cannot be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -48,8 +115,21 @@ pub fn pod_for_run(run: &Run, spec: &SpecSnapshot, namespace: &str) -> Result<Po
         return Err(PodError::NoContainer);
     }
     pod_spec.restart_policy = Some("Never".into());
-    let env: Vec<EnvVar> = run
-        .job_env()
+    if let [only] = pod_spec.containers.as_mut_slice() {
+        only.name = TEST_CONTAINER_NAME.into();
+    }
+    // Kubernetes mounts the token when this is unset; Prow does not, unless
+    // the job names a service account.
+    if pod_spec.automount_service_account_token.is_none()
+        && pod_spec
+            .service_account_name
+            .as_deref()
+            .unwrap_or("")
+            .is_empty()
+    {
+        pod_spec.automount_service_account_token = Some(false);
+    }
+    let env: Vec<EnvVar> = prow_env(run, spec)
         .into_iter()
         .map(|(name, value)| EnvVar {
             name,
@@ -58,38 +138,25 @@ pub fn pod_for_run(run: &Run, spec: &SpecSnapshot, namespace: &str) -> Result<Po
         })
         .collect();
     for c in &mut pod_spec.containers {
-        // The job's environment wins over a container's own variable of the
-        // same name (the validator forbids those names in job configs).
-        let own = c.env.take().unwrap_or_default();
-        let mut all: Vec<EnvVar> = own
-            .into_iter()
-            .filter(|e| !env.iter().any(|j| j.name == e.name))
-            .collect();
-        all.extend(env.iter().cloned());
-        c.env = Some(all);
+        c.env
+            .get_or_insert_with(Vec::new)
+            .extend(env.iter().cloned());
     }
-    let mut labels: BTreeMap<String, String> = (*run.labels).clone();
-    labels.insert(CREATED_BY.into(), "true".into());
-    labels.insert("prow.k8s.io/job".into(), job_label(&run.job));
-    labels.insert("prow.k8s.io/type".into(), run.job_type.as_str().into());
-    labels.insert(ID_LABEL.into(), run.id.clone());
-    labels.insert(BUILD_ID_LABEL.into(), run.build_id.clone());
-    // As Prow: a value that is not a valid label value is replaced by its
-    // last path element when that one is valid, else dropped.
-    let labels = labels
-        .into_iter()
-        .filter_map(|(k, v)| {
-            if bosun_config::validate::label_value_errors(&v).is_empty() {
-                return Some((k, v));
-            }
-            let base = v.rsplit('/').next().unwrap_or_default().to_string();
-            bosun_config::validate::label_value_errors(&base)
-                .is_empty()
-                .then_some((k, base))
-        })
-        .collect();
-    let mut annotations = (*run.annotations).clone();
-    annotations.insert("prow.k8s.io/job".into(), run.job.clone());
+    for c in pod_spec
+        .init_containers
+        .iter_mut()
+        .flatten()
+        .chain(pod_spec.containers.iter_mut())
+    {
+        if c.termination_message_policy
+            .as_deref()
+            .unwrap_or("")
+            .is_empty()
+        {
+            c.termination_message_policy = Some("FallbackToLogsOnError".into());
+        }
+    }
+    let (labels, annotations) = labels_and_annotations(run);
     Ok(Pod {
         metadata: ObjectMeta {
             name: Some(run.id.clone()),
@@ -103,14 +170,352 @@ pub fn pod_for_run(run: &Run, spec: &SpecSnapshot, namespace: &str) -> Result<Po
     })
 }
 
+/// The environment Prow gives every container of an undecorated run's pod
+/// (`EnvForSpec`), by name (the order of the pod's variables).
+pub fn prow_env(run: &Run, spec: &SpecSnapshot) -> BTreeMap<String, String> {
+    let mut env = BTreeMap::new();
+    let mut set = |k: &str, v: &str| {
+        env.insert(k.to_string(), v.to_string());
+    };
+    set("CI", "true");
+    set("JOB_NAME", &run.job);
+    set("BUILD_ID", &run.build_id);
+    set("PROW_JOB_ID", &run.id);
+    set("JOB_TYPE", run.job_type.as_str());
+    if spec.job.agent == "kubernetes" {
+        set("BUILD_NUMBER", &run.build_id);
+    }
+    set("JOB_SPEC", &job_spec_json(run));
+    // Prow's periodics have no refs and stop here; an in-repo periodic's run
+    // has its repository's and goes on. A pre/postsubmit without refs (which
+    // Prow cannot have) stops here too.
+    let Some(refs) = &run.refs else {
+        return env;
+    };
+    set("REPO_OWNER", &refs.org);
+    set("REPO_NAME", &refs.repo);
+    let (host, base) = source_host_and_base(refs);
+    set("SRC_HOST", &host);
+    set("SRC_BASE", &base);
+    set("PULL_BASE_REF", refs.base_ref.as_deref().unwrap_or(""));
+    set("PULL_BASE_SHA", refs.base_sha.as_deref().unwrap_or(""));
+    set("PULL_REFS", &refs_string(refs));
+    if run.job_type != JobType::Presubmit {
+        return env;
+    }
+    let Some(pull) = refs.pulls.first() else {
+        return env;
+    };
+    set("PULL_NUMBER", &pull.number.to_string());
+    set("PULL_PULL_SHA", &pull.sha);
+    // bosun's pulls have no head ref.
+    set("PULL_HEAD_REF", "");
+    set("PULL_TITLE", pull.title.as_deref().unwrap_or(""));
+    env
+}
+
+/// `SRC_HOST` and `SRC_BASE`: the host and path of the repository, from its
+/// `path_alias` (split at the first `/`; without one, it is the host and the
+/// path stays `org/repo`), else from its `repo_link` (without the scheme),
+/// else `github.com` and `org/repo`.
+fn source_host_and_base(refs: &Refs) -> (String, String) {
+    let mut host = "github.com".to_string();
+    let mut base = format!("{}/{}", refs.org, refs.repo);
+    let alias = refs.path_alias.as_deref().unwrap_or("");
+    let link = refs.repo_link.as_deref().unwrap_or("");
+    let from = if !alias.is_empty() {
+        alias
+    } else if !link.is_empty() {
+        link.rsplit("://").next().unwrap_or(link)
+    } else {
+        return (host, base);
+    };
+    match from.split_once('/') {
+        Some((h, b)) => (host, base) = (h.to_string(), b.to_string()),
+        None => host = from.to_string(),
+    }
+    (host, base)
+}
+
+/// Prow's `Refs.String()` (`PULL_REFS`): `base_ref[:base_sha]`, then
+/// `,number:sha[:ref]` for each pull; empty parts are left out.
+fn refs_string(refs: &Refs) -> String {
+    let mut s = refs.base_ref.clone().unwrap_or_default();
+    if let Some(sha) = refs.base_sha.as_deref().filter(|s| !s.is_empty()) {
+        s.push(':');
+        s.push_str(sha);
+    }
+    for p in &refs.pulls {
+        s.push_str(&format!(",{}:{}", p.number, p.sha));
+        if let Some(r) = p.ref_.as_deref().filter(|r| !r.is_empty()) {
+            s.push(':');
+            s.push_str(r);
+        }
+    }
+    s
+}
+
+/// Prow's `JOB_SPEC` of an undecorated run: the JSON of its downward-API
+/// `JobSpec` as Go writes it (its fields in order, empty ones left out, `<`,
+/// `>`, `&`, U+2028 and U+2029 escaped).
+pub fn job_spec_json(run: &Run) -> String {
+    let spec = JobSpecJson {
+        job_type: run.job_type.as_str(),
+        job: &run.job,
+        buildid: &run.build_id,
+        prowjobid: &run.id,
+        refs: run.refs.as_ref().map(RefsJson::from),
+        extra_refs: run.extra_refs.iter().map(RefsJson::from).collect(),
+    };
+    let json = serde_json::to_string(&spec).expect("a job spec serializes");
+    go_html_escape(&json)
+}
+
+/// Go's `json.Marshal` escapes these everywhere; in JSON text they can only be
+/// inside strings, so replacing them in the text is the same.
+fn go_html_escape(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        match c {
+            '<' => out.push_str("\\u003c"),
+            '>' => out.push_str("\\u003e"),
+            '&' => out.push_str("\\u0026"),
+            '\u{2028}' => out.push_str("\\u2028"),
+            '\u{2029}' => out.push_str("\\u2029"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn no_str(s: &&str) -> bool {
+    s.is_empty()
+}
+
+fn no_bool(b: &bool) -> bool {
+    !*b
+}
+
+fn no_int(n: &i64) -> bool {
+    *n == 0
+}
+
+/// The downward API's `JobSpec`, in Go's field order.
+#[derive(Serialize)]
+struct JobSpecJson<'a> {
+    #[serde(rename = "type", skip_serializing_if = "no_str")]
+    job_type: &'a str,
+    #[serde(skip_serializing_if = "no_str")]
+    job: &'a str,
+    #[serde(skip_serializing_if = "no_str")]
+    buildid: &'a str,
+    #[serde(skip_serializing_if = "no_str")]
+    prowjobid: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    refs: Option<RefsJson<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    extra_refs: Vec<RefsJson<'a>>,
+}
+
+/// Prow's `Refs` as JSON.
+#[derive(Serialize)]
+struct RefsJson<'a> {
+    org: &'a str,
+    repo: &'a str,
+    #[serde(skip_serializing_if = "no_str")]
+    repo_link: &'a str,
+    #[serde(skip_serializing_if = "no_str")]
+    base_ref: &'a str,
+    #[serde(skip_serializing_if = "no_str")]
+    base_sha: &'a str,
+    #[serde(skip_serializing_if = "no_str")]
+    base_link: &'a str,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pulls: Vec<PullJson<'a>>,
+    #[serde(skip_serializing_if = "no_str")]
+    path_alias: &'a str,
+    #[serde(skip_serializing_if = "no_bool")]
+    workdir: bool,
+    #[serde(skip_serializing_if = "no_bool")]
+    auxiliary: bool,
+    #[serde(skip_serializing_if = "no_str")]
+    clone_uri: &'a str,
+    #[serde(skip_serializing_if = "no_bool")]
+    skip_submodules: bool,
+    #[serde(skip_serializing_if = "no_int")]
+    clone_depth: i64,
+    #[serde(skip_serializing_if = "no_bool")]
+    skip_fetch_head: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    blobless_fetch: Option<bool>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    sparse_checkout_files: &'a [String],
+}
+
+/// Prow's `Pull` as JSON (bosun's has no `head_ref`).
+#[derive(Serialize)]
+struct PullJson<'a> {
+    number: i64,
+    author: &'a str,
+    sha: &'a str,
+    #[serde(skip_serializing_if = "no_str")]
+    title: &'a str,
+    #[serde(rename = "ref", skip_serializing_if = "no_str")]
+    ref_: &'a str,
+    #[serde(skip_serializing_if = "no_str")]
+    link: &'a str,
+    #[serde(skip_serializing_if = "no_str")]
+    commit_link: &'a str,
+    #[serde(skip_serializing_if = "no_str")]
+    author_link: &'a str,
+}
+
+fn opt(s: &Option<String>) -> &str {
+    s.as_deref().unwrap_or("")
+}
+
+impl<'a> From<&'a Refs> for RefsJson<'a> {
+    fn from(r: &'a Refs) -> Self {
+        RefsJson {
+            org: &r.org,
+            repo: &r.repo,
+            repo_link: opt(&r.repo_link),
+            base_ref: opt(&r.base_ref),
+            base_sha: opt(&r.base_sha),
+            base_link: opt(&r.base_link),
+            pulls: r.pulls.iter().map(PullJson::from).collect(),
+            path_alias: opt(&r.path_alias),
+            workdir: r.workdir,
+            auxiliary: r.auxiliary,
+            clone_uri: opt(&r.clone_uri),
+            skip_submodules: r.skip_submodules,
+            clone_depth: r.clone_depth,
+            skip_fetch_head: r.skip_fetch_head,
+            blobless_fetch: r.blobless_fetch,
+            sparse_checkout_files: &r.sparse_checkout_files,
+        }
+    }
+}
+
+impl<'a> From<&'a Pull> for PullJson<'a> {
+    fn from(p: &'a Pull) -> Self {
+        PullJson {
+            number: p.number,
+            author: &p.author,
+            sha: &p.sha,
+            title: opt(&p.title),
+            ref_: opt(&p.ref_),
+            link: opt(&p.link),
+            commit_link: opt(&p.commit_link),
+            author_link: opt(&p.author_link),
+        }
+    }
+}
+
+type Map = BTreeMap<String, String>;
+
+/// The pod's labels and annotations (`LabelsAndAnnotationsForJob`).
+fn labels_and_annotations(run: &Run) -> (Map, Map) {
+    // The context: the run's when it records one, a periodic's (empty),
+    // else unknown.
+    let context = run
+        .annotations
+        .get(CONTEXT_ANNOTATION)
+        .map(String::as_str)
+        .or((run.job_type == JobType::Periodic).then_some(""));
+    // Values are bytes, as Go's: a cut may split a character, and such a
+    // value is then no label value.
+    let mut labels: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    let mut annotations = Map::new();
+    labels.insert(CREATED_BY.into(), b"true".to_vec());
+    labels.insert(TYPE_LABEL.into(), run.job_type.as_str().into());
+    let mut whole = vec![(JOB_ANNOTATION, run.job.as_str())];
+    whole.extend(context.map(|c| (CONTEXT_ANNOTATION, c)));
+    for (key, value) in whole {
+        labels.insert(key.into(), cut_label_value(value));
+        annotations.insert(key.into(), value.into());
+    }
+    if let Some(r) = run.refs.as_ref().or(run.extra_refs.first()) {
+        labels.insert(ORG_LABEL.into(), r.org.clone().into());
+        labels.insert(REPO_LABEL.into(), r.repo.clone().into());
+        labels.insert(BASE_REF_LABEL.into(), opt(&r.base_ref).into());
+        if let Some(p) = r.pulls.first() {
+            labels.insert(PULL_LABEL.into(), p.number.to_string().into());
+        }
+    }
+    for (k, v) in run.labels.iter() {
+        labels.insert(k.clone(), v.clone().into());
+    }
+    labels.insert(ID_LABEL.into(), run.id.clone().into());
+    labels.insert(BUILD_ID_LABEL.into(), run.build_id.clone().into());
+    let labels = labels
+        .into_iter()
+        .filter_map(|(key, value)| {
+            let safe = label_safe(&value);
+            if safe.is_none() {
+                tracing::warn!(
+                    run = %run.id,
+                    key,
+                    value = %String::from_utf8_lossy(&value),
+                    "removing a label whose value is not a label value"
+                );
+            }
+            safe.map(|v| (key, v))
+        })
+        .collect();
+    for (k, v) in run.annotations.iter() {
+        annotations.insert(k.clone(), v.clone());
+    }
+    (labels, annotations)
+}
+
+/// A value cut to a label value's 63 bytes, without trailing `._-`.
+fn cut_label_value(value: &str) -> Vec<u8> {
+    let bytes = value.as_bytes();
+    if bytes.len() <= LABEL_VALUE_MAX {
+        return bytes.to_vec();
+    }
+    let mut cut = &bytes[..LABEL_VALUE_MAX];
+    while let [rest @ .., b'.' | b'_' | b'-'] = cut {
+        cut = rest;
+    }
+    cut.to_vec()
+}
+
+/// `value` if it is a label value, else its last path element if that one
+/// is, else nothing.
+fn label_safe(value: &[u8]) -> Option<String> {
+    [value, go_base(value)].into_iter().find_map(|v| {
+        std::str::from_utf8(v)
+            .ok()
+            .filter(|s| bosun_config::validate::label_value_errors(s).is_empty())
+            .map(str::to_string)
+    })
+}
+
+/// Go's `filepath.Base` on Unix: the last element of a path, trailing
+/// slashes removed; `.` for an empty path and `/` for slashes only.
+fn go_base(path: &[u8]) -> &[u8] {
+    if path.is_empty() {
+        return b".";
+    }
+    let trimmed = match path.iter().rposition(|&b| b != b'/') {
+        Some(last) => &path[..=last],
+        None => return b"/",
+    };
+    match trimmed.iter().rposition(|&b| b == b'/') {
+        Some(slash) => &trimmed[slash + 1..],
+        None => trimmed,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bosun_config::types::JobType;
     use bosun_store::{NewRun, RunState};
 
-    fn snapshot(yaml: &str) -> SpecSnapshot {
-        serde_json::from_value(serde_json::from_str::<serde_json::Value>(yaml).unwrap()).unwrap()
+    fn snapshot(json: &str) -> SpecSnapshot {
+        serde_json::from_str(json).unwrap()
     }
 
     fn run(job: &str, labels: &[(&str, &str)]) -> Run {
@@ -141,9 +546,9 @@ mod tests {
         )
     }
 
-    const SPEC: &str = r#"{"job": {"name": "x"}, "pod_spec": {"containers": [
-        {"image": "alpine", "command": ["true"], "env": [{"name": "A", "value": "1"}, {"name": "JOB_NAME", "value": "mine"}]},
-        {"image": "sidecar"}
+    const SPEC: &str = r#"{"job": {"name": "x", "agent": "kubernetes"}, "pod_spec": {"containers": [
+        {"name": "main", "image": "alpine", "command": ["true"], "env": [{"name": "A", "value": "1"}, {"name": "JOB_NAME", "value": "mine"}]},
+        {"name": "side", "image": "sidecar"}
     ]}}"#;
 
     #[test]
@@ -161,12 +566,22 @@ mod tests {
         assert_eq!(labels["prow.k8s.io/build-id"], "1800000000000001");
         assert_eq!(labels["prow.k8s.io/job"].len(), 63);
         assert!(long.starts_with(&labels["prow.k8s.io/job"]));
+        assert_eq!(labels["prow.k8s.io/context"], "");
         assert_eq!(labels["team"], "infra");
         // Not a label value: replaced by its last path element.
         assert_eq!(labels["path"], "x");
-        assert_eq!(meta.annotations.as_ref().unwrap()["prow.k8s.io/job"], long);
+        let annotations = meta.annotations.as_ref().unwrap();
+        assert_eq!(annotations["prow.k8s.io/job"], long);
+        assert_eq!(annotations["prow.k8s.io/context"], "");
         let spec = pod.spec.unwrap();
         assert_eq!(spec.restart_policy.as_deref(), Some("Never"));
+        assert_eq!(spec.automount_service_account_token, Some(false));
+        let names: Vec<_> = spec.containers.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["main", "side"],
+            "several containers keep their names"
+        );
         for c in &spec.containers {
             let env = c.env.as_ref().unwrap();
             let get = |n: &str| {
@@ -175,17 +590,51 @@ mod tests {
                     .map(|e| e.value.clone().unwrap())
                     .collect::<Vec<_>>()
             };
-            assert_eq!(get("JOB_NAME"), [long], "the job's own value, once");
             assert_eq!(get("BUILD_ID"), ["1800000000000001"]);
+            assert_eq!(get("BUILD_NUMBER"), ["1800000000000001"]);
             assert_eq!(get("PROW_JOB_ID"), std::slice::from_ref(&r.id));
             assert_eq!(get("JOB_TYPE"), ["periodic"]);
-            assert!(get("JOB_SPEC")[0].contains("\"type\":\"periodic\""));
+            assert!(get("JOB_SPEC")[0].starts_with("{\"type\":\"periodic\","));
+            assert_eq!(get("REPO_OWNER"), Vec::<String>::new());
+            assert_eq!(
+                c.termination_message_policy.as_deref(),
+                Some("FallbackToLogsOnError")
+            );
         }
-        let first = spec.containers[0].env.as_ref().unwrap();
-        assert!(
-            first.iter().any(|e| e.name == "A"),
-            "the container's own env stays"
+        // As Prow appends: the container's own variables first, then the
+        // job's, sorted; the job's JOB_NAME, later, is the one in force.
+        let first: Vec<_> = spec.containers[0]
+            .env
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|e| (e.name.as_str(), e.value.as_deref().unwrap()))
+            .collect();
+        assert_eq!(&first[..2], [("A", "1"), ("JOB_NAME", "mine")]);
+        let names: Vec<_> = first[2..].iter().map(|(n, _)| *n).collect();
+        assert_eq!(
+            names,
+            [
+                "BUILD_ID",
+                "BUILD_NUMBER",
+                "CI",
+                "JOB_NAME",
+                "JOB_SPEC",
+                "JOB_TYPE",
+                "PROW_JOB_ID"
+            ]
         );
+        assert_eq!(first[5], ("JOB_NAME", long));
+    }
+
+    #[test]
+    fn a_single_container_is_named_test() {
+        let r = run("x", &[]);
+        let one = snapshot(
+            r#"{"job": {"name": "x"}, "pod_spec": {"containers": [{"name": "mine", "image": "a"}]}}"#,
+        );
+        let pod = pod_for_run(&r, &one, "ns").unwrap();
+        assert_eq!(pod.spec.unwrap().containers[0].name, "test");
     }
 
     #[test]
@@ -203,5 +652,153 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("no pod spec"));
+        let empty = snapshot(r#"{"job": {"name": "x"}, "pod_spec": {"containers": []}}"#);
+        assert_eq!(
+            pod_for_run(&r, &empty, "ns").unwrap_err(),
+            PodError::NoContainer
+        );
+    }
+
+    #[test]
+    fn the_context_is_the_runs_or_a_periodics_or_none() {
+        let spec =
+            snapshot(r#"{"job": {"name": "x"}, "pod_spec": {"containers": [{"image": "a"}]}}"#);
+        let context = |r: &Run| {
+            let pod = pod_for_run(r, &spec, "ns").unwrap();
+            (
+                pod.metadata
+                    .labels
+                    .unwrap()
+                    .get(CONTEXT_ANNOTATION)
+                    .cloned(),
+                pod.metadata
+                    .annotations
+                    .unwrap()
+                    .get(CONTEXT_ANNOTATION)
+                    .cloned(),
+            )
+        };
+        let mut r = run("x", &[]);
+        assert_eq!(context(&r), (Some(String::new()), Some(String::new())));
+        r.job_type = JobType::Postsubmit;
+        assert_eq!(context(&r), (None, None), "not recorded: left out");
+        std::sync::Arc::make_mut(&mut r.annotations)
+            .insert(CONTEXT_ANNOTATION.into(), "ci/prow/images".into());
+        assert_eq!(
+            context(&r),
+            (Some("images".into()), Some("ci/prow/images".into()))
+        );
+    }
+
+    #[test]
+    fn go_base_is_filepath_base() {
+        for (path, base) in [
+            ("", "."),
+            ("/", "/"),
+            ("///", "/"),
+            ("a", "a"),
+            ("a/b", "b"),
+            ("a/b/", "b"),
+            ("gs://bucket/x//", "x"),
+            ("/a", "a"),
+        ] {
+            assert_eq!(go_base(path.as_bytes()), base.as_bytes(), "{path:?}");
+        }
+    }
+
+    #[test]
+    fn label_values_are_cut_and_made_safe() {
+        assert_eq!(cut_label_value(&"a".repeat(70)), "a".repeat(63).as_bytes());
+        let trailing = format!("{}-._x", "a".repeat(60));
+        assert_eq!(cut_label_value(&trailing), "a".repeat(60).as_bytes());
+        assert_eq!(label_safe(b"ok.value"), Some("ok.value".into()));
+        assert_eq!(label_safe(b""), Some(String::new()));
+        assert_eq!(label_safe(b"ci/prow/unit"), Some("unit".into()));
+        assert_eq!(label_safe(b"has space"), None);
+        assert_eq!(label_safe(b"a/b/"), Some("b".into()));
+        assert_eq!(label_safe(b"trailing/"), Some("trailing".into()));
+        assert_eq!(label_safe(b"x/-bad"), None);
+        // A cut inside a character: not a label value, nor its base.
+        let cut = cut_label_value(&format!("{}é", "a".repeat(62)));
+        assert_eq!(cut.len(), 63);
+        assert_eq!(label_safe(&cut), None);
+    }
+
+    #[test]
+    fn source_host_and_base_follow_path_alias_then_repo_link() {
+        let refs = |alias: Option<&str>, link: Option<&str>| Refs {
+            org: "o".into(),
+            repo: "r".into(),
+            path_alias: alias.map(String::from),
+            repo_link: link.map(String::from),
+            ..Refs::default()
+        };
+        let hb = |r: Refs| source_host_and_base(&r);
+        assert_eq!(hb(refs(None, None)), ("github.com".into(), "o/r".into()));
+        assert_eq!(
+            hb(refs(Some("k8s.io/kubernetes"), Some("https://x/y/z"))),
+            ("k8s.io".into(), "kubernetes".into())
+        );
+        assert_eq!(
+            hb(refs(Some("sigs.k8s.io"), None)),
+            ("sigs.k8s.io".into(), "o/r".into())
+        );
+        assert_eq!(
+            hb(refs(None, Some("https://gitlab.example.com/g/sub/r"))),
+            ("gitlab.example.com".into(), "g/sub/r".into())
+        );
+        assert_eq!(
+            hb(refs(None, Some("gerrit.example.com"))),
+            ("gerrit.example.com".into(), "o/r".into())
+        );
+    }
+
+    #[test]
+    fn pull_refs_leave_empty_parts_out() {
+        let mut r = Refs {
+            base_ref: Some("main".into()),
+            base_sha: Some(String::new()),
+            pulls: vec![Pull {
+                number: 3,
+                sha: "abc".into(),
+                ref_: Some(String::new()),
+                ..Pull::default()
+            }],
+            ..Refs::default()
+        };
+        assert_eq!(refs_string(&r), "main,3:abc");
+        r.base_sha = Some("def".into());
+        r.pulls[0].ref_ = Some("refs/changes/1".into());
+        assert_eq!(refs_string(&r), "main:def,3:abc:refs/changes/1");
+    }
+
+    #[test]
+    fn job_spec_is_go_json() {
+        let mut r = run("x", &[]);
+        r.job_type = JobType::Presubmit;
+        r.refs = Some(Refs {
+            org: "o".into(),
+            repo: "r".into(),
+            base_ref: Some("main".into()),
+            blobless_fetch: Some(false),
+            pulls: vec![Pull {
+                number: 1,
+                author: "a".into(),
+                sha: "s".into(),
+                title: Some("<Fix> & \u{2028}\"done\"".into()),
+                ..Pull::default()
+            }],
+            ..Refs::default()
+        });
+        assert_eq!(
+            job_spec_json(&r),
+            concat!(
+                r#"{"type":"presubmit","job":"x","buildid":"1800000000000001","#,
+                r#""prowjobid":"8f8b1e4c-2f4e-4f7b-9a55-0d6c1e1f2a3b","#,
+                r#""refs":{"org":"o","repo":"r","base_ref":"main","pulls":[{"number":1,"#,
+                r#""author":"a","sha":"s","title":"\u003cFix\u003e \u0026 \u2028\"done\""}],"#,
+                r#""blobless_fetch":false}}"#
+            )
+        );
     }
 }
