@@ -1,0 +1,173 @@
+//! [`Tenant`]: one test's namespace on a control plane, and bosun's
+//! service account in it, bound to a Role with exactly the verbs bosun
+//! needs.
+
+use std::path::PathBuf;
+
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, PostParams};
+use kube::Client;
+
+use crate::plane::{kubeconfig, ControlPlane};
+use crate::runtime;
+
+/// The verbs on `pods` bosun's Role grants (bosun's health probe asks for
+/// each), beside `get` on `pods/log`.
+pub const POD_VERBS: [&str; 6] = ["create", "delete", "list", "watch", "get", "patch"];
+
+/// A namespace of a control plane, and bosun's identity in it.
+#[derive(Clone)]
+pub struct Tenant {
+    /// The namespace.
+    pub namespace: String,
+    /// The kubeconfig context's name.
+    pub context: String,
+    /// A kubeconfig whose context `context` is bosun's service account in
+    /// `namespace` (a real token from `TokenRequest`).
+    pub kubeconfig: PathBuf,
+    admin: Client,
+}
+
+impl std::fmt::Debug for Tenant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tenant")
+            .field("namespace", &self.namespace)
+            .field("context", &self.context)
+            .finish()
+    }
+}
+
+fn meta(name: &str, namespace: Option<&str>) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.into()),
+        namespace: namespace.map(str::to_string),
+        ..ObjectMeta::default()
+    }
+}
+
+fn role(namespace: &str, pod_verbs: &[&str]) -> Role {
+    Role {
+        metadata: meta("bosun", Some(namespace)),
+        rules: Some(vec![
+            PolicyRule {
+                api_groups: Some(vec![String::new()]),
+                resources: Some(vec!["pods".into()]),
+                verbs: pod_verbs.iter().map(|v| v.to_string()).collect(),
+                ..PolicyRule::default()
+            },
+            PolicyRule {
+                api_groups: Some(vec![String::new()]),
+                resources: Some(vec!["pods/log".into()]),
+                verbs: vec!["get".into()],
+                ..PolicyRule::default()
+            },
+        ]),
+    }
+}
+
+impl Tenant {
+    pub(crate) fn create(plane: &ControlPlane, namespace: &str, context: &str) -> Tenant {
+        let admin = plane.admin();
+        let ns = namespace.to_string();
+        let token = runtime().block_on({
+            let admin = admin.clone();
+            async move {
+                let pp = PostParams::default();
+                Api::<Namespace>::all(admin.clone())
+                    .create(
+                        &pp,
+                        &Namespace {
+                            metadata: meta(&ns, None),
+                            ..Namespace::default()
+                        },
+                    )
+                    .await
+                    .unwrap_or_else(|e| panic!("namespace {ns}: {e}"));
+                let sas: Api<ServiceAccount> = Api::namespaced(admin.clone(), &ns);
+                for name in ["default", "bosun"] {
+                    sas.create(
+                        &pp,
+                        &ServiceAccount {
+                            metadata: meta(name, Some(&ns)),
+                            ..ServiceAccount::default()
+                        },
+                    )
+                    .await
+                    .unwrap_or_else(|e| panic!("service account {ns}/{name}: {e}"));
+                }
+                Api::<Role>::namespaced(admin.clone(), &ns)
+                    .create(&pp, &role(&ns, &POD_VERBS))
+                    .await
+                    .unwrap_or_else(|e| panic!("role: {e}"));
+                Api::<RoleBinding>::namespaced(admin.clone(), &ns)
+                    .create(
+                        &pp,
+                        &RoleBinding {
+                            metadata: meta("bosun", Some(&ns)),
+                            role_ref: RoleRef {
+                                api_group: "rbac.authorization.k8s.io".into(),
+                                kind: "Role".into(),
+                                name: "bosun".into(),
+                            },
+                            subjects: Some(vec![Subject {
+                                kind: "ServiceAccount".into(),
+                                name: "bosun".into(),
+                                namespace: Some(ns.clone()),
+                                ..Subject::default()
+                            }]),
+                        },
+                    )
+                    .await
+                    .unwrap_or_else(|e| panic!("role binding: {e}"));
+                let request = TokenRequest {
+                    spec: TokenRequestSpec {
+                        audiences: vec![],
+                        expiration_seconds: Some(24 * 3600),
+                        ..TokenRequestSpec::default()
+                    },
+                    ..TokenRequest::default()
+                };
+                let answer: TokenRequest = sas
+                    .create_subresource("token", "bosun", &pp, &request)
+                    .await
+                    .unwrap_or_else(|e| panic!("token request: {e}"));
+                answer.status.expect("a token").token
+            }
+        });
+        let path = plane
+            .dir()
+            .join(format!("{namespace}-{context}.kubeconfig"));
+        let text = kubeconfig(
+            context,
+            &plane.url(),
+            plane.ca_pem(),
+            serde_json::json!({"token": token}),
+            namespace,
+        );
+        std::fs::write(&path, text).expect("tenant kubeconfig");
+        Tenant {
+            namespace: namespace.to_string(),
+            context: context.to_string(),
+            kubeconfig: path,
+            admin,
+        }
+    }
+
+    /// Grants bosun only `pod_verbs` on pods from now on (the Role is
+    /// replaced).
+    pub fn grant(&self, pod_verbs: &[&str]) {
+        let (admin, ns) = (self.admin.clone(), self.namespace.clone());
+        let mut role = role(&ns, pod_verbs);
+        runtime().block_on(async move {
+            let api: Api<Role> = Api::namespaced(admin, &ns);
+            let old = api.get("bosun").await.expect("the role");
+            role.metadata.resource_version = old.metadata.resource_version;
+            api.replace("bosun", &PostParams::default(), &role)
+                .await
+                .expect("role replaced");
+        });
+    }
+}
