@@ -5,7 +5,6 @@
 //! problem becomes a [`Diagnostic`]. A snapshot is produced only when there are no
 //! errors, so a daemon can keep its last good one.
 
-use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,7 +23,7 @@ use crate::types::{
     ProwConfig,
 };
 use crate::validate::{self, ScheduleCheck};
-use crate::yaml::{self, from_node, Mark, Node, UnknownField, Value};
+use crate::yaml::{self, from_node_as_go, FoldedKey, KeyNotes, Mark, Node, UnknownField, Value};
 
 pub use crate::defaults::default_config;
 
@@ -474,12 +473,59 @@ impl Extractor<'_> {
         self.out.diagnostics.push(d);
     }
 
-    fn typed<T: DeserializeOwned>(&mut self, node: &Node<'_>, job: Option<&str>) -> Option<T> {
-        let unknown = RefCell::new(Vec::new());
-        let r = from_node::<T>(node, &unknown);
-        for u in unknown.into_inner() {
+    /// A key read as the field it matches up to case, as Prow reads it (Go's
+    /// `encoding/json`): not an error for Prow, but worth fixing.
+    fn folded(&mut self, f: &FoldedKey, job: Option<&str>) {
+        let message = if f.group.is_empty() {
+            format!(
+                "field `{}` read as `{}` (Prow matches field names case-insensitively)",
+                f.key, f.field
+            )
+        } else {
+            let others: Vec<String> = f
+                .group
+                .iter()
+                .filter(|(_, m)| *m != f.mark)
+                .map(|(k, m)| format!("`{k}` (line {})", m.line))
+                .collect();
+            let order: Vec<String> = f.group.iter().map(|(k, _)| format!("`{k}`")).collect();
+            format!(
+                "field `{}` read as `{}`, as is {}: Prow decodes them in byte order ({}), \
+                 the last one's value wins and mappings merge",
+                f.key,
+                f.field,
+                others.join(", "),
+                order.join(", ")
+            )
+        };
+        let mut d =
+            Diagnostic::warning(message)
+                .at(self.file, f.mark)
+                .hint(if f.group.is_empty() {
+                    format!("write `{}`", f.field)
+                } else {
+                    format!("keep one key, `{}`", f.field)
+                });
+        if let Some(job) = job {
+            d = d.job(job);
+        }
+        self.out.diagnostics.push(d);
+    }
+
+    /// Reports what decoding learned about keys.
+    fn notes(&mut self, notes: KeyNotes, job: Option<&str>) {
+        for u in notes.unknown.into_inner() {
             self.unknown(&u, job);
         }
+        for f in notes.folded.into_inner() {
+            self.folded(&f, job);
+        }
+    }
+
+    fn typed<T: DeserializeOwned>(&mut self, node: &Node<'_>, job: Option<&str>) -> Option<T> {
+        let notes = KeyNotes::default();
+        let r = from_node_as_go::<T>(node, &notes);
+        self.notes(notes, job);
         match r {
             Ok(v) => Some(v),
             Err(e) => {
@@ -498,12 +544,10 @@ impl Extractor<'_> {
         // it, so every section's first problem is reported at once.
         let mut doc = doc.clone();
         let config = loop {
-            let unknown = RefCell::new(Vec::new());
-            match from_node::<ProwConfig>(&doc, &unknown) {
+            let notes = KeyNotes::default();
+            match from_node_as_go::<ProwConfig>(&doc, &notes) {
                 Ok(c) => {
-                    for u in unknown.into_inner() {
-                        self.unknown(&u, None);
-                    }
+                    self.notes(notes, None);
                     break c;
                 }
                 Err(e) => {
@@ -527,29 +571,25 @@ impl Extractor<'_> {
     }
 
     fn job_config(&mut self, doc: &Node<'_>) {
-        for (k, _) in doc.entries() {
-            let key = k.as_str().unwrap_or_default();
-            if !JOB_CONFIG_KEYS.contains(&key) {
-                let u = UnknownField {
-                    mark: k.mark,
-                    key: key.to_string(),
-                    owner: "JobConfig",
-                    expected: JOB_CONFIG_KEYS,
-                };
-                self.unknown(&u, None);
-            }
+        let found = doc.go_fields(JOB_CONFIG_KEYS, "JobConfig");
+        for u in &found.unknown {
+            self.unknown(u, None);
+        }
+        for f in &found.folded {
+            self.folded(f, None);
         }
         self.jobs_sections(doc, true);
     }
 
-    /// `presets`, `periodics`, and the `presubmits`/`postsubmits` maps by repo.
+    /// `presets`, `periodics`, and the `presubmits`/`postsubmits` maps by repo
+    /// (keys matched as Prow matches them: `Periodics:` is `periodics`).
     fn jobs_sections(&mut self, doc: &Node<'_>, periodics_allowed: bool) {
-        if let Some(presets) = doc.get("presets") {
-            self.presets(presets);
+        if let Some(presets) = doc.go_field("presets") {
+            self.presets(&presets);
         }
-        if let Some(list) = doc.get("periodics") {
+        if let Some(list) = doc.go_field("periodics") {
             if periodics_allowed {
-                for node in self.list(list, "periodics") {
+                for node in self.list(&list, "periodics") {
                     if let Some(job) = self.job::<PeriodicFields>(node) {
                         self.out.periodics.push(job);
                     }
@@ -557,7 +597,7 @@ impl Extractor<'_> {
             }
         }
         for (key, is_pre) in [("presubmits", true), ("postsubmits", false)] {
-            let Some(by_repo) = doc.get(key) else {
+            let Some(by_repo) = doc.go_field(key) else {
                 continue;
             };
             if by_repo.is_null() {
@@ -573,9 +613,18 @@ impl Extractor<'_> {
                 );
                 continue;
             }
-            for (repo, list) in by_repo.entries() {
-                let repo = repo.as_str().unwrap_or_default().to_string();
-                self.repo_jobs(&repo, list, is_pre, key);
+            let entries = by_repo.entries();
+            for (i, (repo, list)) in entries.iter().enumerate() {
+                let repo = repo.as_str().unwrap_or_default();
+                // Two `presubmits` keys merge their maps (see `yaml::go_merge`):
+                // as in a Go map, the later list of a repository replaces the earlier.
+                if entries[i + 1..]
+                    .iter()
+                    .any(|(r, _)| r.as_str() == Some(repo))
+                {
+                    continue;
+                }
+                self.repo_jobs(repo, list, is_pre, key);
             }
         }
     }
@@ -621,7 +670,9 @@ impl Extractor<'_> {
     /// Types one job. `JobBase` and the kind's own fields are read from the same
     /// mapping; a key is unknown only when neither knows it.
     fn job<K: DeserializeOwned>(&mut self, node: &Node<'_>) -> Option<Job<K>> {
-        let name = node.get("name").and_then(Node::as_str).map(str::to_string);
+        let name = node
+            .go_field("name")
+            .and_then(|n| n.as_str().map(str::to_string));
         let name_ref = name.as_deref();
         if !matches!(node.value, Value::Map(_)) {
             let mut d =
@@ -633,11 +684,23 @@ impl Extractor<'_> {
             self.out.diagnostics.push(d);
             return None;
         }
-        let u_base = RefCell::new(Vec::new());
-        let u_kind = RefCell::new(Vec::new());
-        let base = from_node::<JobBase>(node, &u_base);
-        let kind = from_node::<K>(node, &u_kind);
-        let (u_base, u_kind) = (u_base.into_inner(), u_kind.into_inner());
+        // Go reads a job into one struct (`JobBase` inlined in the kind's): here
+        // the two halves are read from the same mapping. Their field names are
+        // distinct up to case (a test checks it), so each key, folded or not,
+        // goes to one field of one half, as in Go.
+        let n_base = KeyNotes::default();
+        let n_kind = KeyNotes::default();
+        let base = from_node_as_go::<JobBase>(node, &n_base);
+        let kind = from_node_as_go::<K>(node, &n_kind);
+        for f in n_base
+            .folded
+            .into_inner()
+            .into_iter()
+            .chain(n_kind.folded.into_inner())
+        {
+            self.folded(&f, name_ref);
+        }
+        let (u_base, u_kind) = (n_base.unknown.into_inner(), n_kind.unknown.into_inner());
         // Top-level keys unknown to both halves.
         let top_kind: Vec<&UnknownField> = u_kind
             .iter()
@@ -687,9 +750,8 @@ impl Extractor<'_> {
             return None;
         };
         let cluster_written = node
-            .get("cluster")
-            .and_then(Node::as_str)
-            .is_some_and(|c| !c.is_empty());
+            .go_field("cluster")
+            .is_some_and(|c| c.as_str().is_some_and(|c| !c.is_empty()));
         Some(Job {
             base,
             kind,
@@ -701,27 +763,39 @@ impl Extractor<'_> {
     }
 
     fn prow_yaml(&mut self, doc: &Node<'_>, repo: &str) {
-        const KEYS: &[&str] = &["presets", "presubmits", "postsubmits", "prow_ignored"];
-        for (k, v) in doc.entries() {
-            let key = k.as_str().unwrap_or_default();
-            match key {
+        // Prow's `ProwYAML` fields, and `periodics`, matched to be refused.
+        const KEYS: &[&str] = &[
+            "presets",
+            "presubmits",
+            "postsubmits",
+            "prow_ignored",
+            "periodics",
+        ];
+        let found = doc.go_fields(KEYS, "ProwYAML");
+        for u in &found.unknown {
+            self.unknown(
+                &UnknownField {
+                    expected: &KEYS[..4],
+                    ..u.clone()
+                },
+                None,
+            );
+        }
+        for f in &found.folded {
+            self.folded(f, None);
+        }
+        for (key, mark, v) in &found.fields {
+            match *key {
                 "presets" => self.presets(v),
-                "presubmits" | "postsubmits" => self.repo_jobs(repo, v, key == "presubmits", key),
-                "prow_ignored" => {}
+                "presubmits" | "postsubmits" => {
+                    self.repo_jobs(repo, v, *key == "presubmits", key)
+                }
                 "periodics" => self.out.diagnostics.push(
                     Diagnostic::error("periodics are not allowed in in-repo Prow config")
-                        .at(self.file, k.mark)
+                        .at(self.file, *mark)
                         .hint("define periodics in the central job config, or in .lighthouse/*/triggers.yaml"),
                 ),
-                _ => {
-                    let u = UnknownField {
-                        mark: k.mark,
-                        key: key.to_string(),
-                        owner: "ProwYAML",
-                        expected: KEYS,
-                    };
-                    self.unknown(&u, None);
-                }
+                _ => {}
             }
         }
     }
@@ -731,7 +805,7 @@ impl Extractor<'_> {
             return;
         };
         if !header.kind.is_empty() && header.kind != "TriggerConfig" {
-            let mark = doc.get("kind").map_or(doc.mark, |n| n.mark);
+            let mark = doc.go_field("kind").map_or(doc.mark, |n| n.mark);
             self.out.diagnostics.push(
                 Diagnostic::error(format!(
                     "kind must be TriggerConfig, found {:?}",
@@ -741,12 +815,20 @@ impl Extractor<'_> {
             );
             return;
         }
-        let Some(spec) = doc.get("spec") else { return };
+        let Some(spec) = doc.go_field("spec") else {
+            return;
+        };
         const KEYS: &[&str] = &["presubmits", "postsubmits", "periodics", "deployments"];
-        for (k, v) in spec.entries() {
-            let key = k.as_str().unwrap_or_default();
-            match key {
-                "presubmits" | "postsubmits" => self.repo_jobs(repo, v, key == "presubmits", key),
+        let found = spec.go_fields(KEYS, "TriggerConfigSpec");
+        for u in &found.unknown {
+            self.unknown(u, None);
+        }
+        for f in &found.folded {
+            self.folded(f, None);
+        }
+        for (key, _, v) in &found.fields {
+            match *key {
+                "presubmits" | "postsubmits" => self.repo_jobs(repo, v, *key == "presubmits", key),
                 "periodics" => {
                     for node in self.list(v, "periodics") {
                         if let Some(job) = self.job::<PeriodicFields>(node) {
@@ -754,16 +836,7 @@ impl Extractor<'_> {
                         }
                     }
                 }
-                "deployments" => {}
-                _ => {
-                    let u = UnknownField {
-                        mark: k.mark,
-                        key: key.to_string(),
-                        owner: "TriggerConfigSpec",
-                        expected: KEYS,
-                    };
-                    self.unknown(&u, None);
-                }
+                _ => {}
             }
         }
     }
@@ -854,4 +927,40 @@ pub fn kubeconfig_clusters(
         }
     }
     (names, diags)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use super::*;
+    use crate::yaml::{from_node, go_fold_eq};
+
+    /// The field names of `T`, as its `Deserialize` impl gives them.
+    fn fields<T: DeserializeOwned>() -> &'static [&'static str] {
+        let docs = yaml::parse_documents("zz_not_a_field: 1\n").unwrap();
+        let unknown = RefCell::new(Vec::new());
+        let _ = from_node::<T>(&docs[0], &unknown);
+        unknown.into_inner()[0].expected
+    }
+
+    /// `job` reads `JobBase` and the kind's fields from one mapping, as Go
+    /// reads the one struct that inlines both: that matches keys as Go does
+    /// only while no two of these names are equal up to case.
+    #[test]
+    fn job_field_names_are_distinct_up_to_case() {
+        let base = fields::<JobBase>();
+        for kind in [
+            fields::<PeriodicFields>(),
+            fields::<PresubmitFields>(),
+            fields::<PostsubmitFields>(),
+        ] {
+            let all: Vec<&str> = base.iter().chain(kind).copied().collect();
+            for (i, a) in all.iter().enumerate() {
+                for b in &all[i + 1..] {
+                    assert!(!go_fold_eq(a, b), "`{a}` and `{b}`");
+                }
+            }
+        }
+    }
 }

@@ -10,7 +10,7 @@ use crate::types::{
     JobBase, JobSource, JobType, PeriodicFields, PostsubmitFields, Preset, PresubmitFields,
     ProwConfig,
 };
-use crate::yaml::{Mark, Node, Value};
+use crate::yaml::{go_fold_eq, go_key_field, go_order, Mark, Node, Value};
 
 /// Where something was defined: the file and the start of the definition.
 ///
@@ -89,14 +89,21 @@ const JOB_KEYS: &[&str] = &[
 impl Origin {
     /// The origin of `node` in `file`.
     pub fn of(file: &Arc<str>, node: &Node<'_>) -> Origin {
-        let keys = node
-            .entries()
-            .iter()
-            .filter_map(|(k, _)| {
-                let key = k.as_str()?;
-                JOB_KEYS.iter().find(|j| **j == key).map(|j| (*j, k.mark))
-            })
-            .collect();
+        // Keys are matched as Prow matches them (`NAME` is `name`); of several
+        // keys for one field, the one whose value Go keeps (the last in its order).
+        let mut keys: Vec<(&'static str, Mark, &str)> = Vec::new();
+        for (k, _) in node.entries() {
+            let Some(text) = k.as_str() else { continue };
+            let Some(field) = go_key_field(text, JOB_KEYS) else {
+                continue;
+            };
+            match keys.iter_mut().find(|(f, ..)| *f == field) {
+                Some(seen) if go_order(seen.2, text).is_lt() => *seen = (field, k.mark, text),
+                Some(_) => {}
+                None => keys.push((field, k.mark, text)),
+            }
+        }
+        let keys = keys.into_iter().map(|(f, m, _)| (f, m)).collect();
         Origin {
             file: file.clone(),
             mark: node.mark,
@@ -137,20 +144,33 @@ pub fn locate(docs: &[Node<'_>], at: Mark, path: &str) -> Option<Mark> {
             rest = after.strip_prefix('.').unwrap_or(after);
             continue;
         }
-        let best = node
-            .entries()
-            .iter()
-            .filter_map(|(k, v)| {
-                let key = k.as_str()?;
-                let after = rest.strip_prefix(key)?;
-                (after.is_empty() || after.starts_with(['.', '['])).then_some((
-                    key.len(),
-                    k,
-                    v,
-                    after,
-                ))
-            })
-            .max_by_key(|(len, ..)| *len);
+        // Keys as written first; else keys equal up to case, as Prow reads
+        // them (`NAME` for `name`; of several, the last in Go's order).
+        let matches = |exact: bool| {
+            node.entries()
+                .iter()
+                .filter_map(move |(k, v)| {
+                    let key = k.as_str()?;
+                    let after = if exact {
+                        rest.strip_prefix(key)?
+                    } else {
+                        let n = key.chars().count();
+                        let split = rest.char_indices().nth(n).map_or(rest.len(), |(i, _)| i);
+                        go_fold_eq(key, &rest[..split]).then(|| &rest[split..])?
+                    };
+                    (after.is_empty() || after.starts_with(['.', '['])).then_some((
+                        rest.len() - after.len(),
+                        key,
+                        k,
+                        v,
+                        after,
+                    ))
+                })
+                .max_by(|a, b| a.0.cmp(&b.0).then(go_order(a.1, b.1)))
+        };
+        let best = matches(true)
+            .or_else(|| matches(false))
+            .map(|(len, _, k, v, after)| (len, k, v, after));
         let Some((_, key, value, after)) = best else {
             return Some(reached);
         };

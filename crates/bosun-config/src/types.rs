@@ -1,7 +1,9 @@
 //! Configuration types: Prow's `config.yaml` and job configuration, Lighthouse's
 //! in-repo `TriggerConfig`, and the fields bosun adds.
 //!
-//! Field names are Prow's, so existing configuration loads unchanged. The doc comment
+//! Field names are Prow's, so existing configuration loads unchanged; keys are
+//! matched to them as Prow matches them, up to case (see
+//! [`crate::yaml::from_node_as_go`]), bosun's own fields included. The doc comment
 //! on each field is its user documentation. Fields marked **bosun** are bosun's own
 //! additions (Prow's `checkconfig` would call them unknown); fields marked
 //! **Lighthouse** come from Lighthouse's in-repo format.

@@ -8,6 +8,10 @@
 //! position on every node, which we build from `saphyr-parser`'s event stream; the
 //! tree borrows scalars from the source text, so building it costs little more than
 //! the event scan itself.
+//!
+//! Keys are matched to struct fields as Prow matches them ([`from_node_as_go`]):
+//! Prow decodes through Go's `encoding/json`, where `NAME:` is the field `name`.
+//! Such keys are read, and noted so the loader can warn about them.
 
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -62,7 +66,8 @@ pub enum Value<'a> {
     },
     /// A sequence.
     Seq(Vec<Node<'a>>),
-    /// A mapping, in source order (keys are unique: duplicates are a load error).
+    /// A mapping, in source order (keys are unique: duplicates are a load error;
+    /// only a value merged from several keys, see [`Node::go_field`], may repeat one).
     Map(Vec<(Node<'a>, Node<'a>)>),
 }
 
@@ -438,19 +443,323 @@ pub struct UnknownField {
     pub expected: &'static [&'static str],
 }
 
-/// Deserializes `T` from `node`; keys that `T` does not know are appended to
-/// `unknown` (serde would otherwise drop them silently).
+/// A key read as a struct field whose name it matches only case-insensitively,
+/// as Go's `encoding/json` (and so Prow) reads it: `NAME:` is read as `name`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FoldedKey {
+    /// Position of the key.
+    pub mark: Mark,
+    /// The key as written.
+    pub key: String,
+    /// The field it is read as.
+    pub field: &'static str,
+    /// The type that has the field.
+    pub owner: &'static str,
+    /// When several keys of the mapping are read as the same field: all of them
+    /// (this one included), in the order Go decodes them (see [`go_order`]);
+    /// empty when this key is the only one.
+    pub group: Vec<(String, Mark)>,
+}
+
+/// What decoding as Prow does learned about the keys of the document.
+#[derive(Debug, Default)]
+pub struct KeyNotes {
+    /// Keys no field takes (serde would otherwise drop them silently).
+    pub unknown: RefCell<Vec<UnknownField>>,
+    /// Keys taken by a field whose name they match only case-insensitively.
+    pub folded: RefCell<Vec<FoldedKey>>,
+}
+
+/// Deserializes `T` from `node`, matching keys to field names exactly; keys that
+/// `T` does not know are appended to `unknown` (serde would otherwise drop them
+/// silently). Prow's configuration is read with [`from_node_as_go`].
 pub fn from_node<'a, T: de::Deserialize<'a>>(
     node: &Node<'a>,
     unknown: &RefCell<Vec<UnknownField>>,
 ) -> Result<T, DeError> {
-    T::deserialize(NodeDe { node, unknown }).map_err(|e| e.at(node.mark))
+    T::deserialize(NodeDe {
+        node,
+        unknown,
+        folded: None,
+        merged: false,
+    })
+    .map_err(|e| e.at(node.mark))
+}
+
+/// Deserializes `T` from `node` matching keys to struct fields as Go's
+/// `encoding/json` does, which is how Prow (through `sigs.k8s.io/yaml`) and
+/// Lighthouse read their configuration: a key equal to a field name is that
+/// field; otherwise a key equal to one up to case (see [`go_fold_eq`]) is that
+/// field too, and is noted in `notes.folded` so users can fix it; other keys are
+/// noted in `notes.unknown`. Several keys read as the same field (`name` and
+/// `NAME`) are all decoded into it, in Go's order (see [`go_order`]).
+///
+/// This applies to every struct (`deserialize_struct`: bosun's types and
+/// `k8s-openapi`'s, whose generated impls name their fields); maps (labels,
+/// free-form values) keep their keys as written, as in Go.
+pub fn from_node_as_go<'a, T: de::Deserialize<'a>>(
+    node: &Node<'a>,
+    notes: &KeyNotes,
+) -> Result<T, DeError> {
+    T::deserialize(NodeDe {
+        node,
+        unknown: &notes.unknown,
+        folded: Some(&notes.folded),
+        merged: false,
+    })
+    .map_err(|e| e.at(node.mark))
+}
+
+// ---------------------------------------------------------------------------
+// Go's key matching
+//
+// Prow reads YAML with `sigs.k8s.io/yaml`, which converts the document to JSON
+// (`json.Marshal` of a `map[string]interface{}`: the keys of each mapping in
+// byte order) and decodes that with Go's `encoding/json`. For each key of an
+// object, `encoding/json` takes the struct field whose name equals the key, else
+// the first field whose name equals it under Unicode simple case folding
+// (`bytes.EqualFold`), and decodes the value into that field. A second key read
+// as the same field is decoded into it again, over what the first left: scalars
+// are replaced, structs and maps are merged, slices are decoded into element by
+// element (the later slice's length wins). Checked against Go 1.26 with
+// `sigs.k8s.io/yaml` v1.6.0.
+//
+// bosun does the same on its YAML tree: [`go_routes`] says which field each key
+// goes to, and a group of keys for one field is decoded once, from the values
+// merged in Go's order ([`go_merge`]). The common case (every key is a field
+// name as written) costs one check per key, as the unknown-key check did.
+
+/// Whether Go's `encoding/json` reads `key` as the field named `field` when no
+/// field is named `key` exactly: equality under Unicode simple case folding.
+/// Every field name bosun reads is ASCII, and the only non-ASCII runes Go folds
+/// to an ASCII letter are U+017F (long s, `s`) and U+212A (Kelvin sign, `k`)
+/// (checked over every rune with Go), so those are the only ones folded here;
+/// other non-ASCII characters must be equal.
+pub fn go_fold_eq(key: &str, field: &str) -> bool {
+    fn fold(c: char) -> char {
+        match c {
+            'a'..='z' => c.to_ascii_uppercase(),
+            '\u{17F}' => 'S',
+            '\u{212A}' => 'K',
+            _ => c,
+        }
+    }
+    key.chars().map(fold).eq(field.chars().map(fold))
+}
+
+/// The field of a struct with `fields` that Go reads `key` as: the field named
+/// `key`, else the first one equal to it up to case.
+pub fn go_key_field(key: &str, fields: &[&'static str]) -> Option<&'static str> {
+    fields
+        .iter()
+        .find(|f| **f == key)
+        .or_else(|| fields.iter().find(|f| go_fold_eq(key, f)))
+        .copied()
+}
+
+/// Go decodes the keys of a mapping in byte order of the keys (`sigs.k8s.io/yaml`
+/// hands `encoding/json` a marshalled map); so when several keys are read as one
+/// field, the greatest key is decoded last (`NAME` then `Name` then `name`).
+pub fn go_order(a: &str, b: &str) -> std::cmp::Ordering {
+    a.as_bytes().cmp(b.as_bytes())
+}
+
+/// What Go leaves in a field after decoding `next` into it over `prev`: mappings
+/// merge (the entries of both, `next`'s last: struct fields and map keys are
+/// then resolved by the same rules, so later ones win and nested structs merge);
+/// a sequence is decoded over the earlier one element by element and keeps its
+/// own length; anything else replaces `prev`.
+///
+/// Known difference: Go decodes a null into a non-pointer field (a string, a
+/// number, a struct) as a no-op, keeping `prev`; here a null replaces it, as it
+/// does for pointers, slices and maps.
+fn go_merge<'a>(prev: Node<'a>, next: &Node<'a>) -> Node<'a> {
+    match (prev.value, &next.value) {
+        (Value::Map(mut entries), Value::Map(more)) => {
+            entries.extend(more.iter().cloned());
+            Node {
+                mark: next.mark,
+                value: Value::Map(entries),
+            }
+        }
+        (Value::Seq(items), Value::Seq(more)) => {
+            let mut items = items.into_iter();
+            let merged = more
+                .iter()
+                .map(|n| match items.next() {
+                    Some(p) => go_merge(p, n),
+                    None => n.clone(),
+                })
+                .collect();
+            Node {
+                mark: next.mark,
+                value: Value::Seq(merged),
+            }
+        }
+        _ => next.clone(),
+    }
+}
+
+/// Where one entry of a mapping goes when Go decodes the mapping into a struct.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Route {
+    /// No field takes the key.
+    Unknown,
+    /// This field, from this entry alone.
+    One(&'static str),
+    /// This field, from the entries at these indexes (in Go's order), merged;
+    /// the route of the group's first entry in the mapping.
+    Group(&'static str, Vec<usize>),
+    /// Part of a group read at another entry.
+    Skip,
+}
+
+/// The route of each entry of `entries` into a struct with `fields`.
+fn go_routes(entries: &[(Node<'_>, Node<'_>)], fields: &[&'static str]) -> Vec<Route> {
+    let targets: Vec<Option<&'static str>> = entries
+        .iter()
+        .map(|(k, _)| go_key_field(k.as_str().unwrap_or_default(), fields))
+        .collect();
+    let mut routes = vec![Route::Unknown; entries.len()];
+    for (i, target) in targets.iter().enumerate() {
+        let Some(field) = *target else { continue };
+        if routes[i] != Route::Unknown {
+            continue;
+        }
+        let mut group: Vec<usize> = (i..entries.len())
+            .filter(|&j| targets[j] == Some(field))
+            .collect();
+        if group.len() == 1 {
+            routes[i] = Route::One(field);
+            continue;
+        }
+        for &j in &group[1..] {
+            routes[j] = Route::Skip;
+        }
+        // Stable: equal keys (only in merged mappings) keep their order.
+        let key = |j: usize| entries[j].0.as_str().unwrap_or_default();
+        group.sort_by(|&a, &b| go_order(key(a), key(b)));
+        routes[i] = Route::Group(field, group);
+    }
+    routes
+}
+
+/// The entries of a mapping as Go reads them into a struct: see
+/// [`Node::go_fields`].
+#[derive(Debug, Default)]
+pub struct GoFields<'n, 'a> {
+    /// Each field that keys set, with the mark of its first key and its value
+    /// (the values merged when several keys set it), in the mapping's order.
+    pub fields: Vec<(&'static str, Mark, Cow<'n, Node<'a>>)>,
+    /// Keys no field takes.
+    pub unknown: Vec<UnknownField>,
+    /// Keys taken by a field they match only up to case.
+    pub folded: Vec<FoldedKey>,
+}
+
+impl<'a> Node<'a> {
+    /// The entries of this mapping as Go decodes them into a struct `owner` with
+    /// `fields` (for the loader's hand-read sections: `presubmits`, ...).
+    pub fn go_fields<'n>(
+        &'n self,
+        fields: &'static [&'static str],
+        owner: &'static str,
+    ) -> GoFields<'n, 'a> {
+        let entries = self.entries();
+        let mut out = GoFields::default();
+        for (i, route) in go_routes(entries, fields).into_iter().enumerate() {
+            let (key, value) = &entries[i];
+            match route {
+                Route::Unknown => out.unknown.push(UnknownField {
+                    mark: key.mark,
+                    key: key.as_str().unwrap_or_default().to_string(),
+                    owner,
+                    expected: fields,
+                }),
+                Route::Skip => {}
+                Route::One(field) => {
+                    note_folded(&mut out.folded, entries, &[i], field, owner);
+                    out.fields.push((field, key.mark, Cow::Borrowed(value)));
+                }
+                Route::Group(field, group) => {
+                    note_folded(&mut out.folded, entries, &group, field, owner);
+                    out.fields
+                        .push((field, key.mark, Cow::Owned(merge_group(entries, &group))));
+                }
+            }
+        }
+        out
+    }
+
+    /// The value of field `name` of this mapping as Go decodes it into a struct
+    /// whose field names are distinct up to case (every struct bosun reads):
+    /// the value of the keys equal to `name` up to case, merged in Go's order.
+    pub fn go_field(&self, name: &str) -> Option<Cow<'_, Node<'a>>> {
+        let entries = self.entries();
+        let mut group: Vec<usize> = (0..entries.len())
+            .filter(|&i| go_fold_eq(entries[i].0.as_str().unwrap_or_default(), name))
+            .collect();
+        match group.len() {
+            0 => None,
+            1 => Some(Cow::Borrowed(&entries[group[0]].1)),
+            _ => {
+                let key = |j: usize| entries[j].0.as_str().unwrap_or_default();
+                group.sort_by(|&a, &b| go_order(key(a), key(b)));
+                Some(Cow::Owned(merge_group(entries, &group)))
+            }
+        }
+    }
+}
+
+/// The values of the entries at `group` (in Go's order), merged.
+fn merge_group<'a>(entries: &[(Node<'a>, Node<'a>)], group: &[usize]) -> Node<'a> {
+    let mut merged = entries[group[0]].1.clone();
+    for &j in &group[1..] {
+        merged = go_merge(merged, &entries[j].1);
+    }
+    merged
+}
+
+/// Notes the keys of `group` (entries read as `field`) that are not `field` as
+/// written.
+fn note_folded(
+    out: &mut Vec<FoldedKey>,
+    entries: &[(Node<'_>, Node<'_>)],
+    group: &[usize],
+    field: &'static str,
+    owner: &'static str,
+) {
+    let key = |j: usize| (entries[j].0.as_str().unwrap_or_default(), entries[j].0.mark);
+    for &j in group {
+        let (text, mark) = key(j);
+        if text != field {
+            out.push(FoldedKey {
+                mark,
+                key: text.to_string(),
+                field,
+                owner,
+                group: if group.len() > 1 {
+                    group
+                        .iter()
+                        .map(|&g| (key(g).0.to_string(), key(g).1))
+                        .collect()
+                } else {
+                    Vec::new()
+                },
+            });
+        }
+    }
 }
 
 #[derive(Clone, Copy)]
 struct NodeDe<'n, 'a> {
     node: &'n Node<'a>,
     unknown: &'n RefCell<Vec<UnknownField>>,
+    /// `Some` when keys are matched as Go matches them (see [`from_node_as_go`]).
+    folded: Option<&'n RefCell<Vec<FoldedKey>>>,
+    /// True below a value merged from several keys, whose mappings may hold a key
+    /// twice (see [`go_merge`]).
+    merged: bool,
 }
 
 enum Plain {
@@ -554,10 +863,7 @@ fn parse_float(text: &str) -> Option<f64> {
 
 impl<'n, 'a> NodeDe<'n, 'a> {
     fn child(&self, node: &'n Node<'a>) -> NodeDe<'n, 'a> {
-        NodeDe {
-            node,
-            unknown: self.unknown,
-        }
+        NodeDe { node, ..*self }
     }
 
     fn invalid<T>(&self, exp: &dyn de::Expected) -> Result<T, DeError> {
@@ -623,13 +929,7 @@ impl<'de, 'n> de::Deserializer<'de> for NodeDe<'n, 'de> {
                 de: self,
                 iter: items.iter(),
             }),
-            Value::Map(entries) => v.visit_map(MapAccess {
-                de: self,
-                iter: entries.iter(),
-                value: None,
-                fields: None,
-                owner: "",
-            }),
+            Value::Map(entries) => v.visit_map(MapAccess::new(self, entries, None, "")),
         };
         r.map_err(|e| e.at(self.node.mark))
     }
@@ -790,20 +1090,8 @@ impl<'n, 'de> NodeDe<'n, 'de> {
         v: V,
     ) -> Result<V::Value, DeError> {
         let r = match &self.node.value {
-            Value::Map(entries) => v.visit_map(MapAccess {
-                de: self,
-                iter: entries.iter(),
-                value: None,
-                fields,
-                owner,
-            }),
-            _ if self.node.is_null() => v.visit_map(MapAccess {
-                de: self,
-                iter: [].iter(),
-                value: None,
-                fields,
-                owner,
-            }),
+            Value::Map(entries) => v.visit_map(MapAccess::new(self, entries, fields, owner)),
+            _ if self.node.is_null() => v.visit_map(MapAccess::new(self, &[], fields, owner)),
             _ => self.invalid(&v),
         };
         r.map_err(|e| e.at(self.node.mark))
@@ -838,10 +1126,58 @@ impl<'de, 'n> de::SeqAccess<'de> for SeqAccess<'n, 'de> {
 
 struct MapAccess<'n, 'a> {
     de: NodeDe<'n, 'a>,
-    iter: std::slice::Iter<'n, (Node<'a>, Node<'a>)>,
-    value: Option<&'n Node<'a>>,
+    entries: &'n [(Node<'a>, Node<'a>)],
+    /// The next entry.
+    at: usize,
+    value: Option<Cow<'n, Node<'a>>>,
     fields: Option<&'static [&'static str]>,
     owner: &'static str,
+    /// Where each entry goes, when a struct is read as Go reads it and some key
+    /// is not a field name as written (or a merged mapping may repeat a key);
+    /// `None` when every key goes to the field of its name.
+    routes: Option<Vec<Route>>,
+    /// True when every key is known to be a field name as written.
+    all_fields: bool,
+}
+
+impl<'n, 'a> MapAccess<'n, 'a> {
+    fn new(
+        de: NodeDe<'n, 'a>,
+        entries: &'n [(Node<'a>, Node<'a>)],
+        fields: Option<&'static [&'static str]>,
+        owner: &'static str,
+    ) -> Self {
+        let mut all_fields = false;
+        let mut routes = None;
+        if let (Some(fields), Some(_)) = (fields, de.folded) {
+            all_fields = !de.merged
+                && entries
+                    .iter()
+                    .all(|(k, _)| k.as_str().is_some_and(|t| fields.contains(&t)));
+            if !all_fields {
+                routes = Some(go_routes(entries, fields));
+            }
+        }
+        MapAccess {
+            de,
+            entries,
+            at: 0,
+            value: None,
+            fields,
+            owner,
+            routes,
+            all_fields,
+        }
+    }
+
+    fn note_unknown(&self, key: &Node<'a>, text: &str, fields: &'static [&'static str]) {
+        self.de.unknown.borrow_mut().push(UnknownField {
+            mark: key.mark,
+            key: text.to_string(),
+            owner: self.owner,
+            expected: fields,
+        });
+    }
 }
 
 impl<'de, 'n> de::MapAccess<'de> for MapAccess<'n, 'de> {
@@ -851,33 +1187,92 @@ impl<'de, 'n> de::MapAccess<'de> for MapAccess<'n, 'de> {
         &mut self,
         seed: K,
     ) -> Result<Option<K::Value>, DeError> {
-        let Some((key, value)) = self.iter.next() else {
-            return Ok(None);
-        };
-        if let (Some(fields), Some(text)) = (self.fields, key.as_str()) {
-            if !fields.contains(&text) {
-                self.de.unknown.borrow_mut().push(UnknownField {
-                    mark: key.mark,
-                    key: text.to_string(),
-                    owner: self.owner,
-                    expected: fields,
-                });
-            }
+        loop {
+            let i = self.at;
+            let Some((key, value)) = self.entries.get(i) else {
+                return Ok(None);
+            };
+            self.at += 1;
+            let (Some(fields), Some(text)) = (self.fields, key.as_str()) else {
+                self.value = Some(Cow::Borrowed(value));
+                return seed
+                    .deserialize(self.de.child(key))
+                    .map(Some)
+                    .map_err(|e| e.at(key.mark));
+            };
+            let route = match &self.routes {
+                None => {
+                    if !self.all_fields && !fields.contains(&text) {
+                        self.note_unknown(key, text, fields);
+                    }
+                    self.value = Some(Cow::Borrowed(value));
+                    return seed
+                        .deserialize(self.de.child(key))
+                        .map(Some)
+                        .map_err(|e| e.at(key.mark));
+                }
+                Some(routes) => &routes[i],
+            };
+            let folded = self.de.folded.expect("routes only when reading as Go");
+            let field = match route {
+                Route::Skip => continue,
+                Route::Unknown => {
+                    self.note_unknown(key, text, fields);
+                    self.value = Some(Cow::Borrowed(value));
+                    return seed
+                        .deserialize(self.de.child(key))
+                        .map(Some)
+                        .map_err(|e| e.at(key.mark));
+                }
+                Route::One(field) => {
+                    note_folded(
+                        &mut folded.borrow_mut(),
+                        self.entries,
+                        &[i],
+                        field,
+                        self.owner,
+                    );
+                    self.value = Some(Cow::Borrowed(value));
+                    *field
+                }
+                Route::Group(field, group) => {
+                    note_folded(
+                        &mut folded.borrow_mut(),
+                        self.entries,
+                        group,
+                        field,
+                        self.owner,
+                    );
+                    self.value = Some(Cow::Owned(merge_group(self.entries, group)));
+                    *field
+                }
+            };
+            // The field's own name, whatever the key's case.
+            return seed
+                .deserialize(de::value::BorrowedStrDeserializer::<DeError>::new(field))
+                .map(Some)
+                .map_err(|e| e.at(key.mark));
         }
-        self.value = Some(value);
-        seed.deserialize(self.de.child(key))
-            .map(Some)
-            .map_err(|e| e.at(key.mark))
     }
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, DeError> {
-        let node = self.value.take().expect("next_value before next_key");
-        seed.deserialize(self.de.child(node))
-            .map_err(|e| e.at(node.mark))
+        match self.value.take().expect("next_value before next_key") {
+            Cow::Borrowed(node) => seed
+                .deserialize(self.de.child(node))
+                .map_err(|e| e.at(node.mark)),
+            Cow::Owned(node) => seed
+                .deserialize(NodeDe {
+                    node: &node,
+                    unknown: self.de.unknown,
+                    folded: self.de.folded,
+                    merged: true,
+                })
+                .map_err(|e| e.at(node.mark)),
+        }
     }
 
     fn size_hint(&self) -> Option<usize> {
-        Some(self.iter.len())
+        Some(self.entries.len() - self.at)
     }
 }
 
@@ -987,6 +1382,125 @@ mod tests {
         assert_eq!(unknown[0].key, "extra");
         assert_eq!(unknown[0].mark, Mark { line: 4, col: 1 });
         assert_eq!(unknown[0].owner, "Job");
+    }
+
+    #[test]
+    fn go_folding() {
+        assert!(go_fold_eq("NAME", "name"));
+        assert!(go_fold_eq("Max_Concurrency", "max_concurrency"));
+        assert!(go_fold_eq("valuefrom", "valueFrom"));
+        // The two non-ASCII runes Go folds to ASCII letters.
+        assert!(go_fold_eq("\u{17F}pec", "spec"));
+        assert!(go_fold_eq("\u{212A}ind", "kind"));
+        // Not simple folds: dotless i, dotted I; nor underscores.
+        assert!(!go_fold_eq("l\u{131}mit", "limit"));
+        assert!(!go_fold_eq("L\u{130}MIT", "limit"));
+        assert!(!go_fold_eq("maxconcurrency", "max_concurrency"));
+        assert!(!go_fold_eq("name", "names"));
+        // An exact name wins over a folded one; of folded ones, the first field.
+        assert_eq!(go_key_field("A", &["a", "A"]), Some("A"));
+        assert_eq!(go_key_field("a", &["a", "A"]), Some("a"));
+        assert_eq!(go_key_field("AB", &["Ab", "aB"]), Some("Ab"));
+        assert_eq!(go_key_field("x", &["a"]), None);
+    }
+
+    #[test]
+    fn keys_are_read_as_go_reads_them() {
+        // Go (sigs.k8s.io/yaml v1.6.0, Go 1.26): `NAME` alone is `name`; with
+        // both, the keys are decoded in byte order, so the greatest wins
+        // whatever the document order.
+        for (src, want) in [
+            ("NAME: upper\n", "upper"),
+            ("name: lower\nNAME: upper\n", "lower"),
+            ("NAME: upper\nname: lower\n", "lower"),
+            ("Name: title\nNAME: upper\n", "title"),
+            ("nAME: x\nName: title\n", "x"),
+        ] {
+            let node = parse_one(src);
+            let notes = KeyNotes::default();
+            let job: Job = from_node_as_go(&node, &notes).unwrap();
+            assert_eq!(job.name, want, "{src:?}");
+            assert!(notes.unknown.borrow().is_empty(), "{src:?}");
+        }
+        let node = parse_one("name: lower\nMAX_CONCURRENCY: 2\nNAME: upper\n");
+        let notes = KeyNotes::default();
+        let job: Job = from_node_as_go(&node, &notes).unwrap();
+        assert_eq!((job.name.as_str(), job.max_concurrency), ("lower", 2));
+        let mut folded = notes.folded.into_inner();
+        folded.sort_by_key(|f| f.mark);
+        assert_eq!(folded.len(), 2);
+        assert_eq!(
+            (folded[0].key.as_str(), folded[0].field, folded[0].owner),
+            ("MAX_CONCURRENCY", "max_concurrency", "Job")
+        );
+        assert!(folded[0].group.is_empty());
+        assert_eq!((folded[1].key.as_str(), folded[1].field), ("NAME", "name"));
+        assert_eq!(folded[1].mark, Mark { line: 3, col: 1 });
+        assert_eq!(
+            folded[1].group,
+            vec![
+                ("NAME".to_string(), Mark { line: 3, col: 1 }),
+                ("name".to_string(), Mark { line: 1, col: 1 })
+            ]
+        );
+        // Matching exactly, `NAME` is unknown.
+        let unknown = RefCell::new(Vec::new());
+        let job: Job = from_node(&parse_one("name: a\nNAME: b\n"), &unknown).unwrap();
+        assert_eq!(job.name, "a");
+        assert_eq!(unknown.into_inner()[0].key, "NAME");
+    }
+
+    #[derive(Deserialize, Debug, PartialEq, Default)]
+    #[serde(default)]
+    struct Env {
+        name: String,
+        value: Option<String>,
+    }
+
+    #[derive(Deserialize, Debug, PartialEq, Default)]
+    #[serde(default)]
+    struct Spec {
+        a: Option<String>,
+        b: Option<String>,
+        env: Vec<Env>,
+        labels: std::collections::BTreeMap<String, String>,
+    }
+
+    #[derive(Deserialize, Debug, PartialEq)]
+    struct WithSpec {
+        spec: Spec,
+    }
+
+    #[test]
+    fn several_keys_for_one_field_merge_as_in_go() {
+        // Go decodes `Spec` (first in byte order) then `spec` into the same
+        // struct: fields merge, the list is decoded over element by element and
+        // keeps the later length, map entries merge with the later winning.
+        let node = parse_one(
+            "spec:\n  b: '2'\n  env: [{name: w}]\n  labels: {a: '1', c: '3'}\n\
+             Spec:\n  a: '1'\n  env: [{name: x, value: v}, {name: x2}]\n  \
+             Labels: {b: '2', c: '4'}\n",
+        );
+        let notes = KeyNotes::default();
+        let got: WithSpec = from_node_as_go(&node, &notes).unwrap();
+        let labels = [("a", "1"), ("b", "2"), ("c", "3")]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .into();
+        assert_eq!(
+            got.spec,
+            Spec {
+                a: Some("1".into()),
+                b: Some("2".into()),
+                env: vec![Env {
+                    name: "w".into(),
+                    value: Some("v".into())
+                }],
+                labels,
+            }
+        );
+        let keys: Vec<&str> = notes.folded.borrow().iter().map(|f| f.field).collect();
+        assert_eq!(keys, ["spec", "labels"]);
+        assert!(notes.unknown.borrow().is_empty());
     }
 
     #[test]

@@ -242,6 +242,60 @@ fn periodics_in_prow_yaml_are_an_error_naming_the_file() {
 }
 
 #[test]
+fn in_repo_keys_matching_a_field_up_to_case_are_read_as_it() {
+    // Prow and Lighthouse read these files with Go's encoding/json rules too.
+    let tmp = Tmp::new();
+    tmp.write(
+        "src/repo/.prow.yaml",
+        &(String::from("Presubmits:\n- Name: unit\n") + &spec(2)),
+    )
+    .write(
+        "src/app/.lighthouse/ci/triggers.yaml",
+        &(String::from(
+            "Kind: TriggerConfig\nSpec:\n  Periodics:\n  - name: nightly\n    cron: '0 1 * * *'\n",
+        ) + &spec(4)),
+    );
+    let (loaded, lines) = tmp.load_repos(vec![
+        tmp.source("org/repo", "src/repo", None),
+        tmp.source("org/app", "src/app", None),
+    ]);
+    let folded = |at: &str, job: &str, key: &str, field: &str| {
+        format!("$TMP/src/{at}: warning: {job}field `{key}` read as `{field}` (Prow matches field names case-insensitively)\n  hint: write `{field}`")
+    };
+    assert_eq!(
+        lines,
+        vec![
+            folded("app/.lighthouse/ci/triggers.yaml:1:1", "", "Kind", "kind"),
+            folded("app/.lighthouse/ci/triggers.yaml:2:1", "", "Spec", "spec"),
+            folded(
+                "app/.lighthouse/ci/triggers.yaml:3:3",
+                "",
+                "Periodics",
+                "periodics"
+            ),
+            folded("repo/.prow.yaml:1:1", "", "Presubmits", "presubmits"),
+            folded("repo/.prow.yaml:2:3", "job unit: ", "Name", "name"),
+        ]
+    );
+    let s = snapshot(loaded, &lines);
+    assert_eq!(
+        presubmits(&s),
+        vec![("org/repo", "unit", &in_repo("org/repo", "main"))]
+    );
+    assert_eq!(s.periodics[0].identity(), "org/app:nightly");
+    // `periodics` is refused in `.prow.yaml` whatever its case.
+    tmp.write("src/repo/.prow.yaml", "PERIODICS: []\n");
+    let (_, lines) = tmp.load_repos(vec![tmp.source("org/repo", "src/repo", None)]);
+    assert_eq!(
+        lines,
+        vec![
+            "$TMP/src/repo/.prow.yaml:1:1: error: periodics are not allowed in in-repo Prow config\n  hint: define periodics in the central job config, or in .lighthouse/*/triggers.yaml".to_string(),
+            folded("repo/.prow.yaml:1:1", "", "PERIODICS", "periodics"),
+        ]
+    );
+}
+
+#[test]
 fn central_format_in_prow_yaml_is_an_error() {
     // `presubmits` keyed by repository, as in central config: a clear error.
     let tmp = Tmp::new();

@@ -3104,6 +3104,79 @@ fn unknown_fields_warn_with_suggestions() {
     );
 }
 
+#[test]
+fn keys_matching_a_field_up_to_case_are_read_as_prow_reads_them() {
+    // Prow decodes through Go's encoding/json: a key that is no field's name
+    // but equals one up to case is that field (with a warning here); when
+    // several keys are one field, they are decoded in byte order of the keys, so
+    // `name` (the greatest) wins over `NAME` and `Name` whatever the order.
+    let l = check(
+        "
+        Plank:
+          Max_Concurrency: 3
+          maxconcurrency: 4
+        ",
+        "
+        Periodics:
+        - name: p
+          Cron: 0 * * * *
+          Decorate: false
+          spec:
+            Containers:
+            - image: alpine
+              env:
+              - NAME: PROVISIONER_E2E_IMAGE
+                value: x
+              - name: lower1
+                NAME: upper1
+              - NAME: upper2
+                name: lower2
+              - Name: title3
+                NAME: upper3
+        presubmits:
+          o/r:
+          - NAME: pre
+            always_run: true
+            spec: {containers: [{image: alpine}]}
+        ",
+    );
+    let group = |line: u32, col: u32, key: &str, other: &str, order: &str| {
+        format!(
+            "{JOBS}:{line}:{col}: warning: job p: field `{key}` read as `name`, as is {other}: \
+             Prow decodes them in byte order ({order}), the last one's value wins and mappings merge\n  \
+             hint: keep one key, `name`"
+        )
+    };
+    assert_diags(
+        &l,
+        &[
+            format!("{CONFIG}:1:1: warning: field `Plank` read as `plank` (Prow matches field names case-insensitively)\n  hint: write `plank`"),
+            format!("{CONFIG}:2:3: warning: field `Max_Concurrency` read as `max_concurrency` (Prow matches field names case-insensitively)\n  hint: write `max_concurrency`"),
+            format!("{CONFIG}:3:3: warning: unknown field `maxconcurrency`\n  hint: did you mean `max_concurrency`?"),
+            format!("{JOBS}:1:1: warning: field `Periodics` read as `periodics` (Prow matches field names case-insensitively)\n  hint: write `periodics`"),
+            format!("{JOBS}:3:3: warning: job p: field `Cron` read as `cron` (Prow matches field names case-insensitively)\n  hint: write `cron`"),
+            format!("{JOBS}:4:3: warning: job p: field `Decorate` read as `decorate` (Prow matches field names case-insensitively)\n  hint: write `decorate`"),
+            format!("{JOBS}:6:5: warning: job p: field `Containers` read as `containers` (Prow matches field names case-insensitively)\n  hint: write `containers`"),
+            format!("{JOBS}:9:9: warning: job p: field `NAME` read as `name` (Prow matches field names case-insensitively)\n  hint: write `name`"),
+            group(12, 9, "NAME", "`name` (line 11)", "`NAME`, `name`"),
+            group(13, 9, "NAME", "`name` (line 14)", "`NAME`, `name`"),
+            group(15, 9, "Name", "`NAME` (line 16)", "`NAME`, `Name`"),
+            group(16, 9, "NAME", "`Name` (line 15)", "`NAME`, `Name`"),
+            format!("{JOBS}:19:5: warning: job pre: field `NAME` read as `name` (Prow matches field names case-insensitively)\n  hint: write `name`"),
+        ],
+    );
+    let s = snapshot(&l);
+    let p = periodic(s, "p");
+    assert_eq!(p.kind.cron.as_deref(), Some("0 * * * *"));
+    assert_eq!(p.base.decorate, Some(false));
+    assert_eq!(
+        env_names(&pod_spec(s, p), 0),
+        ["PROVISIONER_E2E_IMAGE", "lower1", "lower2", "title3"]
+    );
+    assert_eq!(s.presubmits["o/r"][0].name(), "pre");
+    assert!(s.presubmits["o/r"][0].kind.always_run);
+}
+
 // --- In-repo configuration.
 
 const IN_REPO: &str = "
