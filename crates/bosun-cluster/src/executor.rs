@@ -106,8 +106,10 @@ pub trait Executor: Send + Sync {
             "this cluster runs processes, not pods".into(),
         ))
     }
-    /// Starts a run's pod again in place of its lost one: deletes the old
-    /// pod, waits until its name is free, then creates `pod`. Blocking.
+    /// Starts a run's pod again in place of its lost one: the old pod is
+    /// deleted and `pod` created once the old one is really gone (a
+    /// Kubernetes cluster does this in the background, however long the old
+    /// pod's grace period; the run is [`RunStatus::Starting`] meanwhile).
     fn revive_pod(
         &self,
         run_id: &str,

@@ -83,6 +83,8 @@ struct PodLog {
     ended: bool,
     /// Bumped by `cut_log_streams`: open follow streams end abruptly.
     cuts: u64,
+    /// Log requests fail (500) while set.
+    failing: bool,
 }
 
 #[derive(Default)]
@@ -482,6 +484,18 @@ impl Kubelet {
         self.state.changed.notify_waiters();
     }
 
+    /// While `failing`, the kubelet answers the pod's log requests with an
+    /// error (500), and open follow streams end.
+    pub fn fail_logs(&self, ns: &str, pod: &str, failing: bool) {
+        {
+            let mut logs = self.state.logs();
+            let log = logs.entry(key(ns, pod)).or_default();
+            log.failing = failing;
+            log.cuts += 1;
+        }
+        self.state.changed.notify_waiters();
+    }
+
     /// How many log requests reached the kubelet for the pod.
     pub fn log_requests(&self, ns: &str, pod: &str) -> u32 {
         self.state
@@ -653,6 +667,9 @@ fn container_logs(
     let (lines, cuts, mut next) = {
         let logs = state.logs();
         match logs.get(&k) {
+            Some(log) if log.failing => {
+                return text(500, format!("failed to get container logs of {pod}: injected by the test"))
+            }
             Some(log) if log.started => (select(log, since, tail), log.cuts, log.lines.len()),
             _ => {
                 return text(

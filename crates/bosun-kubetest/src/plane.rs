@@ -245,6 +245,30 @@ impl ControlPlane {
         }
     }
 
+    /// Kills kube-apiserver (SIGKILL), as a crash would; etcd keeps the data.
+    pub fn kill_apiserver(&self) {
+        if let Some(mut child) = self.apiserver.lock().unwrap().take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Writes `n` keys of the harness's own into etcd (outside kube-apiserver's
+    /// prefix): etcd's revision moves on, as it does when other objects
+    /// change, even while kube-apiserver is stopped.
+    pub fn advance_etcd(&self, n: usize) {
+        use base64::Engine;
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        let base = format!("http://127.0.0.1:{}", self.etcd_port);
+        for i in 0..n {
+            ureq::post(format!("{base}/v3/kv/put"))
+                .send_json(
+                    serde_json::json!({"key": b64(&format!("/kubetest/{i}")), "value": b64("x")}),
+                )
+                .expect("etcd put");
+        }
+    }
+
     /// Compacts etcd at its current revision (through etcd's JSON gateway):
     /// a watch from any older `resourceVersion` that reaches etcd gets
     /// `410 Gone`.

@@ -1,16 +1,21 @@
-//! bosun against Kubernetes build clusters. No Kubernetes API server can be
-//! installed on these machines, so the clusters are `bosun-fakekube`
-//! processes: fake API servers speaking TLS with a generated CA, reached
-//! through kube-rs exactly as a real cluster would be. (Build the fake first
-//! when running this file alone: `cargo build -p bosun-fakekube`;
-//! `cargo test --workspace` builds it.)
+//! bosun against Kubernetes build clusters: a real kube-apiserver and etcd
+//! (`bosun-kubetest`, built by `tools/kube/build.sh`), reached through
+//! kube-rs as a service account bound to a Role with exactly the verbs bosun
+//! needs. There is no kubelet and no scheduler: the tests play them through
+//! the real API (binding, status, finishing graceful deletions) and serve
+//! pod logs as a kubelet behind kube-apiserver's `pods/log` proxy.
+//!
+//! One server is shared by this binary's tests, each in its own namespace
+//! (`pod_namespace`); a test that stops, hangs or compacts a server, or
+//! needs two clusters, starts its own.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
 
-use bosun_fakekube::FakeCluster;
+use bosun_kubetest::{ControlPlane, Options, Outcome, Tenant};
+use k8s_openapi::api::core::v1::Pod;
 
 struct Daemon {
     child: Child,
@@ -34,8 +39,59 @@ impl Drop for Daemon {
     }
 }
 
-fn start_jobs(dir: &std::path::Path, kubeconfigs: &[std::path::PathBuf], jobs: &str) -> Daemon {
-    start_full(dir, kubeconfigs, "{}\n", jobs)
+/// A build cluster of a test: a namespace on a control plane, and bosun's
+/// kubeconfig for it.
+struct Cluster<'a> {
+    plane: &'a ControlPlane,
+    tenant: Tenant,
+}
+
+impl<'a> Cluster<'a> {
+    fn new(plane: &'a ControlPlane, namespace: &str, context: &str) -> Self {
+        Cluster {
+            plane,
+            tenant: plane.tenant(namespace, context),
+        }
+    }
+    fn ns(&self) -> &str {
+        &self.tenant.namespace
+    }
+    fn kubeconfig(&self) -> std::path::PathBuf {
+        self.tenant.kubeconfig.clone()
+    }
+    fn pod(&self, name: &str) -> Option<Pod> {
+        self.plane.kubelet().pod(self.ns(), name)
+    }
+    fn wait_pod(&self, name: &str) -> Pod {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(p) = self.pod(name) {
+                return p;
+            }
+            assert!(Instant::now() < deadline, "no pod {name}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    fn wait_gone(&self, name: &str, within: Duration) {
+        let deadline = Instant::now() + within;
+        while self.pod(name).is_some() {
+            assert!(Instant::now() < deadline, "pod {name} is still there");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    fn run(&self, name: &str) {
+        self.plane.kubelet().run(self.ns(), name)
+    }
+    fn succeed(&self, name: &str) {
+        self.plane.kubelet().succeed(self.ns(), name)
+    }
+    fn log(&self, name: &str, text: &str) {
+        self.plane.kubelet().append_log(self.ns(), name, text)
+    }
+}
+
+fn config_for(namespace: &str, extra: &str) -> String {
+    format!("pod_namespace: {namespace}\n{extra}")
 }
 
 fn start_full(
@@ -118,88 +174,6 @@ fn wait_status(port: u16, alias: &str, status: &str, within: Duration) -> serde_
     }
 }
 
-#[test]
-fn cluster_health_follows_each_api_on_its_own() {
-    let dir = tempfile::tempdir().unwrap();
-    let a = FakeCluster::start(&dir.path().join("a"), "build-a");
-    let b = FakeCluster::start(&dir.path().join("b"), "build-b");
-    // A kubeconfig whose context cannot make a client (it names a cluster the
-    // file does not define).
-    let broken = dir.path().join("broken.yaml");
-    std::fs::write(
-        &broken,
-        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"https://127.0.0.1:1\", certificate-authority-data: bm90IGEgY2VydA==}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: broken, context: {cluster: missing, user: u}}]\n",
-    )
-    .unwrap();
-    let daemon = start_jobs(
-        &dir.path().join("bosun"),
-        &[a.kubeconfig_path(), b.kubeconfig_path(), broken],
-        JOBS,
-    );
-    let port = daemon.port;
-    let quick = Duration::from_secs(10);
-    let c = wait_status(port, "broken", "Unreachable", quick);
-    assert!(
-        c["reason"].as_str().is_some_and(|r| r != "not probed yet"),
-        "{c}"
-    );
-    let metrics = get(port, "/metrics").unwrap();
-    let failed = metrics
-        .lines()
-        .find(|l| l.starts_with("kubernetes_failed_client_creations{cluster=\"broken\"}"))
-        .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok());
-    assert!(failed.is_some_and(|n| n >= 1.0), "{metrics}");
-    for alias in ["build-a", "build-b"] {
-        let c = wait_status(port, alias, "Reachable", quick);
-        assert_eq!(c["kind"], "kubernetes");
-        assert_eq!(c["context"], alias);
-    }
-    // Missing permissions are named.
-    b.deny(&["create"], "pods", None);
-    let c = wait_status(port, "build-b", "MissingPermissions", quick);
-    assert_eq!(c["prow_status"], "MissingPermissions");
-    assert!(c["reason"].as_str().unwrap().contains("create pods"), "{c}");
-    assert_eq!(
-        wait_status(port, "build-a", "Reachable", quick)["status"],
-        "Reachable"
-    );
-    // A cluster whose API is down is Unreachable after two failed probes;
-    // its runs wait, and start once it is back.
-    a.set_down(true);
-    let c = wait_status(port, "build-a", "Unreachable", quick);
-    assert_eq!(c["prow_status"], "Error");
-    let waiting = trigger(port, "k-job");
-    std::thread::sleep(Duration::from_millis(500));
-    let run: serde_json::Value =
-        serde_json::from_str(&get(port, &format!("/api/v1/runs/{waiting}")).unwrap()).unwrap();
-    assert_eq!(run["state"], "triggered", "{run}");
-    assert_eq!(
-        run["description"], "Waiting: build cluster build-a is Unreachable.",
-        "a waiting run says why: {run}"
-    );
-    a.set_down(false);
-    wait_status(port, "build-a", "Reachable", quick);
-    wait_pod(&a, &waiting);
-    a.run_pod("default", &waiting);
-    a.succeed_pod("default", &waiting);
-    wait_run(port, &waiting, "success");
-    // A cluster that hangs does not hold back another's probes: b's fix is
-    // seen long before a's calls time out (10 s).
-    a.set_hang(true);
-    std::thread::sleep(Duration::from_millis(300));
-    b.clear_denies();
-    let started = Instant::now();
-    wait_status(port, "build-b", "Reachable", quick);
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "b waited for a: {:?}",
-        started.elapsed()
-    );
-    // The hung cluster is Unreachable once its calls have timed out twice.
-    wait_status(port, "build-a", "Unreachable", Duration::from_secs(40));
-    a.set_hang(false);
-}
-
 fn post(port: u16, path: &str, body: &str) -> (u16, serde_json::Value) {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
@@ -224,11 +198,14 @@ fn trigger(port: u16, job: &str) -> String {
     run["id"].as_str().unwrap().to_string()
 }
 
-fn wait_run(port: u16, id: &str, state: &str) -> serde_json::Value {
-    let deadline = Instant::now() + Duration::from_secs(20);
+fn run_of(port: u16, id: &str) -> serde_json::Value {
+    serde_json::from_str(&get(port, &format!("/api/v1/runs/{id}")).unwrap()).unwrap()
+}
+
+fn wait_run_within(port: u16, id: &str, state: &str, within: Duration) -> serde_json::Value {
+    let deadline = Instant::now() + within;
     loop {
-        let run: serde_json::Value =
-            serde_json::from_str(&get(port, &format!("/api/v1/runs/{id}")).unwrap()).unwrap();
+        let run = run_of(port, id);
         if run["state"] == state {
             return run;
         }
@@ -237,18 +214,57 @@ fn wait_run(port: u16, id: &str, state: &str) -> serde_json::Value {
     }
 }
 
-fn wait_pod(fake: &FakeCluster, name: &str) -> k8s_openapi::api::core::v1::Pod {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(p) = fake.pod("default", name) {
-            return p;
+fn wait_run(port: u16, id: &str, state: &str) -> serde_json::Value {
+    wait_run_within(port, id, state, Duration::from_secs(20))
+}
+
+/// The run's log once `done` holds: from the API when the run has ended
+/// (the endpoint follows a running run's log), else from its file under
+/// the daemon's data directory `data`.
+fn wait_log(port: u16, id: &str, done: impl Fn(&str) -> bool) -> String {
+    wait_log_in(port, None, id, done)
+}
+
+fn log_file(dir: &std::path::Path, id: &str) -> Option<std::path::PathBuf> {
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            if let Some(found) = log_file(&path, id) {
+                return Some(found);
+            }
+        } else if path
+            .file_name()
+            .is_some_and(|n| n == format!("{id}.log").as_str())
+        {
+            return Some(path);
         }
-        assert!(Instant::now() < deadline, "no pod {name}");
-        std::thread::sleep(Duration::from_millis(50));
+    }
+    None
+}
+
+fn wait_log_in(
+    port: u16,
+    data: Option<&std::path::Path>,
+    id: &str,
+    done: impl Fn(&str) -> bool,
+) -> String {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let log = match data {
+            Some(data) => log_file(data, id)
+                .and_then(|p| std::fs::read_to_string(p).ok())
+                .unwrap_or_default(),
+            None => get(port, &format!("/api/v1/runs/{id}/log")).unwrap_or_default(),
+        };
+        if done(&log) {
+            return log;
+        }
+        assert!(Instant::now() < deadline, "log: {log:?}");
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 
-/// A job on the second fake cluster, `build-b`.
+/// A job on the second cluster, `build-b`.
 const B_JOB: &str = "- name: b-job\n  cron: \"0 0 31 2 *\"\n  cluster: build-b\n  spec: {containers: [{image: alpine, command: [\"true\"]}]}\n";
 
 const JOBS: &str = "periodics:
@@ -263,16 +279,104 @@ const JOBS: &str = "periodics:
 ";
 
 #[test]
+fn cluster_health_follows_each_api_on_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let own = ControlPlane::dedicated(Options::default());
+    let a = Cluster::new(&own, "k-health", "build-a");
+    let b = Cluster::new(ControlPlane::shared(), "k-health", "build-b");
+    // A kubeconfig whose context cannot make a client (it names a cluster the
+    // file does not define).
+    let broken = dir.path().join("broken.yaml");
+    std::fs::write(
+        &broken,
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"https://127.0.0.1:1\", certificate-authority-data: bm90IGEgY2VydA==}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: broken, context: {cluster: missing, user: u}}]\n",
+    )
+    .unwrap();
+    let daemon = start_full(
+        &dir.path().join("bosun"),
+        &[a.kubeconfig(), b.kubeconfig(), broken],
+        &config_for("k-health", ""),
+        JOBS,
+    );
+    let port = daemon.port;
+    let quick = Duration::from_secs(10);
+    let c = wait_status(port, "broken", "Unreachable", quick);
+    assert!(
+        c["reason"].as_str().is_some_and(|r| r != "not probed yet"),
+        "{c}"
+    );
+    let metrics = get(port, "/metrics").unwrap();
+    let failed = metrics
+        .lines()
+        .find(|l| l.starts_with("kubernetes_failed_client_creations{cluster=\"broken\"}"))
+        .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok());
+    assert!(failed.is_some_and(|n| n >= 1.0), "{metrics}");
+    for alias in ["build-a", "build-b"] {
+        let c = wait_status(port, alias, "Reachable", quick);
+        assert_eq!(c["kind"], "kubernetes");
+        assert_eq!(c["context"], alias);
+    }
+    // Missing permissions, from real SelfSubjectAccessReviews: bosun's Role
+    // loses `create` on pods.
+    b.tenant.grant(&["delete", "list", "watch", "get", "patch"]);
+    let c = wait_status(port, "build-b", "MissingPermissions", quick);
+    assert_eq!(c["prow_status"], "MissingPermissions");
+    assert!(c["reason"].as_str().unwrap().contains("create pods"), "{c}");
+    assert_eq!(
+        wait_status(port, "build-a", "Reachable", quick)["status"],
+        "Reachable"
+    );
+    // A cluster whose API server is stopped is Unreachable after two failed
+    // probes; its runs wait, and start once it is back.
+    own.stop_apiserver();
+    let c = wait_status(port, "build-a", "Unreachable", quick);
+    assert_eq!(c["prow_status"], "Error");
+    let waiting = trigger(port, "k-job");
+    std::thread::sleep(Duration::from_millis(500));
+    let run = run_of(port, &waiting);
+    assert_eq!(run["state"], "triggered", "{run}");
+    assert_eq!(
+        run["description"], "Waiting: build cluster build-a is Unreachable.",
+        "a waiting run says why: {run}"
+    );
+    own.start_apiserver();
+    wait_status(port, "build-a", "Reachable", Duration::from_secs(30));
+    a.wait_pod(&waiting);
+    a.run(&waiting);
+    a.succeed(&waiting);
+    wait_run(port, &waiting, "success");
+    // A cluster that hangs (its API server stopped with SIGSTOP: connections
+    // open, nothing answers) does not hold back another's probes: b's fix is
+    // seen long before a's calls time out (10 s).
+    own.pause();
+    std::thread::sleep(Duration::from_millis(300));
+    b.tenant.grant(&bosun_kubetest::POD_VERBS);
+    let started = Instant::now();
+    wait_status(port, "build-b", "Reachable", quick);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "b waited for a: {:?}",
+        started.elapsed()
+    );
+    // The hung cluster is Unreachable once its calls have timed out twice.
+    wait_status(port, "build-a", "Unreachable", Duration::from_secs(40));
+    own.resume();
+    wait_status(port, "build-a", "Reachable", Duration::from_secs(30));
+}
+
+#[test]
 fn runs_on_a_kubernetes_cluster_follow_their_pods() {
     let dir = tempfile::tempdir().unwrap();
-    let a = FakeCluster::start(&dir.path().join("a"), "build-a");
+    let a = Cluster::new(ControlPlane::shared(), "k-follow", "build-a");
     let data = dir.path().join("bosun");
-    let daemon = start_jobs(&data, &[a.kubeconfig_path()], JOBS);
+    let config = config_for("k-follow", "");
+    let daemon = start_full(&data, &[a.kubeconfig()], &config, JOBS);
     let port = daemon.port;
 
-    // A run becomes a pod as Prow builds it, and follows its phases.
+    // A run becomes a pod as Prow builds it (the real API server accepted
+    // it), and follows its phases.
     let ok = trigger(port, "k-job");
-    let pod = wait_pod(&a, &ok);
+    let pod = a.wait_pod(&ok);
     let labels = pod.metadata.labels.clone().unwrap();
     assert_eq!(labels["created-by-prow"], "true");
     assert_eq!(labels["prow.k8s.io/id"], ok);
@@ -280,6 +384,8 @@ fn runs_on_a_kubernetes_cluster_follow_their_pods() {
     assert_eq!(labels["team"], "infra");
     let spec = pod.spec.clone().unwrap();
     assert_eq!(spec.restart_policy.as_deref(), Some("Never"));
+    assert_eq!(spec.containers[0].name, "test");
+    assert_eq!(spec.automount_service_account_token, Some(false));
     for c in &spec.containers {
         let env = c.env.clone().unwrap();
         assert!(env
@@ -288,267 +394,361 @@ fn runs_on_a_kubernetes_cluster_follow_their_pods() {
     }
     let run = wait_run(port, &ok, "pending");
     assert_eq!(run["cluster"], "build-a");
-    a.run_pod("default", &ok);
-    a.append_log("default", &ok, "hello from the pod\n");
-    a.succeed_pod("default", &ok);
+    a.run(&ok);
+    a.log(&ok, "hello from the pod\n");
+    a.succeed(&ok);
     wait_run(port, &ok, "success");
     // The pod's log is the run's log.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let log = get(port, &format!("/api/v1/runs/{ok}/log")).unwrap_or_default();
-        if log.contains("hello from the pod") {
-            break;
-        }
-        assert!(Instant::now() < deadline, "log: {log:?}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_log(port, &ok, |l| l.contains("hello from the pod"));
 
     // Local and Kubernetes clusters side by side.
     let local = trigger(port, "local-job");
     assert_eq!(wait_run(port, &local, "success")["cluster"], "default");
 
-    // The watch outlives a 410 Gone (it lists again).
-    let after_gone = trigger(port, "k-job");
-    wait_pod(&a, &after_gone);
-    wait_run(port, &after_gone, "pending");
-    a.gone();
-    a.run_pod("default", &after_gone);
-    a.succeed_pod("default", &after_gone);
-    wait_run(port, &after_gone, "success");
-
     // A failed pod is a failed run; a container killed for memory, an error.
     let failed = trigger(port, "k-job");
-    wait_pod(&a, &failed);
-    a.fail_pod("default", &failed);
+    a.wait_pod(&failed);
+    a.run(&failed);
+    a.plane.kubelet().fail(a.ns(), &failed);
     wait_run(port, &failed, "failure");
     let oom = trigger(port, "k-job");
-    wait_pod(&a, &oom);
-    let mut update = bosun_fakekube::PhaseUpdate::new("Failed");
-    update.containers = Some(vec![bosun_fakekube::ContainerOutcome {
-        name: "test".into(),
-        exit_code: Some(137),
-        reason: Some("OOMKilled".into()),
-    }]);
-    a.set_phase("default", &oom, &update);
+    a.wait_pod(&oom);
+    a.run(&oom);
+    a.plane
+        .kubelet()
+        .finish(a.ns(), &oom, Outcome::oom_killed());
     let run = wait_run(port, &oom, "error");
     assert!(
         run["description"].as_str().unwrap().contains("OOMKilled"),
         "{run}"
     );
 
-    // Abort deletes the pod.
+    // Abort deletes the pod: a running pod goes once the kubelet confirms
+    // its graceful deletion.
     let aborted = trigger(port, "k-job");
-    wait_pod(&a, &aborted);
+    a.wait_pod(&aborted);
     wait_run(port, &aborted, "pending");
+    a.run(&aborted);
     let (status, _) = post(port, &format!("/api/v1/runs/{aborted}/abort"), "");
     assert_eq!(status, 202);
     wait_run(port, &aborted, "aborted");
-    assert!(a
-        .deleted()
-        .iter()
-        .any(|d| d.name == aborted && d.source == "api"));
+    a.wait_gone(&aborted, Duration::from_secs(10));
 
-    // A restarted daemon re-adopts a running pod and creates no second one.
+    // A restarted daemon re-adopts a running pod and creates no second one
+    // (the pod keeps its uid).
     let adopted = trigger(port, "k-job");
-    wait_pod(&a, &adopted);
+    let uid = a.wait_pod(&adopted).metadata.uid;
     wait_run(port, &adopted, "pending");
-    a.run_pod("default", &adopted);
+    a.run(&adopted);
+    a.log(&adopted, "before the restart\n");
     drop(daemon);
-    let daemon = start_jobs(&data, &[a.kubeconfig_path()], JOBS);
+    a.log(&adopted, "while bosun was away\n");
+    let daemon = start_full(&data, &[a.kubeconfig()], &config, JOBS);
     let port = daemon.port;
-    a.succeed_pod("default", &adopted);
+    a.log(&adopted, "after the restart\n");
+    a.succeed(&adopted);
     wait_run(port, &adopted, "success");
-    let creates = a
-        .requests()
-        .iter()
-        .filter(|r| r.method == "POST" && r.path.ends_with("/pods"))
-        .count();
-    assert_eq!(creates, 6, "one pod per run, none twice");
+    assert_eq!(a.pod(&adopted).unwrap().metadata.uid, uid);
+    let log = wait_log(port, &adopted, |l| l.contains("after the restart"));
+    assert_eq!(
+        log,
+        "before the restart\nwhile bosun was away\nafter the restart\n"
+    );
+}
+
+/// The watch outlives `410 Gone`: kube-apiserver (pods watch cache off) is
+/// stopped, etcd moves on and is compacted, and the watch bosun resumes
+/// from its last resourceVersion is gone; it lists again and sees the pod's
+/// change it missed.
+#[test]
+fn a_watch_from_a_compacted_revision_lists_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let own = ControlPlane::dedicated(Options {
+        pods_watch_cache: false,
+        compaction: false,
+        min_request_timeout: None,
+    });
+    let a = Cluster::new(&own, "k-gone", "build-a");
+    let daemon = start_full(
+        &dir.path().join("bosun"),
+        &[a.kubeconfig()],
+        &config_for("k-gone", ""),
+        JOBS,
+    );
+    let port = daemon.port;
+    let id = trigger(port, "k-job");
+    a.wait_pod(&id);
+    wait_run(port, &id, "pending");
+    own.stop_apiserver();
+    own.advance_etcd(5);
+    own.compact();
+    own.start_apiserver();
+    a.run(&id);
+    a.succeed(&id);
+    wait_run(port, &id, "success");
+    // Counters start again with the restarted server: a resumed watch
+    // never lists, only one refused as gone does.
+    let lists = own.request_total(|l| {
+        l.get("resource") == "pods" && l.get("verb") == "LIST" && l.get("scope") == "namespace"
+    });
+    assert!(lists >= 1.0, "bosun never listed its pods again");
 }
 
 #[test]
 fn pods_past_plank_timeouts_end_in_error_and_are_deleted() {
     let dir = tempfile::tempdir().unwrap();
-    let a = FakeCluster::start(&dir.path().join("a"), "build-a");
+    let a = Cluster::new(ControlPlane::shared(), "k-timeouts", "build-a");
     let daemon = start_full(
         &dir.path().join("bosun"),
-        &[a.kubeconfig_path()],
+        &[a.kubeconfig()],
         // The scheduling timeout is the longest: the test must see each pod,
         // and bind or start the next two, before it runs out.
-        "plank: {pod_unscheduled_timeout: 4s, pod_pending_timeout: 1s, pod_running_timeout: 2s}\n",
+        &config_for(
+            "k-timeouts",
+            "plank: {pod_unscheduled_timeout: 4s, pod_pending_timeout: 1s, pod_running_timeout: 2s}\n",
+        ),
         JOBS,
     );
     let port = daemon.port;
+    let kubelet = a.plane.kubelet();
     // Never scheduled.
     let unscheduled = trigger(port, "k-job");
-    wait_pod(&a, &unscheduled);
-    a.unschedulable("default", &unscheduled, None);
+    a.wait_pod(&unscheduled);
+    kubelet.unschedulable(a.ns(), &unscheduled);
     let run = wait_run(port, &unscheduled, "error");
     assert_eq!(run["description"], "Pod scheduling timeout.");
     // Bound to a node but never running.
     let stuck = trigger(port, "k-job");
-    wait_pod(&a, &stuck);
-    let mut update = bosun_fakekube::PhaseUpdate::new("Pending");
-    update.node = Some("node-1".into());
-    a.set_phase("default", &stuck, &update);
+    a.wait_pod(&stuck);
+    kubelet.pending_on_node(a.ns(), &stuck);
     let run = wait_run(port, &stuck, "error");
     assert_eq!(run["description"], "Pod pending timeout.");
     // Running too long: aborted.
     let long = trigger(port, "k-job");
-    wait_pod(&a, &long);
-    a.run_pod("default", &long);
+    a.wait_pod(&long);
+    a.run(&long);
     let run = wait_run(port, &long, "aborted");
     assert_eq!(run["description"], "Pod running timeout.");
-    // All three pods are deleted, as plank deletes them.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while [&unscheduled, &stuck, &long]
-        .iter()
-        .any(|id| a.pod("default", id).is_some())
-    {
-        assert!(
-            Instant::now() < deadline,
-            "pods not deleted: {:?}",
-            a.pods().len()
-        );
-        std::thread::sleep(Duration::from_millis(50));
+    // All three pods are deleted, as plank deletes them (the bound ones
+    // once the kubelet confirms).
+    for id in [&unscheduled, &stuck, &long] {
+        a.wait_gone(id, Duration::from_secs(10));
     }
 }
 
 #[test]
 fn evicted_and_lost_pods_are_revived_up_to_max_revivals() {
     let dir = tempfile::tempdir().unwrap();
-    let a = FakeCluster::start(&dir.path().join("a"), "build-a");
+    let a = Cluster::new(ControlPlane::shared(), "k-revive", "build-a");
     let daemon = start_full(
         &dir.path().join("bosun"),
-        &[a.kubeconfig_path()],
-        "plank: {max_revivals: 2}\n",
+        &[a.kubeconfig()],
+        &config_for("k-revive", "plank: {max_revivals: 2}\n"),
         JOBS,
     );
     let port = daemon.port;
+    let kubelet = a.plane.kubelet();
     let id = trigger(port, "k-job");
-    let first = wait_pod(&a, &id);
-    a.run_pod("default", &id);
-    let uid = |p: &k8s_openapi::api::core::v1::Pod| p.metadata.uid.clone().unwrap();
-    // Evicted: a new pod of the same name, the run still pending.
-    let mut evict = bosun_fakekube::PhaseUpdate::new("Failed");
-    evict.reason = Some("Evicted".into());
-    a.set_phase("default", &id, &evict);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let second = loop {
-        if let Some(p) = a.pod("default", &id).filter(|p| uid(p) != uid(&first)) {
-            break p;
+    let first = a.wait_pod(&id);
+    a.run(&id);
+    let uid = |p: &Pod| p.metadata.uid.clone().unwrap();
+    let replaced = |old: &Pod, within: Duration| {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(p) = a.pod(&id).filter(|p| uid(p) != uid(old)) {
+                return p;
+            }
+            assert!(Instant::now() < deadline, "not revived");
+            std::thread::sleep(Duration::from_millis(50));
         }
-        assert!(Instant::now() < deadline, "not revived");
-        std::thread::sleep(Duration::from_millis(50));
     };
+    // Evicted: a new pod of the same name, the run still pending.
+    kubelet.evict(a.ns(), &id);
+    let second = replaced(&first, Duration::from_secs(20));
     let run = wait_run(port, &id, "pending");
     assert_eq!(run["pod_revival_count"], 1, "{run}");
-    // Its node lost: revived again.
-    a.run_pod("default", &id);
-    a.set_phase("default", &id, &bosun_fakekube::PhaseUpdate::new("Unknown"));
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while a
-        .pod("default", &id)
-        .is_none_or(|p| uid(&p) == uid(&second))
-    {
-        assert!(Instant::now() < deadline, "not revived twice");
-        std::thread::sleep(Duration::from_millis(50));
+    // Its node lost: revived again, but only once the old pod is really
+    // gone, however long its graceful deletion takes (here longer than
+    // any API call's timeout).
+    a.run(&id);
+    kubelet.hold_deletion(a.ns(), &id, true);
+    kubelet.lose_node(a.ns(), &id);
+    let deadline = Instant::now() + Duration::from_secs(12);
+    while Instant::now() < deadline {
+        let p = a.pod(&id).expect("the old pod lingers");
+        assert_eq!(uid(&p), uid(&second), "created before the old pod went");
+        let run = run_of(port, &id);
+        assert_eq!(run["state"], "pending", "{run}");
+        std::thread::sleep(Duration::from_millis(200));
     }
+    assert!(a.pod(&id).unwrap().metadata.deletion_timestamp.is_some());
+    kubelet.hold_deletion(a.ns(), &id, false);
+    let third = replaced(&second, Duration::from_secs(20));
+    let run = wait_run(port, &id, "pending");
+    assert_eq!(run["pod_revival_count"], 2, "{run}");
     // A third loss is past max_revivals: the run ends in error.
-    a.run_pod("default", &id);
-    a.set_phase("default", &id, &evict);
+    a.run(&id);
+    kubelet.evict(a.ns(), &id);
     let run = wait_run(port, &id, "error");
     assert_eq!(
         run["description"], "Job pod reached max revivals (2) after being evicted.",
         "{run}"
     );
     assert_eq!(run["pod_revival_count"], 2);
+    assert_eq!(uid(&a.pod(&id).unwrap()), uid(&third));
+}
+
+/// As plank: a pod deleted under a pending run (someone else's graceful
+/// deletion) ends the run in error.
+#[test]
+fn a_pod_deleted_under_its_run_ends_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Cluster::new(ControlPlane::shared(), "k-deleted", "build-a");
+    let daemon = start_full(
+        &dir.path().join("bosun"),
+        &[a.kubeconfig()],
+        &config_for("k-deleted", ""),
+        JOBS,
+    );
+    let port = daemon.port;
+    let kubelet = a.plane.kubelet();
+    let id = trigger(port, "k-job");
+    a.wait_pod(&id);
+    a.run(&id);
+    wait_run(port, &id, "pending");
+    kubelet.hold_deletion(a.ns(), &id, true);
+    kubelet.delete_gracefully(a.ns(), &id);
+    let run = wait_run(port, &id, "error");
+    assert_eq!(run["description"], "Pod got deleted unexpectedly", "{run}");
+    kubelet.hold_deletion(a.ns(), &id, false);
+    a.wait_gone(&id, Duration::from_secs(10));
 }
 
 #[test]
 fn finished_pods_are_deleted_after_their_ttl_except_in_excluded_clusters() {
     let dir = tempfile::tempdir().unwrap();
-    let a = FakeCluster::start(&dir.path().join("a"), "build-a");
-    let b = FakeCluster::start(&dir.path().join("b"), "build-b");
+    let own = ControlPlane::dedicated(Options::default());
+    let a = Cluster::new(ControlPlane::shared(), "k-sinker", "build-a");
+    let b = Cluster::new(&own, "k-sinker", "build-b");
     let jobs = format!("{JOBS}{B_JOB}");
     let daemon = start_full(
         &dir.path().join("bosun"),
-        &[a.kubeconfig_path(), b.kubeconfig_path()],
-        "sinker: {terminated_pod_ttl: 1s, exclude_clusters: [build-b]}\n",
+        &[a.kubeconfig(), b.kubeconfig()],
+        &config_for(
+            "k-sinker",
+            "sinker: {terminated_pod_ttl: 1s, exclude_clusters: [build-b]}\n",
+        ),
         &jobs,
     );
     let port = daemon.port;
     let on_a = trigger(port, "k-job");
     let on_b = trigger(port, "b-job");
-    wait_pod(&a, &on_a);
-    wait_pod(&b, &on_b);
-    for (fake, id) in [(&a, &on_a), (&b, &on_b)] {
-        fake.run_pod("default", id);
-        fake.append_log("default", id, "kept\n");
-        fake.succeed_pod("default", id);
+    a.wait_pod(&on_a);
+    b.wait_pod(&on_b);
+    for (c, id) in [(&a, &on_a), (&b, &on_b)] {
+        c.run(id);
+        c.log(id, "kept\n");
+        c.succeed(id);
         wait_run(port, id, "success");
     }
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while a.pod("default", &on_a).is_some() {
-        assert!(
-            Instant::now() < deadline,
-            "the finished pod was not deleted"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    assert!(a
-        .deleted()
-        .iter()
-        .any(|d| d.name == on_a && d.source == "api"));
+    a.wait_gone(&on_a, Duration::from_secs(15));
     // Its log was copied first and outlives it.
     assert!(get(port, &format!("/api/v1/runs/{on_a}/log"))
         .unwrap()
         .contains("kept"));
     // Excluded cluster: still there well past the TTL.
     std::thread::sleep(Duration::from_secs(2));
-    assert!(
-        b.pod("default", &on_b).is_some(),
-        "pods of excluded clusters stay"
+    assert!(b.pod(&on_b).is_some(), "pods of excluded clusters stay");
+}
+
+/// A log stream that drops mid-way is resumed (no line lost or written
+/// twice); a log that cannot be read is never taken as copied, so the
+/// sinker keeps its pod until it is.
+#[test]
+fn pod_logs_survive_dropped_streams_and_keep_their_pod_until_copied() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Cluster::new(ControlPlane::shared(), "k-logs", "build-a");
+    let data = dir.path().join("bosun");
+    let daemon = start_full(
+        &data,
+        &[a.kubeconfig()],
+        &config_for("k-logs", "sinker: {terminated_pod_ttl: 1s}\n"),
+        JOBS,
     );
+    let port = daemon.port;
+    let kubelet = a.plane.kubelet();
+    let id = trigger(port, "k-job");
+    a.wait_pod(&id);
+    a.run(&id);
+    let mut want = String::new();
+    for i in 0..3 {
+        let line = format!("line {i}\n");
+        a.log(&id, &line);
+        want.push_str(&line);
+    }
+    wait_log_in(port, Some(&data), &id, |l| l == want);
+    kubelet.cut_log_streams(a.ns(), &id);
+    for i in 3..6 {
+        let line = format!("line {i}\n");
+        a.log(&id, &line);
+        want.push_str(&line);
+    }
+    wait_log_in(port, Some(&data), &id, |l| l == want);
+    assert!(kubelet.log_requests(a.ns(), &id) >= 2);
+    // The kubelet fails every log request now; the pod ends meanwhile.
+    kubelet.fail_logs(a.ns(), &id, true);
+    a.log(&id, "the last line\n");
+    want.push_str("the last line\n");
+    a.succeed(&id);
+    wait_run(port, &id, "success");
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        a.pod(&id).is_some(),
+        "the sinker deleted a pod whose log was not copied"
+    );
+    kubelet.fail_logs(a.ns(), &id, false);
+    wait_log(port, &id, |l| l == want);
+    a.wait_gone(&id, Duration::from_secs(15));
 }
 
 #[test]
 fn max_concurrency_holds_on_a_kubernetes_cluster() {
     let dir = tempfile::tempdir().unwrap();
-    let a = FakeCluster::start(&dir.path().join("a"), "build-a");
-    let config = format!(
-        "build_clusters:\n  build-a: {{kind: kubernetes, kubeconfig: {}, context: build-a, max_concurrency: 1}}\n",
-        a.kubeconfig_path().display()
+    let a = Cluster::new(ControlPlane::shared(), "k-concurrency", "build-a");
+    let config = config_for(
+        "k-concurrency",
+        &format!(
+            "build_clusters:\n  build-a: {{kind: kubernetes, kubeconfig: {}, context: build-a, max_concurrency: 1}}\n",
+            a.kubeconfig().display()
+        ),
     );
     let daemon = start_full(&dir.path().join("bosun"), &[], &config, JOBS);
     let port = daemon.port;
     let first = trigger(port, "k-job");
     let second = trigger(port, "k-job");
-    wait_pod(&a, &first);
+    a.wait_pod(&first);
     wait_run(port, &first, "pending");
     std::thread::sleep(Duration::from_millis(500));
-    assert!(
-        a.pod("default", &second).is_none(),
-        "one slot: the second waits"
-    );
-    a.run_pod("default", &first);
-    a.succeed_pod("default", &first);
+    assert!(a.pod(&second).is_none(), "one slot: the second waits");
+    a.run(&first);
+    a.succeed(&first);
     wait_run(port, &first, "success");
-    wait_pod(&a, &second);
+    a.wait_pod(&second);
     wait_run(port, &second, "pending");
 }
 
 /// As plank: a pod creation that fails for a reason that may pass (here the
-/// API drops the connection) leaves the run `triggered`, and the start is
+/// API server was killed) leaves the run `triggered`, and the start is
 /// tried again; only a request the API refuses ends it.
 #[test]
 fn a_pod_creation_that_fails_on_the_way_is_tried_again() {
     let dir = tempfile::tempdir().unwrap();
-    let a = FakeCluster::start(&dir.path().join("a"), "build-a");
+    let own = ControlPlane::dedicated(Options::default());
+    let a = Cluster::new(&own, "k-retry", "build-a");
     let daemon = start_full(
         &dir.path().join("bosun"),
-        &[a.kubeconfig_path()],
-        "{}\n",
+        &[a.kubeconfig()],
+        &config_for("k-retry", ""),
         JOBS,
     );
     let port = daemon.port;
@@ -558,19 +758,18 @@ fn a_pod_creation_that_fails_on_the_way_is_tried_again() {
             .lines()
             .any(|l| l.contains("cannot create the pod yet") && l.contains(id))
     };
-    // The connection must drop between the run's admission and its pod's
+    // The API server must go between the run's admission and its pod's
     // creation, before the health probes see the cluster down and hold its
     // runs back (then no creation is tried): one try in a few may miss.
     let mut tried = Vec::new();
     for _ in 0..5 {
-        wait_status(port, "build-a", "Reachable", Duration::from_secs(20));
-        a.set_down(true);
+        wait_status(port, "build-a", "Reachable", Duration::from_secs(30));
+        own.kill_apiserver();
         let id = trigger(port, "k-job");
         std::thread::sleep(Duration::from_millis(1500));
-        let run: serde_json::Value =
-            serde_json::from_str(&get(port, &format!("/api/v1/runs/{id}")).unwrap()).unwrap();
+        let run = run_of(port, &id);
         assert_eq!(run["state"], "triggered", "{run}");
-        a.set_down(false);
+        own.start_apiserver();
         let was_retried = retried(&id);
         tried.push(id);
         if was_retried {
@@ -584,31 +783,33 @@ fn a_pod_creation_that_fails_on_the_way_is_tried_again() {
         tried.len()
     );
     for id in &tried {
-        wait_pod(&a, id);
-        wait_run(port, id, "pending");
+        a.wait_pod(id);
+        wait_run_within(port, id, "pending", Duration::from_secs(30));
     }
 }
 
 #[test]
 fn a_hanging_cluster_never_delays_runs_on_another() {
     let dir = tempfile::tempdir().unwrap();
-    let a = FakeCluster::start(&dir.path().join("a"), "build-a");
-    let b = FakeCluster::start(&dir.path().join("b"), "build-b");
+    let own = ControlPlane::dedicated(Options::default());
+    let a = Cluster::new(&own, "k-hang", "build-a");
+    let b = Cluster::new(ControlPlane::shared(), "k-hang", "build-b");
     let jobs = format!("{JOBS}{B_JOB}");
     let daemon = start_full(
         &dir.path().join("bosun"),
-        &[a.kubeconfig_path(), b.kubeconfig_path()],
-        "{}\n",
+        &[a.kubeconfig(), b.kubeconfig()],
+        &config_for("k-hang", ""),
         &jobs,
     );
     let port = daemon.port;
     let on_a = trigger(port, "k-job");
-    wait_pod(&a, &on_a);
+    a.wait_pod(&on_a);
     wait_run(port, &on_a, "pending");
-    a.run_pod("default", &on_a);
-    // Cluster a stops answering: aborting its run (a pod deletion) and
-    // starting another there (a pod creation) both hang on it.
-    a.set_hang(true);
+    a.run(&on_a);
+    // Cluster a stops answering (SIGSTOP): aborting its run (a pod
+    // deletion) and starting another there (a pod creation) both hang on
+    // it.
+    own.pause();
     let (status, _) = post(port, &format!("/api/v1/runs/{on_a}/abort"), "");
     assert_eq!(status, 202);
     wait_run(port, &on_a, "aborted");
@@ -617,15 +818,15 @@ fn a_hanging_cluster_never_delays_runs_on_another() {
     // API timeout.
     let started = Instant::now();
     let on_b = trigger(port, "b-job");
-    wait_pod(&b, &on_b);
+    b.wait_pod(&on_b);
     wait_run(port, &on_b, "pending");
-    b.run_pod("default", &on_b);
-    b.succeed_pod("default", &on_b);
+    b.run(&on_b);
+    b.succeed(&on_b);
     wait_run(port, &on_b, "success");
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "cluster b waited for cluster a: {:?}",
         started.elapsed()
     );
-    a.set_hang(false);
+    own.resume();
 }

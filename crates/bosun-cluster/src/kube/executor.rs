@@ -9,8 +9,9 @@
 //! It ties the cluster's parts together (client, watch, logs, sinker) and
 //! speaks the executor's vocabulary; it knows nothing of local runs.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -46,12 +47,128 @@ struct KubeInner {
     /// Pod logs, copied into the runs' log files.
     logs: Arc<LogCopier>,
     on_change: Option<Arc<dyn Fn() + Send + Sync>>,
+    /// Runs whose pod is being revived: the old pod must be gone (however
+    /// long its grace period) before the new one is created.
+    reviving: Mutex<HashMap<String, Revival>>,
+    /// Woken on every change the watch sees.
+    watch_changed: tokio::sync::Notify,
+}
+
+/// A revival under way.
+struct Revival {
+    /// The uid of the pod being replaced (none if it was gone already).
+    old_uid: Option<String>,
+    /// The new pod.
+    pod: Pod,
+    /// Why the new pod cannot be created, once the API refused it.
+    refused: Option<String>,
 }
 
 impl KubeInner {
     fn changed(&self) {
+        self.watch_changed.notify_waiters();
         if let Some(f) = &self.on_change {
             f();
+        }
+    }
+
+    fn reviving(&self) -> std::sync::MutexGuard<'_, HashMap<String, Revival>> {
+        self.reviving.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The uid of run `name`'s pod, as the watch last saw it.
+    fn uid_of(&self, name: &str) -> Option<String> {
+        self.cache
+            .with_pod(name, |p| p.metadata.uid.clone())
+            .flatten()
+    }
+
+    /// Deletes pod `name` if it is still the one of `uid` (any pod of that
+    /// name when `uid` is unknown); a pod already gone, or replaced, is not
+    /// an error.
+    async fn delete_pod(&self, name: &str, uid: Option<String>) -> Result<(), ApiError> {
+        let params = kube::api::DeleteParams {
+            preconditions: uid.map(|uid| kube::api::Preconditions {
+                uid: Some(uid),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        match self.conn.pods().await?.delete(name, &params).await {
+            Ok(_) => Ok(()),
+            // 409: the precondition failed, another pod has the name.
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Carries run `name`'s revival through: deletes the old pod, waits
+    /// until the watch sees it gone (its grace period may be long), then
+    /// creates the new pod. Ends when the new pod is created or refused.
+    async fn revive(self: Arc<Self>, name: String) {
+        let mut deleted = false;
+        let mut backoff = Duration::from_millis(200);
+        loop {
+            let changed = self.watch_changed.notified();
+            let Some((old_uid, pod)) = self
+                .reviving()
+                .get(&name)
+                .map(|r| (r.old_uid.clone(), r.pod.clone()))
+            else {
+                return;
+            };
+            let seen_uid = self.uid_of(&name);
+            let old_there = seen_uid.is_some() && seen_uid == old_uid;
+            let step = if old_there && !deleted {
+                match tokio::time::timeout(API_TIMEOUT, self.delete_pod(&name, old_uid)).await {
+                    Ok(Ok(())) => {
+                        deleted = true;
+                        Ok(())
+                    }
+                    Ok(Err(e)) => Err(e.to_string()),
+                    Err(_) => Err("the API did not answer in time".into()),
+                }
+            } else if old_there || !self.cache.synced() {
+                Ok(())
+            } else {
+                let created = async {
+                    self.conn
+                        .pods()
+                        .await?
+                        .create(&PostParams::default(), &pod)
+                        .await
+                        .map_err(ApiError::from)
+                };
+                match tokio::time::timeout(API_TIMEOUT, created).await {
+                    Ok(Ok(_)) => {
+                        self.cache.mark_started(&name);
+                        self.reviving().remove(&name);
+                        self.changed();
+                        return;
+                    }
+                    // The old pod's deletion is not seen yet.
+                    Ok(Err(ApiError::Status { code: 409, .. })) => Ok(()),
+                    Ok(Err(ApiError::Status { code, text })) if (400..500).contains(&code) => {
+                        if let Some(r) = self.reviving().get_mut(&name) {
+                            r.refused = Some(text);
+                        }
+                        self.changed();
+                        return;
+                    }
+                    Ok(Err(e)) => Err(e.to_string()),
+                    Err(_) => Err("the API did not answer in time".into()),
+                }
+            };
+            match step {
+                Ok(()) => backoff = Duration::from_millis(200),
+                Err(e) => {
+                    tracing::info!(pod = %name, error = %e, "cannot revive the pod yet");
+                    backoff = (backoff * 2).min(Duration::from_secs(10));
+                }
+            }
+            // Until the watch sees a change, or a while (a failed call, a
+            // missed wake-up).
+            let _ = tokio::time::timeout(backoff.max(Duration::from_secs(1)), changed).await;
         }
     }
 }
@@ -125,6 +242,8 @@ impl KubeExecutor {
             settings: settings.clone(),
             cache: PodCache::default(),
             on_change,
+            reviving: Mutex::default(),
+            watch_changed: tokio::sync::Notify::new(),
         });
         let watch = inner.clone();
         rt.spawn(async move {
@@ -170,22 +289,12 @@ impl KubeExecutor {
             .map_err(|_| ApiError::TimedOut)?
     }
 
+    /// Deletes run `run_id`'s pod (the one the watch last saw).
     fn delete(&self, run_id: &str) -> Result<(), ApiError> {
         let inner = self.inner.clone();
         let name = run_id.to_string();
-        self.call(async move {
-            match inner
-                .conn
-                .pods()
-                .await?
-                .delete(&name, &kube::api::DeleteParams::default())
-                .await
-            {
-                Ok(_) => Ok(()),
-                Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-                Err(e) => Err(e.into()),
-            }
-        })
+        let uid = inner.uid_of(&name);
+        self.call(async move { inner.delete_pod(&name, uid).await })
     }
 }
 
@@ -303,41 +412,40 @@ impl Executor for KubeExecutor {
     }
 
     fn revive_pod(&self, run_id: &str, pod: &Pod) -> Result<(), ExecError> {
-        self.delete(run_id)
-            .map_err(|e| ExecError::Refused(e.to_string()))?;
-        // A deleted pod may take a while to go (its grace period): its name is
-        // free once a create no longer conflicts.
-        let deadline = std::time::Instant::now() + API_TIMEOUT;
-        loop {
-            let inner = self.inner.clone();
-            let pod = pod.clone();
-            let created = self.call(async move {
-                match inner
-                    .conn
-                    .pods()
-                    .await?
-                    .create(&PostParams::default(), &pod)
-                    .await
-                {
-                    Ok(_) => Ok(true),
-                    Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
-                    Err(e) => Err(e.into()),
-                }
-            });
-            match created {
-                Ok(true) => break,
-                Ok(false) if std::time::Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(200))
-                }
-                Ok(false) => return Err(ExecError::Refused("the old pod is still there".into())),
-                Err(e) => return Err(ExecError::Refused(e.to_string())),
-            }
+        let rt = self
+            .rt
+            .as_ref()
+            .ok_or_else(|| ExecError::Transient("executor stopped".into()))?;
+        let revival = Revival {
+            old_uid: self.inner.uid_of(run_id),
+            pod: pod.clone(),
+            refused: None,
+        };
+        let fresh = self
+            .inner
+            .reviving()
+            .insert(run_id.to_string(), revival)
+            .is_none();
+        if fresh {
+            rt.spawn(self.inner.clone().revive(run_id.to_string()));
         }
-        self.inner.cache.mark_started(run_id);
         Ok(())
     }
 
     fn status(&self, run_id: &str) -> RunStatus {
+        // A revival under way: the old pod (being deleted) is not the run's.
+        {
+            let mut reviving = self.inner.reviving();
+            if let Some(r) = reviving.get(run_id) {
+                return match r.refused.clone() {
+                    Some(why) => {
+                        reviving.remove(run_id);
+                        RunStatus::Failed(format!("Pod can not be revived: {why}"))
+                    }
+                    None => RunStatus::Starting,
+                };
+            }
+        }
         let seen = self.inner.cache.with_pod(run_id, |pod| {
             pod_state(pod, &self.inner.settings, jiff::Timestamp::now())
         });
@@ -347,10 +455,9 @@ impl Executor for KubeExecutor {
                 // holding up the caller).
                 if let Some(rt) = &self.rt {
                     let (inner, name) = (self.inner.clone(), run_id.to_string());
+                    let uid = inner.uid_of(&name);
                     rt.spawn(async move {
-                        if let Ok(api) = inner.conn.pods().await {
-                            let _ = api.delete(&name, &kube::api::DeleteParams::default()).await;
-                        }
+                        let _ = inner.delete_pod(&name, uid).await;
                     });
                 }
             }
@@ -369,19 +476,11 @@ impl Executor for KubeExecutor {
         // controller pass, for every cluster) never waits for this one.
         if let Some(rt) = &self.rt {
             let (inner, name) = (self.inner.clone(), run_id.to_string());
+            self.inner.reviving().remove(run_id);
+            let uid = inner.uid_of(&name);
             rt.spawn(async move {
-                let deleted = async {
-                    inner
-                        .conn
-                        .pods()
-                        .await?
-                        .delete(&name, &kube::api::DeleteParams::default())
-                        .await
-                        .map_err(ApiError::from)
-                };
-                match tokio::time::timeout(API_TIMEOUT, deleted).await {
+                match tokio::time::timeout(API_TIMEOUT, inner.delete_pod(&name, uid)).await {
                     Ok(Ok(_)) => {}
-                    Ok(Err(ApiError::Status { code: 404, .. })) => {}
                     Ok(Err(e)) => tracing::warn!(pod = %name, error = %e, "cannot delete the pod"),
                     Err(_) => tracing::warn!(pod = %name, "deleting the pod timed out"),
                 }

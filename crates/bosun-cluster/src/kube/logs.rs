@@ -2,18 +2,90 @@
 //! file `DIR/NAME.log` (the run log endpoint streams that file), once per
 //! pod, from when its containers start until the pod ends.
 //!
+//! A log stream can end before the container does (the API server or the
+//! kubelet drops the connection, a watch-like timeout): the copy asks for
+//! timestamps and resumes from the last line it wrote (`sinceTime`, whole
+//! seconds, skipping the lines it already has), so no line is lost or
+//! written twice. A pod's log counts as copied only once its container has
+//! ended and the copy has read the log to its end; a copy that fails keeps
+//! trying (with backoff) while the pod exists, and the sinker never deletes
+//! a pod whose log is not copied.
+//!
 //! It knows nothing of the watch or of runs' states: the watch hands it the
 //! pods it sees, the sinker asks it which logs are complete.
 
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 
 use super::client::{ApiError, Connection};
 
-/// Why a pod's log could not be copied (written at the end of the copy).
+/// The container whose log is the run's: Prow's `test` container, else the
+/// first one.
+pub(crate) fn log_container(pod: &Pod) -> Option<String> {
+    let containers = &pod.spec.as_ref()?.containers;
+    containers
+        .iter()
+        .find(|c| c.name == super::pod::TEST_CONTAINER_NAME)
+        .or(containers.first())
+        .map(|c| c.name.clone())
+}
+
+/// Where a copy stands: the last line written, to resume after it.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Resume {
+    /// The timestamp of the last line written.
+    last: Option<jiff::Timestamp>,
+    /// How many lines with exactly that timestamp were written.
+    at_last: usize,
+    /// In the current read: lines stamped `last` still to skip (written
+    /// by an earlier read).
+    skip: usize,
+}
+
+impl Resume {
+    /// Starts a read: its `sinceTime` is the last line's second (the API
+    /// takes whole seconds, and kube-rs would round it), so nothing after
+    /// that line is missed; what comes again is skipped.
+    fn begin(&mut self) -> Option<jiff::Timestamp> {
+        self.skip = self.at_last;
+        self.last.map(|t| {
+            jiff::Timestamp::from_second(t.as_second()).expect("a second of a valid timestamp")
+        })
+    }
+
+    /// Takes one line as the API sends it with `timestamps=true`
+    /// (`RFC3339NANO TEXT`): the text to write, or `None` when an earlier
+    /// read wrote it (or it is not stamped, which the API never sends).
+    fn take<'a>(&mut self, line: &'a [u8]) -> Option<&'a [u8]> {
+        let space = line.iter().position(|b| *b == b' ')?;
+        let t: jiff::Timestamp = std::str::from_utf8(&line[..space]).ok()?.parse().ok()?;
+        let text = &line[space + 1..];
+        match self.last {
+            Some(last) if t < last => None,
+            // Lines of one instant come in the same order every time.
+            Some(last) if t == last && self.skip > 0 => {
+                self.skip -= 1;
+                None
+            }
+            Some(last) if t == last => {
+                self.at_last += 1;
+                Some(text)
+            }
+            _ => {
+                self.last = Some(t);
+                self.at_last = 1;
+                self.skip = 0;
+                Some(text)
+            }
+        }
+    }
+}
+
+/// Why a pod's log could not be copied (yet).
 #[derive(Debug, thiserror::Error)]
 enum CopyError {
     /// The log could not be read from the API.
@@ -29,8 +101,8 @@ pub(crate) struct LogCopier {
     conn: Arc<Connection>,
     /// Where pod logs are copied (`NAME.log`).
     dir: PathBuf,
-    /// Pods whose log is being copied.
-    copying: Mutex<HashSet<String>>,
+    /// Pods (name and uid) whose log is being copied.
+    copying: Mutex<HashSet<(String, String)>>,
     /// Pods whose log has been copied to its end.
     copied: Mutex<HashSet<String>>,
 }
@@ -65,6 +137,10 @@ impl LogCopier {
         self.copying
             .lock()
             .unwrap_or_else(|e| e.into_inner())
+            .retain(|(n, _)| n != name);
+        self.copied
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
             .remove(name);
     }
 
@@ -77,55 +153,200 @@ impl LogCopier {
             .as_ref()
             .and_then(|s| s.phase.as_deref())
             .is_some_and(|p| p != "Pending");
-        let Some(name) = pod.metadata.name.clone().filter(|_| started) else {
+        let (Some(name), Some(uid)) = (pod.metadata.name.clone(), pod.metadata.uid.clone()) else {
+            return;
+        };
+        let Some(container) = log_container(pod).filter(|_| started) else {
             return;
         };
         if !self
             .copying
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(name.clone())
+            .insert((name.clone(), uid.clone()))
         {
             return;
         }
         let this = self.clone();
-        tokio::spawn(async move {
-            use futures_util::AsyncReadExt;
-            use std::io::Write;
-            let path = this.path(&name);
-            let copied = async {
-                let api = this.conn.pods().await?;
-                let params = kube::api::LogParams {
-                    follow: true,
-                    ..Default::default()
-                };
-                let mut stream = api
-                    .log_stream(&name, &params)
-                    .await
-                    .map_err(ApiError::from)?;
-                std::fs::create_dir_all(&this.dir)?;
-                let mut file = std::fs::File::create(&path)?;
-                let mut buf = vec![0u8; 16 * 1024];
-                loop {
-                    let n = stream.read(&mut buf).await?;
-                    if n == 0 {
-                        return Ok::<(), CopyError>(());
-                    }
-                    file.write_all(&buf[..n])?;
+        tokio::spawn(async move { this.copy_until_done(name, uid, container).await });
+    }
+
+    async fn copy_until_done(self: Arc<Self>, name: String, uid: String, container: String) {
+        use std::io::Write;
+        let path = self.path(&name);
+        let mut file =
+            match std::fs::create_dir_all(&self.dir).and_then(|_| std::fs::File::create(&path)) {
+                Ok(f) => f,
+                Err(e) => {
+                    tracing::warn!(pod = %name, error = %e, "cannot write the pod's log file");
+                    return;
                 }
+            };
+        let mut resume = Resume::default();
+        let mut backoff = Duration::from_millis(200);
+        loop {
+            if !self.still_copying(&name, &uid) {
+                return;
             }
-            .await;
-            this.copied
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(name.clone());
-            if let Err(e) = copied {
-                let _ = std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&path)
-                    .and_then(|mut f| writeln!(f, "bosun: the pod's log could not be copied: {e}"));
+            let followed = self
+                .read(&name, &container, true, &mut resume, &mut file)
+                .await;
+            // The stream ended: the container ended, or the stream broke.
+            match self.container_ended(&name, &uid, &container).await {
+                Ok(Some(true)) => {
+                    // Whatever the follow missed, to the log's end.
+                    match self
+                        .read(&name, &container, false, &mut resume, &mut file)
+                        .await
+                    {
+                        Ok(()) => {
+                            let _ = file.flush();
+                            self.copied
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .insert(name.clone());
+                            return;
+                        }
+                        Err(e) => {
+                            tracing::info!(pod = %name, error = %e, "the pod's log could not be read to its end yet")
+                        }
+                    }
+                }
+                Ok(Some(false)) => {
+                    if let Err(e) = &followed {
+                        tracing::info!(pod = %name, error = %e, "the pod's log stream broke; resuming");
+                    }
+                }
+                // Gone (or another pod of that name): nothing more to copy.
+                Ok(None) => {
+                    let _ = writeln!(
+                        file,
+                        "bosun: the pod was deleted before its log was copied to its end"
+                    );
+                    return;
+                }
+                Err(e) => tracing::info!(pod = %name, error = %e, "cannot read the pod"),
             }
-        });
+            if followed.is_ok() {
+                backoff = Duration::from_millis(200);
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(10));
+        }
+    }
+
+    fn still_copying(&self, name: &str, uid: &str) -> bool {
+        self.copying
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&(name.to_string(), uid.to_string()))
+    }
+
+    /// Whether the pod `name` (of `uid`)'s `container` has ended; `None`
+    /// when that pod is gone.
+    async fn container_ended(
+        &self,
+        name: &str,
+        uid: &str,
+        container: &str,
+    ) -> Result<Option<bool>, CopyError> {
+        let api = self.conn.pods().await?;
+        let pod = match api.get_opt(name).await.map_err(ApiError::from)? {
+            Some(p) if p.metadata.uid.as_deref() == Some(uid) => p,
+            _ => return Ok(None),
+        };
+        let status = pod.status.unwrap_or_default();
+        let terminal = matches!(status.phase.as_deref(), Some("Succeeded") | Some("Failed"));
+        let ended = status
+            .container_statuses
+            .iter()
+            .flatten()
+            .find(|c| c.name == container)
+            .and_then(|c| c.state.as_ref())
+            .is_some_and(|s| s.terminated.is_some());
+        Ok(Some(terminal || ended))
+    }
+
+    /// Reads the log from where `resume` stands (following it if `follow`)
+    /// and appends the new lines to `file`.
+    async fn read(
+        &self,
+        name: &str,
+        container: &str,
+        follow: bool,
+        resume: &mut Resume,
+        file: &mut std::fs::File,
+    ) -> Result<(), CopyError> {
+        use futures_util::AsyncBufReadExt;
+        use std::io::Write;
+        let api = self.conn.pods().await?;
+        let params = kube::api::LogParams {
+            follow,
+            timestamps: true,
+            container: Some(container.to_string()),
+            since_time: resume.begin(),
+            ..Default::default()
+        };
+        let stream = api
+            .log_stream(name, &params)
+            .await
+            .map_err(ApiError::from)?;
+        let mut reader = futures_util::io::BufReader::new(stream);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            let n = reader.read_until(b'\n', &mut line).await?;
+            if n == 0 {
+                return Ok(());
+            }
+            if let Some(text) = resume.take(&line) {
+                file.write_all(text)?;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Resume;
+
+    fn read(r: &mut Resume, lines: &[&str]) -> String {
+        r.begin();
+        lines
+            .iter()
+            .filter_map(|l| r.take(l.as_bytes()))
+            .map(|t| String::from_utf8_lossy(t).into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn a_resumed_read_writes_each_line_once() {
+        let mut r = Resume::default();
+        let first = read(
+            &mut r,
+            &[
+                "2026-12-01T10:00:00.5Z a\n",
+                "2026-12-01T10:00:01.25Z b\n",
+                "2026-12-01T10:00:01.25Z c\n",
+            ],
+        );
+        assert_eq!(first, "a\nb\nc\n");
+        // The read from 10:00:01 sends b and c again, then more of the same
+        // instant and later.
+        assert_eq!(
+            r.begin().map(|t| t.to_string()).as_deref(),
+            Some("2026-12-01T10:00:01Z")
+        );
+        let second = read(
+            &mut r,
+            &[
+                "2026-12-01T10:00:01.25Z b\n",
+                "2026-12-01T10:00:01.25Z c\n",
+                "2026-12-01T10:00:01.25Z d\n",
+                "2026-12-01T10:00:02Z e",
+            ],
+        );
+        assert_eq!(second, "d\ne");
+        assert_eq!(read(&mut r, &["2026-12-01T10:00:02Z e", "not stamped"]), "");
     }
 }

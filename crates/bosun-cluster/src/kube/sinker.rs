@@ -29,7 +29,16 @@ pub(crate) async fn sink(conn: &Connection, cache: &PodCache, logs: &LogCopier, 
             continue;
         };
         for name in done {
-            let _ = api.delete(&name, &kube::api::DeleteParams::default()).await;
+            // Only the pod that ended: never a revived run's new pod.
+            let uid = cache.with_pod(&name, |p| p.metadata.uid.clone()).flatten();
+            let params = kube::api::DeleteParams {
+                preconditions: uid.map(|uid| kube::api::Preconditions {
+                    uid: Some(uid),
+                    resource_version: None,
+                }),
+                ..Default::default()
+            };
+            let _ = api.delete(&name, &params).await;
         }
     }
 }
