@@ -4,6 +4,7 @@
 //! answers from it (`service`).
 
 pub mod cli;
+pub mod client;
 pub mod demand;
 pub mod inputs;
 pub mod persist;
