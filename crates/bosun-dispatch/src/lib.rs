@@ -11,6 +11,7 @@
 
 #![warn(missing_docs)]
 
+pub mod adjust;
 pub mod demand;
 pub mod format;
 pub mod inventory;
