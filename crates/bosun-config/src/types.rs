@@ -370,6 +370,13 @@ pub struct DispatcherConfig {
     /// Provider names mapped before matching clusters' `provider`
     /// (OpenShift's `cloudMapping`, e.g. `equinix-ocp-metal: aws`).
     pub provider_mapping: BTreeMap<String, String>,
+    /// How long a cluster must have been not Reachable before its relocatable
+    /// units are served from other clusters (the health overlay, outside the
+    /// movement budget; the plan itself is unchanged). Default 5m.
+    pub unhealthy_after: Option<GoDuration>,
+    /// How long a cluster in the health overlay must have been Reachable again
+    /// before its units come back. Default 10m.
+    pub recover_after: Option<GoDuration>,
 }
 
 /// The label a job names its provider with, bosun's own.
@@ -390,7 +397,22 @@ pub const DEFAULT_WINDOW: GoDuration = GoDuration::from_secs(7 * 24 * 3600);
 pub const DEFAULT_PROMETHEUS_QUERY: &str =
     r#"sum(increase(prowjob_state_transitions{state="pending"}[$window])) by (job_name)"#;
 
+/// `dispatcher.unhealthy_after`'s default.
+pub const DEFAULT_UNHEALTHY_AFTER: GoDuration = GoDuration::from_secs(5 * 60);
+/// `dispatcher.recover_after`'s default.
+pub const DEFAULT_RECOVER_AFTER: GoDuration = GoDuration::from_secs(10 * 60);
+
 impl DispatcherConfig {
+    /// `unhealthy_after`, defaulted.
+    pub fn unhealthy_after(&self) -> GoDuration {
+        self.unhealthy_after.unwrap_or(DEFAULT_UNHEALTHY_AFTER)
+    }
+
+    /// `recover_after`, defaulted.
+    pub fn recover_after(&self) -> GoDuration {
+        self.recover_after.unwrap_or(DEFAULT_RECOVER_AFTER)
+    }
+
     /// `budget` as a share of demand (0.0-1.0).
     pub fn budget_share(&self) -> f64 {
         self.budget.map_or(DEFAULT_BUDGET_PERCENT, |p| p.0) / 100.0

@@ -24,6 +24,8 @@ pub mod health;
 pub mod logging;
 pub mod metrics;
 pub mod periodics;
+pub mod placement;
+pub mod plans;
 pub mod reload;
 pub mod runs;
 pub mod schedule;

@@ -166,7 +166,14 @@ pub fn run(args: &ServeArgs) -> ExitCode {
         tracing::error!("{e}");
         return ExitCode::FAILURE;
     }
+    let engine = crate::plans::engine(
+        &snapshot.config,
+        &args.data_dir,
+        crate::plans::demand_source(&snapshot.config, store.clone()),
+        token.clone(),
+    );
     let shared = Arc::new(Shared::new(SharedParts {
+        placer: Arc::new(crate::placement::Placer::new(engine)),
         store,
         active,
         snapshot,
@@ -215,7 +222,12 @@ async fn serve(daemon: Arc<Daemon>, listen: SocketAddr) -> ExitCode {
             stop.clone(),
         )),
         tokio::spawn(crate::reload::reload_loop(daemon.clone(), stop.clone())),
-        tokio::spawn(crate::health::health_loop(shared, stop.clone())),
+        tokio::spawn(crate::health::health_loop(shared.clone(), stop.clone())),
+        tokio::spawn(crate::plans::plan_loop(
+            shared,
+            daemon.controller.clone(),
+            stop.clone(),
+        )),
     ];
     let mut stop_http = stop.clone();
     let server =

@@ -88,6 +88,12 @@ fn sim_with(start: Timestamp, config: &str, jobs: &str) -> Sim {
         metrics,
         config_args,
         cpus: 8,
+        placer: Arc::new(crate::placement::Placer::new(crate::plans::engine(
+            &bosun_config::types::ProwConfig::default(),
+            dir.path(),
+            crate::dispatch::demand::DemandSource::Ones,
+            None,
+        ))),
     }));
     let daemon = Daemon::new(shared, Arc::default(), None, dir.path().join("runs"));
     Sim {

@@ -101,6 +101,8 @@ pub struct Shared {
     pub clusters_changed: tokio::sync::Notify,
     /// Where the configuration comes from (reloads read it again).
     pub config_args: ConfigArgs,
+    /// Where runs in `scheduling` go (bosun's dispatcher, an external one).
+    pub placer: Arc<crate::placement::Placer>,
     in_force: RwLock<Arc<InForce>>,
     make_executor: ExecutorFactory,
     /// The executors of removed clusters, kept until the controller has
@@ -136,6 +138,8 @@ pub struct SharedParts {
     pub config_args: ConfigArgs,
     /// CPUs (the default slots of a local cluster).
     pub cpus: usize,
+    /// Where runs in `scheduling` go.
+    pub placer: Arc<crate::placement::Placer>,
 }
 
 impl Shared {
@@ -161,6 +165,7 @@ impl Shared {
             health: Mutex::default(),
             clusters_changed: tokio::sync::Notify::new(),
             config_args: p.config_args,
+            placer: p.placer,
             in_force: RwLock::new(Arc::new(InForce {
                 snapshot: Arc::new(p.snapshot),
                 clusters: Arc::new(clusters),

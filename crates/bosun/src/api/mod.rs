@@ -59,6 +59,12 @@ pub fn router(daemon: Arc<Daemon>) -> Router {
             "/api/v1/periodics/{identity}/resume",
             guarded(post(periodics::resume)),
         )
+        // The dispatcher, as the standalone service answers (lookups need
+        // no token; re-plans and overrides need the API token).
+        .nest_service(
+            "/api/v1/dispatch",
+            crate::dispatch::engine::router(daemon.shared.placer.engine.clone()),
+        )
         .with_state(daemon)
 }
 
@@ -92,7 +98,24 @@ async fn readyz(State(daemon): State<Arc<Daemon>>) -> Response {
 /// `GET /metrics`: Prometheus' text format.
 async fn metrics(State(daemon): State<Arc<Daemon>>) -> Response {
     let shared = daemon.shared.clone();
-    let text = blocking(move || shared.metrics.render(shared.store.as_ref())).await;
+    let text = blocking(move || {
+        let mut text = shared.metrics.render(shared.store.as_ref());
+        // The dispatcher's and the external client's, while configured.
+        let snapshot = shared.snapshot();
+        let mut more = String::new();
+        if snapshot.config.dispatcher.is_some() {
+            more.push_str(&shared.placer.engine.service.metrics_text());
+        }
+        if let Some(client) = shared.placer.external(&snapshot.config) {
+            more.push_str(&client.metrics_text());
+        }
+        for line in more.lines().filter(|l| *l != "# EOF") {
+            text.push_str(line);
+            text.push('\n');
+        }
+        text
+    })
+    .await;
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 

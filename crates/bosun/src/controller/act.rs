@@ -95,6 +95,18 @@ impl Controller {
                 );
             }
         }
+        // The external dispatcher is asked off the pass; the answer waits
+        // for the next one.
+        for run in plan.lookups {
+            let c = self.clone();
+            let snapshot = observed.snapshot.clone();
+            off_the_pass(move || {
+                let now = c.shared.clock.now();
+                if c.shared.placer.look_up(&run, &snapshot.config, now) {
+                    c.wake();
+                }
+            });
+        }
         for r in plan.revivals {
             let Some(exec) = clusters.executors.get(&r.cluster).cloned() else {
                 continue;

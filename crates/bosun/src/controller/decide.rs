@@ -18,6 +18,7 @@ use bosun_store::{Run, RunState, Transition};
 use jiff::Timestamp;
 
 use super::observe::{cluster_of, Observed, PendingRun};
+use crate::placement::Decision;
 
 /// A run's process or pod to stop before its end is committed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,6 +66,9 @@ pub struct Plan {
     pub revivals: Vec<Revival>,
     /// Runs to start, in admission order.
     pub starts: Vec<Admitted>,
+    /// Runs in `scheduling` whose cluster the external dispatcher is asked
+    /// for (off the pass).
+    pub lookups: Vec<Arc<Run>>,
     /// Abort requests this plan carries out (or finds moot).
     pub aborts_taken: Vec<String>,
     /// Slots in use, for the log.
@@ -258,22 +262,53 @@ pub fn decide_unstarted_abort(
 /// Prow's failover mapping applied (unconditionally, as Prow does, but never
 /// onto a trusted cluster that does not admit the run), then waits to start
 /// there.
-pub fn decide_scheduling(o: &Observed, run: &Run, now: Timestamp, plan: &mut Plan) {
+pub fn decide_scheduling(o: &Observed, run: &Arc<Run>, now: Timestamp, plan: &mut Plan) {
     let config = &o.snapshot.config;
     let mut to = run.configured_cluster.clone();
+    // Step 2: bosun's plan, else the external dispatcher.
+    let mut how = Vec::new();
+    if let Some(placer) = &o.placer {
+        match placer.place(run, config, now) {
+            Decision::Ready(placed) => {
+                match placed.cluster {
+                    Some(c) if c != to => match trust_refusal(o, &c, run) {
+                        None => to = c,
+                        Some(why) => {
+                            tracing::warn!(run = %run.id, to = %c, "dispatcher's cluster ignored: {why}");
+                            how.push(format!("{c} refused: {why}"));
+                        }
+                    },
+                    _ => {}
+                }
+                if !placed.why.is_empty() {
+                    how.push(placed.why);
+                }
+            }
+            Decision::LookUp => {
+                plan.lookups.push(run.clone());
+                return;
+            }
+            Decision::NotYet => return,
+        }
+    }
+    // Step 3: Prow's failover mappings.
     if let Some(mapped) = config.scheduler.failover.mappings.get(&to) {
         match trust_refusal(o, mapped, run) {
-            None => to = mapped.clone(),
+            None => {
+                how.push(format!("failover mapping {to} -> {mapped}"));
+                to = mapped.clone();
+            }
             Some(why) => {
                 tracing::warn!(run = %run.id, to = %mapped, "failover mapping ignored: {why}")
             }
         }
     }
-    let mut t = Transition::to(
-        RunState::Triggered,
-        now,
-        format!("Job scheduled to cluster {to}."),
-    );
+    let description = if how.is_empty() {
+        format!("Job scheduled to cluster {to}.")
+    } else {
+        format!("Job scheduled to cluster {to} ({}).", how.join("; "))
+    };
+    let mut t = Transition::to(RunState::Triggered, now, description);
     t.cluster = Some(to);
     plan.transitions.push((run.id.clone(), t));
 }
@@ -321,7 +356,7 @@ pub fn decide_triggered(
     let health = o.health[alias].clone();
     let target = match health {
         Health::Reachable => alias.to_string(),
-        health => match failover_target(o, alias, run) {
+        health => match overlay_target(o, alias, run).or_else(|| failover_target(o, alias, run)) {
             Some(t) => t,
             None => {
                 // It waits, and says why (once, not on every pass).
@@ -387,6 +422,26 @@ pub fn decide_triggered(
         cluster: target,
     };
     Some((waiting, admitted))
+}
+
+/// Where a run still `triggered` on `alias`, which is not Reachable, goes
+/// when the dispatcher's health overlay serves its job from another cluster
+/// (Reachable, and admitting it if trusted).
+fn overlay_target(o: &Observed, alias: &str, run: &Run) -> Option<String> {
+    o.snapshot.config.dispatcher.as_ref()?;
+    let (a, _) = o.placer.as_ref()?.engine.service.assignment(&run.job)?;
+    if a.cluster == alias
+        || a.rule != "health overlay"
+        || o.health.get(&a.cluster) != Some(&Health::Reachable)
+        || !o.clusters.executors.contains_key(&a.cluster)
+    {
+        return None;
+    }
+    if let Some(why) = trust_refusal(o, &a.cluster, run) {
+        tracing::warn!(run = %run.id, to = %a.cluster, "health overlay ignored: {why}");
+        return None;
+    }
+    Some(a.cluster)
 }
 
 /// Where the runs of `alias`, which is not Reachable, go instead: its

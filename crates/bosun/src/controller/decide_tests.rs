@@ -175,6 +175,7 @@ impl World {
                 unstarted_aborts: Vec::new(),
                 specs: HashMap::new(),
                 held_notes: HashMap::new(),
+                placer: None,
             },
             build: 0,
         }

@@ -62,6 +62,8 @@ pub struct Observed {
     pub specs: HashMap<String, Arc<SpecSnapshot>>,
     /// Why waiting runs wait, as held for the next commit.
     pub held_notes: HashMap<String, String>,
+    /// Where runs in `scheduling` go (none: their configured cluster).
+    pub placer: Option<Arc<crate::placement::Placer>>,
 }
 
 impl Observed {
@@ -122,6 +124,15 @@ impl Controller {
                 })
                 .collect()
         };
+        // The dispatcher's health overlay moves on with the clusters'
+        // health; expired overrides go.
+        shared.placer.tick(
+            health
+                .iter()
+                .map(|(alias, h)| (alias.clone(), *h == Health::Reachable)),
+            &snapshot.config,
+            now,
+        );
         let idle = |id: &str| !starting.contains_key(id) && !held.contains(id);
 
         let mut specs = HashMap::new();
@@ -209,6 +220,7 @@ impl Controller {
             unstarted_aborts,
             specs,
             held_notes,
+            placer: Some(shared.placer.clone()),
         }
     }
 

@@ -192,6 +192,12 @@ impl Default for ExternalMetrics {
 }
 
 impl ExternalMetrics {
+    /// Counts a placement answered from the cache by a caller that peeked
+    /// ([`ExternalClient::cached`] counts nothing itself).
+    pub fn hit(&self) {
+        self.hits.inc();
+    }
+
     /// Counters at zero, every fallback class present.
     pub fn new() -> ExternalMetrics {
         let fallbacks = Family::<Vec<(String, String)>, Counter>::default();

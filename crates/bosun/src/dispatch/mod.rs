@@ -6,6 +6,7 @@
 pub mod cli;
 pub mod client;
 pub mod demand;
+pub mod engine;
 pub mod inputs;
 pub mod persist;
 pub mod plot;

@@ -191,6 +191,14 @@ impl Service {
         *self.in_force.write().unwrap_or_else(|e| e.into_inner()) = Some(next);
     }
 
+    /// Job `job`'s assignment in the plan in force, and the plan's
+    /// generation.
+    pub fn assignment(&self, job: &str) -> Option<(bosun_dispatch::model::Assignment, u64)> {
+        let current = self.current()?;
+        let (a, _) = current.lookup.job(job)?;
+        Some((a.clone(), current.plan.generation))
+    }
+
     /// The plan in force, if one is loaded.
     pub fn plan(&self) -> Option<Arc<Plan>> {
         self.current().map(|c| c.plan.clone())
@@ -219,7 +227,7 @@ pub fn router(service: Arc<Service>) -> Router {
 }
 
 /// A plain-text answer as Go's `http.Error` writes it.
-fn text(status: StatusCode, message: &str) -> Response {
+pub fn text(status: StatusCode, message: &str) -> Response {
     let mut r = (status, format!("{message}\n")).into_response();
     let h = r.headers_mut();
     h.insert(
@@ -342,17 +350,38 @@ async fn plan(State(service): State<Arc<Service>>) -> Response {
     }
 }
 
-/// `POST /replan`: 202; the service plans again at once.
-async fn replan(State(service): State<Arc<Service>>, headers: HeaderMap) -> Response {
-    if let Some(token) = &service.token {
+impl Service {
+    /// Whether `headers` carry the token (`Authorization: Bearer TOKEN`,
+    /// compared in constant time); always, when no token is set.
+    pub fn authorized(&self, headers: &HeaderMap) -> bool {
+        let Some(token) = &self.token else {
+            return true;
+        };
         let given = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
             .unwrap_or_default();
-        if !bool::from(given.as_bytes().ct_eq(token.as_bytes())) {
-            return text(StatusCode::UNAUTHORIZED, "a valid bearer token is required");
-        }
+        bool::from(given.as_bytes().ct_eq(token.as_bytes()))
+    }
+
+    /// The service's metrics, in the text format.
+    pub fn metrics_text(&self) -> String {
+        let mut out = String::new();
+        let _ = encode(&mut out, &self.metrics.registry);
+        out
+    }
+}
+
+/// The 401 of a request without the token.
+pub fn unauthorized() -> Response {
+    text(StatusCode::UNAUTHORIZED, "a valid bearer token is required")
+}
+
+/// `POST /replan`: 202; the service plans again at once.
+async fn replan(State(service): State<Arc<Service>>, headers: HeaderMap) -> Response {
+    if !service.authorized(&headers) {
+        return unauthorized();
     }
     service.replan.notify_one();
     (StatusCode::ACCEPTED, "re-planning\n").into_response()
