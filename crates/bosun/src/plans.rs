@@ -108,7 +108,10 @@ pub fn plan_now(shared: &Shared, full: bool, reason: &str) {
         return;
     }
     let inputs = daemon_inputs(shared, &in_force);
-    shared.placer.engine.replan(Ok(inputs), full, reason);
+    shared
+        .placer
+        .engine
+        .replan(Ok(inputs), full, reason, shared.clock.now());
 }
 
 /// The task: plans while the configuration has a `dispatcher:` section.

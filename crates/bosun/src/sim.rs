@@ -373,3 +373,141 @@ periodics:
         );
     }
 }
+
+/// The dispatcher's health overlay on a simulated clock: a cluster not
+/// Reachable for `unhealthy_after` has its relocatable runs still
+/// `triggered` sent elsewhere within a pass, and its units come back once it
+/// has been Reachable for `recover_after`; a pinned run waits; a pending run
+/// never moves. Overrides expire back to the plan.
+#[test]
+fn the_health_overlay_moves_relocatable_runs_and_gives_them_back() {
+    let config = "scheduler: {enabled: true}
+dispatcher: {relocatable_clusters: [build-a], unit: job}
+build_clusters:
+  build-a: {kind: local}
+  build-k: {kind: kubernetes, kubeconfig: /nonexistent, context: build-k}
+";
+    let jobs = r#"
+periodics:
+- name: reloc
+  cron: "* * * * *"
+  concurrency_policy: allow
+  cluster: build-a
+  spec: {containers: [{image: x, command: ["true"]}]}
+- name: pinned
+  cron: "* * * * *"
+  concurrency_policy: allow
+  cluster: build-k
+  spec: {containers: [{image: x, command: ["true"]}]}
+"#;
+    let s = sim_with("2026-03-02T00:00:30Z".parse().unwrap(), config, jobs);
+    let shared = &s.daemon.shared;
+    let at = |t: &str| -> Timestamp { t.parse().unwrap() };
+    let fire_at = |t: &str| {
+        s.clock.set(at(t));
+        let (created, failed) = crate::periodics::fire(shared, &s.daemon.controller);
+        assert!(failed.is_empty(), "{failed:?}");
+        created
+    };
+    let probe = |ok: bool| {
+        let p = if ok {
+            bosun_cluster::kube::Probe::Allowed
+        } else {
+            bosun_cluster::kube::Probe::Failed(bosun_cluster::kube::ApiError::TimedOut)
+        };
+        crate::health::record(shared, "build-k", p);
+    };
+    let pass = || {
+        s.daemon.controller.pass();
+        s.daemon.controller.flush();
+    };
+    let engine = &shared.placer.engine;
+    let planned = |job: &str| engine.service.assignment(job).map(|(a, _)| a.cluster);
+    let last = |job: &str| s.runs(job).pop().unwrap();
+    fire_at("2026-03-02T00:00:30Z");
+    probe(true);
+    crate::plans::plan_now(shared, true, "test");
+    // Whatever the plan says, an override puts `reloc` on build-k (and
+    // expires in an hour).
+    let o = engine
+        .add_override(
+            crate::dispatch::engine::OverrideRequest {
+                job: Some("reloc".into()),
+                file: None,
+                drain: None,
+                cluster: Some("build-k".into()),
+                ttl: "1h".into(),
+                reason: "test".into(),
+                actor: "sim".into(),
+            },
+            s.clock.now(),
+        )
+        .unwrap();
+    assert_eq!(planned("reloc").as_deref(), Some("build-k"));
+    assert_eq!(planned("pinned").as_deref(), Some("build-k"));
+    fire_at("2026-03-02T00:01:00Z");
+    pass();
+    pass();
+    let early = last("reloc");
+    assert_eq!(early.cluster.as_deref(), Some("build-k"));
+    assert_eq!(early.state, RunState::Pending, "{early:?}");
+    // build-k goes down at 00:02.
+    s.clock.set(at("2026-03-02T00:02:00Z"));
+    probe(false);
+    probe(false);
+    pass();
+    fire_at("2026-03-02T00:03:00Z");
+    pass();
+    pass();
+    let waiting = last("reloc");
+    assert_eq!(
+        (waiting.state, waiting.cluster.as_deref()),
+        (RunState::Triggered, Some("build-k")),
+        "not yet unhealthy_after: {waiting:?}"
+    );
+    // 5 minutes after it went down: the next pass sends the triggered run
+    // of `reloc` elsewhere; the pinned one waits; the pending one stays.
+    s.clock.set(at("2026-03-02T00:07:00Z"));
+    pass();
+    pass();
+    assert_eq!(planned("reloc").as_deref(), Some("build-a"));
+    let moved = s
+        .runs("reloc")
+        .into_iter()
+        .find(|r| r.id == waiting.id)
+        .unwrap();
+    assert_eq!(moved.cluster.as_deref(), Some("build-a"), "{moved:?}");
+    assert_ne!(moved.state, RunState::Triggered, "{moved:?}");
+    let pinned = last("pinned");
+    assert_eq!(
+        (pinned.state, pinned.cluster.as_deref()),
+        (RunState::Triggered, Some("build-k"))
+    );
+    let kept = s
+        .runs("reloc")
+        .into_iter()
+        .find(|r| r.id == early.id)
+        .unwrap();
+    assert_eq!(kept.cluster.as_deref(), Some("build-k"), "a pending run never moves");
+    // New runs of `reloc` go to build-a at once.
+    fire_at("2026-03-02T00:08:00Z");
+    pass();
+    assert_eq!(last("reloc").cluster.as_deref(), Some("build-a"));
+    // build-k is back at 00:09; its units come back 10 minutes later.
+    s.clock.set(at("2026-03-02T00:09:00Z"));
+    probe(true);
+    pass();
+    s.clock.set(at("2026-03-02T00:18:59Z"));
+    pass();
+    assert_eq!(planned("reloc").as_deref(), Some("build-a"), "not yet");
+    s.clock.set(at("2026-03-02T00:19:00Z"));
+    pass();
+    assert_eq!(planned("reloc").as_deref(), Some("build-k"));
+    // The override expires at 00:00:30 + 1h: back to the plan.
+    assert_eq!(engine.overrides(s.clock.now()).len(), 1);
+    s.clock.set(o.expires_at);
+    pass();
+    assert!(engine.overrides(s.clock.now()).is_empty());
+    let base = engine.base_plan().unwrap();
+    assert_eq!(planned("reloc"), Some(base.assignments["reloc"].cluster.clone()));
+}

@@ -161,7 +161,13 @@ impl Engine {
     /// Plans again from `inputs`: in full (`full`), or, when the inventory
     /// did not change, placing only new jobs. Keeps the last plan on error.
     /// Returns whether a plan is in force.
-    pub fn replan(&self, inputs: Result<Inputs, String>, full: bool, reason: &str) -> bool {
+    pub fn replan(
+        &self,
+        inputs: Result<Inputs, String>,
+        full: bool,
+        reason: &str,
+        now: Timestamp,
+    ) -> bool {
         let inputs = match inputs {
             Ok(i) => i,
             Err(e) => {
@@ -208,7 +214,7 @@ impl Engine {
             input: inputs.input,
             repos: inputs.repos,
         });
-        self.publish(Timestamp::now());
+        self.publish(now);
         true
     }
 
@@ -238,6 +244,12 @@ impl Engine {
         for (id, why) in &adjusted.skipped {
             tracing::warn!(r#override = %id, "override not applied: {why}");
         }
+        self.service.set_adjustments(
+            adjusted.overlay.len(),
+            unhealthy.len(),
+            adjusted.overridden.len(),
+            adjusted.active_overrides,
+        );
         *self.adjustments.lock().unwrap_or_else(|e| e.into_inner()) = Adjustments {
             overlay_units: adjusted.overlay.len(),
             overridden_units: adjusted.overridden.len(),

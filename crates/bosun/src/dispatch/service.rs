@@ -62,6 +62,10 @@ struct ServiceMetrics {
     relative_load: Family<Vec<(String, String)>, Gauge<f64, std::sync::atomic::AtomicU64>>,
     moves: Gauge,
     unplaced: Gauge,
+    overlay_units: Gauge,
+    overridden_units: Gauge,
+    overrides: Gauge,
+    overlay_clusters: Gauge,
     /// The lookup counters, made once: (job, repository) x (not found,
     /// found). A lookup only increments one (no labels built per request).
     lookup_counters: Vec<Counter>,
@@ -112,6 +116,26 @@ impl ServiceMetrics {
             "bosun_dispatcher_plan_unplaced",
             "Units the plan in force could not place",
             m.unplaced.clone(),
+        );
+        r.register(
+            "bosun_dispatcher_overlay_units",
+            "Units the health overlay serves from another cluster",
+            m.overlay_units.clone(),
+        );
+        r.register(
+            "bosun_dispatcher_overlay_clusters",
+            "Clusters in the health overlay (not Reachable for unhealthy_after)",
+            m.overlay_clusters.clone(),
+        );
+        r.register(
+            "bosun_dispatcher_overridden_units",
+            "Units moved by overrides and drains",
+            m.overridden_units.clone(),
+        );
+        r.register(
+            "bosun_dispatcher_overrides",
+            "Overrides in force",
+            m.overrides.clone(),
         );
         for kind in ["job", "repository"] {
             for result in ["not_found", "found"] {
@@ -189,6 +213,21 @@ impl Service {
             plan_json,
         });
         *self.in_force.write().unwrap_or_else(|e| e.into_inner()) = Some(next);
+    }
+
+    /// Records what the effective plan's adjustments do (metrics).
+    pub fn set_adjustments(
+        &self,
+        overlay_units: usize,
+        overlay_clusters: usize,
+        overridden_units: usize,
+        overrides: usize,
+    ) {
+        let m = &self.metrics;
+        m.overlay_units.set(overlay_units as i64);
+        m.overlay_clusters.set(overlay_clusters as i64);
+        m.overridden_units.set(overridden_units as i64);
+        m.overrides.set(overrides as i64);
     }
 
     /// Job `job`'s assignment in the plan in force, and the plan's
