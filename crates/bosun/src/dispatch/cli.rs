@@ -82,6 +82,9 @@ pub struct PlanArgs {
 pub enum DispatchCommand {
     /// Plan job placement and print it.
     Plan(PlanArgs),
+    /// Write the plan into the job files' `cluster:` values (relocatable
+    /// jobs only; with `--openshift-config`, also its `buildFarm` lists).
+    WriteBack(super::writeback::WriteBackArgs),
 }
 
 /// `bosun dispatch` arguments.
@@ -191,7 +194,10 @@ fn plan_inputs(
 
 /// `bosun dispatch plan`.
 pub fn plan_command(args: &DispatchArgs, out: &mut dyn Write) -> ExitCode {
-    let DispatchCommand::Plan(args) = &args.command;
+    let args = match &args.command {
+        DispatchCommand::Plan(args) => args,
+        DispatchCommand::WriteBack(args) => return super::writeback::command(args, out),
+    };
     match plan_once(args, out) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -12,3 +12,4 @@ pub mod persist;
 pub mod plot;
 pub mod prometheus;
 pub mod service;
+pub mod writeback;
