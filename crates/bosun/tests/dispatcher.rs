@@ -192,3 +192,108 @@ fn the_plan_file_in_a_watched_directory_does_not_replan_itself() {
     let log = std::fs::read_to_string(dir.join("dispatcher-0.log")).unwrap();
     assert_eq!(log.matches("plan in force").count(), 1, "{log}");
 }
+
+/// `bosun dispatch override` against the standalone service: a drain moves
+/// every unit off a cluster (the plan itself unchanged), is listed, and is
+/// cancelled back to the plan; the overrides survive a restart.
+#[test]
+fn overrides_drain_a_cluster_until_cancelled_and_survive_a_restart() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    std::fs::create_dir_all(dir.join("jobs")).unwrap();
+    std::fs::write(dir.join("config.yaml"), CONFIG).unwrap();
+    for f in 0..6 {
+        std::fs::write(
+            dir.join(format!("jobs/f{f}.yaml")),
+            jobs(&format!("f{f}"), 2),
+        )
+        .unwrap();
+    }
+    std::fs::write(dir.join("demand.json"), "{}").unwrap();
+    let dispatcher = start(dir, 12);
+    let port = dispatcher.port;
+    let plan = assignments(port);
+    let on_a = |a: &serde_json::Map<String, serde_json::Value>| {
+        a.values().filter(|c| *c == "build-a").count()
+    };
+    assert!(on_a(&plan) > 0, "{plan:?}");
+    let cli = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_bosun"))
+            .args(["dispatch", "override"])
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let server = format!("http://127.0.0.1:{port}");
+    let (ok, created, err) = cli(&[
+        "create",
+        "--server",
+        &server,
+        "--drain",
+        "build-a",
+        "--ttl",
+        "2h",
+        "--reason",
+        "maintenance",
+        "--actor",
+        "ops",
+    ]);
+    assert!(ok, "{err}");
+    let id = serde_json::from_str::<serde_json::Value>(&created).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for job in plan.keys() {
+        let (status, body) = cluster_of(port, job);
+        assert_eq!(status, 200);
+        assert!(
+            !body.contains("build-a"),
+            "{job} still on the drained cluster: {body}"
+        );
+    }
+    // An ineligible or too long override is refused, saying why.
+    let (ok, _, err) = cli(&[
+        "create",
+        "--server",
+        &server,
+        "--job",
+        "f0-0",
+        "--cluster",
+        "nowhere",
+        "--ttl",
+        "1h",
+        "--reason",
+        "x",
+        "--actor",
+        "ops",
+    ]);
+    assert!(
+        !ok && err.contains("422") && err.contains("nowhere"),
+        "{err}"
+    );
+    let (ok, _, err) = cli(&[
+        "create", "--server", &server, "--drain", "build-b", "--ttl", "48h", "--reason", "x",
+        "--actor", "ops",
+    ]);
+    assert!(!ok && err.contains("24h"), "{err}");
+    // The plan in force says why.
+    let (_, body) = request(port, "GET", "/plan", None, None);
+    assert!(
+        body.contains("drain"),
+        "the plan in force shows the drain: {body}"
+    );
+    drop(dispatcher);
+    let dispatcher = start(dir, 12);
+    let port = dispatcher.port;
+    let server = format!("http://127.0.0.1:{port}");
+    let (ok, listed, err) = cli(&["list", "--server", &server]);
+    assert!(ok && listed.contains(&id), "{listed} {err}");
+    let (ok, _, err) = cli(&["cancel", "--server", &server, &id]);
+    assert!(ok, "{err}");
+    assert_eq!(on_a(&assignments(port)), on_a(&plan));
+}

@@ -195,6 +195,14 @@ fn dispatcher_check(
             "dispatcher.hysteresis_percent must be between 0 and 100".into(),
         ));
     }
+    for (name, value) in [
+        ("unhealthy_after", dispatcher.unhealthy_after),
+        ("recover_after", dispatcher.recover_after),
+    ] {
+        if value.is_some_and(|w| w.as_nanos() < 0) {
+            d.push(err(format!("dispatcher.{name} must not be negative")));
+        }
+    }
     if dispatcher.window.is_some_and(|w| w.as_nanos() <= 0) {
         d.push(err("dispatcher.window must be a positive duration".into()));
     }

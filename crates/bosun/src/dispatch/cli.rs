@@ -14,19 +14,18 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bosun_config::{load, OsFiles, Snapshot};
 use bosun_dispatch::format;
-use bosun_dispatch::model::{Plan, PlanInput};
 use bosun_dispatch::openshift::{OsClusters, OsConfig};
 use clap::{Args, Subcommand, ValueEnum};
 use jiff::Timestamp;
 
 use super::demand::{read_job_volume, CachedDemand, DemandSource};
 use super::inputs::{inputs, Inputs, OpenShift};
-use super::service::{router, Service};
+use super::service::Service;
 use crate::check::ConfigArgs;
 use crate::watch::Watch;
 
@@ -85,6 +84,8 @@ pub enum DispatchCommand {
     /// Write the plan into the job files' `cluster:` values (relocatable
     /// jobs only; with `--openshift-config`, also its `buildFarm` lists).
     WriteBack(super::writeback::WriteBackArgs),
+    /// Overrides of a running dispatcher: create, list, cancel.
+    Override(super::override_cli::OverrideArgs),
 }
 
 /// `bosun dispatch` arguments.
@@ -197,6 +198,7 @@ pub fn plan_command(args: &DispatchArgs, out: &mut dyn Write) -> ExitCode {
     let args = match &args.command {
         DispatchCommand::Plan(args) => args,
         DispatchCommand::WriteBack(args) => return super::writeback::command(args, out),
+        DispatchCommand::Override(args) => return super::override_cli::command(args, out),
     };
     match plan_once(args, out) {
         Ok(()) => ExitCode::SUCCESS,
@@ -254,14 +256,11 @@ fn plan_once(args: &PlanArgs, out: &mut dyn Write) -> Result<(), PlanError> {
     Ok(())
 }
 
-/// The standalone service's state between plans.
+/// The standalone service: its arguments and its engine (plan, overrides,
+/// the service answering from the effective plan).
 struct Dispatcher {
     args: DispatcherArgs,
-    service: Arc<Service>,
-    demand: CachedDemand,
-    /// The plan in force and the input it was made from.
-    last: Mutex<Option<(Arc<Plan>, PlanInput)>>,
-    plan_file: PathBuf,
+    engine: Arc<super::engine::Engine>,
 }
 
 impl Dispatcher {
@@ -269,101 +268,20 @@ impl Dispatcher {
     /// placing only new jobs. Keeps the last plan on any error. Blocking.
     fn replan(&self, full: bool, reason: &str) {
         let now = Timestamp::now();
-        let status = self.demand.refresh(now, full);
+        let engine = &self.engine;
+        let status = engine.demand().refresh(now, full);
         if status.is_stale() {
             tracing::warn!(?status, "demand is not current; the last good one is used");
         }
-        let demand = self
-            .demand
+        let demand = engine
+            .demand()
             .current()
             .map(|d| d.jobs.clone())
             .unwrap_or_default();
-        let last = self.last.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let previous: BTreeMap<String, String> = last
-            .as_ref()
-            .map(|(p, _)| {
-                p.assignments
-                    .iter()
-                    .map(|(j, a)| (j.clone(), a.cluster.clone()))
-                    .collect()
-            })
-            .or_else(|| {
-                let text = super::persist::read(&self.plan_file).ok()??;
-                format::previous_from_json(&text).ok()
-            })
-            .unwrap_or_default();
-        let inputs = match plan_inputs(&self.args.sources, &demand, &previous) {
-            Ok(i) => i,
-            Err(e) => {
-                tracing::error!(reason, error = %e, "cannot plan; the last plan stays in force");
-                return;
-            }
-        };
-        for w in &inputs.warnings {
-            tracing::warn!("{w}");
-        }
-        let generation = last.as_ref().map_or_else(
-            || {
-                super::persist::read(&self.plan_file)
-                    .ok()
-                    .flatten()
-                    .and_then(|t| format::plan_from_json(&t).ok())
-                    .map_or(0, |p| p.generation)
-            },
-            |(p, _)| p.generation,
-        );
-        let plan = match &last {
-            // The same inventory: new jobs are placed, gone ones dropped,
-            // nothing else moves.
-            Some((plan, input)) if !full && input.clusters == inputs.input.clusters => {
-                incremental(plan, &inputs.input)
-            }
-            _ => bosun_dispatch::plan::plan(&inputs.input, generation),
-        };
-        // An unchanged plan is not written again.
-        let unchanged = last.as_ref().is_some_and(|(p, _)| **p == plan);
-        if !unchanged {
-            if let Err(e) =
-                super::persist::write_atomically(&self.plan_file, format::to_json(&plan).as_bytes())
-            {
-                tracing::error!(file = %self.plan_file.display(), error = %e, "cannot write the plan");
-            }
-        }
-        tracing::info!(
-            reason,
-            generation = plan.generation,
-            jobs = plan.assignments.len(),
-            moves = plan.moves.len(),
-            unplaced = plan.unplaced.len(),
-            "plan in force"
-        );
-        self.service.set_plan(plan.clone(), &inputs.repos);
-        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some((Arc::new(plan), inputs.input));
+        let (previous, _) = engine.previous();
+        let inputs = plan_inputs(&self.args.sources, &demand, &previous).map_err(|e| e.to_string());
+        engine.replan(inputs, full, reason, now);
     }
-}
-
-/// `plan` with the units of `input` it does not know placed (each on its
-/// own, moving nothing else) and the jobs `input` no longer has dropped.
-fn incremental(plan: &Plan, input: &PlanInput) -> Plan {
-    let mut next = plan.clone();
-    let known: std::collections::HashSet<&str> = input
-        .units
-        .iter()
-        .flat_map(|u| u.jobs.iter().map(String::as_str))
-        .collect();
-    next.assignments
-        .retain(|job, _| known.contains(job.as_str()));
-    let mut changed = next.assignments.len() != plan.assignments.len();
-    for unit in &input.units {
-        if unit.jobs.iter().any(|j| !next.assignments.contains_key(j)) {
-            next = bosun_dispatch::plan::place_new(&next, input, unit);
-            changed = true;
-        }
-    }
-    if changed && next.generation == plan.generation {
-        next.generation += 1;
-    }
-    next
 }
 
 /// What re-plans when it changes: the config file, the job-config
@@ -468,13 +386,14 @@ pub fn dispatcher_command(args: &DispatcherArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let service = Service::new(token);
+    let engine = Arc::new(super::engine::Engine::new(
+        Service::new(token),
+        CachedDemand::new(source.unwrap_or(DemandSource::Ones)),
+        plan_file,
+    ));
     let d = Arc::new(Dispatcher {
         args: args.clone(),
-        service: service.clone(),
-        demand: CachedDemand::new(source.unwrap_or(DemandSource::Ones)),
-        last: Mutex::new(None),
-        plan_file,
+        engine: engine.clone(),
     });
     rt.block_on(async move {
         let listener = match tokio::net::TcpListener::bind(d.args.listen).await {
@@ -514,7 +433,7 @@ pub fn dispatcher_command(args: &DispatcherArgs) -> ExitCode {
                     .unwrap_or(Duration::from_secs(7 * 24 * 3600));
                 let (full, reason) = tokio::select! {
                     _ = tokio::time::sleep(until) => (true, "schedule"),
-                    _ = loop_d.service.replan.notified() => (true, "request"),
+                    _ = loop_d.engine.service.replan.notified() => (true, "request"),
                     Some(()) = rx.recv() => {
                         // Let a burst of changes settle.
                         loop {
@@ -530,7 +449,7 @@ pub fn dispatcher_command(args: &DispatcherArgs) -> ExitCode {
                 let _ = tokio::task::spawn_blocking(move || d.replan(full, reason)).await;
             }
         });
-        let server = axum::serve(listener, router(service)).with_graceful_shutdown(async {
+        let server = axum::serve(listener, super::engine::router(engine)).with_graceful_shutdown(async {
             let mut term =
                 tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
             tokio::select! {

@@ -8,6 +8,7 @@ pub mod client;
 pub mod demand;
 pub mod engine;
 pub mod inputs;
+pub mod override_cli;
 pub mod persist;
 pub mod plot;
 pub mod prometheus;
