@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
-# Lookups of `bosun dispatcher` side by side with nginx answering a fixed 200
+# Lookups of `bosun dispatcher` (or of `bosun serve`'s `/api/v1/dispatch`,
+# MODE serve) side by side with nginx answering a fixed 200
 # (worker_processes 1), both driven by `wrk -t2 -c32 -d10s --latency` with the
 # same POST body, in turns, ROUNDS times. The dispatcher serves a plan of
 # JOBS jobs (in files of 5, 3 clusters); each wrk thread asks for a
 # different job. Prints each run's requests/s and p99, and the medians' ratios.
 #
-#   bench/dispatch-lookup.sh [JOBS] [ROUNDS]   (defaults 60000, 3; needs wrk and nginx)
+#   bench/dispatch-lookup.sh [JOBS] [ROUNDS] [dispatcher|serve]
+#   (defaults 60000, 3, dispatcher; needs wrk and nginx)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 jobs=${1:-60000}
 rounds=${2:-3}
+mode=${3:-dispatcher}
 command -v wrk >/dev/null || { echo "needs wrk: apt-get install -y wrk" >&2; exit 1; }
 command -v nginx >/dev/null || { echo "needs nginx: apt-get install -y nginx" >&2; exit 1; }
 work=$(mktemp -d)
@@ -25,6 +28,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 # The job configuration: JOBS periodics, 5 to a file, none pinned.
 mkdir -p "$work/jobs"
 cat > "$work/config.yaml" <<YAML
+scheduler: {enabled: true}
 build_clusters:
   build01: {kind: local}
   build02: {kind: local}
@@ -32,9 +36,11 @@ build_clusters:
 dispatcher:
   relocatable_clusters: [default]
 YAML
-python3 - "$work/jobs" "$jobs" <<'PY'
+# (`bosun serve` would run interval periodics at once: there they never fire.)
+if [ "$mode" = serve ]; then schedule='cron: "0 0 31 2 *"'; else schedule='interval: 1h'; fi
+python3 - "$work/jobs" "$jobs" "$schedule" <<'PY'
 import sys
-d, n = sys.argv[1], int(sys.argv[2])
+d, n, schedule = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 for f in range((n + 4) // 5):
     with open(f"{d}/file-{f:05}.yaml", "w") as out:
         out.write("periodics:\n")
@@ -42,20 +48,27 @@ for f in range((n + 4) // 5):
             i = f * 5 + j
             if i >= n:
                 break
-            out.write(f"- name: job-{i:06}\n  interval: 1h\n  spec: {{containers: [{{image: x, command: [\"true\"]}}]}}\n")
+            out.write(f"- name: job-{i:06}\n  {schedule}\n  spec: {{containers: [{{image: x, command: [\"true\"]}}]}}\n")
 PY
 
 bport=$(free_port)
-"$bosun" dispatcher --config "$work/config.yaml" --job-config "$work/jobs" \
-  --data-dir "$work/data" --listen "127.0.0.1:$bport" > "$work/dispatcher.log" 2>&1 &
+if [ "$mode" = serve ]; then
+  "$bosun" serve --config "$work/config.yaml" --job-config "$work/jobs" \
+    --data-dir "$work/data" --listen "127.0.0.1:$bport" > "$work/dispatcher.log" 2>&1 &
+  burl="http://127.0.0.1:$bport/api/v1/dispatch"
+else
+  "$bosun" dispatcher --config "$work/config.yaml" --job-config "$work/jobs" \
+    --data-dir "$work/data" --listen "127.0.0.1:$bport" > "$work/dispatcher.log" 2>&1 &
+  burl="http://127.0.0.1:$bport"
+fi
 pids+=($!)
-for _ in $(seq 1 600); do
-  curl -sf "http://127.0.0.1:$bport/readyz" >/dev/null 2>&1 && break
+for _ in $(seq 1 1200); do
+  curl -sf "$burl/readyz" >/dev/null 2>&1 && break
   sleep 0.1
 done
-curl -sf "http://127.0.0.1:$bport/readyz" >/dev/null || { cat "$work/dispatcher.log"; exit 1; }
-answer=$(curl -s -XPOST "http://127.0.0.1:$bport/" -d '{"job": "job-000042"}')
-echo "dispatcher: $jobs jobs planned; job-000042 -> $answer"
+curl -sf "$burl/readyz" >/dev/null || { cat "$work/dispatcher.log"; exit 1; }
+answer=$(curl -s -XPOST "$burl" -d '{"job": "job-000042"}')
+echo "$mode: $jobs jobs planned; job-000042 -> $answer"
 
 nport=$(free_port)
 mkdir -p "$work/nginx"
@@ -103,7 +116,7 @@ run() { # URL -> "requests/s p99_ms"
 : > "$work/results"
 for r in $(seq 1 "$rounds"); do
   read -r nr np < <(run "http://127.0.0.1:$nport/")
-  read -r br bp < <(run "http://127.0.0.1:$bport/")
+  read -r br bp < <(run "$burl")
   printf 'round %d: nginx %9.0f req/s p99 %7.3f ms | bosun %9.0f req/s p99 %7.3f ms\n' "$r" "$nr" "$np" "$br" "$bp"
   echo "$nr $np $br $bp" >> "$work/results"
 done

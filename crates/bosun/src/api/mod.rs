@@ -59,13 +59,13 @@ pub fn router(daemon: Arc<Daemon>) -> Router {
             "/api/v1/periodics/{identity}/resume",
             guarded(post(periodics::resume)),
         )
+        .with_state(daemon.clone())
         // The dispatcher, as the standalone service answers (lookups need
         // no token; re-plans and overrides need the API token).
-        .nest_service(
+        .merge(crate::dispatch::engine::router_at(
+            daemon.shared.placer.engine.clone(),
             "/api/v1/dispatch",
-            crate::dispatch::engine::router(daemon.shared.placer.engine.clone()),
-        )
-        .with_state(daemon)
+        ))
 }
 
 /// The token check of mutating routes: `Authorization: Bearer TOKEN`,

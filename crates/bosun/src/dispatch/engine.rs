@@ -432,6 +432,13 @@ pub fn incremental(plan: &Plan, input: &PlanInput) -> Plan {
 ///   422 when it is refused (why), 503 before the first plan;
 /// - `DELETE /overrides/{id}` (token): 204, or 404.
 pub fn router(engine: Arc<Engine>) -> axum::Router {
+    router_at(engine.clone(), "").merge(super::service::router(engine.service.clone()))
+}
+
+/// [`router`]'s overrides routes under `prefix`, beside the service's
+/// (`router_at`), with no fallback: `bosun serve` mounts them at
+/// `/api/v1/dispatch`.
+pub fn router_at(engine: Arc<Engine>, prefix: &str) -> axum::Router {
     use super::service::{text, unauthorized};
     use axum::extract::{Path as UrlPath, State};
     use axum::http::{HeaderMap, StatusCode};
@@ -483,8 +490,12 @@ pub fn router(engine: Arc<Engine>) -> axum::Router {
         }
     }
     let overrides = axum::Router::new()
-        .route("/overrides", get(list).post(create))
-        .route("/overrides/{id}", delete(cancel))
+        .route(&format!("{prefix}/overrides"), get(list).post(create))
+        .route(&format!("{prefix}/overrides/{{id}}"), delete(cancel))
         .with_state(engine.clone());
-    super::service::router(engine.service.clone()).merge(overrides)
+    if prefix.is_empty() {
+        overrides
+    } else {
+        super::service::router_at(engine.service.clone(), prefix).merge(overrides)
+    }
 }

@@ -253,15 +253,23 @@ impl Service {
 
 /// The service's routes.
 pub fn router(service: Arc<Service>) -> Router {
+    router_at(service, "").fallback(|| async { text(StatusCode::NOT_FOUND, "Not found") })
+}
+
+/// The service's routes under `prefix` (`""`: at the root; `bosun serve`
+/// mounts them at `/api/v1/dispatch`), with no fallback. The routes are
+/// flat, so a lookup is routed by one match, as the standalone service's.
+pub fn router_at(service: Arc<Service>, prefix: &str) -> Router {
+    let root = if prefix.is_empty() { "/" } else { prefix };
+    let at = |p: &str| format!("{prefix}{p}");
     Router::new()
-        .route("/", any(lookup))
-        .route("/explain", get(explain))
-        .route("/plan", get(plan))
-        .route("/replan", post(replan))
-        .route("/metrics", get(metrics))
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(readyz))
-        .fallback(|| async { text(StatusCode::NOT_FOUND, "Not found") })
+        .route(root, any(lookup))
+        .route(&at("/explain"), get(explain))
+        .route(&at("/plan"), get(plan))
+        .route(&at("/replan"), post(replan))
+        .route(&at("/metrics"), get(metrics))
+        .route(&at("/healthz"), get(|| async { "ok" }))
+        .route(&at("/readyz"), get(readyz))
         .with_state(service)
 }
 
