@@ -84,6 +84,7 @@ fn bench(c: &mut Criterion) {
             input: input(),
             repos: vec![],
             warnings: vec![],
+            files: BTreeMap::new(),
         }),
         true,
         "bench",

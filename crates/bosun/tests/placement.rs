@@ -284,7 +284,7 @@ fn runs_land_where_an_external_dispatcher_says_and_fall_back_on_any_error() {
 #[test]
 fn bosun_serve_places_runs_by_its_own_plan_and_takes_overrides() {
     let config = format!(
-        "scheduler:\n  enabled: true\ndispatcher:\n  relocatable_clusters: [build-a, build-b, build-c]\n  unit: job\n{CLUSTERS}"
+        "scheduler:\n  enabled: true\ndispatcher:\n  relocatable_clusters: [build-a]\n  unit: job\n{CLUSTERS}"
     );
     let d = setup(
         &config,
@@ -404,6 +404,23 @@ fn bosun_serve_places_runs_by_its_own_plan_and_takes_overrides() {
     assert_eq!(status, 204);
     let (_, explained) = request(port, "GET", "/api/v1/dispatch/explain?job=r1", None, None);
     assert_eq!(json(&explained)["cluster"], assigned(&plan, "r1"));
+    // A file override (`unit: job`): every relocatable job of the file
+    // moves, the pinned one stays.
+    let body = r#"{"file": "jobs.yaml", "cluster": "build-b", "ttl": "30m", "reason": "file test", "actor": "bob"}"#;
+    let (status, created) = request(
+        port,
+        "POST",
+        "/api/v1/dispatch/overrides",
+        Some(body),
+        Some("sesame"),
+    );
+    assert_eq!(status, 201, "{created}");
+    let (_, now_plan) = request(port, "GET", "/api/v1/dispatch/plan", None, None);
+    let now_plan = json(&now_plan);
+    for j in ["r1", "r2", "r3"] {
+        assert_eq!(assigned(&now_plan, j), "build-b", "{now_plan}");
+    }
+    assert_eq!(assigned(&now_plan, "pinned"), "build-c");
     let (_, metrics) = request(port, "GET", "/metrics", None, None);
     assert!(
         metrics.contains("bosun_dispatcher_plan_generation"),

@@ -43,6 +43,8 @@ struct Base {
     plan: Arc<Plan>,
     input: PlanInput,
     repos: Vec<JobRepo>,
+    /// Job -> its job-config file (overrides by file).
+    files: BTreeMap<String, String>,
 }
 
 /// The engine.
@@ -213,6 +215,7 @@ impl Engine {
             plan: Arc::new(plan),
             input: inputs.input,
             repos: inputs.repos,
+            files: inputs.files,
         });
         self.publish(now);
         true
@@ -240,7 +243,14 @@ impl Engine {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        let adjusted = adjust::adjust(&base.plan, &base.input, &overrides, &unhealthy, now);
+        let adjusted = adjust::adjust_with_files(
+            &base.plan,
+            &base.input,
+            &overrides,
+            &unhealthy,
+            now,
+            &base.files,
+        );
         for (id, why) in &adjusted.skipped {
             tracing::warn!(r#override = %id, "override not applied: {why}");
         }
@@ -351,7 +361,8 @@ impl Engine {
         {
             let base = self.base.lock().unwrap_or_else(|e| e.into_inner()).clone();
             let base = base.ok_or(OverrideError::NoPlan)?;
-            adjust::validate(&base.input, &base.plan, &o, now).map_err(OverrideError::Invalid)?;
+            adjust::validate_with_files(&base.input, &base.plan, &o, now, &base.files)
+                .map_err(OverrideError::Invalid)?;
             let mut all = self.overrides.lock().unwrap_or_else(|e| e.into_inner());
             let mut next = all.clone();
             next.push(o.clone());

@@ -39,6 +39,9 @@ pub struct Inputs {
     pub repos: Vec<JobRepo>,
     /// What could not be taken as it is (never fatal).
     pub warnings: Vec<String>,
+    /// Each job's job-config file (relative to its directory), for
+    /// overrides by file.
+    pub files: BTreeMap<String, String>,
 }
 
 /// The planner's input for `snapshot`. `job_config_dirs` make job files'
@@ -106,6 +109,10 @@ pub fn inputs(
         },
         repos,
         warnings,
+        files: facts
+            .iter()
+            .map(|f| (f.name.clone(), f.file.clone()))
+            .collect(),
     }
 }
 
