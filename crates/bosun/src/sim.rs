@@ -488,7 +488,11 @@ periodics:
         .into_iter()
         .find(|r| r.id == early.id)
         .unwrap();
-    assert_eq!(kept.cluster.as_deref(), Some("build-k"), "a pending run never moves");
+    assert_eq!(
+        kept.cluster.as_deref(),
+        Some("build-k"),
+        "a pending run never moves"
+    );
     // New runs of `reloc` go to build-a at once.
     fire_at("2026-03-02T00:08:00Z");
     pass();
@@ -509,5 +513,8 @@ periodics:
     pass();
     assert!(engine.overrides(s.clock.now()).is_empty());
     let base = engine.base_plan().unwrap();
-    assert_eq!(planned("reloc"), Some(base.assignments["reloc"].cluster.clone()));
+    assert_eq!(
+        planned("reloc"),
+        Some(base.assignments["reloc"].cluster.clone())
+    );
 }
