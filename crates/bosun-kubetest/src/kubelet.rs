@@ -269,14 +269,7 @@ impl Kubelet {
         let p = self
             .pod(ns, pod)
             .unwrap_or_else(|| panic!("no pod {ns}/{pod}"));
-        p.spec
-            .map(|s| {
-                s.containers
-                    .into_iter()
-                    .map(|c| (c.name, c.image.unwrap_or_default()))
-                    .collect()
-            })
-            .unwrap_or_default()
+        containers_of(&p)
     }
 
     fn container_statuses(
@@ -286,22 +279,7 @@ impl Kubelet {
         state: impl Fn(&str) -> serde_json::Value,
         ready: bool,
     ) -> serde_json::Value {
-        self.containers(ns, pod)
-            .into_iter()
-            .enumerate()
-            .map(|(i, (name, image))| {
-                json!({
-                    "name": name,
-                    "image": image,
-                    "imageID": format!("docker-pullable://{image}"),
-                    "containerID": format!("containerd://{:064x}", i + 1),
-                    "ready": ready,
-                    "started": ready,
-                    "restartCount": 0,
-                    "state": state(&name),
-                })
-            })
-            .collect()
+        statuses(self.containers(ns, pod), state, ready)
     }
 
     /// Bound, and its containers being created (`Pending` with a start
@@ -332,9 +310,64 @@ impl Kubelet {
     /// Bound (if it was not) and running: its containers started now.
     pub fn run(&self, ns: &str, pod: &str) {
         self.bind_if_needed(ns, pod);
+        let containers = self.containers(ns, pod);
+        self.start_containers(ns, pod, containers);
+    }
+
+    /// As [`Kubelet::run`], from the pod as the caller last saw it (its node
+    /// and containers): no GET, only the binding (when `pod` has no node)
+    /// and the status.
+    pub fn run_pod(&self, pod: &Pod) {
+        let (ns, name) = ns_name(pod);
+        if pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_ref())
+            .is_none()
+        {
+            self.bind(ns, name);
+        }
+        self.start_containers(ns, name, containers_of(pod));
+    }
+
+    /// As [`Kubelet::finish`], from the pod as the caller last saw it (its
+    /// containers): no GET, only the status.
+    pub fn finish_pod(&self, pod: &Pod, outcome: Outcome) {
+        let (ns, name) = ns_name(pod);
+        self.end_containers(ns, name, containers_of(pod), outcome);
+    }
+
+    /// Every pod of `ns` the API shows from now on, each once (by uid) as
+    /// first seen, through one watch as the admin: for a harness that plays
+    /// the kubelet for pods as they come. The watch ends when the receiver
+    /// is dropped and the next pod comes.
+    pub fn new_pods(&self, ns: &str) -> std::sync::mpsc::Receiver<Pod> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let api = self.pods(ns);
+        runtime().spawn(async move {
+            let mut seen = std::collections::HashSet::new();
+            let mut events = watcher(api, watcher::Config::default())
+                .applied_objects()
+                .boxed();
+            while let Some(event) = events.next().await {
+                let Ok(pod) = event else {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                };
+                let Some(uid) = pod.metadata.uid.clone() else {
+                    continue;
+                };
+                if seen.insert(uid) && tx.send(pod).is_err() {
+                    return;
+                }
+            }
+        });
+        rx
+    }
+
+    fn start_containers(&self, ns: &str, pod: &str, containers: Vec<(String, String)>) {
         let now = jiff::Timestamp::now().to_string();
-        let statuses =
-            self.container_statuses(ns, pod, |_| json!({"running": {"startedAt": now}}), true);
+        let statuses = statuses(containers, |_| json!({"running": {"startedAt": now}}), true);
         self.state.logs().entry(key(ns, pod)).or_default().started = true;
         self.patch_status(
             ns,
@@ -357,10 +390,22 @@ impl Kubelet {
 
     /// Its containers end with `outcome` (the pod must have run).
     pub fn finish(&self, ns: &str, pod: &str, outcome: Outcome) {
+        let containers = self.containers(ns, pod);
+        self.end_containers(ns, pod, containers, outcome);
+    }
+
+    /// The log ends (as the container does), then the status says so, in
+    /// that order, as a kubelet reports a container's end after it happened.
+    fn end_containers(
+        &self,
+        ns: &str,
+        pod: &str,
+        containers: Vec<(String, String)>,
+        outcome: Outcome,
+    ) {
         let now = jiff::Timestamp::now().to_string();
-        let statuses = self.container_statuses(
-            ns,
-            pod,
+        let statuses = statuses(
+            containers,
             |_| {
                 json!({"terminated": {
                     "exitCode": outcome.exit_code,
@@ -511,6 +556,53 @@ impl Kubelet {
         self.state.logs().entry(key(ns, pod)).or_default().ended = true;
         self.state.changed.notify_waiters();
     }
+}
+
+fn ns_name(pod: &Pod) -> (&str, &str) {
+    (
+        pod.metadata
+            .namespace
+            .as_deref()
+            .expect("a pod's namespace"),
+        pod.metadata.name.as_deref().expect("a pod's name"),
+    )
+}
+
+/// A pod's containers: name and image.
+fn containers_of(pod: &Pod) -> Vec<(String, String)> {
+    pod.spec
+        .as_ref()
+        .map(|s| {
+            s.containers
+                .iter()
+                .map(|c| (c.name.clone(), c.image.clone().unwrap_or_default()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The `containerStatuses` of `containers`, each in `state`.
+fn statuses(
+    containers: Vec<(String, String)>,
+    state: impl Fn(&str) -> serde_json::Value,
+    ready: bool,
+) -> serde_json::Value {
+    containers
+        .into_iter()
+        .enumerate()
+        .map(|(i, (name, image))| {
+            json!({
+                "name": name,
+                "image": image,
+                "imageID": format!("docker-pullable://{image}"),
+                "containerID": format!("containerd://{:064x}", i + 1),
+                "ready": ready,
+                "started": ready,
+                "restartCount": 0,
+                "state": state(&name),
+            })
+        })
+        .collect()
 }
 
 /// As a kubelet: a bound pod being deleted gracefully is deleted for good

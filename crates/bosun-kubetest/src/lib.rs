@@ -13,6 +13,9 @@
 //! - [`Tenant`]: a test's namespace, and bosun's service account in it bound
 //!   to a Role with exactly the verbs bosun needs (a real token, through
 //!   `TokenRequest`), written as a kubeconfig.
+//! - [`audit`]: [`ControlPlane::audited`] turns kube-apiserver's audit log
+//!   on, and counts its requests by user, verb, resource and subresource
+//!   (`apiserver_request_total` has no user label).
 //! - [`Kubelet`]: there is no kubelet and no scheduler; the tests play them
 //!   through the real API (binding, status, finishing graceful deletions) and
 //!   the harness serves pod logs as a kubelet, behind kube-apiserver's
@@ -26,6 +29,7 @@
 //! call runs on this crate's own tokio runtime, so it must not be called from
 //! inside another runtime's task.
 
+pub mod audit;
 pub mod kubelet;
 pub mod metrics;
 pub mod pki;

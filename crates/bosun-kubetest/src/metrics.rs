@@ -17,7 +17,16 @@ impl Labels {
 
 /// The sum of the samples of `name` whose labels satisfy `keep`.
 pub fn sum(text: &str, name: &str, keep: impl Fn(&Labels) -> bool) -> f64 {
-    let mut total = 0.0;
+    series(text, name)
+        .into_iter()
+        .filter(|(labels, _)| keep(labels))
+        .map(|(_, v)| v)
+        .sum()
+}
+
+/// Every sample of `name`: its labels and its value.
+pub fn series(text: &str, name: &str) -> Vec<(Labels, f64)> {
+    let mut out = Vec::new();
     for line in text.lines() {
         let Some(rest) = line.strip_prefix(name) else {
             continue;
@@ -36,18 +45,15 @@ pub fn sum(text: &str, name: &str, keep: impl Fn(&Labels) -> bool) -> f64 {
                 .map(|(n, v)| (n.to_string(), v))
                 .collect(),
         );
-        if !keep(&labels) {
-            continue;
-        }
         if let Some(v) = value
             .split_whitespace()
             .next()
             .and_then(|v| v.parse::<f64>().ok())
         {
-            total += v;
+            out.push((labels, v));
         }
     }
-    total
+    out
 }
 
 /// `a="x",b="y\"z"` -> [(a, x), (b, y"z)].

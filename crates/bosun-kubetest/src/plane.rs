@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::Client;
 
+use crate::audit::{AuditLog, Counts};
 use crate::kubelet::Kubelet;
 use crate::pki::{self, Pki};
 use crate::process;
@@ -52,6 +53,7 @@ pub struct ControlPlane {
     port: u16,
     admin: Client,
     kubelet: Kubelet,
+    audit: Option<AuditLog>,
 }
 
 impl std::fmt::Debug for ControlPlane {
@@ -73,15 +75,30 @@ impl ControlPlane {
     /// ([`ControlPlane::tenant`]).
     pub fn shared() -> &'static ControlPlane {
         static SHARED: OnceLock<ControlPlane> = OnceLock::new();
-        SHARED.get_or_init(|| ControlPlane::start(Options::default()))
+        SHARED.get_or_init(|| ControlPlane::start(Options::default(), false, &[]))
     }
 
     /// A control plane of its own, for tests that stop, hang or compact it.
     pub fn dedicated(options: Options) -> ControlPlane {
-        ControlPlane::start(options)
+        ControlPlane::start(options, false, &[])
     }
 
-    fn start(options: Options) -> ControlPlane {
+    /// A control plane of its own whose kube-apiserver writes an audit log
+    /// of every request (level `Metadata`), counted by
+    /// [`ControlPlane::audit_counts`]: see [`crate::audit`]. Writing the log
+    /// costs kube-apiserver some time per request.
+    pub fn audited(options: Options) -> ControlPlane {
+        ControlPlane::start(options, true, &[])
+    }
+
+    /// As [`ControlPlane::audited`], with more kube-apiserver flags after
+    /// the harness's own (a later flag wins), e.g.
+    /// `--max-requests-inflight=3000`.
+    pub fn audited_with_args(options: Options, apiserver_args: &[String]) -> ControlPlane {
+        ControlPlane::start(options, true, apiserver_args)
+    }
+
+    fn start(options: Options, audit: bool, extra_args: &[String]) -> ControlPlane {
         let bins = process::bin_dir();
         let dir = tempfile::Builder::new()
             .prefix("bosun-kubetest-")
@@ -90,11 +107,27 @@ impl ControlPlane {
         let pki = pki::generate(&dir.path().join("pki")).unwrap_or_else(|e| panic!("{e}"));
         let (etcd, etcd_port) = start_etcd(&bins, dir.path());
         let kubelet = Kubelet::start(&pki);
+        let audit = audit.then(|| {
+            let policy = dir.path().join("audit-policy.yaml");
+            std::fs::write(&policy, crate::audit::POLICY).expect("audit policy");
+            (policy, AuditLog::new(dir.path().join("audit.log")))
+        });
         let mut tries = 0;
         loop {
             tries += 1;
             let port = process::free_port();
-            let args = apiserver_args(dir.path(), &pki, port, etcd_port, kubelet.port(), &options);
+            let mut args =
+                apiserver_args(dir.path(), &pki, port, etcd_port, kubelet.port(), &options);
+            if let Some((policy, log)) = &audit {
+                args.extend([
+                    format!("--audit-policy-file={}", policy.display()),
+                    format!("--audit-log-path={}", log.path().display()),
+                    "--audit-log-format=json".into(),
+                    // One file: rotation would split the count.
+                    "--audit-log-maxsize=0".into(),
+                ]);
+            }
+            args.extend(extra_args.iter().cloned());
             match start_apiserver(&bins, dir.path(), &args, port) {
                 Ok(child) => {
                     let admin = admin_client(dir.path(), &pki, port);
@@ -107,6 +140,7 @@ impl ControlPlane {
                         port,
                         admin,
                         kubelet,
+                        audit: audit.map(|(_, log)| log),
                         dir,
                     };
                     plane.wait_ready();
@@ -148,7 +182,9 @@ impl ControlPlane {
         Tenant::create(self, namespace, context)
     }
 
-    pub(crate) fn dir(&self) -> &Path {
+    /// The plane's working directory: certificates, etcd's data,
+    /// `apiserver.log`, `etcd.log`, the audit log.
+    pub fn dir(&self) -> &Path {
         self.dir.path()
     }
 
@@ -300,6 +336,51 @@ impl ControlPlane {
     pub fn request_total(&self, keep: impl Fn(&crate::metrics::Labels) -> bool) -> f64 {
         let text = self.get_text("/metrics").expect("/metrics");
         crate::metrics::sum(&text, "apiserver_request_total", keep)
+    }
+
+    /// The sum of `apiserver_request_total` by the labels `group` picks
+    /// (e.g. `(verb, resource, subresource)`), over the series whose labels
+    /// satisfy `keep`.
+    pub fn request_totals<G: Ord>(
+        &self,
+        keep: impl Fn(&crate::metrics::Labels) -> bool,
+        group: impl Fn(&crate::metrics::Labels) -> G,
+    ) -> std::collections::BTreeMap<G, f64> {
+        let text = self.get_text("/metrics").expect("/metrics");
+        let mut out = std::collections::BTreeMap::new();
+        for (labels, value) in crate::metrics::series(&text, "apiserver_request_total") {
+            if keep(&labels) {
+                *out.entry(group(&labels)).or_insert(0.0) += value;
+            }
+        }
+        out
+    }
+
+    /// kube-apiserver's and etcd's process ids (`None` while stopped).
+    pub fn pids(&self) -> (Option<u32>, Option<u32>) {
+        let pid = |slot: &Mutex<Option<Child>>| {
+            slot.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_ref()
+                .map(Child::id)
+        };
+        (pid(&self.apiserver), pid(&self.etcd))
+    }
+
+    /// The audit log, when this plane was started by
+    /// [`ControlPlane::audited`].
+    pub fn audit(&self) -> Option<&AuditLog> {
+        self.audit.as_ref()
+    }
+
+    /// Every request the audit log has counted so far (see
+    /// [`crate::audit`]). Panics unless this plane was started by
+    /// [`ControlPlane::audited`].
+    pub fn audit_counts(&self) -> Counts {
+        self.audit
+            .as_ref()
+            .expect("a control plane started by ControlPlane::audited")
+            .counts()
     }
 
     /// The last lines of kube-apiserver's log.
