@@ -28,7 +28,7 @@
 
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -88,18 +88,31 @@ fn main() {
 
     // The harness: a watch of the namespace, and workers that complete each
     // new pod.
+    // The workers hold the plane weakly and stop when told: the plane (its
+    // processes and its directory) goes when `main` ends, even by a panic.
     let completed = Arc::new(AtomicUsize::new(0));
     let failed = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
     let pods = Arc::new(Mutex::new(plane.kubelet().new_pods(NS)));
     let plane = Arc::new(plane);
+    let mut harness = Vec::new();
     for _ in 0..workers {
-        let (pods, plane) = (pods.clone(), plane.clone());
-        let (completed, failed) = (completed.clone(), failed.clone());
-        std::thread::spawn(move || loop {
-            let pod = match pods.lock().unwrap().recv() {
+        let (pods, plane) = (pods.clone(), Arc::downgrade(&plane));
+        let (completed, failed, stop) = (completed.clone(), failed.clone(), stop.clone());
+        harness.push(std::thread::spawn(move || loop {
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            let next = pods
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .recv_timeout(Duration::from_millis(200));
+            let pod = match next {
                 Ok(p) => p,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
                 Err(_) => return,
             };
+            let Some(plane) = plane.upgrade() else { return };
             let name = pod.metadata.name.clone().unwrap_or_default();
             let kubelet = plane.kubelet();
             // A call the API refuses panics in the kubelet: that pod is left
@@ -113,7 +126,7 @@ fn main() {
                 Ok(()) => completed.fetch_add(1, Ordering::Relaxed),
                 Err(_) => failed.fetch_add(1, Ordering::Relaxed),
             };
-        });
+        }));
     }
 
     // The daemon.
@@ -134,20 +147,23 @@ fn main() {
     .unwrap();
     let port = bosun_kubetest::process::free_port();
     let log = dir.path().join("bosun.log");
-    let mut daemon = Command::new(&bosun)
-        .args(["serve", "--config"])
-        .arg(dir.path().join("config.yaml"))
-        .arg("--job-config")
-        .arg(dir.path().join("jobs"))
-        .arg("--data-dir")
-        .arg(dir.path().join("data"))
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .arg("--kubeconfig")
-        .arg(&tenant.kubeconfig)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .expect("bosun starts");
+    let mut daemon = Daemon(
+        Command::new(&bosun)
+            .args(["serve", "--config"])
+            .arg(dir.path().join("config.yaml"))
+            .arg("--job-config")
+            .arg(dir.path().join("jobs"))
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .arg("--kubeconfig")
+            .arg(&tenant.kubeconfig)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("bosun starts"),
+    );
+    let daemon = &mut daemon.0;
     let daemon_log = || {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
@@ -313,6 +329,10 @@ fn main() {
     let cpu_gone: Vec<f64> = all_cpu().iter().zip(cpu0).map(|(a, b)| a - b).collect();
     let _ = daemon.kill();
     let _ = daemon.wait();
+    stop.store(true, Ordering::Relaxed);
+    for worker in harness {
+        let _ = worker.join();
+    }
     if let Some(keep) = std::env::var_os("KUBE_BENCH_KEEP") {
         let keep = std::path::PathBuf::from(keep);
         std::fs::create_dir_all(&keep).unwrap();
@@ -420,6 +440,16 @@ fn main() {
         per(bg),
         per(bg) / PLANK_PER_PROWJOB
     );
+}
+
+/// The daemon, killed when dropped (a panic included).
+struct Daemon(std::process::Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// `resource/subresource`.
