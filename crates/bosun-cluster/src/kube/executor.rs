@@ -102,6 +102,20 @@ impl KubeInner {
         }
     }
 
+    /// Whether pod `name` exists, is not the old pod `old_uid` and is not
+    /// being deleted (or is the pod bosun never saw, `old_uid` unknown).
+    async fn adopt_if_alive(&self, name: &str, old_uid: Option<&str>) -> Result<bool, ApiError> {
+        let pod = self.conn.pods().await?.get_opt(name).await?;
+        Ok(pod.is_some_and(|p| {
+            p.metadata.deletion_timestamp.is_none()
+                && old_uid.is_none_or(|old| p.metadata.uid.as_deref() != Some(old))
+                && !matches!(
+                    p.status.as_ref().and_then(|s| s.phase.as_deref()),
+                    Some("Failed") | Some("Unknown")
+                )
+        }))
+    }
+
     /// Carries run `name`'s revival through: deletes the old pod, waits
     /// until the watch sees it gone (its grace period may be long), then
     /// creates the new pod. Ends when the new pod is created or refused.
@@ -146,8 +160,23 @@ impl KubeInner {
                         self.changed();
                         return;
                     }
-                    // The old pod's deletion is not seen yet.
-                    Ok(Err(ApiError::Status { code: 409, .. })) => Ok(()),
+                    // A pod of that name exists: the old one, whose deletion
+                    // is not seen yet, or (when bosun never saw the old one)
+                    // the run's own pod, missed by the watch: then it is
+                    // adopted, never created twice.
+                    Ok(Err(ApiError::Status { code: 409, .. })) => {
+                        match self.adopt_if_alive(&name, old_uid.as_deref()).await {
+                            Ok(true) => {
+                                tracing::warn!(pod = %name, "revival cancelled: the run's pod is there and alive");
+                                self.cache.mark_started(&name);
+                                self.reviving().remove(&name);
+                                self.changed();
+                                return;
+                            }
+                            Ok(false) => Err("the old pod is still there".into()),
+                            Err(e) => Err(e.to_string()),
+                        }
+                    }
                     Ok(Err(ApiError::Status { code, text }))
                         if (400..500).contains(&code) && code != 429 && code != 408 =>
                     {
@@ -162,15 +191,20 @@ impl KubeInner {
                 }
             };
             match step {
-                Ok(()) => backoff = Duration::from_millis(200),
+                // Until the watch sees a change (the old pod gone), or a
+                // second (a missed wake-up).
+                Ok(()) => {
+                    backoff = Duration::from_millis(200);
+                    let _ = tokio::time::timeout(Duration::from_secs(1), changed).await;
+                }
+                // A failed call, or a pod still there: backing off, whatever
+                // the watch says meanwhile.
                 Err(e) => {
                     tracing::info!(pod = %name, error = %e, "cannot revive the pod yet");
+                    tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_secs(10));
                 }
             }
-            // Until the watch sees a change, or a while (a failed call, a
-            // missed wake-up).
-            let _ = tokio::time::timeout(backoff.max(Duration::from_secs(1)), changed).await;
         }
     }
 }

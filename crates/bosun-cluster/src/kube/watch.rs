@@ -103,6 +103,19 @@ pub(crate) async fn follow(
                     listing.insert(name(&p), p);
                 }
                 Ok(Event::InitDone) => {
+                    // A pod the cache had and this listing lacks may be gone,
+                    // or only missing from a list taken just before it was
+                    // made (its event follows): it counts as starting for a
+                    // while, not as lost at once.
+                    let missing: Vec<String> = cache
+                        .pods()
+                        .keys()
+                        .filter(|n| !listing.contains_key(*n))
+                        .cloned()
+                        .collect();
+                    for n in missing {
+                        cache.mark_started(&n);
+                    }
                     *cache.pods() = std::mem::take(&mut listing);
                     cache.synced.store(true, Ordering::SeqCst);
                     changed();
