@@ -26,8 +26,8 @@ pub enum ExecError {
     /// The cluster refused the request, and asking again would get the same
     /// answer: the run ends. A local run's directory or process that cannot
     /// be created; a request the Kubernetes API refuses (a 4xx).
-    // The text is the one run descriptions have always shown.
-    #[error("local executor: {0}")]
+    // Each executor words its own text (a local one says so).
+    #[error("{0}")]
     Refused(String),
     /// The request failed for a reason that may pass (no answer in time, a
     /// lost connection, a server error): it may be tried again, as plank

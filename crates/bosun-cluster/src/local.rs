@@ -28,7 +28,7 @@ use crate::shim::{
 };
 
 fn io(e: impl std::fmt::Display) -> ExecError {
-    ExecError::Refused(e.to_string())
+    ExecError::Refused(format!("local executor: {e}"))
 }
 
 /// The local executor of one cluster.
@@ -372,7 +372,7 @@ impl LocalExecutor {
                 Ok(())
             }
             (Reply::Started | Reply::Exists | Reply::Spawned { .. }, _) => Ok(()),
-            (Reply::Error(e), _) => Err(ExecError::Refused(e)),
+            (Reply::Error(e), _) => Err(ExecError::Refused(format!("local executor: {e}"))),
         }
     }
 
