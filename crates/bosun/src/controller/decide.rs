@@ -294,10 +294,8 @@ pub fn decide_scheduling(o: &Observed, run: &Arc<Run>, now: Timestamp, plan: &mu
     // Step 3: Prow's failover mappings.
     if let Some(mapped) = config.scheduler.failover.mappings.get(&to) {
         match trust_refusal(o, mapped, run) {
-            None => {
-                how.push(format!("failover mapping {to} -> {mapped}"));
-                to = mapped.clone();
-            }
+            // Prow's words for a mapped run: the cluster, nothing more.
+            None => to = mapped.clone(),
             Some(why) => {
                 tracing::warn!(run = %run.id, to = %mapped, "failover mapping ignored: {why}")
             }
