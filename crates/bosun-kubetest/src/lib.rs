@@ -30,6 +30,7 @@
 //! inside another runtime's task.
 
 pub mod audit;
+pub mod kubeconfig;
 pub mod kubelet;
 pub mod metrics;
 pub mod pki;

@@ -10,6 +10,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::Client;
 
 use crate::audit::{AuditLog, Counts};
+use crate::kubeconfig::kubeconfig;
 use crate::kubelet::Kubelet;
 use crate::pki::{self, Pki};
 use crate::process;
@@ -179,7 +180,14 @@ impl ControlPlane {
     /// kubeconfig (context `context`) is written under this plane's
     /// directory.
     pub fn tenant(&self, namespace: &str, context: &str) -> Tenant {
-        Tenant::create(self, namespace, context)
+        Tenant::create(
+            self.admin(),
+            &self.url(),
+            self.ca_pem(),
+            self.dir.path(),
+            namespace,
+            context,
+        )
     }
 
     /// The plane's working directory: certificates, etcd's data,
@@ -532,29 +540,6 @@ fn start_apiserver(bins: &Path, dir: &Path, args: &[String], port: u16) -> Resul
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-}
-
-/// A kubeconfig for `server` with `user`, as JSON (a YAML subset every
-/// kubeconfig reader accepts).
-pub(crate) fn kubeconfig(
-    context: &str,
-    server: &str,
-    ca_pem: &str,
-    user: serde_json::Value,
-    namespace: &str,
-) -> String {
-    use base64::Engine;
-    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-    serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": context, "cluster": {"server": server, "certificate-authority-data": b64(ca_pem)}}],
-        "users": [{"name": context, "user": user}],
-        "contexts": [{"name": context, "context": {"cluster": context, "user": context, "namespace": namespace}}],
-        "current-context": context,
-        "preferences": {},
-    })
-    .to_string()
 }
 
 fn admin_client(dir: &Path, pki: &Pki, port: u16) -> Client {

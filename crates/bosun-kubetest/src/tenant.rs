@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, PostParams};
 use kube::Client;
 
-use crate::plane::{kubeconfig, ControlPlane};
+use crate::kubeconfig::kubeconfig;
 use crate::runtime;
 
 /// The verbs on `pods` bosun's Role grants (bosun's health probe asks for
@@ -69,8 +69,16 @@ fn role(namespace: &str, pod_verbs: &[&str]) -> Role {
 }
 
 impl Tenant {
-    pub(crate) fn create(plane: &ControlPlane, namespace: &str, context: &str) -> Tenant {
-        let admin = plane.admin();
+    /// Makes the tenant on the control plane at `url` (CA `ca_pem`) as
+    /// `admin`; its kubeconfig goes into `dir`.
+    pub(crate) fn create(
+        admin: Client,
+        url: &str,
+        ca_pem: &str,
+        dir: &std::path::Path,
+        namespace: &str,
+        context: &str,
+    ) -> Tenant {
         let ns = namespace.to_string();
         let token = runtime().block_on({
             let admin = admin.clone();
@@ -137,13 +145,11 @@ impl Tenant {
                 answer.status.expect("a token").token
             }
         });
-        let path = plane
-            .dir()
-            .join(format!("{namespace}-{context}.kubeconfig"));
+        let path = dir.join(format!("{namespace}-{context}.kubeconfig"));
         let text = kubeconfig(
             context,
-            &plane.url(),
-            plane.ca_pem(),
+            url,
+            ca_pem,
             serde_json::json!({"token": token}),
             namespace,
         );

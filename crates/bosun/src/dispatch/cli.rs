@@ -29,19 +29,7 @@ use super::service::Service;
 use crate::check::ConfigArgs;
 use crate::watch::Watch;
 
-/// Where the dispatcher's input comes from.
-#[derive(Args, Debug, Clone)]
-pub struct Sources {
-    #[command(flatten)]
-    pub config: ConfigArgs,
-    /// OpenShift's `_config.yaml` (may be gzipped): its rules decide.
-    #[arg(long, value_name = "FILE")]
-    pub openshift_config: Option<PathBuf>,
-    /// OpenShift's `_clusters.yaml` (may be gzipped): the inventory, or
-    /// annotations of the build clusters.
-    #[arg(long, value_name = "FILE")]
-    pub openshift_clusters: Option<PathBuf>,
-}
+pub use super::inputs::Sources;
 
 /// How `bosun dispatch plan` prints the plan.
 #[derive(ValueEnum, Debug, Clone, Copy, Default, PartialEq, Eq)]

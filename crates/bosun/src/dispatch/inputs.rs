@@ -21,6 +21,20 @@ use bosun_dispatch::lookup::JobRepo;
 use bosun_dispatch::model::{Options, PlanInput, UnitSpec};
 use bosun_dispatch::openshift::{decide, OsCluster, OsClusters, OsConfig, OsDecision, OsJob};
 
+/// Where the dispatcher's input comes from.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Sources {
+    #[command(flatten)]
+    pub config: crate::check::ConfigArgs,
+    /// OpenShift's `_config.yaml` (may be gzipped): its rules decide.
+    #[arg(long, value_name = "FILE")]
+    pub openshift_config: Option<PathBuf>,
+    /// OpenShift's `_clusters.yaml` (may be gzipped): the inventory, or
+    /// annotations of the build clusters.
+    #[arg(long, value_name = "FILE")]
+    pub openshift_clusters: Option<PathBuf>,
+}
+
 /// OpenShift's files, when the dispatcher reads them.
 #[derive(Default)]
 pub struct OpenShift {
