@@ -72,16 +72,7 @@ pub fn demand_source(
 /// The planner's input from the configuration in force.
 pub fn daemon_inputs(shared: &Shared, in_force: &InForce) -> Inputs {
     let engine = &shared.placer.engine;
-    let now = shared.clock.now();
-    let status = engine.demand().refresh(now, false);
-    if status.is_stale() {
-        tracing::warn!(?status, "demand is not current; the last good one is used");
-    }
-    let demand = engine
-        .demand()
-        .current()
-        .map(|d| d.jobs.clone())
-        .unwrap_or_default();
+    let demand = engine.demand_now(shared.clock.now(), false);
     let (previous, _) = engine.previous();
     let kube: Vec<String> = in_force
         .clusters

@@ -9,7 +9,6 @@
 //! (`pod_namespace`); a test that stops, hangs or compacts a server, or
 //! needs two clusters, starts its own.
 
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
@@ -17,27 +16,7 @@ mod common;
 use bosun_kubetest::{ControlPlane, Options, Outcome, Tenant};
 use k8s_openapi::api::core::v1::Pod;
 
-struct Daemon {
-    child: Child,
-    port: u16,
-    log: std::path::PathBuf,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        // A failed test shows what the daemon said.
-        if std::thread::panicking() {
-            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-            let lines: Vec<&str> = log.lines().collect();
-            eprintln!("--- the daemon's log (last 200 lines) ---");
-            for l in &lines[lines.len().saturating_sub(200)..] {
-                eprintln!("{l}");
-            }
-        }
-    }
-}
+type Daemon = common::Serve;
 
 /// A build cluster of a test: a namespace on a control plane, and bosun's
 /// kubeconfig for it.
@@ -103,39 +82,12 @@ fn start_full(
     std::fs::create_dir_all(dir.join("jobs")).unwrap();
     std::fs::write(dir.join("config.yaml"), config).unwrap();
     std::fs::write(dir.join("jobs/jobs.yaml"), jobs).unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_bosun"));
-    cmd.arg("serve")
-        .arg("--config")
-        .arg(dir.join("config.yaml"))
-        .arg("--job-config")
-        .arg(dir.join("jobs"))
-        .arg("--data-dir")
-        .arg(dir.join("data"))
-        .arg("--listen")
-        .arg("127.0.0.1:0")
-        .env("BOSUN_HEALTH_INTERVAL_MS", "200")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.join("stderr.log")).unwrap());
+    let mut args: Vec<&std::ffi::OsStr> = Vec::new();
     for k in kubeconfigs {
-        cmd.arg("--kubeconfig").arg(k);
+        args.push("--kubeconfig".as_ref());
+        args.push(k.as_os_str());
     }
-    let mut child = cmd.spawn().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let port = common::logged_port(&mut child, &dir.join("stderr.log"), deadline);
-    let daemon = Daemon {
-        child,
-        port,
-        log: dir.join("stderr.log"),
-    };
-    while get(port, "/healthz").is_none() {
-        assert!(
-            Instant::now() < deadline,
-            "daemon did not answer: {}",
-            std::fs::read_to_string(dir.join("stderr.log")).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    daemon
+    common::serve(dir, &args, &[("BOSUN_HEALTH_INTERVAL_MS", "200")])
 }
 
 fn get(port: u16, path: &str) -> Option<String> {

@@ -6,7 +6,6 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,49 +14,11 @@ mod common;
 
 use common::request;
 
-struct Daemon {
-    child: Child,
-    port: u16,
-    log: std::path::PathBuf,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            eprintln!(
-                "--- the daemon's log ---\n{}",
-                std::fs::read_to_string(&self.log).unwrap_or_default()
-            );
-        }
-    }
-}
+type Daemon = common::Serve;
 
 fn start(dir: &Path, extra: &[&str]) -> Daemon {
-    let log = dir.join("daemon.log");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_bosun"))
-        .arg("serve")
-        .arg("--config")
-        .arg(dir.join("config.yaml"))
-        .arg("--job-config")
-        .arg(dir.join("jobs"))
-        .arg("--data-dir")
-        .arg(dir.join("data"))
-        .arg("--listen")
-        .arg("127.0.0.1:0")
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let port = common::logged_port(&mut child, &log, deadline);
-    while request(port, "GET", "/healthz", None, None).0 != 200 {
-        assert!(Instant::now() < deadline, "the daemon did not answer");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Daemon { child, port, log }
+    let args: Vec<&std::ffi::OsStr> = extra.iter().map(|a| a.as_ref()).collect();
+    common::serve(dir, &args, &[])
 }
 
 fn json(body: &str) -> serde_json::Value {

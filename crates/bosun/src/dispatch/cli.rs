@@ -257,15 +257,7 @@ impl Dispatcher {
     fn replan(&self, full: bool, reason: &str) {
         let now = Timestamp::now();
         let engine = &self.engine;
-        let status = engine.demand().refresh(now, full);
-        if status.is_stale() {
-            tracing::warn!(?status, "demand is not current; the last good one is used");
-        }
-        let demand = engine
-            .demand()
-            .current()
-            .map(|d| d.jobs.clone())
-            .unwrap_or_default();
+        let demand = engine.demand_now(now, full);
         let (previous, _) = engine.previous();
         let inputs = plan_inputs(&self.args.sources, &demand, &previous).map_err(|e| e.to_string());
         engine.replan(inputs, full, reason, now);

@@ -136,6 +136,19 @@ impl Engine {
         &self.demand
     }
 
+    /// Demand per job at `now`: measured again when due (or `force`d), else
+    /// the last good measurement (a warning says when it is not current).
+    pub fn demand_now(&self, now: Timestamp, force: bool) -> BTreeMap<String, f64> {
+        let status = self.demand.refresh(now, force);
+        if status.is_stale() {
+            tracing::warn!(?status, "demand is not current; the last good one is used");
+        }
+        self.demand
+            .current()
+            .map(|d| d.jobs.clone())
+            .unwrap_or_default()
+    }
+
     /// The last base plan's previous assignment (job -> cluster): the plan in
     /// memory, else the persisted one.
     pub fn previous(&self) -> (BTreeMap<String, String>, u64) {

@@ -96,3 +96,61 @@ pub fn dechunk(body: &str) -> String {
     }
     out
 }
+
+/// A `bosun serve` process of a test: killed when dropped; a failing test
+/// shows the end of its log.
+pub struct Serve {
+    pub child: Child,
+    pub port: u16,
+    pub log: std::path::PathBuf,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let lines: Vec<&str> = log.lines().collect();
+            eprintln!("--- the daemon's log (last 200 lines) ---");
+            for l in &lines[lines.len().saturating_sub(200)..] {
+                eprintln!("{l}");
+            }
+        }
+    }
+}
+
+/// Starts `bosun serve` on `DIR/config.yaml` and `DIR/jobs`, its data in
+/// `DIR/data`, its log in `DIR/stderr.log`, on a port of its own, with
+/// `args` and `envs` more; returns once `/healthz` answers.
+pub fn serve(dir: &Path, args: &[&std::ffi::OsStr], envs: &[(&str, &str)]) -> Serve {
+    let log = dir.join("stderr.log");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_bosun"))
+        .arg("serve")
+        .arg("--config")
+        .arg(dir.join("config.yaml"))
+        .arg("--job-config")
+        .arg(dir.join("jobs"))
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .arg("--listen")
+        .arg("127.0.0.1:0")
+        .args(args)
+        .envs(envs.iter().copied())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let port = logged_port(&mut child, &log, deadline);
+    let daemon = Serve { child, port, log };
+    while request(port, "GET", "/healthz", None, None).0 != 200 {
+        assert!(
+            Instant::now() < deadline,
+            "the daemon did not answer: {}",
+            std::fs::read_to_string(&daemon.log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    daemon
+}
