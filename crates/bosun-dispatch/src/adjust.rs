@@ -553,6 +553,48 @@ impl<'a> State<'a> {
         }
     }
 
+    /// Moves `unit` (demand `d`, now on `from`) to the least loaded
+    /// eligible healthy cluster, as a drain or the overlay does, recording
+    /// the move in `moves`: where it goes (`None`: it stays) and why, the
+    /// reason starting with `head`.
+    fn evacuate(
+        &mut self,
+        unit: &str,
+        spec: Option<&'a UnitSpec>,
+        d: f64,
+        from: &'a str,
+        head: &str,
+        moves: &mut Vec<Move>,
+    ) -> (Option<&'a str>, String) {
+        let to = spec.and_then(|s| self.pick(s, d, from));
+        let ctx = self.context(unit);
+        match (to, spec) {
+            (Some(to), _) => {
+                let reason = format!(
+                    "{head}; served from {to}, the least loaded eligible healthy cluster {ctx}"
+                );
+                self.shift(from, to, d);
+                moves.push(Move {
+                    unit: unit.to_string(),
+                    from: Some(from.to_string()),
+                    to: to.to_string(),
+                    demand: d,
+                    forced: true,
+                    reason: reason.clone(),
+                });
+                (Some(to), reason)
+            }
+            (None, Some(s)) => (
+                None,
+                format!("{head}; {}; stays on {from} {ctx}", self.nowhere(s, from)),
+            ),
+            (None, None) => (
+                None,
+                format!("{head}; its unit is not in the planner's input; stays on {from} {ctx}"),
+            ),
+        }
+    }
+
     /// The units on `clusters` that a drain or the overlay may move (not
     /// pinned, not `protected`), largest demand first, ties by id.
     fn on(
@@ -714,41 +756,18 @@ fn run(
                 "drain {} of {from} by {} until {}: {:?}",
                 o.id, o.actor, o.expires_at, o.reason
             );
-            let to = spec.and_then(|s| st.pick(s, d, from));
-            let ctx = st.context(unit);
-            let entry = match (to, spec) {
-                (Some(to), _) => {
-                    let reason = format!(
-                        "{head}; served from {to}, the least loaded eligible healthy cluster {ctx}"
-                    );
-                    st.shift(from, to, d);
-                    overridden.push(Move {
-                        unit: unit.to_string(),
-                        from: Some(from.to_string()),
-                        to: to.to_string(),
-                        demand: d,
-                        forced: true,
-                        reason: reason.clone(),
-                    });
-                    Unit {
-                        cur: to,
-                        rule: Some("drain"),
-                        reason,
-                        note: Some(format!("drain {} moved it to {to}", o.id)),
-                    }
-                }
-                (None, Some(s)) => Unit {
-                    cur: from,
-                    rule: None,
-                    reason: format!("{head}; {}; stays on {from} {ctx}", st.nowhere(s, from)),
-                    note: Some(format!("drain {} of {from} could not move it", o.id)),
+            let (to, reason) = st.evacuate(unit, spec, d, from, &head, &mut overridden);
+            let entry = match to {
+                Some(to) => Unit {
+                    cur: to,
+                    rule: Some("drain"),
+                    reason,
+                    note: Some(format!("drain {} moved it to {to}", o.id)),
                 },
-                (None, None) => Unit {
+                None => Unit {
                     cur: from,
                     rule: None,
-                    reason: format!(
-                        "{head}; its unit is not in the planner's input; stays on {from} {ctx}"
-                    ),
+                    reason,
                     note: Some(format!("drain {} of {from} could not move it", o.id)),
                 },
             };
@@ -761,43 +780,20 @@ fn run(
         for (unit, spec, d) in st.on(|c| unhealthy.contains(c), &HashSet::new()) {
             let from = st.cur(unit).expect("a unit of the plan");
             let head = format!("health overlay: {from} not Reachable");
-            let to = spec.and_then(|s| st.pick(s, d, from));
-            let ctx = st.context(unit);
             let rule = st.units.get(unit).and_then(|u| u.rule);
             let note = st.units.get(unit).and_then(|u| u.note.clone());
-            let entry = match (to, spec) {
-                (Some(to), _) => {
-                    let reason = format!(
-                        "{head}; served from {to}, the least loaded eligible healthy cluster {ctx}"
-                    );
-                    st.shift(from, to, d);
-                    overlay.push(Move {
-                        unit: unit.to_string(),
-                        from: Some(from.to_string()),
-                        to: to.to_string(),
-                        demand: d,
-                        forced: true,
-                        reason: reason.clone(),
-                    });
-                    Unit {
-                        cur: to,
-                        rule: Some("health overlay"),
-                        reason,
-                        note,
-                    }
-                }
-                (None, Some(s)) => Unit {
-                    cur: from,
-                    rule,
-                    reason: format!("{head}; {}; stays on {from} {ctx}", st.nowhere(s, from)),
+            let (to, reason) = st.evacuate(unit, spec, d, from, &head, &mut overlay);
+            let entry = match to {
+                Some(to) => Unit {
+                    cur: to,
+                    rule: Some("health overlay"),
+                    reason,
                     note,
                 },
-                (None, None) => Unit {
+                None => Unit {
                     cur: from,
                     rule,
-                    reason: format!(
-                        "{head}; its unit is not in the planner's input; stays on {from} {ctx}"
-                    ),
+                    reason,
                     note,
                 },
             };
