@@ -48,18 +48,8 @@ presubmits:
     spec: {containers: [{image: x, command: ["true"]}]}
 "#;
 
-struct Daemon {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        // SIGKILL: the daemon gets no chance to clean up.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+/// SIGKILLed when dropped: the daemon gets no chance to clean up.
+type Daemon = common::Serve;
 
 fn setup(dir: &Path) {
     std::fs::create_dir_all(dir.join("jobs")).unwrap();
@@ -72,38 +62,8 @@ fn start(dir: &Path, extra: &[&str]) -> Daemon {
 }
 
 fn start_with(dir: &Path, extra: &[&str], envs: &[(&str, &str)]) -> Daemon {
-    static STARTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = STARTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let log = dir.join(format!("daemon-{n}.log"));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_bosun"))
-        .envs(envs.iter().copied())
-        .arg("serve")
-        .arg("--config")
-        .arg(dir.join("config.yaml"))
-        .arg("--job-config")
-        .arg(dir.join("jobs"))
-        .arg("--data-dir")
-        .arg(dir.join("data"))
-        .arg("--listen")
-        .arg("127.0.0.1:0")
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
-    let port = common::logged_port(&mut child, &log, deadline);
-    let d = Daemon { child, port };
-    while request(port, "GET", "/healthz", None, None).0 != 200 {
-        assert!(
-            Instant::now() < deadline,
-            "daemon did not answer:\n{}",
-            log_text()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    d
+    let args: Vec<&std::ffi::OsStr> = extra.iter().map(|a| a.as_ref()).collect();
+    common::serve(dir, &args, envs)
 }
 
 fn json(s: &str) -> serde_json::Value {

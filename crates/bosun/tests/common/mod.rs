@@ -121,10 +121,13 @@ impl Drop for Serve {
 }
 
 /// Starts `bosun serve` on `DIR/config.yaml` and `DIR/jobs`, its data in
-/// `DIR/data`, its log in `DIR/stderr.log`, on a port of its own, with
-/// `args` and `envs` more; returns once `/healthz` answers.
+/// `DIR/data`, its log in `DIR/daemon-N.log` (a restarted daemon's in a
+/// file of its own), on a port of its own, with `args` and `envs` more;
+/// returns once `/healthz` answers.
 pub fn serve(dir: &Path, args: &[&std::ffi::OsStr], envs: &[(&str, &str)]) -> Serve {
-    let log = dir.join("stderr.log");
+    static STARTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = STARTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let log = dir.join(format!("daemon-{n}.log"));
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_bosun"))
         .arg("serve")
         .arg("--config")
