@@ -24,21 +24,8 @@ use super::demand::CachedDemand;
 use super::inputs::Inputs;
 use super::service::Service;
 
-/// What the effective plan's adjustments did, for metrics and status.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Adjustments {
-    /// Units the health overlay serves from another cluster.
-    pub overlay_units: usize,
-    /// Units moved by overrides and drains.
-    pub overridden_units: usize,
-    /// Overrides in force.
-    pub active_overrides: usize,
-    /// Clusters in the health overlay.
-    pub unhealthy: BTreeSet<String>,
-}
-
-/// The last base plan and what it was made from.
-#[derive(Clone)]
+/// The last base plan and what it was made from (shared, never copied:
+/// the input of a large configuration is big).
 struct Base {
     plan: Arc<Plan>,
     input: PlanInput,
@@ -52,12 +39,11 @@ pub struct Engine {
     /// The service answering from the effective plan.
     pub service: Arc<Service>,
     demand: CachedDemand,
-    base: Mutex<Option<Base>>,
+    base: Mutex<Option<Arc<Base>>>,
     plan_file: PathBuf,
     overrides_file: PathBuf,
     overrides: Mutex<Vec<Override>>,
     unhealthy: Mutex<BTreeSet<String>>,
-    adjustments: Mutex<Adjustments>,
     next_override: std::sync::atomic::AtomicU64,
 }
 
@@ -126,14 +112,8 @@ impl Engine {
             overrides_file,
             overrides: Mutex::new(overrides),
             unhealthy: Mutex::new(BTreeSet::new()),
-            adjustments: Mutex::new(Adjustments::default()),
             next_override: std::sync::atomic::AtomicU64::new(next),
         }
-    }
-
-    /// The demand source's cache.
-    pub fn demand(&self) -> &CachedDemand {
-        &self.demand
     }
 
     /// Demand per job at `now`: measured again when due (or `force`d), else
@@ -224,12 +204,12 @@ impl Engine {
             unplaced = plan.unplaced.len(),
             "plan in force"
         );
-        *self.base.lock().unwrap_or_else(|e| e.into_inner()) = Some(Base {
+        *self.base.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(Base {
             plan: Arc::new(plan),
             input: inputs.input,
             repos: inputs.repos,
             files: inputs.files,
-        });
+        }));
         self.publish(now);
         true
     }
@@ -273,21 +253,7 @@ impl Engine {
             adjusted.overridden.len(),
             adjusted.active_overrides,
         );
-        *self.adjustments.lock().unwrap_or_else(|e| e.into_inner()) = Adjustments {
-            overlay_units: adjusted.overlay.len(),
-            overridden_units: adjusted.overridden.len(),
-            active_overrides: adjusted.active_overrides,
-            unhealthy,
-        };
         self.service.set_plan(adjusted.plan, &base.repos);
-    }
-
-    /// What the adjustments in force do.
-    pub fn adjustments(&self) -> Adjustments {
-        self.adjustments
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
     }
 
     /// The base plan in force (before adjustments).
