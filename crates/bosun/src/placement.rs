@@ -49,7 +49,8 @@ pub struct Placer {
     /// bosun's own dispatcher (used while the configuration has a
     /// `dispatcher:` section).
     pub engine: Arc<Engine>,
-    external: Mutex<Option<Arc<ExternalClient>>>,
+    /// The client, and the `scheduler.external` it was last given.
+    external: Mutex<Option<(ExternalScheduler, Arc<ExternalClient>)>>,
     /// The build clusters in force (an external answer must name one).
     known: Arc<std::sync::RwLock<BTreeSet<String>>>,
     /// External answers by run id, until the run is placed.
@@ -77,9 +78,12 @@ impl Placer {
     pub fn external(&self, config: &ProwConfig) -> Option<Arc<ExternalClient>> {
         let wanted: &ExternalScheduler = config.scheduler.external.as_ref()?;
         let mut current = self.external.lock().unwrap_or_else(|e| e.into_inner());
-        match current.as_ref() {
-            Some(client) => {
-                client.reconfigure(wanted);
+        match current.as_mut() {
+            Some((given, client)) => {
+                if given != wanted {
+                    client.reconfigure(wanted);
+                    *given = wanted.clone();
+                }
                 Some(client.clone())
             }
             None => {
@@ -92,7 +96,7 @@ impl Placer {
                         "scheduler.external.url: {e}; runs keep their configured cluster"
                     );
                 }
-                *current = Some(client.clone());
+                *current = Some((wanted.clone(), client.clone()));
                 Some(client)
             }
         }
