@@ -23,6 +23,7 @@ pub mod admit;
 pub mod executor;
 pub mod kube;
 pub mod local;
+pub mod podutils;
 pub mod registry;
 pub mod shim;
 pub mod trust;

@@ -192,7 +192,7 @@ fn items(root: &Path, snapshot: &Snapshot) -> Vec<Item> {
     };
     for p in &snapshot.periodics {
         let job = undecorated(p);
-        let new = RunTemplate::periodic(&job, snapshot.pod_spec(&job)).run(None);
+        let new = RunTemplate::periodic(&job, snapshot.pod_spec(&job), None).run(None);
         items.push(Item {
             file: relative(root, &p.origin.file),
             kind: JobType::Periodic,
@@ -205,8 +205,13 @@ fn items(root: &Path, snapshot: &Snapshot) -> Vec<Item> {
             let job = undecorated(p);
             let seed = next();
             let refs = refs(&job.base, org_repo, branch(&p.kind.branches), seed, true);
-            let template =
-                RunTemplate::new(&job.base, JobType::Presubmit, None, snapshot.pod_spec(&job));
+            let template = RunTemplate::new(
+                &job.base,
+                JobType::Presubmit,
+                None,
+                snapshot.pod_spec(&job),
+                None,
+            );
             items.push(Item {
                 file: relative(root, &p.origin.file),
                 kind: JobType::Presubmit,
@@ -225,6 +230,7 @@ fn items(root: &Path, snapshot: &Snapshot) -> Vec<Item> {
                 JobType::Postsubmit,
                 None,
                 snapshot.pod_spec(&job),
+                None,
             );
             items.push(Item {
                 file: relative(root, &p.origin.file),

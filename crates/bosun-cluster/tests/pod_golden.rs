@@ -36,7 +36,7 @@ fn run_of(
     let base: JobBase = serde_json::from_value(job).expect("a job");
     let refs: Option<Refs> = refs.map(|r| serde_json::from_value(r).expect("refs"));
     let periodic = (job_type == JobType::Periodic).then(|| base.name.clone());
-    let new = new_run(&base, job_type, periodic, base.spec.clone(), refs);
+    let new = new_run(&base, job_type, periodic, base.spec.clone(), None, refs);
     let spec: SpecSnapshot = serde_json::from_str(new.spec.json()).expect("a spec snapshot");
     let at = jiff::Timestamp::from_second(1_800_000_000).unwrap();
     (new.into_run(id.into(), build_id, "hash".into(), at), spec)

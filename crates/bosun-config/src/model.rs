@@ -310,6 +310,19 @@ impl Snapshot {
         crate::defaults::merged_decoration(&self.config, repo, &job.base)
     }
 
+    /// The decoration config a periodic's runs get: matched by its first
+    /// `extra_refs` entry (`org/repo`), or by no repository without one, as
+    /// Prow's `setPeriodicDecorationDefaults` matches.
+    pub fn periodic_decoration(&self, p: &Periodic) -> Option<crate::types::DecorationConfig> {
+        let repo = p
+            .base
+            .extra_refs
+            .first()
+            .map(|r| format!("{}/{}", r.org, r.repo))
+            .unwrap_or_default();
+        self.decoration_config(p, &repo)
+    }
+
     /// The periodic with this identity.
     pub fn periodic(&self, identity: &str) -> Option<&Periodic> {
         self.periodics.iter().find(|p| p.has_identity(identity))

@@ -46,7 +46,9 @@ pub fn jobs(snapshot: &Snapshot) -> Vec<PeriodicJob> {
             };
             let schedule_hash =
                 serde_json::json!([k.cron, k.interval, k.minimum_interval, k.timezone]).to_string();
-            let mut template = RunTemplate::periodic(p, snapshot.pod_spec(p)).run(None);
+            let mut template =
+                RunTemplate::periodic(p, snapshot.pod_spec(p), snapshot.periodic_decoration(p))
+                    .run(None);
             template.state = initial_state(&snapshot.config);
             Some(PeriodicJob {
                 identity: policy.identity.clone(),

@@ -1,7 +1,7 @@
 //! A new run of a configured job, as Prow makes one: Prow's labels and
 //! annotations, and the job's definition kept with the run (its spec snapshot).
 
-use bosun_config::types::{JobBase, JobSource, JobType, Refs};
+use bosun_config::types::{DecorationConfig, JobBase, JobSource, JobType, Refs};
 use k8s_openapi::api::core::v1::PodSpec;
 
 use crate::{NewRun, RunState};
@@ -13,6 +13,11 @@ pub struct SpecSnapshot {
     pub job: JobBase,
     /// Its pod spec with presets merged.
     pub pod_spec: Option<PodSpec>,
+    /// Its decoration config resolved as Prow resolves it (the job's own over
+    /// the matching `plank.default_decoration_config_entries`), as a ProwJob
+    /// carries it; `None` for an undecorated job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decoration: Option<DecorationConfig>,
 }
 
 const MAX_LABEL: usize = 63;
@@ -34,6 +39,48 @@ pub struct RunTemplate {
     new: NewRun,
     /// The refs of a run given none: an in-repo periodic's repository.
     own_refs: Option<Refs>,
+    /// The job's fields that complete a run's primary refs.
+    primary: PrimaryRefFields,
+}
+
+/// A job's clone settings that Prow copies onto its runs' primary refs when
+/// it creates them (`pjutil.completePrimaryRefs`), and the decoration
+/// config's `blobless_fetch`, which every ref without its own inherits.
+#[derive(Debug, Clone, Default)]
+struct PrimaryRefFields {
+    path_alias: Option<String>,
+    clone_uri: Option<String>,
+    skip_submodules: bool,
+    clone_depth: i64,
+    skip_fetch_head: bool,
+    blobless_fetch: Option<bool>,
+}
+
+impl PrimaryRefFields {
+    fn of(base: &JobBase) -> Self {
+        PrimaryRefFields {
+            path_alias: base.path_alias.clone().filter(|s| !s.is_empty()),
+            clone_uri: base.clone_uri.clone().filter(|s| !s.is_empty()),
+            skip_submodules: base.skip_submodules,
+            clone_depth: base.clone_depth,
+            skip_fetch_head: base.skip_fetch_head,
+            blobless_fetch: None,
+        }
+    }
+
+    fn complete(&self, r: &mut Refs) {
+        if self.path_alias.is_some() {
+            r.path_alias.clone_from(&self.path_alias);
+        }
+        if self.clone_uri.is_some() {
+            r.clone_uri.clone_from(&self.clone_uri);
+        }
+        r.skip_submodules |= self.skip_submodules;
+        if self.clone_depth > 0 {
+            r.clone_depth = self.clone_depth;
+        }
+        r.skip_fetch_head |= self.skip_fetch_head;
+    }
 }
 
 impl RunTemplate {
@@ -43,7 +90,12 @@ impl RunTemplate {
         job_type: JobType,
         periodic: Option<String>,
         pod_spec: Option<PodSpec>,
+        decoration: Option<DecorationConfig>,
     ) -> Self {
+        let primary = PrimaryRefFields {
+            blobless_fetch: decoration.as_ref().and_then(|d| d.blobless_fetch),
+            ..PrimaryRefFields::of(base)
+        };
         let mut labels = base.labels.clone();
         labels.insert("created-by-prow".into(), "true".into());
         labels.insert("prow.k8s.io/job".into(), job_label(&base.name));
@@ -65,6 +117,7 @@ impl RunTemplate {
                     &serde_json::to_value(SpecSnapshot {
                         job: base.clone(),
                         pod_spec,
+                        decoration,
                     })
                     .expect("serializable"),
                 ),
@@ -73,6 +126,7 @@ impl RunTemplate {
                 description: "Job triggered.".into(),
             },
             own_refs: None,
+            primary,
         }
     }
 
@@ -80,8 +134,18 @@ impl RunTemplate {
     /// their repository's refs, `{org, repo, base_ref: branch}` (the branch
     /// its source is checked out on), as Lighthouse gives them `{org, repo}`;
     /// a central periodic's have none (Prow's: its `extra_refs` only).
-    pub fn periodic(p: &bosun_config::Periodic, pod_spec: Option<PodSpec>) -> Self {
-        let mut t = RunTemplate::new(&p.base, JobType::Periodic, Some(p.identity()), pod_spec);
+    pub fn periodic(
+        p: &bosun_config::Periodic,
+        pod_spec: Option<PodSpec>,
+        decoration: Option<DecorationConfig>,
+    ) -> Self {
+        let mut t = RunTemplate::new(
+            &p.base,
+            JobType::Periodic,
+            Some(p.identity()),
+            pod_spec,
+            decoration,
+        );
         if let JobSource::InRepo { repo, branch } = &p.source {
             let (org, name) = repo.split_once('/').unwrap_or((repo.as_str(), ""));
             t.own_refs = Some(Refs {
@@ -103,8 +167,16 @@ impl RunTemplate {
     /// Prow's refs labels (from the refs, or else from the job's first
     /// `extra_refs`).
     pub fn run(&self, refs: Option<Refs>) -> NewRun {
-        let refs = refs.or_else(|| self.own_refs.clone());
+        let mut refs = refs.or_else(|| self.own_refs.clone());
         let mut new = self.new.clone();
+        if let Some(r) = refs.as_mut() {
+            self.primary.complete(r);
+        }
+        if let Some(b) = self.primary.blobless_fetch {
+            for r in refs.iter_mut().chain(new.extra_refs.iter_mut()) {
+                r.blobless_fetch.get_or_insert(b);
+            }
+        }
         if let Some(r) = refs.as_ref().or(new.extra_refs.first()) {
             let labels = std::sync::Arc::make_mut(&mut new.labels);
             labels.insert("prow.k8s.io/refs.org".into(), r.org.clone());
@@ -137,7 +209,8 @@ pub fn new_run(
     job_type: JobType,
     periodic: Option<String>,
     pod_spec: Option<PodSpec>,
+    decoration: Option<DecorationConfig>,
     refs: Option<Refs>,
 ) -> NewRun {
-    RunTemplate::new(base, job_type, periodic, pod_spec).run(refs)
+    RunTemplate::new(base, job_type, periodic, pod_spec, decoration).run(refs)
 }

@@ -167,7 +167,11 @@ impl RunFactory {
                     })?;
                 let t = self.template(snapshot, clusters, (JobType::Periodic, None, i), || {
                     (
-                        RunTemplate::periodic(p, snapshot.pod_spec(p)),
+                        RunTemplate::periodic(
+                            p,
+                            snapshot.pod_spec(p),
+                            snapshot.periodic_decoration(p),
+                        ),
                         definition_repo(p),
                     )
                 });
@@ -261,7 +265,11 @@ impl RunFactory {
             {
                 let t = self.template(snapshot, clusters, (JobType::Periodic, None, i), || {
                     (
-                        RunTemplate::periodic(p, snapshot.pod_spec(p)),
+                        RunTemplate::periodic(
+                            p,
+                            snapshot.pod_spec(p),
+                            snapshot.periodic_decoration(p),
+                        ),
                         definition_repo(p),
                     )
                 });
@@ -332,7 +340,13 @@ impl RunFactory {
             for (i, j) in jobs.iter().enumerate().filter(|(_, j)| j.base.name == job) {
                 let t = self.template(snapshot, clusters, (kind, Some(r.clone()), i), || {
                     (
-                        RunTemplate::new(&j.base, kind, None, snapshot.pod_spec(j)),
+                        RunTemplate::new(
+                            &j.base,
+                            kind,
+                            None,
+                            snapshot.pod_spec(j),
+                            snapshot.decoration_config(j, r),
+                        ),
                         Some(r.clone()),
                     )
                 });

@@ -191,7 +191,8 @@ impl World {
             .iter()
             .find(|p| p.base.name == job)
             .unwrap_or_else(|| panic!("no periodic {job}"));
-        let new = RunTemplate::periodic(p, snapshot.pod_spec(p)).run(None);
+        let new = RunTemplate::periodic(p, snapshot.pod_spec(p), snapshot.periodic_decoration(p))
+            .run(None);
         let hash = new.spec.hash().to_string();
         let spec: SpecSnapshot = serde_json::from_str(new.spec.json()).unwrap();
         self.o.specs.entry(hash.clone()).or_insert(Arc::new(spec));
