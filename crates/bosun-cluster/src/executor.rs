@@ -90,6 +90,15 @@ pub trait Executor: Send + Sync {
     fn remove(&self, run_id: &str) -> Result<(), ExecError>;
     /// The run's log file, if the executor keeps one.
     fn log_path(&self, run_id: &str) -> Option<PathBuf>;
+    /// The directory holding the run's artifacts on this machine (a
+    /// decorated run's `started.json`, `finished.json`, `build-log.txt` and
+    /// `artifacts/`), if the executor keeps them locally; `None` for
+    /// executors whose runs upload their artifacts elsewhere (Kubernetes).
+    /// The directory may not exist yet. Its contents are written by the job
+    /// and are untrusted.
+    fn artifacts_dir(&self, _run_id: &str) -> Option<PathBuf> {
+        None
+    }
     /// Whether runs start as pods ([`Executor::start_pod`]) rather than
     /// processes.
     fn runs_pods(&self) -> bool {

@@ -514,6 +514,11 @@ impl Executor for LocalExecutor {
     fn log_path(&self, run_id: &str) -> Option<PathBuf> {
         Some(LocalExecutor::log_path(self, run_id))
     }
+
+    /// `ROOT/RUN_ID/logs`, inside the run's own directory.
+    fn artifacts_dir(&self, run_id: &str) -> Option<PathBuf> {
+        Some(self.run_dir(run_id).join("logs"))
+    }
 }
 
 /// How long a run's directory may exist without its state file before the
