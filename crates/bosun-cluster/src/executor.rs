@@ -38,7 +38,7 @@ pub enum ExecError {
 
 /// What a process run is given: one container's command, as a local
 /// cluster runs it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct JobProcess {
     /// The container's `command` followed by its `args`.
     pub command: Vec<String>,
@@ -46,6 +46,10 @@ pub struct JobProcess {
     pub env: Vec<(String, String)>,
     /// The container's `workingDir`, taken inside the run's own directory.
     pub working_dir: Option<String>,
+    /// A decorated run: `command` is the test command, which the executor
+    /// runs under Prow's pod utilities (refs cloned first, the command
+    /// wrapped with its timeout, Prow's artifact files laid out).
+    pub decoration: Option<Box<crate::podutils::job::DecoratedJob>>,
 }
 
 /// Where a run stands.

@@ -22,6 +22,7 @@ use k8s_openapi::api::core::v1::PodSpec;
 use rustix::process::{kill_process_group, Pid, Signal};
 
 use crate::executor::{ExecError, Executor, JobProcess, RunStatus};
+use crate::podutils::job::{DecoratedJob, OPTIONS_ENV};
 use crate::shim::{
     self, start_time, Event, Reply, Request, RunAs, StartRequest, LOG_SUFFIX, SOCKET, STATE_SUFFIX,
     STATE_XATTR,
@@ -351,11 +352,15 @@ impl LocalExecutor {
         if job.command.first().is_none_or(String::is_empty) {
             return Err(ExecError::Unsupported("no command".into()));
         }
+        let (command, env, working_dir) = match &job.decoration {
+            None => (job.command.clone(), job.env.clone(), job.working_dir.clone()),
+            Some(d) => self.decorated(job, d)?,
+        };
         let req = Request::Start(StartRequest {
             id: run_id.to_string(),
-            command: job.command.clone(),
-            env: job.env.clone(),
-            working_dir: job.working_dir.clone(),
+            command,
+            env,
+            working_dir,
             run_as: self.run_as,
             want_pid: true,
         });
@@ -374,6 +379,33 @@ impl LocalExecutor {
             (Reply::Started | Reply::Exists | Reply::Spawned { .. }, _) => Ok(()),
             (Reply::Error(e), _) => Err(ExecError::Refused(format!("local executor: {e}"))),
         }
+    }
+
+    /// How a decorated run starts: `bosun run-decorated` (the supervisor's
+    /// program) in the run's directory, given the test command and the
+    /// cluster's clone cache in its options; it clones the refs into
+    /// `go/`, then runs the command in the working ref's clone and lays out
+    /// Prow's files in `logs/` (see [`crate::podutils`]).
+    fn decorated(
+        &self,
+        job: &JobProcess,
+        d: &DecoratedJob,
+    ) -> Result<(Vec<String>, Vec<(String, String)>, Option<String>), ExecError> {
+        let program = self
+            .shim
+            .first()
+            .ok_or_else(|| io("no supervisor command configured"))?;
+        let options = DecoratedJob {
+            args: job.command.clone(),
+            mirror_root: Some(self.root.join(MIRRORS)),
+            ..d.clone()
+        };
+        let mut env = job.env.clone();
+        env.push((
+            OPTIONS_ENV.to_string(),
+            serde_json::to_string(&options).map_err(io)?,
+        ));
+        Ok((vec![program.clone(), "run-decorated".into()], env, None))
     }
 
     /// Where a run stands, from its files (works for runs started under an
@@ -520,6 +552,10 @@ impl Executor for LocalExecutor {
         Some(self.run_dir(run_id).join("logs"))
     }
 }
+
+/// The directory of a cluster's clone cache, under its root (a name no run
+/// id takes: ids never start with a dot).
+pub const MIRRORS: &str = ".mirrors";
 
 /// How long a run's directory may exist without its state file before the
 /// start is taken as failed (the supervisor writes the state right after

@@ -42,6 +42,7 @@ fn main() {
         command: vec!["/bin/true".into()],
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
         working_dir: None,
+        decoration: None,
     };
     // Start the supervisor before timing (a daemon has one running).
     exec.start("warm-up", &job).unwrap();

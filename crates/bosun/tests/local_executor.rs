@@ -50,6 +50,7 @@ fn job(script: &str) -> JobProcess {
             ("JOB_NAME".into(), "unit".into()),
         ],
         working_dir: None,
+        decoration: None,
     }
 }
 

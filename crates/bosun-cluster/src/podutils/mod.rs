@@ -13,5 +13,6 @@
 pub mod artifacts;
 pub mod clone;
 pub mod entrypoint;
+pub mod job;
 pub mod mirror;
 pub mod refs;

@@ -175,6 +175,7 @@ impl Controller {
                                 command,
                                 env,
                                 working_dir: container.working_dir.clone(),
+                                decoration: None,
                             })
                         })
                 };

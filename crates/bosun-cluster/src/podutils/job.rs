@@ -1,0 +1,46 @@
+//! What a decorated local run is given: the refs to clone, the test command
+//! to wrap, the decoration config's timeout and grace period, and the
+//! ProwJob document to lay out beside its artifacts. The local executor hands
+//! it to `bosun run-decorated` as JSON in [`OPTIONS_ENV`].
+
+use std::path::PathBuf;
+
+use bosun_config::types::Refs;
+use serde::{Deserialize, Serialize};
+
+/// The environment variable `bosun run-decorated` reads its options from
+/// (removed from the test process's environment).
+pub const OPTIONS_ENV: &str = "BOSUN_DECORATED_OPTIONS";
+
+/// The directory of a run's job-path files (`started.json`, `build-log.txt`,
+/// `artifacts/`, ...), relative to the run's directory.
+pub const LOGS_DIR: &str = "logs";
+
+/// The directory a run's refs are cloned under (its `GOPATH`), relative to
+/// the run's directory.
+pub const GOPATH_DIR: &str = "go";
+
+/// A decorated run's options.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DecoratedJob {
+    /// The test container's `command` followed by its `args`.
+    pub args: Vec<String>,
+    /// The refs to clone: the run's `refs` (if any) first, then its
+    /// `extra_refs`.
+    pub refs: Vec<Refs>,
+    /// Whether `refs[0]` is the run's own `refs` (rather than its first
+    /// `extra_refs`): `started.json`'s `repo-commit` comes from it.
+    pub primary: bool,
+    /// `decoration_config.skip_cloning`.
+    pub skip_cloning: bool,
+    /// `decoration_config.timeout` in nanoseconds (0: entrypoint's 2 h).
+    pub timeout_ns: i64,
+    /// `decoration_config.grace_period` in nanoseconds (0: 15 s).
+    pub grace_period_ns: i64,
+    /// The cluster's clone cache (set by the executor).
+    pub mirror_root: Option<PathBuf>,
+    /// The run as a ProwJob, written to `prowjob.json` (its status updated
+    /// when the run ends).
+    pub prowjob: serde_json::Value,
+}
