@@ -26,6 +26,7 @@ pub mod metrics;
 pub mod periodics;
 pub mod placement;
 pub mod plans;
+pub mod prowjob;
 pub mod reload;
 pub mod runs;
 pub mod schedule;

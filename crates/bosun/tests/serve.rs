@@ -111,9 +111,11 @@ fn runs_reach_their_final_states() {
         wait_state(port, &bad, |s| s == "failure")["description"],
         "Job failed (exit code 7)."
     );
+    // Decorated, without refs: entrypoint runs the command in the run's
+    // directory.
     assert_eq!(
-        wait_state(port, &dec, |s| s == "error")["description"],
-        "decoration is not supported yet"
+        wait_state(port, &dec, |s| s == "success")["description"],
+        "Job succeeded."
     );
     let (status, log) = request(port, "GET", &format!("/api/v1/runs/{ok}/log"), None, None);
     assert_eq!((status, log.as_str()), (200, "hi ok\n"));

@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use bosun_cluster::executor::{ExecError, JobProcess, RunStatus};
 use bosun_cluster::local::command_of;
-use bosun_store::{RunState, Transition};
+use bosun_cluster::podutils::job::DecoratedJob;
+use bosun_store::template::SpecSnapshot;
+use bosun_store::{Run, RunState, Transition};
 use jiff::Timestamp;
 
 use super::decide::{exited, job_queue, Plan, ABORT_GRACE};
@@ -76,8 +78,20 @@ impl Controller {
                 .get(&stop.cluster)
                 .cloned()
                 .or_else(|| self.shared.retired_executor(&stop.cluster));
-            if let Some(exec) = exec {
-                exec.abort(&stop.run, ABORT_GRACE);
+            let Some(exec) = exec else { continue };
+            let grace = observed
+                .pending
+                .iter()
+                .find(|p| p.run.id == stop.run)
+                .and_then(|p| observed.spec(&p.run))
+                .map_or(ABORT_GRACE, |spec| abort_grace(spec));
+            if grace <= ABORT_GRACE {
+                exec.abort(&stop.run, grace);
+            } else {
+                // A decorated job's wrapper gets its grace period to stop
+                // the test and write `finished.json`, off the pass.
+                let run = stop.run.clone();
+                off_the_pass(move || drop(exec.abort(&run, grace)));
             }
         }
         let mut batch = plan.transitions;
@@ -175,7 +189,7 @@ impl Controller {
                                 command,
                                 env,
                                 working_dir: container.working_dir.clone(),
-                                decoration: None,
+                                decoration: decorated(run, spec).map(Box::new),
                             })
                         })
                 };
@@ -351,4 +365,45 @@ fn local_end(clusters: &Clusters, cluster: &str, id: &str, now: Timestamp) -> Op
         RunStatus::Exited { code } => Some(exited(code, now)),
         _ => None,
     }
+}
+
+/// How long an aborted run's job gets between SIGTERM and SIGKILL: a
+/// decorated job's wrapper gets its grace period and a quarter more (as
+/// Prow's pod gets `terminationGracePeriodSeconds`), so it can stop the test
+/// with entrypoint's SIGINT, then SIGKILL, and write `finished.json`.
+fn abort_grace(spec: &SpecSnapshot) -> Duration {
+    match spec.decoration.as_ref().filter(|_| spec.job.decorate == Some(true)) {
+        None => ABORT_GRACE,
+        Some(d) => {
+            let grace = d
+                .grace_period
+                .map(|g| g.to_std())
+                .filter(|g| !g.is_zero())
+                .unwrap_or(DEFAULT_GRACE_PERIOD);
+            (grace * 5 / 4).max(ABORT_GRACE)
+        }
+    }
+}
+
+/// entrypoint's grace period when the decoration config sets none.
+const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(15);
+
+/// What a decorated run on a local cluster is given (none: undecorated):
+/// its refs to clone, the decoration config's timeout and grace period, and
+/// the run as a ProwJob for `prowjob.json`.
+fn decorated(run: &Run, spec: &SpecSnapshot) -> Option<DecoratedJob> {
+    let d = spec
+        .decoration
+        .as_ref()
+        .filter(|_| spec.job.decorate == Some(true))?;
+    Some(DecoratedJob {
+        args: Vec::new(), // the executor moves the command here
+        refs: run.refs.iter().chain(&run.extra_refs).cloned().collect(),
+        primary: run.refs.is_some(),
+        skip_cloning: d.skip_cloning == Some(true),
+        timeout_ns: d.timeout.map_or(0, |t| t.as_nanos()),
+        grace_period_ns: d.grace_period.map_or(0, |g| g.as_nanos()),
+        mirror_root: None,
+        prowjob: crate::prowjob::document(run, spec),
+    })
 }

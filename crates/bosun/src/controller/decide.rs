@@ -394,8 +394,15 @@ pub fn decide_triggered(
         );
         return None;
     }
-    if spec.job.decorate == Some(true) {
-        plan.end(run, RunState::Error, now, "decoration is not supported yet");
+    if spec.job.decorate == Some(true) && spec.decoration.is_none() {
+        // Runs carry their resolved decoration config since bosun runs
+        // decorated jobs; a run created before has none.
+        plan.end(
+            run,
+            RunState::Error,
+            now,
+            "Terminal error: the run carries no decoration config (it was created by an earlier bosun); trigger the job again.",
+        );
         return None;
     }
     if spec.pod_spec.is_none() {
@@ -506,7 +513,7 @@ fn running_timeout(o: &Observed, run: &Run) -> Duration {
         .unwrap_or(Duration::from_secs(48 * 3600));
     let own = o
         .spec(run)
-        .and_then(|s| s.job.decoration_config.as_ref())
+        .and_then(|s| s.decoration.as_ref().or(s.job.decoration_config.as_ref()))
         .and_then(|d| d.pod_running_timeout)
         .map(|d| d.to_std());
     own.map_or(global, |own| own.min(global))

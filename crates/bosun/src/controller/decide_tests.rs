@@ -1189,8 +1189,22 @@ fn triggered_runs() {
         TriggeredRow {
             name: "decorated",
             job: "a",
+            setup: |w, r| {
+                let spec = w.spec_mut(r);
+                spec.job.decorate = Some(true);
+                spec.decoration = Some(Default::default());
+            },
+            want: nothing().start("t", "default"),
+        },
+        TriggeredRow {
+            name: "decorated, created without its decoration config",
+            job: "a",
             setup: |w, r| w.spec_mut(r).job.decorate = Some(true),
-            want: nothing().to("t", Error, "decoration is not supported yet"),
+            want: nothing().to(
+                "t",
+                Error,
+                "Terminal error: the run carries no decoration config (it was created by an earlier bosun); trigger the job again.",
+            ),
         },
         TriggeredRow {
             name: "decorate: false",
