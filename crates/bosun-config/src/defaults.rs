@@ -383,6 +383,8 @@ fn overlay(base: DecorationConfig, top: &DecorationConfig) -> DecorationConfig {
             .clone()
             .or(base.default_memory_request),
         blobless_fetch: top.blobless_fetch.or(base.blobless_fetch),
+        sparse_checkout_files: vec_or(base.sparse_checkout_files, &top.sparse_checkout_files),
+        scheduling_options: top.scheduling_options.clone().or(base.scheduling_options),
         pod_pending_timeout: top.pod_pending_timeout.or(base.pod_pending_timeout),
         pod_running_timeout: top.pod_running_timeout.or(base.pod_running_timeout),
         pod_unscheduled_timeout: top.pod_unscheduled_timeout.or(base.pod_unscheduled_timeout),

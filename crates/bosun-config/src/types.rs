@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    EnvVar, PodSpec, ResourceRequirements, Toleration, Volume, VolumeMount,
+    Affinity, EnvVar, PodSpec, ResourceRequirements, Toleration, Volume, VolumeMount,
 };
 use serde::{Deserialize, Serialize};
 
@@ -153,8 +153,14 @@ pub struct Plank {
     pub pod_unscheduled_timeout: Option<GoDuration>,
     /// How many times an evicted or lost pod is recreated. Default 3.
     pub max_revivals: Option<i64>,
-    /// Decoration defaults, matched by repo and cluster.
+    /// Decoration defaults, matched by repo and cluster; every matching entry
+    /// applies, in order, a later one's fields over an earlier one's.
     pub default_decoration_config_entries: Vec<DefaultDecorationConfigEntry>,
+    /// Prow's older form of the decoration defaults: `*`, `org` or `org/repo`
+    /// to a config. It reads as entries (cluster empty) ordered `*`, then the
+    /// orgs, then the repos; it may not be set together with
+    /// `default_decoration_config_entries`.
+    pub default_decoration_configs: BTreeMap<String, DecorationConfig>,
     /// Prow's URL template for runs (a Go template); kept for the dashboard.
     pub job_url_template: Option<String>,
     /// Prow's per-repo URL prefixes (ignored by bosun).
@@ -736,24 +742,38 @@ pub struct Pull {
     pub author_link: Option<String>,
 }
 
-/// Prow's `decoration_config` (pod utilities). bosun validates it; running decorated
-/// jobs comes with the decoration work.
+/// Prow's `decoration_config` (pod utilities). A job's effective config is its
+/// own over the matching `plank.default_decoration_config_entries`, merged
+/// field by field as Prow's `ApplyDefault` does (see
+/// [`DecorationConfig::apply_default`]); runs carry the result.
+///
+/// `Option` fields are Prow's pointers: `None` is unset, and an explicit empty
+/// or zero value (`gcs_credentials_secret: ""`, `timeout: 0s`,
+/// `blobless_fetch: false`) is set and wins over a default. Lists are unset
+/// when empty. The free-form fields hold Prow's structs as JSON objects with
+/// Prow's keys.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(default)]
 pub struct DecorationConfig {
-    /// Test process timeout, enforced inside the pod.
+    /// Test process timeout, enforced by the entrypoint (unset or 0: 2h).
     pub timeout: Option<GoDuration>,
-    /// Time between SIGINT and SIGKILL at the timeout.
+    /// Time between SIGINT and SIGKILL at the timeout (unset or 0: 15s).
     pub grace_period: Option<GoDuration>,
-    /// Images of the pod utilities (`clonerefs`, `initupload`, `entrypoint`, `sidecar`).
+    /// Images of the pod utilities, by utility: `clonerefs`, `initupload`,
+    /// `entrypoint`, `sidecar` (an empty image is unset).
     pub utility_images: Option<BTreeMap<String, String>>,
-    /// Resources of the utility containers, by utility name.
+    /// Resources of the utility containers, by container: `clonerefs`,
+    /// `initupload`, `place_entrypoint`, `sidecar`.
     pub resources: Option<BTreeMap<String, ResourceRequirements>>,
-    /// Artifact upload settings.
+    /// Artifact upload settings (Prow's `GCSConfiguration`): `bucket`,
+    /// `path_prefix`, `path_strategy` (`legacy`, `single` or `explicit`),
+    /// `default_org`, `default_repo`, `mediaTypes`, `job_url_prefix`,
+    /// `local_output_dir`, `compress_file_types`.
     pub gcs_configuration: Option<FreeForm>,
-    /// Secret with GCS credentials.
+    /// Secret with GCS credentials (`service-account.json`); empty: none
+    /// (workload identity).
     pub gcs_credentials_secret: Option<String>,
-    /// Secret with S3 credentials.
+    /// Secret with S3 credentials (`service-account.json`); empty: none.
     pub s3_credentials_secret: Option<String>,
     /// Service account of the pod when the spec names none.
     pub default_service_account_name: Option<String>,
@@ -763,40 +783,87 @@ pub struct DecorationConfig {
     pub ssh_host_fingerprints: Vec<String>,
     /// Do not clone refs.
     pub skip_cloning: Option<bool>,
-    /// Secret with a git cookie file.
+    /// Secret with a git cookie file (`name` or `name/key`).
     pub cookiefile_secret: Option<String>,
-    /// Secret with an OAuth token for cloning.
+    /// Secret with an OAuth token for cloning: `{name, key}`.
     pub oauth_token_secret: Option<FreeForm>,
-    /// GitHub API endpoints.
+    /// GitHub API endpoints (unset: `https://api.github.com`).
     pub github_api_endpoints: Vec<String>,
-    /// GitHub App id.
+    /// GitHub App id (an empty id is unset).
     pub github_app_id: Option<String>,
-    /// Secret with the GitHub App private key.
+    /// Secret with the GitHub App private key: `{name, key}`.
     pub github_app_private_key_secret: Option<FreeForm>,
-    /// Censor secrets in artifacts.
+    /// Censor the values of mounted secrets in logs and artifacts.
     pub censor_secrets: Option<bool>,
-    /// Censoring options.
+    /// Censoring options: `censoring_concurrency`, `censoring_buffer_size`,
+    /// `include_directories`, `exclude_directories`, `minimum_secret_length`.
     pub censoring_options: Option<FreeForm>,
-    /// Upload even when interrupted.
+    /// The sidecar ignores interrupts and uploads once the test has ended.
     pub upload_ignores_interrupts: Option<bool>,
-    /// Pod security context `fsGroup`.
+    /// Pod security context `fsGroup`, when the spec sets none.
     pub fs_group: Option<i64>,
-    /// Utility containers' user.
+    /// Pod security context `runAsUser`, when the spec sets none.
     pub run_as_user: Option<i64>,
-    /// Utility containers' group.
+    /// Pod security context `runAsGroup`, when the spec sets none.
     pub run_as_group: Option<i64>,
-    /// Set memory limit equal to the request.
+    /// Set each test container's memory limit to its memory request.
     pub set_limit_equals_memory_request: Option<bool>,
-    /// Default memory request.
+    /// Memory request of test containers that have none (a quantity).
     pub default_memory_request: Option<String>,
-    /// Clone with `--filter=blob:none`.
+    /// Clone with `--filter=blob:none` (the default of every ref's `blobless_fetch`).
     pub blobless_fetch: Option<bool>,
+    /// Sparse checkout of the primary ref: the files to check out.
+    pub sparse_checkout_files: Vec<String>,
+    /// Affinity and tolerations for the pod, applied when its spec has none.
+    pub scheduling_options: Option<SchedulingOptions>,
     /// Per-job `plank.pod_pending_timeout`.
     pub pod_pending_timeout: Option<GoDuration>,
     /// Per-job `plank.pod_running_timeout`.
     pub pod_running_timeout: Option<GoDuration>,
     /// Per-job `plank.pod_unscheduled_timeout`.
     pub pod_unscheduled_timeout: Option<GoDuration>,
+}
+
+/// Prow's `scheduling_options`: pod scheduling fields a decorated pod gets when
+/// its spec has none of its own.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct SchedulingOptions {
+    /// The pod's affinity.
+    pub affinity: Option<Affinity>,
+    /// The pod's tolerations (an empty list is set, as in Prow).
+    pub tolerations: Option<Vec<Toleration>>,
+}
+
+/// Why a (merged) decoration config cannot decorate a pod: Prow's
+/// `DecorationConfig.Validate` texts. See [`DecorationConfig::validate`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecorationError {
+    /// No `utility_images` at all.
+    #[error("utility image config is not specified")]
+    NoUtilityImages,
+    /// Some of the four images are missing (listed as Go prints a `[]string`
+    /// with `%q`).
+    #[error("the following utility images are not specified: [{}]", go_quoted(.0))]
+    MissingUtilityImages(Vec<&'static str>),
+    /// No `gcs_configuration`.
+    #[error("GCS upload configuration is not specified")]
+    NoGcsConfiguration,
+    /// `gcs_configuration` is present but invalid.
+    #[error("GCS configuration is invalid: {0}")]
+    InvalidGcs(String),
+    /// `oauth_token_secret` and `ssh_key_secrets` together.
+    #[error("both OAuth token and SSH key secrets are specified")]
+    OAuthAndSshKey,
+}
+
+/// Go's `%q` of each name, separated by spaces (as Go prints a `[]string`).
+fn go_quoted(names: &[&str]) -> String {
+    names
+        .iter()
+        .map(|k| format!("{k:?}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Fields only periodics have, plus bosun's scheduling fields.
