@@ -300,8 +300,13 @@ impl Snapshot {
     }
 
     /// The decoration config a run of `job` gets (`repo` is the pre/postsubmit's
-    /// repository, or `extra_refs[0]` for periodics): the job's own over the
-    /// matching `plank.default_decoration_config_entries`; `None` if undecorated.
+    /// repository, or `extra_refs[0]` for periodics): the job's own over every
+    /// matching `plank.default_decoration_config_entries` entry (or legacy
+    /// `plank.default_decoration_configs` key), merged field by field as Prow's
+    /// `ApplyDefault` merges them (see
+    /// [`DecorationConfig::apply_default`](crate::types::DecorationConfig::apply_default)).
+    /// `None` when the job is not decorated and writes no `decoration_config`;
+    /// an undecorated job that writes one gets just its own, as in Prow.
     pub fn decoration_config<K>(
         &self,
         job: &Job<K>,

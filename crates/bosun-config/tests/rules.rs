@@ -38,6 +38,11 @@ const DECORATION_DEFAULTS: &str = "
             path_strategy: explicit
 ";
 
+/// A `config.yaml` line making `default` a Kubernetes cluster: decorated jobs
+/// there need everything Prow requires (on local-only clusters bosun relaxes
+/// the utility images and the upload configuration).
+const KUBERNETES_DEFAULT: &str = "build_clusters: {default: {kind: kubernetes}}\n";
+
 /// Strips the first newline and the common indentation.
 fn y(s: &str) -> String {
     let s = s.strip_prefix('\n').unwrap_or(s);
@@ -991,7 +996,7 @@ fn rerun_auth_and_decoration_are_checked_only_with_containers() {
 #[test]
 fn decoration_config_validation_fails() {
     let l = check(
-        "",
+        KUBERNETES_DEFAULT,
         "
         periodics:
         - name: no-images
@@ -1150,7 +1155,7 @@ fn decorated_containers_need_a_non_empty_first_argument() {
 #[test]
 fn explicit_decoration_config_counts_even_when_not_decorated() {
     let l = check(
-        "",
+        KUBERNETES_DEFAULT,
         "
         periodics:
         - name: half
@@ -1225,7 +1230,7 @@ fn decorate_all_jobs_decorates_by_default() {
 #[test]
 fn decorate_all_jobs_without_defaults_fails_decoration() {
     let l = check(
-        "decorate_all_jobs: true",
+        &format!("decorate_all_jobs: true\n{KUBERNETES_DEFAULT}"),
         "
         periodics:
         - name: p
@@ -1309,7 +1314,7 @@ fn default_decoration_entries_merge_by_repo_and_cluster() {
 #[test]
 fn default_decoration_entries_do_not_match_other_repos_and_job_config_wins() {
     let l = check(
-        ENTRIES,
+        &format!("{KUBERNETES_DEFAULT}{}", y(ENTRIES)),
         "
         presubmits:
           other/r:
@@ -1337,6 +1342,284 @@ fn default_decoration_entries_do_not_match_other_repos_and_job_config_wins() {
             format!(r#"{JOBS}:10:5: error: job own-override: invalid decoration config: GCS configuration is invalid: default org and repo must be provided for GCS strategy "single""#),
             format!("{JOBS}:14:3: error: job no-refs: invalid decoration config: utility image config is not specified"),
         ],
+    );
+}
+
+/// A decorated job with no utility images and no upload configuration: what a
+/// job needs on local clusters only.
+const BARE_DECORATED: &str = "
+    periodics:
+    - name: bare
+      interval: 1h
+      decorate: true
+      spec: {containers: [{image: alpine, command: [make]}]}
+";
+
+/// bosun's relaxation: a job that can only run on local clusters needs no
+/// utility images and no `gcs_configuration` (the implicit local `default`,
+/// or clusters of `kind: local`, including their failover targets).
+#[test]
+fn decoration_on_local_only_clusters_needs_no_images_or_upload() {
+    for config in [
+        "",
+        "build_clusters: {default: {kind: local}}",
+        "
+        build_clusters:
+          default: {kind: local, failover_to: spare}
+          spare: {kind: local}
+          other: {kind: local}
+        scheduler:
+          failover: {mappings: {default: other}}
+        ",
+        // Relocatable, but the inventory is all local.
+        "
+        build_clusters:
+          default: {kind: local}
+          other: {kind: local}
+        dispatcher: {relocatable_clusters: [default]}
+        ",
+    ] {
+        let config = y(config);
+        let l = check(&config, BARE_DECORATED);
+        let s = clean(&l);
+        let dc = s
+            .periodic_decoration(periodic(s, "bare"))
+            .expect("decorated");
+        assert_eq!(dc, DecorationConfig::default(), "{config}");
+    }
+}
+
+/// The same job fails with Prow's text as soon as some way leads it to a
+/// Kubernetes cluster: its own cluster, a kubeconfig context named `default`, a
+/// failover mapping, a `failover_to`, relocation by the dispatcher or an
+/// external scheduler.
+#[test]
+fn decoration_that_can_reach_kubernetes_needs_images_and_upload() {
+    let no_images = format!(
+        "{JOBS}:2:3: error: job bare: invalid decoration config: utility image config is not specified"
+    );
+    let cases: &[(&str, &str)] = &[
+        (
+            "own cluster",
+            "build_clusters: {default: {kind: kubernetes}}",
+        ),
+        (
+            "failover mapping",
+            "
+            build_clusters: {default: {kind: local}, kube: {kind: kubernetes}}
+            scheduler: {failover: {mappings: {default: kube}}}
+            ",
+        ),
+        (
+            "failover_to",
+            "
+            build_clusters:
+              default: {kind: local, failover_to: kube}
+              kube: {kind: kubernetes}
+            ",
+        ),
+        (
+            "failover_to after a mapping",
+            "
+            build_clusters:
+              default: {kind: local}
+              spare: {kind: local, failover_to: kube}
+              kube: {kind: kubernetes}
+            scheduler: {failover: {mappings: {default: spare}}}
+            ",
+        ),
+        (
+            "dispatcher, cluster not written",
+            "
+            build_clusters: {default: {kind: local}, kube: {kind: kubernetes}}
+            dispatcher: {}
+            ",
+        ),
+        (
+            "external scheduler",
+            "
+            build_clusters: {default: {kind: local}, kube: {kind: kubernetes}}
+            scheduler: {enabled: true, external: {url: 'http://dispatcher:8080'}}
+            ",
+        ),
+    ];
+    for (why, config) in cases {
+        let l = check(config, BARE_DECORATED);
+        let got: Vec<String> = l.diagnostics.iter().map(ToString::to_string).collect();
+        assert_eq!(got, std::slice::from_ref(&no_images), "{why}");
+    }
+
+    // A kubeconfig context named `default` makes `default` a Kubernetes cluster.
+    let l = load_files(
+        &[(CONFIG, ""), (JOBS, BARE_DECORATED)],
+        &LoadOptions {
+            kubeconfig_clusters: vec!["default".into()],
+            ..options()
+        },
+    );
+    assert_diags(&l, &[&no_images]);
+
+    // An unknown cluster is not known to be local: Prow's rules apply.
+    let l = check(
+        "build_clusters: {build: {kind: local}}",
+        "
+        periodics:
+        - name: bare
+          interval: 1h
+          decorate: true
+          cluster: elsewhere
+          spec: {containers: [{image: alpine, command: [make]}]}
+        ",
+    );
+    assert_diags(
+        &l,
+        &[
+            no_images.clone(),
+            format!("{JOBS}:5:3: error: job bare: job configuration for \"bare\" specifies unknown 'cluster' value \"elsewhere\"\n  hint: known clusters: default, build"),
+        ],
+    );
+}
+
+/// Relocation only counts where bosun would move the job: a pinned job (its
+/// written cluster is not relocatable) stays local, and a trusted Kubernetes
+/// cluster that does not admit the job is never a destination.
+#[test]
+fn decoration_relaxation_follows_pins_and_trusted_clusters() {
+    let pinned = "
+        build_clusters: {default: {kind: local}, kube: {kind: kubernetes}}
+        dispatcher: {relocatable_clusters: [kube]}
+    ";
+    let l = check(
+        pinned,
+        "
+        periodics:
+        - name: bare
+          interval: 1h
+          decorate: true
+          cluster: default
+          spec: {containers: [{image: alpine, command: [make]}]}
+        ",
+    );
+    clean(&l);
+    let trusted = "
+        build_clusters:
+          default: {kind: local, failover_to: kube}
+          kube:
+            kind: kubernetes
+            trusted: [{jobs: [release-.*]}]
+        dispatcher: {}
+    ";
+    clean(&check(trusted, BARE_DECORATED));
+    let l = check(
+        trusted,
+        "
+        periodics:
+        - name: release-bare
+          interval: 1h
+          decorate: true
+          spec: {containers: [{image: alpine, command: [make]}]}
+        ",
+    );
+    assert_diags(
+        &l,
+        &[format!("{JOBS}:2:3: error: job release-bare: invalid decoration config: utility image config is not specified")],
+    );
+}
+
+/// On local-only clusters what is written is still checked: a written upload
+/// configuration must be valid, and OAuth and SSH keys still exclude each other.
+#[test]
+fn decoration_relaxation_still_checks_what_is_written() {
+    let l = check(
+        "",
+        "
+        periodics:
+        - name: bad-gcs
+          interval: 1h
+          decorate: true
+          decoration_config:
+            gcs_configuration: {bucket: b, path_strategy: weird}
+          spec: {containers: [{image: alpine, command: [make]}]}
+        - name: oauth-and-ssh
+          interval: 1h
+          decorate: true
+          decoration_config:
+            oauth_token_secret: {name: oauth, key: token}
+            ssh_key_secrets: [ssh]
+          spec: {containers: [{image: alpine, command: [make]}]}
+        - name: some-images
+          interval: 1h
+          decorate: true
+          decoration_config:
+            utility_images: {clonerefs: c}
+          spec: {containers: [{image: alpine}]}
+        ",
+    );
+    assert_diags(
+        &l,
+        &[
+            format!(r#"{JOBS}:5:3: error: job bad-gcs: invalid decoration config: GCS configuration is invalid: gcs_path_strategy must be one of "legacy", "explicit", or "single""#),
+            format!("{JOBS}:11:3: error: job oauth-and-ssh: invalid decoration config: both OAuth token and SSH key secrets are specified"),
+            format!("{JOBS}:20:23: error: job some-images: decorated job containers must specify command and/or args"),
+        ],
+    );
+}
+
+/// Prow's remaining `GCSConfiguration.Validate` checks: the bucket must parse
+/// as a URL and every media type must parse (Go's `mime` texts).
+#[test]
+fn gcs_bucket_and_media_types_are_validated() {
+    let l = check(
+        KUBERNETES_DEFAULT,
+        "
+        periodics:
+        - name: bad-bucket
+          interval: 1h
+          decoration_config:
+            utility_images: {clonerefs: c, initupload: i, entrypoint: e, sidecar: s}
+            gcs_configuration: {bucket: 'my bucket', path_strategy: explicit}
+          spec: {containers: [{image: alpine, command: [make]}]}
+        - name: bad-media-type
+          interval: 1h
+          decoration_config:
+            utility_images: {clonerefs: c, initupload: i, entrypoint: e, sidecar: s}
+            gcs_configuration:
+              bucket: s3://b
+              path_strategy: explicit
+              mediaTypes: {log: text/plain, md: text, txt: 'text/'}
+          spec: {containers: [{image: alpine, command: [make]}]}
+        ",
+    );
+    assert_diags(
+        &l,
+        &[
+            format!(
+                r#"{JOBS}:4:3: error: job bad-bucket: invalid decoration config: GCS configuration is invalid: path "gs://my bucket" has invalid format, expected either <bucket-name>[/<path>] or <storage-provider>://<bucket-name>[/<path>]"#
+            ),
+            format!(
+                r#"{JOBS}:10:3: error: job bad-media-type: invalid decoration config: GCS configuration is invalid: invalid extension media type "text/": mime: expected token after slash"#
+            ),
+        ],
+    );
+}
+
+/// Prow's older `plank.default_decoration_configs` map and the entries may not
+/// both be set.
+#[test]
+fn legacy_decoration_map_and_entries_are_mutually_exclusive() {
+    let l = check(
+        "
+        plank:
+          default_decoration_configs:
+            '*': {timeout: 1h}
+          default_decoration_config_entries:
+          - config: {timeout: 2h}
+        ",
+        "",
+    );
+    assert_diags(
+        &l,
+        &[format!("{CONFIG}:2:3: error: plank.default_decoration_configs and plank.default_decoration_config_entries are mutually exclusive, please use one or the other")],
     );
 }
 

@@ -1,15 +1,22 @@
 //! A job's build cluster: its alias must be known (`build_clusters` or a
 //! kubeconfig context; `default` always is), should not be disabled, and a
 //! trusted cluster takes only the jobs its allow rules admit ([`trust_admits`],
-//! which the cluster registry also applies at run time).
+//! which the cluster registry also applies at run time). The clusters a job can
+//! end up on ([`reachable_clusters`]) also decide what its decoration config
+//! must hold: a job that only ever runs on local clusters needs no utility
+//! images and no upload configuration.
+
+use std::collections::BTreeSet;
 
 use regex::Regex;
 
+use crate::defaults::DecorationView;
 use crate::diag::Diagnostic;
 use crate::model::Job;
-use crate::types::{JobType, TrustRule};
+use crate::types::{ClusterKind, JobType, TrustRule};
 
 use super::ctx::{err_at, warn_at, Ctx};
+use super::decoration;
 
 /// A job's `cluster`: a known alias, not disabled, and when the cluster is trusted,
 /// a job its allow rules admit.
@@ -20,6 +27,18 @@ pub(super) fn check<K>(
     repo: &str,
     d: &mut Vec<Diagnostic>,
 ) {
+    // Prow validates the decoration config of a job with containers.
+    if job
+        .base
+        .spec
+        .as_ref()
+        .is_some_and(|s| !s.containers.is_empty())
+    {
+        if let Some(dc) = DecorationView::of(ctx.config, repo, &job.base) {
+            let local_only = lands_only_on_local(ctx, job, ty, repo);
+            decoration::check_config(job, &dc, local_only, d);
+        }
+    }
     let alias = job.base.cluster.as_str();
     if !ctx.clusters.known(alias) {
         let known: Vec<&str> = std::iter::once("default")
@@ -79,6 +98,80 @@ pub(super) fn check<K>(
             );
         }
     }
+}
+
+/// The build clusters a run of `job` can end up on, as far as the
+/// configuration tells (a superset when unsure): its `cluster`; every cluster
+/// of the inventory (`build_clusters`, kubeconfig contexts, `default`) when it
+/// can be relocated (a `dispatcher:` section and the job is relocatable
+/// there, or, without one, a `scheduler.external` dispatcher, which may answer
+/// any cluster); then, repeatedly, where `scheduler.failover.mappings` and each
+/// cluster's `failover_to` send runs. A cluster reached by relocation or
+/// failover is left out when it is trusted and does not admit the job (bosun
+/// never moves a run there).
+pub(super) fn reachable_clusters<'c, K>(
+    ctx: &Ctx<'c>,
+    job: &'c Job<K>,
+    ty: JobType,
+    repo: &str,
+) -> BTreeSet<&'c str> {
+    let config = ctx.config;
+    let own = job.base.cluster.as_str();
+    let relocatable = match &config.dispatcher {
+        Some(dispatcher) => dispatcher.relocatable(own, job.cluster_written),
+        None => config.scheduler.external.is_some(),
+    };
+    let admits = |alias: &str| {
+        let repo = (!repo.is_empty()).then_some(repo);
+        config
+            .build_clusters
+            .get(alias)
+            .and_then(|c| c.trusted.as_ref())
+            .is_none_or(|rules| trust_admits(rules, &job.base.name, repo, ty))
+    };
+    let mut set: BTreeSet<&'c str> = BTreeSet::from([own]);
+    if relocatable {
+        set.extend(
+            ctx.clusters
+                .explicit
+                .iter()
+                .copied()
+                .chain(["default"])
+                .filter(|c| admits(c)),
+        );
+    }
+    let mut todo: Vec<&'c str> = set.iter().copied().collect();
+    while let Some(alias) = todo.pop() {
+        let mapped = config.scheduler.failover.mappings.get(alias);
+        let failover = config
+            .build_clusters
+            .get(alias)
+            .and_then(|c| c.failover_to.as_ref());
+        for to in mapped.into_iter().chain(failover) {
+            if admits(to) && set.insert(to.as_str()) {
+                todo.push(to.as_str());
+            }
+        }
+    }
+    set
+}
+
+/// Whether `alias` is a local cluster: `kind: local` in `build_clusters`, or
+/// the implicit `default` (when neither `build_clusters` nor a kubeconfig
+/// context defines it). A kubeconfig context, or an unknown alias, is not.
+fn is_local(ctx: &Ctx<'_>, alias: &str) -> bool {
+    match ctx.config.build_clusters.get(alias) {
+        Some(c) => c.kind == ClusterKind::Local,
+        None => alias == "default" && !ctx.clusters.explicit.contains("default"),
+    }
+}
+
+/// Whether every cluster a run of `job` can end up on is local (bosun's
+/// relaxation of the decoration requirements).
+pub(super) fn lands_only_on_local<K>(ctx: &Ctx<'_>, job: &Job<K>, ty: JobType, repo: &str) -> bool {
+    reachable_clusters(ctx, job, ty, repo)
+        .into_iter()
+        .all(|c| is_local(ctx, c))
 }
 
 fn name_matches(pattern: &str, name: &str) -> bool {

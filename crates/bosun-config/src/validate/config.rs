@@ -1,6 +1,7 @@
 //! The central `config.yaml`'s own sections: bosun's `build_clusters` (limits,
 //! failover, kind-specific fields, trusted-cluster rules), `scheduler.failover`,
-//! `dispatcher`, `in_repo` sources and `plank`'s queues and limits.
+//! `dispatcher`, `in_repo` sources and `plank`'s queues, limits and decoration
+//! defaults.
 
 use std::sync::Arc;
 
@@ -139,6 +140,11 @@ pub(super) fn check(
         d.push(err(format!(
             "plank.job_queue_capacities has an empty queue name {q:?}"
         )));
+    }
+    if !config.plank.default_decoration_configs.is_empty()
+        && !config.plank.default_decoration_config_entries.is_empty()
+    {
+        d.push(err("plank.default_decoration_configs and plank.default_decoration_config_entries are mutually exclusive, please use one or the other".into()));
     }
     if config.plank.max_concurrency < 0 {
         d.push(err(
