@@ -1,1 +1,1107 @@
-//! (being written)
+//! clonerefs for the local executor: clones a run's refs into its `GOPATH`
+//! with the git commands Prow's clonerefs runs, and records them as Prow's
+//! `clone.Record`s (the content of `clone-records.json`, rendered as
+//! `clone-log.txt` by [`clone_log_text`]).
+//!
+//! # The command sequence
+//!
+//! Each ref is cloned into [`path_for_refs`]`(src_root, ref)` from
+//! [`clone_uri`]`(ref)`, as Prow's clonerefs does, stopping at the first
+//! command that fails:
+//!
+//! 1. `mkdir -p DIR` (run in `/`), `git init`, `git config user.name NAME`,
+//!    `git config user.email EMAIL`; with `sparse_checkout_files`,
+//!    `git sparse-checkout init` (and the depth is then 1);
+//! 2. unless `skip_fetch_head` or sparse:
+//!    `git fetch [--depth N] [--filter=blob:none] URI --tags --prune`;
+//! 3. `git fetch [--depth N] [--filter=blob:none] [--no-tags] URI BASE`, BASE
+//!    being `base_sha` if set, else `base_ref`; with sparse files,
+//!    `git sparse-checkout set FILES...`;
+//! 4. `git checkout T`, `git branch --force BASE_REF T`, `git checkout
+//!    BASE_REF`, T being `base_sha` or `FETCH_HEAD`;
+//! 5. per pull, in order: `git fetch [--filter=blob:none] URI X` (X = the
+//!    pull's `ref`, else its `sha`, else `pull/N/head`) and `git merge --no-ff
+//!    SHA|FETCH_HEAD` with `GIT_AUTHOR_DATE` and `GIT_COMMITTER_DATE` set to
+//!    the base commit's time plus the pull's position (1, 2, ...), so the
+//!    merge commits, and the final SHA, are the same on every clone of the
+//!    same refs (the committer is `git_user_name` / `git_user_email`);
+//! 6. unless `skip_submodules` or sparse: `git submodule update --init
+//!    --recursive`; then `final_sha` = `git rev-parse HEAD`.
+//!
+//! Every `git fetch` is retried after each delay of
+//! [`CloneOptions::fetch_backoff`] (Prow's 100ms ... 30s by default); the
+//! record keeps the last attempt. A command is recorded as
+//! `PWD=DIR ENV COMMAND ARGS` (two spaces when it has no extra environment),
+//! its combined stdout and stderr, its error (`exit status 128`) and its
+//! duration. As in Prow, a failed record has neither `final_sha` nor
+//! `duration`.
+//!
+//! # The mirror
+//!
+//! With [`CloneOptions::mirror_root`], each clone URI has a bare mirror
+//! there ([`mirror`](super::mirror)), brought up to date before step 1 under
+//! a file lock, and the clone's fetches read from it instead of the remote.
+//! The record then holds, in this order:
+//!
+//! - the mirror's commands (`PWD=MIRROR  git fetch ...`, creation the first
+//!   time), before step 1;
+//! - `git config url.file://MIRROR.insteadOf URI` right after the user
+//!   config: git itself then sends the unchanged `git fetch ... URI ...`
+//!   commands of steps 2-5 to the mirror (a `file://` URL, so `--depth` and
+//!   `--filter` are honoured);
+//! - `git config --unset url.file://MIRROR.insteadOf` after the last merge,
+//!   so the submodules, and the job, fetch from the real remotes.
+//!
+//! Git writes the URL it fetched from into `FETCH_HEAD`, and `git merge
+//! FETCH_HEAD` puts that text into the merge commit's message; after each
+//! fetch from the mirror, `FETCH_HEAD`'s mirror URL is replaced by the text
+//! git wrote for the real remote when the mirror fetched from it (a file
+//! rewrite, not a recorded command). Together with the mirror keeping refs
+//! under the names the remote resolved them to, the clone ends at the commit
+//! a direct clone ends at.
+//!
+//! # Git's environment
+//!
+//! Commands inherit this process's environment, minus the variables that
+//! would redirect git to another repository or identity (`GIT_DIR`,
+//! `GIT_WORK_TREE`, `GIT_AUTHOR_*`, `GIT_COMMITTER_*`, ...), plus
+//! `GIT_TERMINAL_PROMPT=0` (no command waits for a password) and
+//! [`CloneOptions::env`]. Commands that only work on the local repository
+//! (`init`, `config`, `checkout`, `branch`, `merge`, ...) also run without
+//! system or user git configuration (`GIT_CONFIG_NOSYSTEM=1`,
+//! `GIT_CONFIG_GLOBAL=/dev/null`), as in Prow's container, so an operator's
+//! `merge.log`, `commit.gpgSign` or hooks cannot change what is checked out
+//! or the merge SHAs. Commands that reach a remote (`fetch`, `submodule
+//! update`) keep this machine's git configuration, so credential helpers,
+//! proxies and URL rewrites set up for the daemon's user apply.
+//!
+//! Not done here (Kubernetes only): SSH keys, OAuth and GitHub App tokens,
+//! cookie files, and Prow's "Environment setup" record.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bosun_config::types::{Pull, Refs};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::mirror;
+use super::refs::{clone_uri, path_for_refs};
+
+/// What [`clone_refs`] clones, where, and how.
+#[derive(Debug, Clone)]
+pub struct CloneOptions {
+    /// The `GOPATH`: each ref is cloned into [`path_for_refs`]`(src_root, ref)`.
+    pub src_root: PathBuf,
+    /// The refs to clone: the run's `refs` first, then its `extra_refs`.
+    pub refs: Vec<Refs>,
+    /// `user.name` of every clone (`ci-robot`); empty = not configured.
+    pub git_user_name: String,
+    /// `user.email` of every clone (`ci-robot@k8s.io`); empty = not configured.
+    pub git_user_email: String,
+    /// The directory of the per-cluster mirrors; `None` fetches straight
+    /// from the remotes.
+    pub mirror_root: Option<PathBuf>,
+    /// The delays between the attempts of a `git fetch` (one attempt, plus
+    /// one per delay).
+    pub fetch_backoff: Vec<Duration>,
+    /// How many refs are cloned at once; 0 = all of them.
+    pub max_parallel: usize,
+    /// Extra `NAME=VALUE` environment for every command, written into the
+    /// recorded command strings as Prow writes its `env` (empty by default).
+    pub env: Vec<String>,
+}
+
+impl CloneOptions {
+    /// Options for cloning `refs` into `src_root` as a decorated pod does:
+    /// committer `ci-robot <ci-robot@k8s.io>`, Prow's fetch retries, no
+    /// mirror, every ref at once.
+    pub fn new(src_root: impl Into<PathBuf>, refs: Vec<Refs>) -> Self {
+        CloneOptions {
+            src_root: src_root.into(),
+            refs,
+            git_user_name: "ci-robot".into(),
+            git_user_email: "ci-robot@k8s.io".into(),
+            mirror_root: None,
+            fetch_backoff: prow_fetch_backoff(),
+            max_parallel: 0,
+            env: Vec::new(),
+        }
+    }
+}
+
+/// Prow's delays between `git fetch` attempts: 100ms, 200ms, 400ms, 800ms,
+/// 2s, 5s, 10s, 15s, 30s.
+pub fn prow_fetch_backoff() -> Vec<Duration> {
+    [100, 200, 400, 800, 2_000, 5_000, 10_000, 15_000, 30_000]
+        .into_iter()
+        .map(Duration::from_millis)
+        .collect()
+}
+
+/// What happened when one ref was cloned: Prow's `clone.Record`. Its JSON
+/// ([`Serialize`]) is Prow's: `{"refs", "commands"?, "failed"?,
+/// "final_sha"?, "duration"?}` with empty fields left out and durations in
+/// nanoseconds.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Record {
+    /// The ref cloned, as given.
+    pub refs: Refs,
+    /// The commands run, in order.
+    pub commands: Vec<Command>,
+    /// Whether a command failed (it is the last one).
+    pub failed: bool,
+    /// `HEAD` of the finished clone; empty when the clone failed.
+    pub final_sha: String,
+    /// How long the clone took; zero when it failed.
+    pub duration: Duration,
+}
+
+/// One command of a [`Record`]: Prow's `clone.Command`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Command {
+    /// `PWD=DIR ENV COMMAND ARGS`.
+    pub command: String,
+    /// Its stdout and stderr, interleaved as written.
+    pub output: String,
+    /// Why it failed (`exit status 1`); empty when it succeeded.
+    pub error: String,
+    /// How long it ran, retries and their delays included.
+    pub duration: Duration,
+}
+
+/// Clones every ref of `opts`, `opts.max_parallel` at a time, and returns
+/// their records in the order the clones finished. A failed clone is a
+/// record with `failed` set; the others still run.
+pub fn clone_refs(opts: &CloneOptions) -> Vec<Record> {
+    let n = opts.refs.len();
+    let workers = match opts.max_parallel {
+        0 => n,
+        m => m.min(n),
+    };
+    let next = AtomicUsize::new(0);
+    let (tx, rx) = mpsc::channel();
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            let tx = tx.clone();
+            let next = &next;
+            s.spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(refs) = opts.refs.get(i) else { break };
+                if tx.send(clone_ref(opts, refs)).is_err() {
+                    break;
+                }
+            });
+        }
+    });
+    drop(tx);
+    rx.into_iter().collect()
+}
+
+/// Clones one ref as [`clone_refs`] does (the module's doc has the steps).
+pub fn clone_ref(opts: &CloneOptions, refs: &Refs) -> Record {
+    let start = Instant::now();
+    let mut runner = Runner::new(&opts.fetch_backoff, &opts.env);
+    let outcome = run_sequence(opts, refs, &mut runner);
+    let mut record = Record {
+        refs: refs.clone(),
+        commands: runner.commands,
+        ..Record::default()
+    };
+    match outcome {
+        Ok(final_sha) => {
+            record.final_sha = final_sha;
+            record.duration = start.elapsed();
+        }
+        Err(Failed) => record.failed = true,
+    }
+    record
+}
+
+/// Whether any clone failed (the run then fails before its test starts).
+pub fn any_failed(records: &[Record]) -> bool {
+    records.iter().any(|r| r.failed)
+}
+
+/// `clone-log.txt`: every record as [`format_record`] writes it, in order.
+pub fn clone_log_text(records: &[Record]) -> String {
+    records.iter().map(format_record).collect()
+}
+
+/// One record in human-readable form, as Prow's `clone.FormatRecord`:
+///
+/// ```text
+/// # FAILED                              (only when failed)
+/// # Cloning ORG/REPO at BASE_REF(BASE_SHA)
+/// # Checking out pulls:                 (only with pulls)
+/// #<TAB>N(SHA)                        (a tab after the #)
+/// $ COMMAND (runtime: 1.5s)
+/// OUTPUT
+/// # Error: exit status 1                (only when it failed)
+/// # Final SHA: SHA
+/// # Total runtime: 2.1s
+/// ```
+pub fn format_record(record: &Record) -> String {
+    let mut out = String::new();
+    if record.failed {
+        out.push_str("# FAILED\n");
+    }
+    let r = &record.refs;
+    if r.repo.is_empty() {
+        out.push_str("Environment setup");
+    } else {
+        let _ = write!(
+            out,
+            "# Cloning {}/{} at {}",
+            r.org,
+            r.repo,
+            opt(&r.base_ref)
+        );
+    }
+    if let Some(sha) = r.base_sha.as_deref().filter(|s| !s.is_empty()) {
+        let _ = write!(out, "({sha})");
+    }
+    out.push('\n');
+    if !r.pulls.is_empty() {
+        out.push_str("# Checking out pulls:\n");
+        for p in &r.pulls {
+            let _ = write!(out, "#\t{}", p.number);
+            if !p.sha.is_empty() {
+                let _ = write!(out, "({})", p.sha);
+            }
+            out.push('\n');
+        }
+    }
+    for c in &record.commands {
+        let runtime = if c.duration.is_zero() {
+            String::new()
+        } else {
+            format!(" (runtime: {})", go_duration(c.duration))
+        };
+        let _ = writeln!(out, "$ {}{runtime}", c.command);
+        out.push_str(&c.output);
+        if !c.error.is_empty() {
+            let _ = writeln!(out, "# Error: {}", c.error);
+        }
+    }
+    let _ = writeln!(out, "# Final SHA: {}", record.final_sha);
+    let _ = writeln!(out, "# Total runtime: {}", go_duration(record.duration));
+    out
+}
+
+/// The records as Prow's clonerefs writes `clone.json` (`clone-records.json`):
+/// Go's `json.Marshal` of the list, `<`, `>` and `&` escaped as `\u003c` etc.
+pub fn records_json(records: &[Record]) -> String {
+    go_html_escape(&serde_json::to_string(records).expect("clone records serialize"))
+}
+
+/// Checks that no two refs clone into the same directory, as Prow's
+/// clonerefs options do: the same `org/repo` twice is an error (the
+/// message is Prow's); different repositories sharing a directory only
+/// yield a warning, returned for the caller to log.
+pub fn check_paths(src_root: &Path, refs: &[Refs]) -> Result<Vec<String>, String> {
+    let mut warnings = Vec::new();
+    for (i, r) in refs.iter().enumerate() {
+        let path = path_for_refs(src_root, r);
+        let Some(first) = refs[..i]
+            .iter()
+            .rposition(|e| path_for_refs(src_root, e) == path)
+        else {
+            continue;
+        };
+        let e = &refs[first];
+        let message = format!(
+            "clone ref config {i} (for {}/{}) will be extracted to {}, which clone ref {first} (for {}/{}) is also using",
+            r.org,
+            r.repo,
+            path.display(),
+            e.org,
+            e.repo
+        );
+        if e.org == r.org && e.repo == r.repo {
+            return Err(message);
+        }
+        warnings.push(message);
+    }
+    Ok(warnings)
+}
+
+/// A clone stopped at a failed command (recorded in the runner).
+pub(crate) struct Failed;
+
+/// Runs Prow's sequence for `refs`, recording into `runner`; the final SHA.
+fn run_sequence(opts: &CloneOptions, refs: &Refs, runner: &mut Runner) -> Result<String, Failed> {
+    let dir = path_for_refs(&opts.src_root, refs);
+    let uri = clone_uri(refs);
+    let sparse = !refs.sparse_checkout_files.is_empty();
+    let fetch_tags = !(refs.skip_fetch_head || sparse);
+    let base_target = refs
+        .base_sha
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .map(str::to_string);
+    let base_ref = opt(&refs.base_ref).to_string();
+    let pull_targets: Vec<String> = refs.pulls.iter().map(pull_fetch_target).collect();
+
+    let mirror = match &opts.mirror_root {
+        Some(root) => {
+            let want = mirror::Want {
+                heads_and_tags: fetch_tags,
+                base: base_target.clone().unwrap_or_else(|| base_ref.clone()),
+                pulls: pull_targets.clone(),
+            };
+            Some(mirror::prepare(root, &uri, &want, runner)?)
+        }
+        None => None,
+    };
+
+    let git = |args: &[&str], scope: Scope| Step {
+        dir: dir.clone(),
+        env: Vec::new(),
+        program: "git",
+        args: args.iter().map(|a| a.to_string()).collect(),
+        scope,
+        retry: false,
+    };
+    let fetch = |args: Vec<String>| Step {
+        dir: dir.clone(),
+        env: Vec::new(),
+        program: "git",
+        args: std::iter::once("fetch".to_string()).chain(args).collect(),
+        scope: Scope::Remote,
+        retry: true,
+    };
+    // After a fetch from the mirror, FETCH_HEAD names the remote, not the
+    // mirror (see the module's doc).
+    let fix_fetch_head = || {
+        if let Some(m) = &mirror {
+            m.rewrite_fetch_head(&dir.join(".git").join("FETCH_HEAD"));
+        }
+    };
+
+    runner.run(Step {
+        dir: PathBuf::from("/"),
+        env: Vec::new(),
+        program: "mkdir",
+        args: vec!["-p".into(), dir.display().to_string()],
+        scope: Scope::Local,
+        retry: false,
+    })?;
+    runner.run(git(&["init"], Scope::Local))?;
+    if !opts.git_user_name.is_empty() {
+        runner.run(git(
+            &["config", "user.name", &opts.git_user_name],
+            Scope::Local,
+        ))?;
+    }
+    if !opts.git_user_email.is_empty() {
+        runner.run(git(
+            &["config", "user.email", &opts.git_user_email],
+            Scope::Local,
+        ))?;
+    }
+    if let Some(m) = &mirror {
+        runner.run(git(&["config", &m.insteadof_key(), &uri], Scope::Local))?;
+    }
+    let mut depth = refs.clone_depth;
+    if sparse {
+        depth = 1;
+        runner.run(git(&["sparse-checkout", "init"], Scope::Local))?;
+    }
+    let mut depth_args: Vec<String> = Vec::new();
+    if depth > 0 {
+        depth_args = vec!["--depth".into(), depth.to_string()];
+    }
+    let blobless = refs.blobless_fetch == Some(true);
+    let mut filter_args: Vec<String> = Vec::new();
+    if blobless || sparse {
+        filter_args.push("--filter=blob:none".into());
+    }
+    if fetch_tags {
+        let mut args = depth_args.clone();
+        args.extend(filter_args.iter().cloned());
+        args.extend([uri.clone(), "--tags".into(), "--prune".into()]);
+        runner.run(fetch(args))?;
+        fix_fetch_head();
+    }
+    let (fetch_ref, target) = match &base_target {
+        Some(sha) => (sha.clone(), sha.clone()),
+        None => (base_ref.clone(), "FETCH_HEAD".to_string()),
+    };
+    let mut args = depth_args.clone();
+    args.extend(filter_args.iter().cloned());
+    if sparse {
+        args.push("--no-tags".into());
+    }
+    args.extend([uri.clone(), fetch_ref]);
+    runner.run(fetch(args))?;
+    fix_fetch_head();
+    if sparse {
+        let mut args = vec!["sparse-checkout", "set"];
+        args.extend(refs.sparse_checkout_files.iter().map(String::as_str));
+        runner.run(git(&args, Scope::Local))?;
+    }
+    runner.run(git(&["checkout", &target], Scope::Local))?;
+    runner.run(git(
+        &["branch", "--force", &base_ref, &target],
+        Scope::Local,
+    ))?;
+    runner.run(git(&["checkout", &base_ref], Scope::Local))?;
+
+    let mut timestamp = runner
+        .quiet(&git(
+            &["show", "-s", "--format=format:%ct", "HEAD"],
+            Scope::Local,
+        ))
+        .ok()
+        .and_then(|out| out.trim().parse::<i64>().ok())
+        .unwrap_or_else(unix_now);
+    for (pull, x) in refs.pulls.iter().zip(&pull_targets) {
+        let mut args = Vec::new();
+        if blobless {
+            args.push("--filter=blob:none".to_string());
+        }
+        args.extend([uri.clone(), x.clone()]);
+        runner.run(fetch(args))?;
+        fix_fetch_head();
+        let merge_target = if pull.sha.is_empty() {
+            "FETCH_HEAD"
+        } else {
+            pull.sha.as_str()
+        };
+        timestamp += 1;
+        let mut merge = git(&["merge", "--no-ff", merge_target], Scope::Local);
+        merge.env = vec![
+            format!("GIT_AUTHOR_DATE={timestamp}"),
+            format!("GIT_COMMITTER_DATE={timestamp}"),
+        ];
+        runner.run(merge)?;
+    }
+    if let Some(m) = &mirror {
+        runner.run(git(
+            &["config", "--unset", &m.insteadof_key()],
+            Scope::Local,
+        ))?;
+    }
+    if !refs.skip_submodules && !sparse {
+        runner.run(git(
+            &["submodule", "update", "--init", "--recursive"],
+            Scope::Remote,
+        ))?;
+    }
+    Ok(runner
+        .quiet(&git(&["rev-parse", "HEAD"], Scope::Local))
+        .map(|out| out.trim().to_string())
+        .unwrap_or_default())
+}
+
+/// What a pull's fetch asks for: its `ref`, else its `sha`, else
+/// `pull/N/head`.
+fn pull_fetch_target(pull: &Pull) -> String {
+    if let Some(r) = pull.ref_.as_deref().filter(|r| !r.is_empty()) {
+        r.to_string()
+    } else if !pull.sha.is_empty() {
+        pull.sha.clone()
+    } else {
+        format!("pull/{}/head", pull.number)
+    }
+}
+
+fn unix_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+fn opt(s: &Option<String>) -> &str {
+    s.as_deref().unwrap_or("")
+}
+
+/// Which git configuration a command sees (see the module's doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// Works on the local repository only: no system or user configuration.
+    Local,
+    /// Reaches a remote: this machine's git configuration applies.
+    Remote,
+}
+
+/// A command to run and record.
+#[derive(Debug, Clone)]
+pub(crate) struct Step {
+    /// Its working directory.
+    pub dir: PathBuf,
+    /// Extra `NAME=VALUE` environment, also written into the record.
+    pub env: Vec<String>,
+    /// The program (`git`, `mkdir`).
+    pub program: &'static str,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Which git configuration it sees.
+    pub scope: Scope,
+    /// Whether it is retried with the fetch backoff.
+    pub retry: bool,
+}
+
+/// Variables that would point git at another repository, configuration or
+/// identity than the clone's; never passed on.
+const SCRUBBED: &[&str] = &[
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_COMMON_DIR",
+    "GIT_NAMESPACE",
+    "GIT_PREFIX",
+    "GIT_QUARANTINE_PATH",
+    "GIT_SHALLOW_FILE",
+    "GIT_GRAFT_FILE",
+    "GIT_REPLACE_REF_BASE",
+    "GIT_NO_REPLACE_OBJECTS",
+    "GIT_CONFIG",
+    "GIT_AUTHOR_NAME",
+    "GIT_AUTHOR_EMAIL",
+    "GIT_AUTHOR_DATE",
+    "GIT_COMMITTER_NAME",
+    "GIT_COMMITTER_EMAIL",
+    "GIT_COMMITTER_DATE",
+];
+
+/// Runs [`Step`]s and keeps the record of those that count.
+pub(crate) struct Runner<'a> {
+    /// The recorded commands so far.
+    pub commands: Vec<Command>,
+    backoff: &'a [Duration],
+    env: &'a [String],
+}
+
+impl<'a> Runner<'a> {
+    pub(crate) fn new(backoff: &'a [Duration], env: &'a [String]) -> Self {
+        Runner {
+            commands: Vec::new(),
+            backoff,
+            env,
+        }
+    }
+
+    /// Runs `step` (with retries if it asks for them) and records it; its
+    /// output, or [`Failed`] when it failed.
+    pub(crate) fn run(&mut self, step: Step) -> Result<String, Failed> {
+        let start = Instant::now();
+        let mut result = self.execute(&step);
+        if step.retry {
+            for delay in self.backoff {
+                if result.1.is_empty() {
+                    break;
+                }
+                std::thread::sleep(*delay);
+                result = self.execute(&step);
+            }
+        }
+        let (output, error) = result;
+        self.commands.push(Command {
+            command: self.describe(&step),
+            output: output.clone(),
+            error: error.clone(),
+            duration: start.elapsed(),
+        });
+        if error.is_empty() {
+            Ok(output)
+        } else {
+            Err(Failed)
+        }
+    }
+
+    /// Records a step that failed inside bosun (no process ran), and fails.
+    pub(crate) fn fail(&mut self, what: String, error: String) -> Failed {
+        self.commands.push(Command {
+            command: what,
+            error,
+            ..Command::default()
+        });
+        Failed
+    }
+
+    /// Runs `step` once without recording it; its output, or its output
+    /// and error when it failed.
+    pub(crate) fn quiet(&self, step: &Step) -> Result<String, String> {
+        let (output, error) = self.execute(step);
+        if error.is_empty() {
+            Ok(output)
+        } else {
+            Err(format!("{error}: {output}"))
+        }
+    }
+
+    /// The recorded form of `step`: `PWD=DIR ENV PROGRAM ARGS`.
+    fn describe(&self, step: &Step) -> String {
+        let env: Vec<&str> = self
+            .env
+            .iter()
+            .chain(&step.env)
+            .map(String::as_str)
+            .collect();
+        format!(
+            "PWD={} {} {} {}",
+            step.dir.display(),
+            env.join(" "),
+            step.program,
+            step.args.join(" ")
+        )
+    }
+
+    /// Runs `step` once: its combined output and its error (empty on
+    /// success).
+    fn execute(&self, step: &Step) -> (String, String) {
+        let mut cmd = std::process::Command::new(step.program);
+        cmd.args(&step.args).current_dir(&step.dir);
+        for name in SCRUBBED {
+            cmd.env_remove(name);
+        }
+        cmd.env("GIT_TERMINAL_PROMPT", "0");
+        if step.scope == Scope::Local {
+            cmd.env_remove("GIT_CONFIG_PARAMETERS")
+                .env_remove("GIT_CONFIG_COUNT")
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_CONFIG_GLOBAL", "/dev/null");
+        }
+        for pair in self.env.iter().chain(&step.env) {
+            match pair.split_once('=') {
+                Some((k, v)) => cmd.env(k, v),
+                None => cmd.env_remove(pair),
+            };
+        }
+        let (mut reader, writer) = match std::io::pipe() {
+            Ok(p) => p,
+            Err(e) => return (String::new(), e.to_string()),
+        };
+        let stderr = match writer.try_clone() {
+            Ok(w) => w,
+            Err(e) => return (String::new(), e.to_string()),
+        };
+        cmd.stdin(std::process::Stdio::null())
+            .stdout(writer)
+            .stderr(stderr);
+        let spawned = cmd.spawn();
+        // The pipe's write ends must be closed here, or the read below never
+        // sees the end of the output.
+        drop(cmd);
+        let mut child = match spawned {
+            Ok(c) => c,
+            Err(e) => return (String::new(), spawn_error(step.program, &step.dir, &e)),
+        };
+        let mut output = Vec::new();
+        let _ = reader.read_to_end(&mut output);
+        let error = match child.wait() {
+            Ok(status) => exit_error(status),
+            Err(e) => e.to_string(),
+        };
+        (String::from_utf8_lossy(&output).into_owned(), error)
+    }
+}
+
+/// Why a process could not start, in Go's `exec` words where they exist.
+fn spawn_error(program: &str, dir: &Path, e: &std::io::Error) -> String {
+    if e.kind() == std::io::ErrorKind::NotFound && !dir.is_dir() {
+        format!("chdir {}: no such file or directory", dir.display())
+    } else if e.kind() == std::io::ErrorKind::NotFound {
+        format!("exec: {program:?}: executable file not found in $PATH")
+    } else {
+        format!("fork/exec {program}: {e}")
+    }
+}
+
+/// Go's `ExitError` text for a failed status (`exit status 1`,
+/// `signal: killed`); empty for success.
+fn exit_error(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    if status.success() {
+        return String::new();
+    }
+    if let Some(code) = status.code() {
+        return format!("exit status {code}");
+    }
+    let signal = status.signal().unwrap_or(0);
+    let name = match signal {
+        1 => "hangup".to_string(),
+        2 => "interrupt".to_string(),
+        3 => "quit".to_string(),
+        6 => "aborted".to_string(),
+        9 => "killed".to_string(),
+        11 => "segmentation fault".to_string(),
+        13 => "broken pipe".to_string(),
+        15 => "terminated".to_string(),
+        n => format!("signal {n}"),
+    };
+    format!("signal: {name}")
+}
+
+/// `d` as Go's `time.Duration.String` prints it: `0s`, `1.5ms`, `2.25s`,
+/// `1m30s`, `2h0m0s`.
+pub fn go_duration(d: Duration) -> String {
+    let mut n = d.as_nanos();
+    if n == 0 {
+        return "0s".into();
+    }
+    // Value and unit for sub-second durations, with `prec` fraction digits.
+    let frac = |v: u128, prec: u32| -> String {
+        let scale = 10u128.pow(prec);
+        let (whole, rest) = (v / scale, v % scale);
+        if rest == 0 {
+            whole.to_string()
+        } else {
+            let digits = format!("{rest:0width$}", width = prec as usize);
+            format!("{whole}.{}", digits.trim_end_matches('0'))
+        }
+    };
+    if n < 1_000 {
+        return format!("{n}ns");
+    }
+    if n < 1_000_000 {
+        return format!("{}µs", frac(n, 3));
+    }
+    if n < 1_000_000_000 {
+        return format!("{}ms", frac(n, 6));
+    }
+    let secs = frac(n % 60_000_000_000, 9);
+    n /= 60_000_000_000;
+    if n == 0 {
+        return format!("{secs}s");
+    }
+    let (h, m) = (n / 60, n % 60);
+    if h == 0 {
+        format!("{m}m{secs}s")
+    } else {
+        format!("{h}h{m}m{secs}s")
+    }
+}
+
+/// Go's `json.Marshal` escaping of `<`, `>`, `&`, U+2028 and U+2029 (they
+/// only occur inside strings in JSON text).
+fn go_html_escape(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        match c {
+            '<' => out.push_str("\\u003c"),
+            '>' => out.push_str("\\u003e"),
+            '&' => out.push_str("\\u0026"),
+            '\u{2028}' => out.push_str("\\u2028"),
+            '\u{2029}' => out.push_str("\\u2029"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn nanos(d: Duration) -> i64 {
+    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
+}
+
+fn no_str(s: &str) -> bool {
+    s.is_empty()
+}
+
+fn no_bool(b: &bool) -> bool {
+    !*b
+}
+
+fn no_int(n: &i64) -> bool {
+    *n == 0
+}
+
+/// Prow's `clone.Record` as JSON.
+#[derive(Serialize)]
+struct RecordJson<'a> {
+    refs: RefsJson<'a>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    commands: Vec<CommandJson<'a>>,
+    #[serde(skip_serializing_if = "no_bool")]
+    failed: bool,
+    #[serde(skip_serializing_if = "no_str")]
+    final_sha: &'a str,
+    #[serde(skip_serializing_if = "no_int")]
+    duration: i64,
+}
+
+/// Prow's `clone.Command` as JSON.
+#[derive(Serialize)]
+struct CommandJson<'a> {
+    command: &'a str,
+    #[serde(skip_serializing_if = "no_str")]
+    output: &'a str,
+    #[serde(skip_serializing_if = "no_str")]
+    error: &'a str,
+    #[serde(skip_serializing_if = "no_int")]
+    duration: i64,
+}
+
+/// Prow's `Refs` as JSON (`omitempty` fields left out when empty).
+#[derive(Serialize)]
+struct RefsJson<'a> {
+    org: &'a str,
+    repo: &'a str,
+    #[serde(skip_serializing_if = "no_str")]
+    repo_link: &'a str,
+    #[serde(skip_serializing_if = "no_str")]
+    base_ref: &'a str,
+    #[serde(skip_serializing_if = "no_str")]
+    base_sha: &'a str,
+    #[serde(skip_serializing_if = "no_str")]
+    base_link: &'a str,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pulls: Vec<PullJson<'a>>,
+    #[serde(skip_serializing_if = "no_str")]
+    path_alias: &'a str,
+    #[serde(skip_serializing_if = "no_bool")]
+    workdir: bool,
+    #[serde(skip_serializing_if = "no_bool")]
+    auxiliary: bool,
+    #[serde(skip_serializing_if = "no_str")]
+    clone_uri: &'a str,
+    #[serde(skip_serializing_if = "no_bool")]
+    skip_submodules: bool,
+    #[serde(skip_serializing_if = "no_int")]
+    clone_depth: i64,
+    #[serde(skip_serializing_if = "no_bool")]
+    skip_fetch_head: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    blobless_fetch: Option<bool>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    sparse_checkout_files: &'a [String],
+}
+
+/// Prow's `Pull` as JSON.
+#[derive(Serialize)]
+struct PullJson<'a> {
+    number: i64,
+    author: &'a str,
+    sha: &'a str,
+    #[serde(skip_serializing_if = "no_str")]
+    title: &'a str,
+    #[serde(rename = "ref", skip_serializing_if = "no_str")]
+    ref_: &'a str,
+    #[serde(skip_serializing_if = "no_str")]
+    link: &'a str,
+    #[serde(skip_serializing_if = "no_str")]
+    commit_link: &'a str,
+    #[serde(skip_serializing_if = "no_str")]
+    author_link: &'a str,
+}
+
+impl Serialize for Record {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let r = &self.refs;
+        RecordJson {
+            refs: RefsJson {
+                org: &r.org,
+                repo: &r.repo,
+                repo_link: opt(&r.repo_link),
+                base_ref: opt(&r.base_ref),
+                base_sha: opt(&r.base_sha),
+                base_link: opt(&r.base_link),
+                pulls: r
+                    .pulls
+                    .iter()
+                    .map(|p| PullJson {
+                        number: p.number,
+                        author: &p.author,
+                        sha: &p.sha,
+                        title: opt(&p.title),
+                        ref_: opt(&p.ref_),
+                        link: opt(&p.link),
+                        commit_link: opt(&p.commit_link),
+                        author_link: opt(&p.author_link),
+                    })
+                    .collect(),
+                path_alias: opt(&r.path_alias),
+                workdir: r.workdir,
+                auxiliary: r.auxiliary,
+                clone_uri: opt(&r.clone_uri),
+                skip_submodules: r.skip_submodules,
+                clone_depth: r.clone_depth,
+                skip_fetch_head: r.skip_fetch_head,
+                blobless_fetch: r.blobless_fetch,
+                sparse_checkout_files: &r.sparse_checkout_files,
+            },
+            commands: self
+                .commands
+                .iter()
+                .map(|c| CommandJson {
+                    command: &c.command,
+                    output: &c.output,
+                    error: &c.error,
+                    duration: nanos(c.duration),
+                })
+                .collect(),
+            failed: self.failed,
+            final_sha: &self.final_sha,
+            duration: nanos(self.duration),
+        }
+        .serialize(s)
+    }
+}
+
+impl Serialize for Command {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        CommandJson {
+            command: &self.command,
+            output: &self.output,
+            error: &self.error,
+            duration: nanos(self.duration),
+        }
+        .serialize(s)
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct RecordIn {
+    refs: Refs,
+    commands: Vec<CommandIn>,
+    failed: bool,
+    final_sha: String,
+    duration: i64,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct CommandIn {
+    command: String,
+    output: String,
+    error: String,
+    duration: i64,
+}
+
+fn from_nanos(n: i64) -> Duration {
+    Duration::from_nanos(n.max(0) as u64)
+}
+
+impl From<CommandIn> for Command {
+    fn from(c: CommandIn) -> Self {
+        Command {
+            command: c.command,
+            output: c.output,
+            error: c.error,
+            duration: from_nanos(c.duration),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Record {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let r = RecordIn::deserialize(d)?;
+        Ok(Record {
+            refs: r.refs,
+            commands: r.commands.into_iter().map(Command::from).collect(),
+            failed: r.failed,
+            final_sha: r.final_sha,
+            duration: from_nanos(r.duration),
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for Command {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        CommandIn::deserialize(d).map(Command::from)
+    }
+}
+
+/// Reads a `FETCH_HEAD` file's lines as (object, flag, description).
+pub(crate) fn fetch_head_lines(path: &Path) -> Vec<(String, String, String)> {
+    let Ok(text) = fs::read_to_string(path) else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|line| {
+            let mut parts = line.splitn(3, '\t');
+            Some((
+                parts.next()?.to_string(),
+                parts.next()?.to_string(),
+                parts.next()?.to_string(),
+            ))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_print_as_go_prints_them() {
+        let cases = [
+            (0, "0s"),
+            (1, "1ns"),
+            (999, "999ns"),
+            (1_000, "1µs"),
+            (1_500, "1.5µs"),
+            (1_234_567, "1.234567ms"),
+            (250_000_000, "250ms"),
+            (1_000_000_000, "1s"),
+            (1_500_000_000, "1.5s"),
+            (12_345_678_901, "12.345678901s"),
+            (90_000_000_000, "1m30s"),
+            (3_600_000_000_000, "1h0m0s"),
+            (3_661_000_000_000, "1h1m1s"),
+            (7_200_000_000_000, "2h0m0s"),
+        ];
+        for (ns, want) in cases {
+            assert_eq!(go_duration(Duration::from_nanos(ns)), want, "{ns}ns");
+        }
+    }
+
+    #[test]
+    fn pull_targets_prefer_ref_then_sha_then_the_pull_head() {
+        let mut p = Pull {
+            number: 7,
+            ..Pull::default()
+        };
+        assert_eq!(pull_fetch_target(&p), "pull/7/head");
+        p.sha = "abc".into();
+        assert_eq!(pull_fetch_target(&p), "abc");
+        p.ref_ = Some("refs/changes/07/7/1".into());
+        assert_eq!(pull_fetch_target(&p), "refs/changes/07/7/1");
+    }
+
+    #[test]
+    fn exit_errors_read_as_go_writes_them() {
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(exit_error(ExitStatus::from_raw(0)), "");
+        assert_eq!(
+            exit_error(ExitStatus::from_raw(128 << 8)),
+            "exit status 128"
+        );
+        assert_eq!(exit_error(ExitStatus::from_raw(9)), "signal: killed");
+    }
+
+    #[test]
+    fn same_repository_twice_in_one_place_is_an_error() {
+        let root = Path::new("/go");
+        let a = Refs {
+            org: "o".into(),
+            repo: "a".into(),
+            ..Refs::default()
+        };
+        let mut b = a.clone();
+        b.base_ref = Some("other".into());
+        let err = check_paths(root, &[a.clone(), b]).unwrap_err();
+        assert_eq!(
+            err,
+            "clone ref config 1 (for o/a) will be extracted to /go/src/github.com/o/a, which clone ref 0 (for o/a) is also using"
+        );
+        let mut c = Refs {
+            org: "o".into(),
+            repo: "c".into(),
+            ..Refs::default()
+        };
+        assert_eq!(check_paths(root, &[a.clone(), c.clone()]), Ok(vec![]));
+        c.path_alias = Some("github.com/o/a".into());
+        assert_eq!(check_paths(root, &[a, c]).unwrap().len(), 1);
+    }
+}

@@ -1,1 +1,395 @@
-//! (being written)
+//! The per-cluster git mirrors the local executor's clones read from
+//! ([`clone`](super::clone) has how a clone uses one).
+//!
+//! A mirror is a bare repository, one per clone URI, at
+//! `MIRROR_ROOT/NAME.git` ([`mirror_dir`]; NAME is the URI made
+//! file-name-safe plus a hash of it). Before a clone, under an exclusive
+//! `flock` on `MIRROR_ROOT/NAME.lock` (so runs and threads sharing a mirror
+//! take turns), the mirror is
+//!
+//! - created the first time: `git init --bare`, `uploadpack.allowFilter` and
+//!   `uploadpack.allowAnySHA1InWant` (clones fetch with `--filter` and by
+//!   SHA), `HEAD` pointing at `refs/bosun/HEAD`, and `bosun.mirrorOf` = the
+//!   URI, written last so an interrupted creation is redone;
+//! - brought up to date with what the clone will ask for:
+//!   - when the clone fetches tags: `git fetch --prune URI
+//!     +HEAD:refs/bosun/HEAD +refs/heads/*:refs/heads/*
+//!     +refs/tags/*:refs/tags/*` (the remote's `HEAD` becomes the mirror's);
+//!   - a SHA (`base_sha`, a pull's `sha`): nothing when the mirror has the
+//!     commit, else `git fetch URI SHA` and `git update-ref
+//!     refs/bosun/sha/SHA SHA`, which keeps it from garbage collection;
+//!   - a name (`base_ref`, `pull/N/head`, a pull's `ref`): `git fetch URI
+//!     NAME`, then `git update-ref FULL SHA`, FULL being the ref the remote
+//!     resolved NAME to (read from the mirror's `FETCH_HEAD`), so the
+//!     clone's `git fetch MIRROR NAME` resolves NAME to the same ref.
+//!
+//! Those commands are recorded at the head of the clone's record. A SHA
+//! already in the mirror needs no remote at all, so a clone of fixed SHAs
+//! (with `skip_fetch_head`) works while the remote is unreachable.
+//!
+//! A mirror belongs to the OS user that created it: git refuses to serve a
+//! repository owned by someone else, and the lock and objects must be
+//! writable. Callers that clone as several users give each its own root.
+
+use std::fs::{self, OpenOptions};
+use std::path::{Path, PathBuf};
+
+use super::clone::{fetch_head_lines, Failed, Runner, Scope, Step};
+
+/// The mirror of `uri` under `root`: `root/NAME.git`.
+pub fn mirror_dir(root: &Path, uri: &str) -> PathBuf {
+    root.join(format!("{}.git", mirror_name(uri)))
+}
+
+/// The file name (without `.git`) of `uri`'s mirror: the URI without its
+/// scheme and credentials, `[A-Za-z0-9._-]` kept and the rest as `_`, then
+/// `-` and a 64-bit FNV-1a hash of the whole URI.
+fn mirror_name(uri: &str) -> String {
+    let rest = uri.split_once("://").map_or(uri, |(_, r)| r);
+    let rest = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
+    let rest = rest.strip_suffix(".git").unwrap_or(rest);
+    let safe: String = rest
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let safe = safe.trim_matches(|c| c == '_' || c == '.');
+    let tail: String = {
+        let chars: Vec<char> = safe.chars().collect();
+        chars[chars.len().saturating_sub(64)..].iter().collect()
+    };
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in uri.bytes() {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    if tail.is_empty() {
+        format!("{hash:016x}")
+    } else {
+        format!("{tail}-{hash:016x}")
+    }
+}
+
+/// What a clone will fetch from the mirror.
+pub(crate) struct Want {
+    /// The clone fetches the tags (and `HEAD`).
+    pub heads_and_tags: bool,
+    /// Its base: `base_sha`, else `base_ref`.
+    pub base: String,
+    /// What each pull's fetch asks for.
+    pub pulls: Vec<String>,
+}
+
+/// A mirror ready for one clone.
+pub(crate) struct Prepared {
+    /// `file://MIRROR`.
+    url: String,
+    /// How git names the mirror in `FETCH_HEAD` (the URL without `.git`).
+    mirror_text: String,
+    /// How git names the remote in `FETCH_HEAD`, once known.
+    origin_text: Option<String>,
+}
+
+impl Prepared {
+    /// The clone's configuration key sending the remote's URI to the
+    /// mirror: `url.file://MIRROR.insteadOf`.
+    pub(crate) fn insteadof_key(&self) -> String {
+        format!("url.{}.insteadOf", self.url)
+    }
+
+    /// Replaces the mirror's URL by the remote's in a clone's `FETCH_HEAD`,
+    /// so that `git merge FETCH_HEAD` writes the message a fetch from the
+    /// remote would have given.
+    pub(crate) fn rewrite_fetch_head(&self, path: &Path) {
+        let Some(origin) = &self.origin_text else {
+            return;
+        };
+        let suffix = format!(" of {}", self.mirror_text);
+        let mut changed = false;
+        let mut text = String::new();
+        for (object, flag, desc) in fetch_head_lines(path) {
+            let desc = if desc == self.mirror_text {
+                changed = true;
+                origin.clone()
+            } else if let Some(what) = desc.strip_suffix(&suffix) {
+                changed = true;
+                format!("{what} of {origin}")
+            } else {
+                desc
+            };
+            text.push_str(&format!("{object}\t{flag}\t{desc}\n"));
+        }
+        if changed {
+            // A failed write leaves the mirror's URL in the message; the
+            // clone itself is unaffected.
+            let _ = fs::write(path, text);
+        }
+    }
+}
+
+/// Brings `uri`'s mirror under `root` up to date for a clone wanting
+/// `want`, recording the commands in `runner` (see the module's doc).
+pub(crate) fn prepare(
+    root: &Path,
+    uri: &str,
+    want: &Want,
+    runner: &mut Runner,
+) -> Result<Prepared, Failed> {
+    fs::create_dir_all(root).map_err(|e| {
+        runner.fail(
+            format!("create mirror root {}", root.display()),
+            e.to_string(),
+        )
+    })?;
+    let root = root.canonicalize().map_err(|e| {
+        runner.fail(
+            format!("create mirror root {}", root.display()),
+            e.to_string(),
+        )
+    })?;
+    let name = mirror_name(uri);
+    let dir = root.join(format!("{name}.git"));
+    let lock_path = root.join(format!("{name}.lock"));
+    let lock = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&lock_path)
+        .map_err(|e| runner.fail(format!("lock {}", lock_path.display()), e.to_string()))?;
+    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive).map_err(|e| {
+        runner.fail(
+            format!("lock {}", lock_path.display()),
+            std::io::Error::from(e).to_string(),
+        )
+    })?;
+
+    let url = format!("file://{}", dir.display());
+    let mut mirror = Prepared {
+        mirror_text: url.strip_suffix(".git").unwrap_or(&url).to_string(),
+        url,
+        origin_text: None,
+    };
+    let git = |args: &[&str], scope: Scope, retry: bool| Step {
+        dir: dir.clone(),
+        env: Vec::new(),
+        program: "git",
+        args: args.iter().map(|a| a.to_string()).collect(),
+        scope,
+        retry,
+    };
+
+    // Created (completely) before?
+    let settings = if dir.is_dir() {
+        runner
+            .quiet(&git(
+                &["config", "--get-regexp", r"^bosun\."],
+                Scope::Local,
+                false,
+            ))
+            .unwrap_or_default()
+    } else {
+        String::new()
+    };
+    let setting = |key: &str| {
+        settings.lines().find_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            k.eq_ignore_ascii_case(key).then(|| v.to_string())
+        })
+    };
+    let known_text = setting("bosun.fetchheadurl");
+    match setting("bosun.mirrorof") {
+        Some(of) if of == uri => {}
+        Some(of) => {
+            return Err(runner.fail(
+                format!("use mirror {}", dir.display()),
+                format!("the mirror is of {of}, not of {uri}"),
+            ))
+        }
+        None => {
+            runner.run(Step {
+                dir: root.clone(),
+                args: vec!["init".into(), "--bare".into(), format!("{name}.git")],
+                ..git(&[], Scope::Local, false)
+            })?;
+            runner.run(git(
+                &["config", "uploadpack.allowFilter", "true"],
+                Scope::Local,
+                false,
+            ))?;
+            runner.run(git(
+                &["config", "uploadpack.allowAnySHA1InWant", "true"],
+                Scope::Local,
+                false,
+            ))?;
+            runner.run(git(
+                &["symbolic-ref", "HEAD", "refs/bosun/HEAD"],
+                Scope::Local,
+                false,
+            ))?;
+            runner.run(git(&["config", "bosun.mirrorOf", uri], Scope::Local, false))?;
+        }
+    }
+
+    let fetch_head = dir.join("FETCH_HEAD");
+    // The first line of the mirror's FETCH_HEAD after a fetch from `uri`.
+    let fetched = || fetch_head_lines(&fetch_head).into_iter().next();
+
+    if want.heads_and_tags {
+        runner.run(git(
+            &[
+                "fetch",
+                "--prune",
+                uri,
+                "+HEAD:refs/bosun/HEAD",
+                "+refs/heads/*:refs/heads/*",
+                "+refs/tags/*:refs/tags/*",
+            ],
+            Scope::Remote,
+            true,
+        ))?;
+        if let Some((_, _, desc)) = fetched() {
+            learn(&desc, &mut mirror);
+        }
+    }
+    for x in std::iter::once(&want.base).chain(&want.pulls) {
+        if is_full_sha(x) {
+            let present = runner
+                .quiet(&git(
+                    &["cat-file", "-e", &format!("{x}^{{commit}}")],
+                    Scope::Local,
+                    false,
+                ))
+                .is_ok();
+            if present {
+                continue;
+            }
+            runner.run(git(&["fetch", uri, x], Scope::Remote, true))?;
+            if let Some((_, _, desc)) = fetched() {
+                learn(&desc, &mut mirror);
+            }
+            runner.run(git(
+                &["update-ref", &format!("refs/bosun/sha/{x}"), x],
+                Scope::Local,
+                false,
+            ))?;
+        } else {
+            runner.run(git(&["fetch", uri, x], Scope::Remote, true))?;
+            let Some((object, _, desc)) = fetched() else {
+                return Err(runner.fail(
+                    format!("read {}", fetch_head.display()),
+                    format!("git fetch {uri} {x} wrote nothing"),
+                ));
+            };
+            learn(&desc, &mut mirror);
+            let full = resolved_name(&desc)
+                .filter(|f| f.starts_with("refs/"))
+                .unwrap_or_else(|| format!("refs/bosun/sha/{object}"));
+            runner.run(git(&["update-ref", &full, &object], Scope::Local, false))?;
+        }
+    }
+
+    match (&mirror.origin_text, &known_text) {
+        (Some(text), known) if known.as_ref() != Some(text) => {
+            runner.run(git(
+                &["config", "bosun.fetchHeadUrl", text],
+                Scope::Local,
+                false,
+            ))?;
+        }
+        (None, Some(known)) => mirror.origin_text = Some(known.clone()),
+        _ => {}
+    }
+    drop(lock);
+    Ok(mirror)
+}
+
+/// Keeps how git named the remote in a `FETCH_HEAD` description (all of
+/// it for the remote's `HEAD`, else what follows `' of `).
+fn learn(desc: &str, mirror: &mut Prepared) {
+    let text = desc.split_once("' of ").map_or(desc, |(_, url)| url);
+    mirror.origin_text = Some(text.to_string());
+}
+
+/// Whether `x` is a whole SHA-1 or SHA-256 object name.
+fn is_full_sha(x: &str) -> bool {
+    matches!(x.len(), 40 | 64) && x.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// The full name of the ref a `FETCH_HEAD` description names (`branch 'x'
+/// of URL` is `refs/heads/x`); `refs/bosun/HEAD` for the remote's `HEAD`
+/// (a description that is only the URL).
+fn resolved_name(desc: &str) -> Option<String> {
+    let Some((named, _)) = desc.split_once("' of ") else {
+        return Some("refs/bosun/HEAD".into());
+    };
+    for (kind, prefix) in [
+        ("branch '", "refs/heads/"),
+        ("tag '", "refs/tags/"),
+        ("remote-tracking branch '", "refs/remotes/"),
+        ("'", ""),
+    ] {
+        if let Some(what) = named.strip_prefix(kind) {
+            return Some(format!("{prefix}{what}"));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_readable_stable_and_distinct() {
+        let a = mirror_name("https://github.com/kubernetes/test-infra.git");
+        assert!(a.starts_with("github.com_kubernetes_test-infra-"), "{a}");
+        assert_eq!(
+            a,
+            mirror_name("https://github.com/kubernetes/test-infra.git")
+        );
+        assert_ne!(a, mirror_name("https://github.com/kubernetes/test-infra"));
+        assert_eq!(
+            mirror_name("https://user:secret@example.com/a.git")
+                .split('-')
+                .next(),
+            Some("example.com_a")
+        );
+        // FNV-1a 64 of the empty string is its offset basis.
+        assert_eq!(mirror_name(""), "cbf29ce484222325");
+        assert_eq!(
+            mirror_dir(Path::new("/m"), "file:///srv/r.git"),
+            Path::new(&format!("/m/{}.git", mirror_name("file:///srv/r.git")))
+        );
+    }
+
+    #[test]
+    fn fetch_head_descriptions_name_the_resolved_ref() {
+        let cases = [
+            (
+                "branch 'main' of https://github.com/o/r",
+                Some("refs/heads/main"),
+            ),
+            (
+                "tag 'v1.0' of https://github.com/o/r",
+                Some("refs/tags/v1.0"),
+            ),
+            (
+                "remote-tracking branch 'x/y' of file:///r",
+                Some("refs/remotes/x/y"),
+            ),
+            ("'refs/pull/1/head' of file:///r", Some("refs/pull/1/head")),
+            ("file:///r", Some("refs/bosun/HEAD")),
+        ];
+        for (desc, want) in cases {
+            assert_eq!(resolved_name(desc).as_deref(), want, "{desc}");
+        }
+        assert!(is_full_sha(&"a".repeat(40)));
+        assert!(!is_full_sha("abc123"));
+    }
+}
