@@ -3,6 +3,7 @@
 //! `clusters`, `config`); they translate HTTP to calls on the daemon and
 //! hold no rules of their own.
 
+mod artifacts;
 mod clusters;
 mod config;
 mod error;
@@ -40,6 +41,9 @@ pub fn router(daemon: Arc<Daemon>) -> Router {
         )
         .route("/api/v1/runs/{id}", get(runs::get))
         .route("/api/v1/runs/{id}/log", get(runs::log))
+        .route("/api/v1/runs/{id}/artifacts", artifacts::root())
+        .route("/api/v1/runs/{id}/artifacts/", artifacts::root())
+        .route("/api/v1/runs/{id}/artifacts/{*path}", artifacts::at_path())
         .route("/api/v1/runs/{id}/abort", guarded(post(runs::abort)))
         .route("/api/v1/runs/{id}/rerun", guarded(post(runs::rerun)))
         .route("/api/v1/config/status", get(config::status))
