@@ -169,10 +169,15 @@ fn options(src_root: PathBuf, refs: Vec<Refs>) -> CloneOptions {
     }
 }
 
-/// Clones one ref; its record.
+/// Clones one ref; its record (after Prow's empty environment setup record).
 fn clone_one(opts: &CloneOptions) -> Record {
     let mut records = clone_refs(opts);
-    assert_eq!(records.len(), 1);
+    assert_eq!(records.len(), 2);
+    assert_eq!(
+        records[0],
+        Record::default(),
+        "the setup record comes first"
+    );
     records.pop().unwrap()
 }
 
@@ -429,7 +434,7 @@ fn path_alias_and_repo_link_place_the_clone() {
     linked.repo = "b".into();
     linked.repo_link = Some("https://gerrit.example.org/a/b".into());
     let records = clone_refs(&options(src.clone(), vec![aliased, linked]));
-    assert_eq!(records.len(), 2);
+    assert_eq!(records.len(), 3);
     for r in &records {
         assert_ok(r);
     }
@@ -817,4 +822,26 @@ fn the_clone_log_reads_as_prows() {
          # Final SHA: \n\
          # Total runtime: 0s\n"
     );
+}
+
+#[test]
+fn an_unusable_mirror_root_fails_the_clone_visibly() {
+    let tmp = Tmp::new("mirror-broken");
+    let o = origin(&tmp);
+    let not_a_dir = tmp.path("mirrors");
+    std::fs::write(&not_a_dir, "a file where the mirrors would go").unwrap();
+    let mut opts = options(tmp.path("go"), vec![refs(&o, "main")]);
+    opts.mirror_root = Some(not_a_dir.clone());
+    let record = clone_one(&opts);
+    assert!(record.failed);
+    assert_eq!(record.commands.len(), 1, "{:#?}", commands(&record));
+    let step = &record.commands[0];
+    assert_eq!(
+        step.command,
+        format!("bosun: create mirror root {}", not_a_dir.display())
+    );
+    assert!(!step.error.is_empty());
+    assert!(!tmp.path("go/src").exists(), "nothing is cloned");
+    let log = clone_log_text(&[record]);
+    assert!(log.contains("# Error: "), "{log}");
 }

@@ -75,8 +75,9 @@
 //! update`) keep this machine's git configuration, so credential helpers,
 //! proxies and URL rewrites set up for the daemon's user apply.
 //!
-//! Not done here (Kubernetes only): SSH keys, OAuth and GitHub App tokens,
-//! cookie files, and Prow's "Environment setup" record.
+//! [`clone_refs`] puts Prow's environment setup record first, always empty
+//! here: SSH keys, host fingerprints, OAuth and GitHub App tokens and cookie
+//! files are for Kubernetes runs only.
 
 use std::fmt::Write as _;
 use std::fs;
@@ -176,8 +177,11 @@ pub struct Command {
 }
 
 /// Clones every ref of `opts`, `opts.max_parallel` at a time, and returns
-/// their records in the order the clones finished. A failed clone is a
-/// record with `failed` set; the others still run.
+/// the records as Prow's clonerefs writes them: its environment setup
+/// record first (empty refs; it has no commands, as bosun adds no SSH keys,
+/// host fingerprints or cookie file), then one record per ref in the order
+/// the clones finished. A failed clone is a record with `failed` set; the
+/// others still run.
 pub fn clone_refs(opts: &CloneOptions) -> Vec<Record> {
     let n = opts.refs.len();
     let workers = match opts.max_parallel {
@@ -200,7 +204,7 @@ pub fn clone_refs(opts: &CloneOptions) -> Vec<Record> {
         }
     });
     drop(tx);
-    rx.into_iter().collect()
+    std::iter::once(Record::default()).chain(rx).collect()
 }
 
 /// Clones one ref as [`clone_refs`] does (the module's doc has the steps).
@@ -618,7 +622,8 @@ impl<'a> Runner<'a> {
         }
     }
 
-    /// Records a step that failed inside bosun (no process ran), and fails.
+    /// Records a step of bosun's own that failed (`bosun: WHAT`, no
+    /// process ran), and fails.
     pub(crate) fn fail(&mut self, what: String, error: String) -> Failed {
         self.commands.push(Command {
             command: what,

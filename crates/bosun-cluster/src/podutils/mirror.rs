@@ -23,9 +23,16 @@
 //!     resolved NAME to (read from the mirror's `FETCH_HEAD`), so the
 //!     clone's `git fetch MIRROR NAME` resolves NAME to the same ref.
 //!
-//! Those commands are recorded at the head of the clone's record. A SHA
-//! already in the mirror needs no remote at all, so a clone of fixed SHAs
-//! (with `skip_fetch_head`) works while the remote is unreachable.
+//! Those commands are recorded at the head of the clone's record; a step
+//! done by bosun itself that fails (creating the root, taking the lock) is
+//! recorded as `bosun: WHAT` with its error, as Prow records its own steps
+//! (`golang: ...`). A SHA already in the mirror needs no remote at all, so a
+//! clone of fixed SHAs (with `skip_fetch_head`) works while the remote is
+//! unreachable.
+//!
+//! The lock is held while the mirror is updated, not while the clone reads
+//! it: a branch another run moves in between is fetched at its newer
+//! commit, as a direct fetch a moment later would fetch it.
 //!
 //! A mirror belongs to the OS user that created it: git refuses to serve a
 //! repository owned by someone else, and the lock and objects must be
@@ -142,13 +149,13 @@ pub(crate) fn prepare(
 ) -> Result<Prepared, Failed> {
     fs::create_dir_all(root).map_err(|e| {
         runner.fail(
-            format!("create mirror root {}", root.display()),
+            format!("bosun: create mirror root {}", root.display()),
             e.to_string(),
         )
     })?;
     let root = root.canonicalize().map_err(|e| {
         runner.fail(
-            format!("create mirror root {}", root.display()),
+            format!("bosun: create mirror root {}", root.display()),
             e.to_string(),
         )
     })?;
@@ -161,10 +168,15 @@ pub(crate) fn prepare(
         .create(true)
         .truncate(false)
         .open(&lock_path)
-        .map_err(|e| runner.fail(format!("lock {}", lock_path.display()), e.to_string()))?;
+        .map_err(|e| {
+            runner.fail(
+                format!("bosun: lock {}", lock_path.display()),
+                e.to_string(),
+            )
+        })?;
     rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive).map_err(|e| {
         runner.fail(
-            format!("lock {}", lock_path.display()),
+            format!("bosun: lock {}", lock_path.display()),
             std::io::Error::from(e).to_string(),
         )
     })?;
@@ -207,7 +219,7 @@ pub(crate) fn prepare(
         Some(of) if of == uri => {}
         Some(of) => {
             return Err(runner.fail(
-                format!("use mirror {}", dir.display()),
+                format!("bosun: use mirror {}", dir.display()),
                 format!("the mirror is of {of}, not of {uri}"),
             ))
         }
@@ -282,7 +294,7 @@ pub(crate) fn prepare(
             runner.run(git(&["fetch", uri, x], Scope::Remote, true))?;
             let Some((object, _, desc)) = fetched() else {
                 return Err(runner.fail(
-                    format!("read {}", fetch_head.display()),
+                    format!("bosun: read {}", fetch_head.display()),
                     format!("git fetch {uri} {x} wrote nothing"),
                 ));
             };
