@@ -9,14 +9,23 @@
 //! nothing. Any refusal fails the test, and the message lists every refused
 //! job (file, kind, name) with the server's answer.
 //!
+//! Every corpus job is decorated: its run carries its decoration config as
+//! bosun-config resolves it (the job's own over the matching
+//! `plank.default_decoration_config_entries` of the corpus's `config.yaml`,
+//! `Snapshot::decoration_config` / `periodic_decoration`), and its pod has
+//! Prow's pod utilities (clonerefs, initupload, place-entrypoint, sidecar,
+//! entrypoint in every test container, their volumes). The secrets those
+//! volumes name (`service-account`, ...) do not exist in the namespace: the
+//! API server admits a pod without them (the kubelet waits for them), as
+//! this test shows.
+//!
 //! What stands in for what:
-//! - decoration is not implemented yet: a decorated job's pod is built as if
-//!   its `decorate` were false (the undecorated pod of the same spec);
 //! - a presubmit's run gets plausible refs (its repository, a branch it runs
 //!   on, a pull request, SHAs), a postsubmit's the same without the pull;
-//!   the refs are completed from the job as Prow's `completePrimaryRefs`
-//!   does (`path_alias`, `clone_uri`, ...). A periodic's run is made as the
-//!   daemon makes it (no refs, its `extra_refs`);
+//!   the store's run template completes them from the job as Prow's
+//!   `completePrimaryRefs` does (`path_alias`, `clone_uri`, ...). A
+//!   periodic's run is made as the daemon makes it (no refs, its
+//!   `extra_refs`);
 //! - each pre/postsubmit run carries its job's status context (the
 //!   `prow.k8s.io/context` annotation a ProwJob has; bosun's run template
 //!   does not record it yet, see `kube/pod.rs`), so the context labels are
@@ -36,7 +45,7 @@ use std::time::{Duration, Instant};
 
 use bosun_cluster::kube::pod::pod_for_run;
 use bosun_config::types::{JobBase, JobType, Pull, Refs};
-use bosun_config::{load, Job, LoadOptions, OsFiles, Snapshot};
+use bosun_config::{load, LoadOptions, OsFiles, Snapshot};
 use bosun_kubetest::ControlPlane;
 use bosun_store::template::{RunTemplate, SpecSnapshot};
 use bosun_store::{NewRun, Run};
@@ -114,8 +123,8 @@ fn branch(branches: &[String]) -> String {
 }
 
 /// Plausible refs of a run of `base` on `org_repo` at `branch` (a pull
-/// request when `pull` is given), completed from the job as Prow's
-/// `pjutil.completePrimaryRefs` does.
+/// request when `pull` is given); the run template completes them from the
+/// job.
 fn refs(base: &JobBase, org_repo: &str, branch: String, seed: u64, pull: bool) -> Refs {
     let (org, repo) = org_repo.split_once('/').unwrap_or((org_repo, ""));
     let link = format!("https://github.com/{org}/{repo}");
@@ -144,21 +153,8 @@ fn refs(base: &JobBase, org_repo: &str, branch: String, seed: u64, pull: bool) -
         base_link: Some(format!("{link}/commit/{base_sha}")),
         base_sha: Some(base_sha),
         pulls,
-        path_alias: base.path_alias.clone().filter(|s| !s.is_empty()),
-        clone_uri: base.clone_uri.clone().filter(|s| !s.is_empty()),
-        skip_submodules: base.skip_submodules,
-        clone_depth: base.clone_depth,
-        skip_fetch_head: base.skip_fetch_head,
         ..Refs::default()
     }
-}
-
-/// `job` with `decorate: false`: decoration is not implemented yet, so a
-/// decorated job's pod is built as its undecorated one.
-fn undecorated<K: Clone>(job: &Job<K>) -> Job<K> {
-    let mut job = job.clone();
-    job.base.decorate = Some(false);
-    job
 }
 
 /// The run made from `new` (as the store would, with id and build id from
@@ -173,6 +169,18 @@ fn pod_of(new: NewRun, context: Option<&str>, seed: u64) -> Result<Pod, String> 
         Arc::make_mut(&mut run.annotations).insert("prow.k8s.io/context".into(), context.into());
     }
     pod_for_run(&run, &spec, NAMESPACE).map_err(|e| format!("pod_for_run: {e}"))
+}
+
+/// Whether `pod` has Prow's pod utilities: place-entrypoint, the sidecar
+/// last, entrypoint in its first container.
+fn decorated(pod: &Pod) -> bool {
+    let Some(spec) = &pod.spec else {
+        return false;
+    };
+    let init = spec.init_containers.iter().flatten();
+    init.clone().any(|c| c.name == "place-entrypoint")
+        && spec.containers.last().is_some_and(|c| c.name == "sidecar")
+        && spec.containers[0].command.as_deref() == Some(&["/tools/entrypoint".to_string()][..])
 }
 
 fn relative(root: &Path, file: &str) -> String {
@@ -191,8 +199,8 @@ fn items(root: &Path, snapshot: &Snapshot) -> Vec<Item> {
         seed
     };
     for p in &snapshot.periodics {
-        let job = undecorated(p);
-        let new = RunTemplate::periodic(&job, snapshot.pod_spec(&job), None).run(None);
+        let decoration = snapshot.periodic_decoration(p);
+        let new = RunTemplate::periodic(p, snapshot.pod_spec(p), decoration).run(None);
         items.push(Item {
             file: relative(root, &p.origin.file),
             kind: JobType::Periodic,
@@ -202,15 +210,14 @@ fn items(root: &Path, snapshot: &Snapshot) -> Vec<Item> {
     }
     for (org_repo, jobs) in &snapshot.presubmits {
         for p in jobs {
-            let job = undecorated(p);
             let seed = next();
-            let refs = refs(&job.base, org_repo, branch(&p.kind.branches), seed, true);
+            let refs = refs(&p.base, org_repo, branch(&p.kind.branches), seed, true);
             let template = RunTemplate::new(
-                &job.base,
+                &p.base,
                 JobType::Presubmit,
                 None,
-                snapshot.pod_spec(&job),
-                None,
+                snapshot.pod_spec(p),
+                snapshot.decoration_config(p, org_repo),
             );
             items.push(Item {
                 file: relative(root, &p.origin.file),
@@ -222,15 +229,14 @@ fn items(root: &Path, snapshot: &Snapshot) -> Vec<Item> {
     }
     for (org_repo, jobs) in &snapshot.postsubmits {
         for p in jobs {
-            let job = undecorated(p);
             let seed = next();
-            let refs = refs(&job.base, org_repo, branch(&p.kind.branches), seed, false);
+            let refs = refs(&p.base, org_repo, branch(&p.kind.branches), seed, false);
             let template = RunTemplate::new(
-                &job.base,
+                &p.base,
                 JobType::Postsubmit,
                 None,
-                snapshot.pod_spec(&job),
-                None,
+                snapshot.pod_spec(p),
+                snapshot.decoration_config(p, org_repo),
             );
             items.push(Item {
                 file: relative(root, &p.origin.file),
@@ -372,6 +378,17 @@ fn every_corpus_job_pod_is_admitted_by_a_real_api_server() {
         "the corpus's jobs as loaded"
     );
     let items = items(&root, snapshot);
+    // Every corpus job says `decorate: true`: every pod built has the pod
+    // utilities (a pod that could not be built counts as refused below).
+    let undecorated: Vec<&str> = items
+        .iter()
+        .filter(|i| i.pod.as_ref().is_ok_and(|p| !decorated(p)))
+        .map(|i| i.job.as_str())
+        .collect();
+    assert!(
+        undecorated.is_empty(),
+        "pods without the pod utilities: {undecorated:?}"
+    );
 
     // The harness's calls block on its own runtime: outside ours.
     let plane = ControlPlane::shared();

@@ -3,7 +3,8 @@
 //! - [`client`](mod@client): a client per kubeconfig context, every call bounded by
 //!   [`API_TIMEOUT`], and the errors of reaching a cluster ([`ApiError`]);
 //! - [`health`]: the health probe and the [`Tracker`] of successive probes;
-//! - [`pod`]: a run's pod, built as plank builds it;
+//! - [`pod`]: a run's pod, built as plank builds it, and [`decorate`]: the
+//!   pod utilities of a decorated run's pod;
 //! - [`executor`]: [`KubeExecutor`], the [`Executor`](crate::executor::Executor)
 //!   of a Kubernetes cluster, which ties the private parts together: the
 //!   watch of bosun's pods and its cache (`watch`), the copy of each pod's log
@@ -14,6 +15,7 @@
 //! from [`crate::executor`].
 
 pub mod client;
+pub mod decorate;
 pub mod executor;
 pub mod health;
 mod logs;

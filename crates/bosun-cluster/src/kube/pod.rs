@@ -26,7 +26,7 @@
 //!   `prow.k8s.io/plank-version` label is Prow's version, which bosun does
 //!   not claim).
 //!
-//! So, for an undecorated job:
+//! So, for a job (decorated or not):
 //! - the pod is named after the run (the ProwJob's name), in `namespace`;
 //! - its spec is the job's pod spec with `restartPolicy: Never`; a job with
 //!   exactly one container has it named `test`, whatever it was called;
@@ -55,8 +55,11 @@
 //! refs (its repository, as Lighthouse gives it) and gets the refs variables,
 //! which Prow's periodics, never having refs, do not.
 //!
-//! Decorated jobs are not built here: their runs end in error until bosun
-//! decorates pods.
+//! A decorated run (its spec snapshot carries the resolved decoration
+//! config, as a ProwJob does) gets the same pod, then Prow's pod utilities
+//! around its containers ([`super::decorate`]); its `JOB_SPEC` carries the
+//! decoration config. A decoration config Prow would refuse, or a decorated
+//! run without one (made by an earlier bosun), is a [`PodError`].
 //!
 //! It knows nothing of clusters or executors: it turns a run and its job's
 //! spec into a pod, and that is all.
@@ -69,6 +72,8 @@ use bosun_store::Run;
 use k8s_openapi::api::core::v1::{EnvVar, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
+
+use super::decorate::{self, Decoration};
 
 /// The label bosun and Prow put on every pod they create.
 pub const CREATED_BY: &str = "created-by-prow";
@@ -94,9 +99,14 @@ const LABEL_VALUE_MAX: usize = 63;
 /// Why a run's pod cannot be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PodError {
-    /// The job is decorated, which bosun does not do yet.
-    #[error("decoration is not supported yet")]
-    Decorated,
+    /// The job is decorated but the run carries no decoration config (it
+    /// was made by a bosun that did not record it).
+    #[error("the run carries no decoration config")]
+    NoDecorationConfig,
+    /// The run's decoration config is one Prow would refuse (Prow's text),
+    /// or a decorated container does not say what to run.
+    #[error("{0}")]
+    Decoration(String),
     /// The job has no pod spec.
     #[error("the job has no pod spec")]
     NoPodSpec,
@@ -107,12 +117,17 @@ pub enum PodError {
 
 /// The pod of `run` (whose spec snapshot is `spec`) in `namespace`.
 pub fn pod_for_run(run: &Run, spec: &SpecSnapshot, namespace: &str) -> Result<Pod, PodError> {
-    if spec.job.decorate == Some(true) {
-        return Err(PodError::Decorated);
-    }
+    let decoration = match (&spec.decoration, spec.job.decorate) {
+        (Some(config), _) => Some(Decoration::from_config(config)?),
+        (None, Some(true)) => return Err(PodError::NoDecorationConfig),
+        (None, _) => None,
+    };
     let mut pod_spec = spec.pod_spec.clone().ok_or(PodError::NoPodSpec)?;
     if pod_spec.containers.is_empty() {
         return Err(PodError::NoContainer);
+    }
+    if let Some(d) = &decoration {
+        decorate::check(d, &pod_spec)?;
     }
     pod_spec.restart_policy = Some("Never".into());
     if let [only] = pod_spec.containers.as_mut_slice() {
@@ -129,18 +144,24 @@ pub fn pod_for_run(run: &Run, spec: &SpecSnapshot, namespace: &str) -> Result<Po
     {
         pod_spec.automount_service_account_token = Some(false);
     }
-    let env: Vec<EnvVar> = prow_env(run, spec)
-        .into_iter()
-        .map(|(name, value)| EnvVar {
-            name,
-            value: Some(value),
-            value_from: None,
-        })
-        .collect();
-    for c in &mut pod_spec.containers {
-        c.env
-            .get_or_insert_with(Vec::new)
-            .extend(env.iter().cloned());
+    let env = prow_env(run, spec, decoration.as_ref());
+    match &decoration {
+        Some(d) => decorate::decorate(&mut pod_spec, run, d, env),
+        None => {
+            let env: Vec<EnvVar> = env
+                .into_iter()
+                .map(|(name, value)| EnvVar {
+                    name,
+                    value: Some(value),
+                    value_from: None,
+                })
+                .collect();
+            for c in &mut pod_spec.containers {
+                c.env
+                    .get_or_insert_with(Vec::new)
+                    .extend(env.iter().cloned());
+            }
+        }
     }
     for c in pod_spec
         .init_containers
@@ -170,9 +191,16 @@ pub fn pod_for_run(run: &Run, spec: &SpecSnapshot, namespace: &str) -> Result<Po
     })
 }
 
-/// The environment Prow gives every container of an undecorated run's pod
-/// (`EnvForSpec`), by name (the order of the pod's variables).
-pub fn prow_env(run: &Run, spec: &SpecSnapshot) -> BTreeMap<String, String> {
+/// The environment Prow gives every container of a run's pod
+/// (`EnvForSpec`), by name (the order of the pod's variables); `JOB_SPEC`
+/// carries `decoration`, the run's decoration config if it is decorated.
+/// A decorated pod's containers also get `ARTIFACTS` and `GOPATH`
+/// (added by [`super::decorate`]).
+pub fn prow_env(
+    run: &Run,
+    spec: &SpecSnapshot,
+    decoration: Option<&Decoration>,
+) -> BTreeMap<String, String> {
     let mut env = BTreeMap::new();
     let mut set = |k: &str, v: &str| {
         env.insert(k.to_string(), v.to_string());
@@ -185,7 +213,7 @@ pub fn prow_env(run: &Run, spec: &SpecSnapshot) -> BTreeMap<String, String> {
     if spec.job.agent == "kubernetes" {
         set("BUILD_NUMBER", &run.build_id);
     }
-    set("JOB_SPEC", &job_spec_json(run));
+    set("JOB_SPEC", &job_spec_json(run, decoration));
     // Prow's periodics have no refs and stop here; an in-repo periodic's run
     // has its repository's and goes on. A pre/postsubmit without refs (which
     // Prow cannot have) stops here too.
@@ -255,10 +283,11 @@ fn refs_string(refs: &Refs) -> String {
     s
 }
 
-/// Prow's `JOB_SPEC` of an undecorated run: the JSON of its downward-API
-/// `JobSpec` as Go writes it (its fields in order, empty ones left out, `<`,
-/// `>`, `&`, U+2028 and U+2029 escaped).
-pub fn job_spec_json(run: &Run) -> String {
+/// Prow's `JOB_SPEC` of a run: the JSON of its downward-API `JobSpec` as
+/// Go writes it (its fields in order, empty ones left out, `<`, `>`, `&`,
+/// U+2028 and U+2029 escaped), with the run's decoration config when it is
+/// decorated.
+pub fn job_spec_json(run: &Run, decoration: Option<&Decoration>) -> String {
     let spec = JobSpecJson {
         job_type: run.job_type.as_str(),
         job: &run.job,
@@ -266,6 +295,7 @@ pub fn job_spec_json(run: &Run) -> String {
         prowjobid: &run.id,
         refs: run.refs.as_ref().map(RefsJson::from),
         extra_refs: run.extra_refs.iter().map(RefsJson::from).collect(),
+        decoration_config: decoration,
     };
     let json = serde_json::to_string(&spec).expect("a job spec serializes");
     go_html_escape(&json)
@@ -273,7 +303,7 @@ pub fn job_spec_json(run: &Run) -> String {
 
 /// Go's `json.Marshal` escapes these everywhere; in JSON text they can only be
 /// inside strings, so replacing them in the text is the same.
-fn go_html_escape(json: &str) -> String {
+pub(super) fn go_html_escape(json: &str) -> String {
     let mut out = String::with_capacity(json.len());
     for c in json.chars() {
         match c {
@@ -315,11 +345,13 @@ struct JobSpecJson<'a> {
     refs: Option<RefsJson<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     extra_refs: Vec<RefsJson<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    decoration_config: Option<&'a Decoration>,
 }
 
 /// Prow's `Refs` as JSON.
 #[derive(Serialize)]
-struct RefsJson<'a> {
+pub(super) struct RefsJson<'a> {
     org: &'a str,
     repo: &'a str,
     #[serde(skip_serializing_if = "no_str")]
@@ -638,15 +670,68 @@ mod tests {
     }
 
     #[test]
-    fn decorated_jobs_and_empty_specs_are_refused() {
+    fn decorated_jobs_prow_would_refuse_and_empty_specs_are_refused() {
         let r = run("x", &[]);
-        let decorated = snapshot(
-            r#"{"job": {"name": "x", "decorate": true}, "pod_spec": {"containers": [{"image": "a"}]}}"#,
-        );
+        let refused = |json: &str| pod_for_run(&r, &snapshot(json), "ns").unwrap_err();
+        // A decorated job's run made before runs carried their config.
         assert_eq!(
-            pod_for_run(&r, &decorated, "ns").unwrap_err().to_string(),
-            "decoration is not supported yet"
+            refused(
+                r#"{"job": {"name": "x", "decorate": true}, "pod_spec": {"containers": [{"image": "a", "command": ["t"]}]}}"#
+            ),
+            PodError::NoDecorationConfig
         );
+        // Configs Prow's validation refuses, with its texts: a local-only
+        // job relocated to Kubernetes may have no images or GCS config.
+        let decorated = |decoration: &str, container: &str| {
+            format!(
+                r#"{{"job": {{"name": "x", "decorate": true}}, "decoration": {decoration},
+                    "pod_spec": {{"containers": [{container}]}}}}"#
+            )
+        };
+        let command = r#"{"image": "a", "command": ["make"]}"#;
+        let images = r#""utility_images": {"clonerefs": "c", "initupload": "i", "entrypoint": "e", "sidecar": "s"}"#;
+        let gcs = r#""gcs_configuration": {"bucket": "b", "path_strategy": "explicit"}"#;
+        for (decoration, container, text) in [
+            (
+                r#"{"timeout": "5m"}"#.to_string(),
+                command,
+                "invalid decoration config: utility image config is not specified",
+            ),
+            (
+                r#"{"utility_images": {"clonerefs": "c", "entrypoint": "e"}}"#.to_string(),
+                command,
+                r#"invalid decoration config: the following utility images are not specified: ["initupload" "sidecar"]"#,
+            ),
+            (
+                format!("{{{images}}}"),
+                command,
+                "invalid decoration config: GCS upload configuration is not specified",
+            ),
+            (
+                format!(r#"{{{images}, "gcs_configuration": {{"bucket": "b", "path_strategy": "legacy"}}}}"#),
+                command,
+                r#"invalid decoration config: GCS configuration is invalid: default org and repo must be provided for GCS strategy "legacy""#,
+            ),
+            (
+                format!(r#"{{{images}, {gcs}, "ssh_key_secrets": ["k"], "oauth_token_secret": {{"name": "n", "key": "k"}}}}"#),
+                command,
+                "invalid decoration config: both OAuth token and SSH key secrets are specified",
+            ),
+            (
+                format!(r#"{{{images}, "gcs_configuration": "gs://b"}}"#),
+                command,
+                "invalid decoration config: invalid type: string \"gs://b\", expected struct GcsConfiguration",
+            ),
+            (
+                format!("{{{images}, {gcs}}}"),
+                r#"{"image": "a", "args": [""]}"#,
+                "decorated job containers must specify command and/or args",
+            ),
+        ] {
+            let e = refused(&decorated(&decoration, container));
+            assert!(matches!(e, PodError::Decoration(_)), "{e:?}");
+            assert_eq!(e.to_string(), text);
+        }
         let none = snapshot(r#"{"job": {"name": "x"}}"#);
         assert!(pod_for_run(&r, &none, "ns")
             .unwrap_err()
@@ -791,7 +876,7 @@ mod tests {
             ..Refs::default()
         });
         assert_eq!(
-            job_spec_json(&r),
+            job_spec_json(&r, None),
             concat!(
                 r#"{"type":"presubmit","job":"x","buildid":"1800000000000001","#,
                 r#""prowjobid":"8f8b1e4c-2f4e-4f7b-9a55-0d6c1e1f2a3b","#,
