@@ -39,7 +39,7 @@
 //! # The mirror
 //!
 //! With [`CloneOptions::mirror_root`], each clone URI has a bare mirror
-//! there ([`mirror`](super::mirror)), brought up to date before step 1 under
+//! there ([`mirror`]), brought up to date before step 1 under
 //! a file lock, and the clone's fetches read from it instead of the remote.
 //! The record then holds, in this order:
 //!
