@@ -352,15 +352,19 @@ impl LocalExecutor {
         if job.command.first().is_none_or(String::is_empty) {
             return Err(ExecError::Unsupported("no command".into()));
         }
-        let (command, env, working_dir) = match &job.decoration {
-            None => (job.command.clone(), job.env.clone(), job.working_dir.clone()),
-            Some(d) => self.decorated(job, d)?,
+        let wrapped;
+        let job = match &job.decoration {
+            None => job,
+            Some(d) => {
+                wrapped = self.decorated(job, d)?;
+                &wrapped
+            }
         };
         let req = Request::Start(StartRequest {
             id: run_id.to_string(),
-            command,
-            env,
-            working_dir,
+            command: job.command.clone(),
+            env: job.env.clone(),
+            working_dir: job.working_dir.clone(),
             run_as: self.run_as,
             want_pid: true,
         });
@@ -386,11 +390,7 @@ impl LocalExecutor {
     /// cluster's clone cache in its options; it clones the refs into
     /// `go/`, then runs the command in the working ref's clone and lays out
     /// Prow's files in `logs/` (see [`crate::podutils`]).
-    fn decorated(
-        &self,
-        job: &JobProcess,
-        d: &DecoratedJob,
-    ) -> Result<(Vec<String>, Vec<(String, String)>, Option<String>), ExecError> {
+    fn decorated(&self, job: &JobProcess, d: &DecoratedJob) -> Result<JobProcess, ExecError> {
         let program = self
             .shim
             .first()
@@ -405,7 +405,12 @@ impl LocalExecutor {
             OPTIONS_ENV.to_string(),
             serde_json::to_string(&options).map_err(io)?,
         ));
-        Ok((vec![program.clone(), "run-decorated".into()], env, None))
+        Ok(JobProcess {
+            command: vec![program.clone(), "run-decorated".into()],
+            env,
+            working_dir: None,
+            decoration: None,
+        })
     }
 
     /// Where a run stands, from its files (works for runs started under an

@@ -523,7 +523,9 @@ fn a_missing_branch_fails_the_record_and_stops() {
     let o = origin(&tmp);
     let src = tmp.path("go");
     let mut opts = options(src.clone(), vec![refs(&o, "nope")]);
-    opts.fetch_backoff = vec![Duration::from_millis(60); 3];
+    // A repository on this machine is not retried: far less than the
+    // delays' 6 s.
+    opts.fetch_backoff = vec![Duration::from_secs(2); 3];
     let record = clone_one(&opts);
     assert!(record.failed);
     let d = src.join("src/github.com/o/r");
@@ -539,8 +541,8 @@ fn a_missing_branch_fails_the_record_and_stops() {
         last.output
     );
     assert!(
-        last.duration >= Duration::from_millis(180),
-        "retried after each delay: {:?}",
+        last.duration < Duration::from_secs(6),
+        "a local fetch is not retried: {:?}",
         last.duration
     );
     assert!(!commands(&record).iter().any(|c| c.contains("checkout")));
@@ -844,4 +846,29 @@ fn an_unusable_mirror_root_fails_the_clone_visibly() {
     assert!(!tmp.path("go/src").exists(), "nothing is cloned");
     let log = clone_log_text(&[record]);
     assert!(log.contains("# Error: "), "{log}");
+}
+
+#[test]
+fn a_remote_fetch_is_retried_after_each_delay() {
+    let tmp = Tmp::new("retried");
+    let src = tmp.path("go");
+    // Nothing listens on port 1: every attempt is refused at once.
+    let r = Refs {
+        org: "o".into(),
+        repo: "r".into(),
+        base_ref: Some("main".into()),
+        clone_uri: Some("http://127.0.0.1:1/o/r.git".into()),
+        ..Refs::default()
+    };
+    let mut opts = options(src, vec![r]);
+    opts.fetch_backoff = vec![Duration::from_millis(60); 3];
+    let record = clone_one(&opts);
+    assert!(record.failed);
+    let last = record.commands.last().unwrap();
+    assert!(last.command.contains("git fetch"), "{}", last.command);
+    assert!(
+        last.duration >= Duration::from_millis(180),
+        "retried after each delay: {:?}",
+        last.duration
+    );
 }

@@ -48,6 +48,11 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// A decorated run on a local cluster (started by the supervisor, with
+    /// its options in BOSUN_DECORATED_OPTIONS): clones its refs, runs the
+    /// test under entrypoint's rules, writes Prow's files.
+    #[command(hide = true)]
+    RunDecorated,
 }
 
 /// `mi_option_purge_delay` in mimalloc's `mi_option_e` (its Rust bindings
@@ -77,6 +82,11 @@ fn main() -> ExitCode {
         Command::RunShim { args } => {
             let code = bosun_cluster::local::LocalExecutor::shim_main(&args);
             ExitCode::from(u8::try_from(code).unwrap_or(2))
+        }
+        Command::RunDecorated => {
+            // entrypoint's codes: 255 for a test killed by a signal (-1).
+            let code = bosun_cluster::podutils::decorated::main();
+            ExitCode::from(code as u8)
         }
     }
 }

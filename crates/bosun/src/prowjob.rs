@@ -1,76 +1,71 @@
-//! A run as a Prow `ProwJob` document (`prow.k8s.io/v1`), the shape Prow's
-//! tools read from `prowjob.json` beside a run's artifacts (Spyglass, the
-//! `mkpj`/`phaino` family): its job, refs, resolved decoration config and pod
-//! spec, and its status.
+//! A run as a Prow `ProwJob` (`prow.k8s.io/v1`), the document Prow's tools
+//! read from `prowjob.json` beside a run's artifacts: its job, refs,
+//! resolved decoration config and pod spec, and its status.
 
+use bosun_cluster::podutils::artifacts::{
+    go_time, ProwJob, ProwJobMeta, ProwJobSpec, ProwJobStatus,
+};
 use bosun_store::template::SpecSnapshot;
 use bosun_store::Run;
-use serde_json::{json, Map, Value};
 
-/// `run` (whose spec snapshot is `spec`) as a ProwJob, with its status as it
-/// stands now.
-pub fn document(run: &Run, spec: &SpecSnapshot) -> Value {
+/// `run` (whose spec snapshot is `spec`) as a ProwJob in `namespace` (the
+/// config's `prowjob_namespace`), its status as it stands now.
+pub fn document(run: &Run, spec: &SpecSnapshot, namespace: &str) -> ProwJob {
     let job = &spec.job;
-    let mut s = Map::new();
-    s.insert("type".into(), run.job_type.as_str().into());
-    s.insert("agent".into(), job.agent.clone().into());
-    s.insert(
-        "cluster".into(),
-        run.cluster
-            .clone()
-            .unwrap_or_else(|| run.configured_cluster.clone())
-            .into(),
-    );
-    if let Some(ns) = job.namespace.as_deref().filter(|n| !n.is_empty()) {
-        s.insert("namespace".into(), ns.into());
-    }
-    s.insert("job".into(), run.job.clone().into());
-    if let Some(r) = &run.refs {
-        s.insert("refs".into(), to_value(r));
-    }
-    if !run.extra_refs.is_empty() {
-        s.insert("extra_refs".into(), to_value(&run.extra_refs));
-    }
-    if let Some(d) = spec
-        .decoration
-        .as_ref()
-        .filter(|_| job.decorate == Some(true))
-    {
-        s.insert("decoration_config".into(), to_value(d));
-    }
-    if let Some(p) = &spec.pod_spec {
-        s.insert("pod_spec".into(), to_value(p));
-    }
-    let mut status = Map::new();
-    status.insert("startTime".into(), run.created_at.to_string().into());
-    if let Some(t) = run.pending_at {
-        status.insert("pendingTime".into(), t.to_string().into());
-    }
-    if let Some(t) = run.completed_at {
-        status.insert("completionTime".into(), t.to_string().into());
-    }
-    status.insert("state".into(), run.state.as_str().into());
-    if !run.description.is_empty() {
-        status.insert("description".into(), run.description.clone().into());
-    }
-    if let Some(u) = &run.url {
-        status.insert("url".into(), u.clone().into());
-    }
-    status.insert("build_id".into(), run.build_id.clone().into());
-    json!({
-        "kind": "ProwJob",
-        "apiVersion": "prow.k8s.io/v1",
-        "metadata": {
-            "name": run.id,
-            "labels": &*run.labels,
-            "annotations": &*run.annotations,
-            "creationTimestamp": run.created_at.to_string(),
+    let value = |v: &dyn erased::Json| v.json();
+    ProwJob {
+        metadata: ProwJobMeta {
+            name: run.id.clone(),
+            namespace: namespace.to_string(),
+            creation_timestamp: Some(go_time(run.created_at)),
+            labels: (*run.labels).clone(),
+            annotations: (*run.annotations).clone(),
         },
-        "spec": s,
-        "status": status,
-    })
+        spec: ProwJobSpec {
+            job_type: run.job_type.as_str().into(),
+            agent: job.agent.clone(),
+            cluster: run
+                .cluster
+                .clone()
+                .unwrap_or_else(|| run.configured_cluster.clone()),
+            namespace: job.namespace.clone().unwrap_or_default(),
+            job: run.job.clone(),
+            refs: run.refs.as_ref().map(|r| value(r)),
+            extra_refs: run.extra_refs.iter().map(|r| value(r)).collect(),
+            report: false,
+            context: String::new(),
+            rerun_command: String::new(),
+            pod_spec: spec.pod_spec.as_ref().map(|p| value(p)),
+            decoration_config: spec
+                .decoration
+                .as_ref()
+                .filter(|_| job.decorate == Some(true))
+                .map(|d| value(d)),
+        },
+        status: ProwJobStatus {
+            start_time: Some(go_time(run.created_at)),
+            pending_time: run.pending_at.map(go_time),
+            completion_time: run.completed_at.map(go_time),
+            state: run.state.as_str().into(),
+            description: run.description.clone(),
+            url: run.url.clone().unwrap_or_default(),
+            pod_name: String::new(),
+            build_id: run.build_id.clone(),
+        },
+        ..ProwJob::default()
+    }
 }
 
-fn to_value<T: serde::Serialize>(v: &T) -> Value {
-    serde_json::to_value(v).expect("serializable")
+mod erased {
+    /// A value serialized to JSON (the ProwJob holds refs, pod specs and
+    /// decoration configs as JSON values).
+    pub trait Json {
+        fn json(&self) -> serde_json::Value;
+    }
+
+    impl<T: serde::Serialize> Json for T {
+        fn json(&self) -> serde_json::Value {
+            serde_json::to_value(self).expect("serializable")
+        }
+    }
 }

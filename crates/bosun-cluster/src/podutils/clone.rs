@@ -210,7 +210,13 @@ pub fn clone_refs(opts: &CloneOptions) -> Vec<Record> {
 /// Clones one ref as [`clone_refs`] does (the module's doc has the steps).
 pub fn clone_ref(opts: &CloneOptions, refs: &Refs) -> Record {
     let start = Instant::now();
-    let mut runner = Runner::new(&opts.fetch_backoff, &opts.env);
+    // A repository on this machine answers at once or not at all: a fetch
+    // from it is not retried (a missing branch fails in milliseconds, not
+    // after Prow's minute of network retries).
+    let uri = crate::podutils::refs::clone_uri(refs);
+    let local = uri.starts_with("file://") || uri.starts_with('/');
+    let backoff: &[Duration] = if local { &[] } else { &opts.fetch_backoff };
+    let mut runner = Runner::new(backoff, &opts.env);
     let outcome = run_sequence(opts, refs, &mut runner);
     let mut record = Record {
         refs: refs.clone(),

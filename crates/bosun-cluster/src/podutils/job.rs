@@ -8,6 +8,8 @@ use std::path::PathBuf;
 use bosun_config::types::Refs;
 use serde::{Deserialize, Serialize};
 
+use super::artifacts::ProwJob;
+
 /// The environment variable `bosun run-decorated` reads its options from
 /// (removed from the test process's environment).
 pub const OPTIONS_ENV: &str = "BOSUN_DECORATED_OPTIONS";
@@ -42,5 +44,5 @@ pub struct DecoratedJob {
     pub mirror_root: Option<PathBuf>,
     /// The run as a ProwJob, written to `prowjob.json` (its status updated
     /// when the run ends).
-    pub prowjob: serde_json::Value,
+    pub prowjob: Option<ProwJob>,
 }

@@ -12,6 +12,7 @@
 
 pub mod artifacts;
 pub mod clone;
+pub mod decorated;
 pub mod entrypoint;
 pub mod job;
 pub mod mirror;

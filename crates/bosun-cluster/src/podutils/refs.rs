@@ -9,7 +9,23 @@ use bosun_config::types::Refs;
 /// `src/{path_alias}` when set, else `src/` + the repository link without its
 /// scheme, else `src/github.com/ORG/REPO`.
 pub fn path_for_refs(base: &Path, refs: &Refs) -> PathBuf {
-    base.join("src").join(relative_path(refs))
+    // Joined as Go's `path.Join` joins: a leading `/` (a `file:///x/y`
+    // link, an absolute alias) stays below `src/`, and `..` cannot climb
+    // out of it.
+    let mut path = base.join("src");
+    for part in relative_path(refs).split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                if path.ends_with("src") && path.parent() == Some(base) {
+                    continue;
+                }
+                path.pop();
+            }
+            part => path.push(part),
+        }
+    }
+    path
 }
 
 /// [`path_for_refs`] below `src/`, as a string (`github.com/org/repo`).
@@ -72,6 +88,17 @@ mod tests {
         assert_eq!(
             path_for_refs(base, &r),
             Path::new("/home/prow/go/src/k8s.io/test-infra")
+        );
+        r.path_alias = Some("/../../etc/x".into());
+        assert_eq!(
+            path_for_refs(base, &r),
+            Path::new("/home/prow/go/src/etc/x")
+        );
+        r.path_alias = None;
+        r.repo_link = Some("file:///srv/repos/b".into());
+        assert_eq!(
+            path_for_refs(base, &r),
+            Path::new("/home/prow/go/src/srv/repos/b")
         );
         r.clone_uri = Some("file:///srv/mirror.git".into());
         assert_eq!(clone_uri(&r), "file:///srv/mirror.git");

@@ -189,7 +189,12 @@ impl Controller {
                                 command,
                                 env,
                                 working_dir: container.working_dir.clone(),
-                                decoration: decorated(run, spec).map(Box::new),
+                                decoration: decorated(
+                                    run,
+                                    spec,
+                                    &observed.snapshot.config.prowjob_namespace,
+                                )
+                                .map(Box::new),
                             })
                         })
                 };
@@ -372,7 +377,11 @@ fn local_end(clusters: &Clusters, cluster: &str, id: &str, now: Timestamp) -> Op
 /// Prow's pod gets `terminationGracePeriodSeconds`), so it can stop the test
 /// with entrypoint's SIGINT, then SIGKILL, and write `finished.json`.
 fn abort_grace(spec: &SpecSnapshot) -> Duration {
-    match spec.decoration.as_ref().filter(|_| spec.job.decorate == Some(true)) {
+    match spec
+        .decoration
+        .as_ref()
+        .filter(|_| spec.job.decorate == Some(true))
+    {
         None => ABORT_GRACE,
         Some(d) => {
             let grace = d
@@ -391,7 +400,7 @@ const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(15);
 /// What a decorated run on a local cluster is given (none: undecorated):
 /// its refs to clone, the decoration config's timeout and grace period, and
 /// the run as a ProwJob for `prowjob.json`.
-fn decorated(run: &Run, spec: &SpecSnapshot) -> Option<DecoratedJob> {
+fn decorated(run: &Run, spec: &SpecSnapshot, namespace: &str) -> Option<DecoratedJob> {
     let d = spec
         .decoration
         .as_ref()
@@ -404,6 +413,6 @@ fn decorated(run: &Run, spec: &SpecSnapshot) -> Option<DecoratedJob> {
         timeout_ns: d.timeout.map_or(0, |t| t.as_nanos()),
         grace_period_ns: d.grace_period.map_or(0, |g| g.as_nanos()),
         mirror_root: None,
-        prowjob: crate::prowjob::document(run, spec),
+        prowjob: Some(crate::prowjob::document(run, spec, namespace)),
     })
 }
