@@ -26,4 +26,5 @@ pub mod local;
 pub mod podutils;
 pub mod registry;
 pub mod shim;
+pub mod tekton;
 pub mod trust;
