@@ -397,7 +397,7 @@ impl LocalExecutor {
             .ok_or_else(|| io("no supervisor command configured"))?;
         let options = DecoratedJob {
             args: job.command.clone(),
-            mirror_root: Some(self.root.join(MIRRORS)),
+            mirror_root: Some(self.mirrors()?),
             ..d.clone()
         };
         let mut env = job.env.clone();
@@ -411,6 +411,28 @@ impl LocalExecutor {
             working_dir: None,
             decoration: None,
         })
+    }
+
+    /// The cluster's clone cache, owned by the user its jobs run as: git
+    /// refuses to fetch from a repository another user owns, so with
+    /// `run_as` the cache is `.mirrors/uid-UID/`, made for that user (a
+    /// changed `run_as` starts a cache of its own).
+    fn mirrors(&self) -> Result<PathBuf, ExecError> {
+        let base = self.root.join(MIRRORS);
+        let Some(user) = self.run_as else {
+            return Ok(base);
+        };
+        let dir = base.join(format!("uid-{}", user.uid));
+        if !dir.is_dir() {
+            fs::create_dir_all(&dir).map_err(io)?;
+            rustix::fs::chown(
+                &dir,
+                Some(rustix::fs::Uid::from_raw(user.uid)),
+                Some(rustix::fs::Gid::from_raw(user.gid)),
+            )
+            .map_err(io)?;
+        }
+        Ok(dir)
     }
 
     /// Where a run stands, from its files (works for runs started under an

@@ -177,6 +177,7 @@ presubmits:
           cat pull.txt
           git log --format=%s -n 3
           sh "$GOPATH/src/github.com/example/helper/tool.sh"
+          echo "$JOB_SPEC" > "$ARTIFACTS/job-spec.json"
           echo result > "$ARTIFACTS/result.txt"
           mkdir -p "$ARTIFACTS/sub"
           echo '<script>alert(1)</script>' > "$ARTIFACTS/sub/page.html"
@@ -267,6 +268,9 @@ presubmits:
         artifact(port, &id, "artifacts/result.txt"),
         (200, "result\n".to_string())
     );
+    let job_spec = artifact_json(port, &id, "artifacts/job-spec.json");
+    assert_eq!(job_spec["decoration_config"]["grace_period"], "2s", "{job_spec}");
+    assert_eq!(job_spec["refs"]["pulls"][0]["number"], 7, "{job_spec}");
     let prowjob = artifact_json(port, &id, "prowjob.json");
     assert_eq!(prowjob["spec"]["job"], "unit");
     assert_eq!(prowjob["spec"]["refs"]["path_alias"], "example.com/app");

@@ -185,16 +185,28 @@ impl Controller {
                                 .collect();
                             env.extend(run.job_env());
                             env.push(("PATH".into(), path.clone()));
+                            let decoration =
+                                decorated(run, spec, &observed.snapshot.config.prowjob_namespace);
+                            if let Some(d) =
+                                spec.decoration.as_ref().filter(|_| decoration.is_some())
+                            {
+                                // A decorated run's JOB_SPEC carries its
+                                // decoration config, as a decorated pod's.
+                                let d =
+                                    bosun_cluster::kube::decorate::Decoration::from_config(d).ok();
+                                let job_spec =
+                                    bosun_cluster::kube::pod::job_spec_json(run, d.as_ref());
+                                for (k, v) in env.iter_mut() {
+                                    if k == "JOB_SPEC" {
+                                        v.clone_from(&job_spec);
+                                    }
+                                }
+                            }
                             Start::Process(JobProcess {
                                 command,
                                 env,
                                 working_dir: container.working_dir.clone(),
-                                decoration: decorated(
-                                    run,
-                                    spec,
-                                    &observed.snapshot.config.prowjob_namespace,
-                                )
-                                .map(Box::new),
+                                decoration: decoration.map(Box::new),
                             })
                         })
                 };
