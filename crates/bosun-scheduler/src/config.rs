@@ -48,6 +48,7 @@ pub fn jobs(snapshot: &Snapshot) -> Vec<PeriodicJob> {
                 serde_json::json!([k.cron, k.interval, k.minimum_interval, k.timezone]).to_string();
             let mut template =
                 RunTemplate::periodic(p, snapshot.pod_spec(p), snapshot.periodic_decoration(p))
+                    .defined_in(std::path::Path::new(&*p.origin.file))
                     .run(None);
             template.state = initial_state(&snapshot.config);
             Some(PeriodicJob {

@@ -158,6 +158,41 @@ impl RunTemplate {
         t
     }
 
+    /// Resolves the relative `clone_uri`s of the job's refs (`./x`, `../x`)
+    /// against the directory of `file`, the file that defines the job, to
+    /// `file://` URLs: a repository beside the configuration, for local
+    /// clusters. (bosun's extension: a relative `clone_uri` means nothing
+    /// to a pod, and Prow passes it to git as it is.)
+    pub fn defined_in(mut self, file: &std::path::Path) -> Self {
+        let dir = std::path::absolute(file)
+            .ok()
+            .and_then(|f| f.parent().map(std::path::Path::to_path_buf));
+        let Some(dir) = dir else { return self };
+        let resolve = |uri: &mut Option<String>| {
+            if let Some(rel) = uri
+                .as_deref()
+                .filter(|u| u.starts_with("./") || u.starts_with("../"))
+            {
+                let mut path = dir.clone();
+                for part in rel.split('/') {
+                    match part {
+                        "" | "." => {}
+                        ".." => {
+                            path.pop();
+                        }
+                        part => path.push(part),
+                    }
+                }
+                *uri = Some(format!("file://{}", path.display()));
+            }
+        };
+        resolve(&mut self.primary.clone_uri);
+        for r in &mut self.new.extra_refs {
+            resolve(&mut r.clone_uri);
+        }
+        self
+    }
+
     /// The spec snapshot its runs carry.
     pub fn spec(&self) -> &crate::Spec {
         &self.new.spec
@@ -213,4 +248,85 @@ pub fn new_run(
     refs: Option<Refs>,
 ) -> NewRun {
     RunTemplate::new(base, job_type, periodic, pod_spec, decoration).run(refs)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    fn job(clone_uri: Option<&str>, extra: &[&str]) -> JobBase {
+        JobBase {
+            name: "j".into(),
+            clone_uri: clone_uri.map(Into::into),
+            extra_refs: extra
+                .iter()
+                .map(|u| Refs {
+                    org: "o".into(),
+                    repo: "r".into(),
+                    clone_uri: Some(u.to_string()),
+                    ..Refs::default()
+                })
+                .collect(),
+            ..JobBase::default()
+        }
+    }
+
+    #[test]
+    fn relative_clone_uris_resolve_against_the_defining_file() {
+        let base = job(
+            Some("../repos/app"),
+            &["./tools.git", "https://example.com/x.git", "/srv/y.git"],
+        );
+        let t = RunTemplate::new(&base, JobType::Postsubmit, None, None, None)
+            .defined_in(Path::new("/etc/bosun/jobs/team/jobs.yaml"));
+        let run = t.run(Some(Refs {
+            org: "o".into(),
+            repo: "app".into(),
+            ..Refs::default()
+        }));
+        assert_eq!(
+            run.refs.unwrap().clone_uri.as_deref(),
+            Some("file:///etc/bosun/jobs/repos/app")
+        );
+        let uris: Vec<_> = run
+            .extra_refs
+            .iter()
+            .map(|r| r.clone_uri.as_deref().unwrap())
+            .collect();
+        assert_eq!(
+            uris,
+            [
+                "file:///etc/bosun/jobs/team/tools.git",
+                "https://example.com/x.git",
+                "/srv/y.git"
+            ]
+        );
+    }
+
+    #[test]
+    fn primary_refs_get_the_jobs_clone_settings_and_blobless_default() {
+        let mut base = job(None, &["file:///x"]);
+        base.path_alias = Some("k8s.io/app".into());
+        base.clone_depth = 1;
+        let decoration = DecorationConfig {
+            blobless_fetch: Some(true),
+            ..DecorationConfig::default()
+        };
+        let run = RunTemplate::new(&base, JobType::Presubmit, None, None, Some(decoration)).run(
+            Some(Refs {
+                org: "o".into(),
+                repo: "app".into(),
+                blobless_fetch: Some(false),
+                ..Refs::default()
+            }),
+        );
+        let r = run.refs.unwrap();
+        assert_eq!(r.path_alias.as_deref(), Some("k8s.io/app"));
+        assert_eq!(r.clone_depth, 1);
+        assert_eq!(r.blobless_fetch, Some(false), "the ref's own setting wins");
+        assert_eq!(run.extra_refs[0].blobless_fetch, Some(true));
+        assert_eq!(run.extra_refs[0].path_alias, None, "extra refs keep theirs");
+    }
 }

@@ -10,6 +10,7 @@
 //! trigger, dropped when another snapshot is in force).
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use bosun_cluster::registry::ClusterDef;
@@ -171,7 +172,8 @@ impl RunFactory {
                             p,
                             snapshot.pod_spec(p),
                             snapshot.periodic_decoration(p),
-                        ),
+                        )
+                        .defined_in(Path::new(&*p.origin.file)),
                         definition_repo(p),
                     )
                 });
@@ -269,7 +271,8 @@ impl RunFactory {
                             p,
                             snapshot.pod_spec(p),
                             snapshot.periodic_decoration(p),
-                        ),
+                        )
+                        .defined_in(Path::new(&*p.origin.file)),
                         definition_repo(p),
                     )
                 });
@@ -346,7 +349,8 @@ impl RunFactory {
                             None,
                             snapshot.pod_spec(j),
                             snapshot.decoration_config(j, r),
-                        ),
+                        )
+                        .defined_in(Path::new(&*j.origin.file)),
                         Some(r.clone()),
                     )
                 });

@@ -269,7 +269,10 @@ presubmits:
         (200, "result\n".to_string())
     );
     let job_spec = artifact_json(port, &id, "artifacts/job-spec.json");
-    assert_eq!(job_spec["decoration_config"]["grace_period"], "2s", "{job_spec}");
+    assert_eq!(
+        job_spec["decoration_config"]["grace_period"], "2s",
+        "{job_spec}"
+    );
     assert_eq!(job_spec["refs"]["pulls"][0]["number"], 7, "{job_spec}");
     let prowjob = artifact_json(port, &id, "prowjob.json");
     assert_eq!(prowjob["spec"]["job"], "unit");
@@ -532,4 +535,65 @@ fn a_corpus_periodic_with_extra_refs_runs_end_to_end() {
     let prowjob = artifact_json(port, &id, "prowjob.json");
     assert_eq!(prowjob["spec"]["extra_refs"][0]["repo"], "etcd");
     assert_eq!(prowjob["spec"]["decoration_config"]["timeout"], "1h0m0s");
+}
+
+#[test]
+fn the_quickstarts_decorated_job_clones_this_checkout() {
+    let (_d, dir) = tmp();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let daemon_log = dir.join("daemon.log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bosun"))
+        .arg("serve")
+        .arg("--config")
+        .arg(root.join("examples/quickstart/config.yaml"))
+        .arg("--job-config")
+        .arg(root.join("examples/quickstart/jobs"))
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .args(["--listen", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&daemon_log).unwrap())
+        .spawn()
+        .unwrap();
+    let port = common::logged_port(
+        &mut child,
+        &daemon_log,
+        Instant::now() + Duration::from_secs(20),
+    );
+    let daemon = Daemon {
+        child,
+        port,
+        log: daemon_log,
+    };
+    // Its `interval` fires at start.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let id = loop {
+        let (_, body) = request(port, "GET", "/api/v1/runs?job=count-rust-lines", None, None);
+        if let Some(id) = json(&body)["runs"][0]["id"].as_str() {
+            break id.to_string();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the periodic did not fire: {body}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let run = wait_state(port, &id, |s| {
+        !matches!(s, "triggered" | "pending" | "scheduling")
+    });
+    let out = log(port, &id);
+    assert_eq!(run["state"], "success", "{run}\n{out}");
+    let clone = dir.join(format!("data/runs/default/{id}/go/src/example.com/bosun"));
+    assert!(out.contains(&format!("in {}", clone.display())), "{out}");
+    let (status, lines) = artifact(port, &id, "artifacts/rust-lines.txt");
+    assert_eq!(status, 200);
+    let lines: u64 = lines.trim().parse().unwrap();
+    assert!(lines > 1000, "{lines}");
+    // A shallow clone of the checkout's `main`.
+    assert_eq!(git(&clone, &["rev-list", "--count", "HEAD"]), "1");
+    assert_eq!(
+        git(&clone, &["rev-parse", "HEAD"]),
+        git(&root, &["rev-parse", "main"])
+    );
+    drop(daemon);
 }
