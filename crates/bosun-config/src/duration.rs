@@ -132,43 +132,48 @@ fn go_quote(s: &str) -> String {
 }
 
 impl fmt::Display for GoDuration {
-    /// Formats like Go's `Duration.String` for whole-second and larger values
-    /// (`1h30m0s`, `10m0s`, `0s`); sub-second values print as `1.5s`, `250ms`.
+    /// Formats exactly as Go's `Duration.String`: `0s`; below a second, one
+    /// unit with its fraction (`1ns`, `1.5µs`, `1.234567ms`); from a second
+    /// on, `[Hh][Mm]S[.fraction]s` with hours and minutes only when needed
+    /// (`1.5s`, `1m0s`, `2h0m0s`, `8m0.000000001s`); a `-` before negative
+    /// values.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut n = self.0.unsigned_abs();
-        if self.0 < 0 {
-            f.write_str("-")?;
-        }
         if n == 0 {
             return f.write_str("0s");
         }
+        let sign = if self.0 < 0 { "-" } else { "" };
         if n < S {
-            return if n.is_multiple_of(MS) {
-                write!(f, "{}ms", n / MS)
-            } else if n.is_multiple_of(US) {
-                write!(f, "{}µs", n / US)
+            let (unit, digits) = if n < US {
+                ("ns", 0)
+            } else if n < MS {
+                ("µs", 3)
             } else {
-                write!(f, "{n}ns")
+                ("ms", 6)
             };
+            return write!(f, "{sign}{}{unit}", with_fraction(n, digits));
         }
-        let h = n / H;
-        n %= H;
-        let m = n / MIN;
-        n %= MIN;
-        if h > 0 {
-            write!(f, "{h}h{m}m")?;
-        } else if m > 0 {
-            write!(f, "{m}m")?;
-        }
-        let secs = n / S;
-        let frac = n % S;
-        if frac == 0 {
-            write!(f, "{secs}s")
-        } else {
-            let digits = format!("{frac:09}");
-            write!(f, "{secs}.{}s", digits.trim_end_matches('0'))
+        let secs = with_fraction(n % MIN, 9);
+        n /= MIN;
+        match (n / 60, n % 60) {
+            (0, 0) => write!(f, "{sign}{secs}s"),
+            (0, m) => write!(f, "{sign}{m}m{secs}s"),
+            (h, m) => write!(f, "{sign}{h}h{m}m{secs}s"),
         }
     }
+}
+
+/// `v` scaled down by `10^digits`, its fraction written without trailing
+/// zeros (and without the `.` when it is zero), as Go's `fmtFrac` and
+/// `fmtInt` write it.
+fn with_fraction(v: u64, digits: u32) -> String {
+    let scale = 10u64.pow(digits);
+    let (whole, rest) = (v / scale, v % scale);
+    if rest == 0 {
+        return whole.to_string();
+    }
+    let fraction = format!("{rest:0width$}", width = digits as usize);
+    format!("{whole}.{}", fraction.trim_end_matches('0'))
 }
 
 impl<'de> de::Deserialize<'de> for GoDuration {
@@ -226,15 +231,57 @@ mod tests {
 
     #[test]
     fn formats_like_go() {
-        for (d, want) in [
-            (GoDuration::from_secs(5400), "1h30m0s"),
-            (GoDuration::from_secs(600), "10m0s"),
-            (GoDuration::from_secs(0), "0s"),
-            (GoDuration(1_500_000_000), "1.5s"),
-            (GoDuration(250 * MS as i64), "250ms"),
-            (GoDuration::from_secs(48 * 3600), "48h0m0s"),
+        // What Go (go1.26) prints for `time.Duration(n).String()`.
+        for (n, want) in [
+            (0, "0s"),
+            (1, "1ns"),
+            (999, "999ns"),
+            (1000, "1µs"),
+            (1100, "1.1µs"),
+            (1500, "1.5µs"),
+            (999999, "999.999µs"),
+            (1000000, "1ms"),
+            (1234567, "1.234567ms"),
+            (2200000, "2.2ms"),
+            (250000000, "250ms"),
+            (999999999, "999.999999ms"),
+            (1000000000, "1s"),
+            (1500000000, "1.5s"),
+            (3300000000, "3.3s"),
+            (12345678901, "12.345678901s"),
+            (60000000000, "1m0s"),
+            (90000000000, "1m30s"),
+            (245000000000, "4m5s"),
+            (245001000000, "4m5.001s"),
+            (480000000001, "8m0.000000001s"),
+            (3600000000000, "1h0m0s"),
+            (3661000000000, "1h1m1s"),
+            (18367001000000, "5h6m7.001s"),
+            (172800000000000, "48h0m0s"),
+            (-1, "-1ns"),
+            (-1500, "-1.5µs"),
+            (-1500000000, "-1.5s"),
+            (-5400000000000, "-1h30m0s"),
+            (i64::MAX, "2562047h47m16.854775807s"),
+            (i64::MIN, "-2562047h47m16.854775808s"),
         ] {
-            assert_eq!(d.to_string(), want);
+            assert_eq!(GoDuration(n).to_string(), want, "{n}ns");
+        }
+        assert_eq!(GoDuration::from_secs(5400).to_string(), "1h30m0s");
+    }
+
+    #[test]
+    fn what_it_prints_parses_back() {
+        for n in [
+            1,
+            1_500,
+            1_234_567,
+            12_345_678_901,
+            480_000_000_001,
+            -5_400_000_000_000,
+        ] {
+            let d = GoDuration(n);
+            assert_eq!(GoDuration::parse(&d.to_string()), Ok(d), "{d}");
         }
     }
 }

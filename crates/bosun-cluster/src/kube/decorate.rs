@@ -59,7 +59,9 @@
 //!
 //! A decoration config Prow would refuse (a local-only job relocated to
 //! Kubernetes may lack the utility images or the GCS configuration) is a
-//! [`PodError::Decoration`] with Prow's text.
+//! [`PodError::Decoration`] with Prow's text: the run's resolved config goes
+//! through the check bosun's configuration applies to a job that can land on
+//! Kubernetes ([`DecorationConfig::validate`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -73,7 +75,8 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::pod::{go_html_escape, PodError, RefsJson};
+use super::pod::PodError;
+use crate::podutils::gojson::{empty_str, go_json, is_false, RefsJson};
 use crate::podutils::refs::relative_path;
 
 const LOGS_NAME: &str = "logs";
@@ -412,141 +415,23 @@ impl Decoration {
 
     /// `JOB_SPEC`'s `decoration_config`: Go's JSON of the config.
     pub fn to_go_json(&self) -> String {
-        go_html_escape(&serde_json::to_string(self).expect("a decoration config serializes"))
-    }
-
-    /// Prow's `DecorationConfig.Validate`, with its texts.
-    pub fn validate(&self) -> Result<(), String> {
-        let Some(images) = &self.utility_images else {
-            return Err("utility image config is not specified".into());
-        };
-        let missing: Vec<String> = [
-            ("clonerefs", &images.clonerefs),
-            ("initupload", &images.initupload),
-            ("entrypoint", &images.entrypoint),
-            ("sidecar", &images.sidecar),
-        ]
-        .into_iter()
-        .filter(|(_, image)| image.is_empty())
-        .map(|(name, _)| format!("{name:?}"))
-        .collect();
-        if !missing.is_empty() {
-            return Err(format!(
-                "the following utility images are not specified: [{}]",
-                missing.join(" ")
-            ));
-        }
-        let Some(gcs) = &self.gcs_configuration else {
-            return Err("GCS upload configuration is not specified".into());
-        };
-        gcs.validate()
-            .map_err(|e| format!("GCS configuration is invalid: {e}"))?;
-        if self.oauth_token_secret.is_some() && !self.ssh_key_secrets.is_empty() {
-            return Err("both OAuth token and SSH key secrets are specified".into());
-        }
-        Ok(())
+        go_json(self)
     }
 }
 
-impl GcsConfiguration {
-    /// Prow's `GCSConfiguration.Validate`. The bucket and media types are
-    /// checked for what makes Go's parsers fail in practice (control
-    /// characters, spaces in the bucket, bad `%` escapes; a media type
-    /// that is no `type[/subtype]`), not for every corner of them.
-    fn validate(&self) -> Result<(), String> {
-        let bucket = if self.bucket.contains("://") {
-            self.bucket.clone()
-        } else {
-            format!("gs://{}", self.bucket)
-        };
-        if !url_parses(&bucket) {
-            return Err(format!(
-                "path {bucket:?} has invalid format, expected either <bucket-name>[/<path>] or <storage-provider>://<bucket-name>[/<path>]"
-            ));
-        }
-        for media_type in self.media_types.values() {
-            media_type_check(media_type)
-                .map_err(|e| format!("invalid extension media type {media_type:?}: {e}"))?;
-        }
-        let strategy = self.path_strategy.as_str();
-        if !matches!(strategy, "legacy" | "explicit" | "single") {
-            return Err(
-                r#"gcs_path_strategy must be one of "legacy", "explicit", or "single""#.into(),
-            );
-        }
-        if strategy != "explicit" && (self.default_org.is_empty() || self.default_repo.is_empty()) {
-            return Err(format!(
-                "default org and repo must be provided for GCS strategy {strategy:?}"
-            ));
-        }
-        Ok(())
-    }
-}
-
-/// Whether Go's `url.Parse` takes `s` (`scheme://host/path`), as far as
-/// bucket names go: no control characters, no space in the host, every `%`
-/// followed by two hex digits.
-fn url_parses(s: &str) -> bool {
-    if s.bytes().any(|b| b < 0x20 || b == 0x7f) {
-        return false;
-    }
-    let after_scheme = s.split_once("://").map_or(s, |(_, rest)| rest);
-    let host = after_scheme.split('/').next().unwrap_or("");
-    if host.contains(' ') {
-        return false;
-    }
-    let bytes = s.as_bytes();
-    bytes.iter().enumerate().all(|(i, &b)| {
-        b != b'%'
-            || (bytes.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
-                && bytes.get(i + 2).is_some_and(u8::is_ascii_hexdigit))
-    })
-}
-
-/// The media type part of Go's `mime.ParseMediaType` (`type[/subtype]`
-/// before any `;`), with its error texts.
-fn media_type_check(v: &str) -> Result<(), &'static str> {
-    fn is_token_char(c: char) -> bool {
-        c.is_ascii() && c > ' ' && c != '\x7f' && !"()<>@,;:\\\"/[]?=".contains(c)
-    }
-    fn token(s: &str) -> (&str, &str) {
-        let end = s.find(|c| !is_token_char(c)).unwrap_or(s.len());
-        s.split_at(end)
-    }
-    let base = v.split(';').next().unwrap_or("").trim();
-    let (typ, rest) = token(base);
-    if typ.is_empty() {
-        return Err("mime: no media type");
-    }
-    if rest.is_empty() {
-        return Ok(());
-    }
-    let Some(rest) = rest.strip_prefix('/') else {
-        return Err("mime: expected slash after first token");
-    };
-    let (subtype, rest) = token(rest);
-    if subtype.is_empty() {
-        return Err("mime: expected token after slash");
-    }
-    if !rest.is_empty() {
-        return Err("mime: unexpected content after media subtype");
-    }
-    Ok(())
-}
-
-/// Prow's check of a decorated job: its decoration config (`Validate`),
-/// then each container's command (`validateDecoration`), with Prow's texts.
-pub(super) fn check(decoration: &Decoration, spec: &PodSpec) -> Result<(), PodError> {
-    decoration
+/// Prow's check of a decorated job, with its texts: the run's resolved
+/// decoration config ([`DecorationConfig::validate`]), then each container's
+/// command ([`DecorationConfig::says_what_to_run`]).
+pub(super) fn check(config: &DecorationConfig, spec: &PodSpec) -> Result<(), PodError> {
+    config
         .validate()
         .map_err(|e| PodError::Decoration(format!("invalid decoration config: {e}")))?;
-    for c in &spec.containers {
-        let mut args = c.command.iter().flatten().chain(c.args.iter().flatten());
-        if args.next().is_none_or(String::is_empty) {
-            return Err(PodError::Decoration(
-                "decorated job containers must specify command and/or args".into(),
-            ));
-        }
+    if !spec
+        .containers
+        .iter()
+        .all(DecorationConfig::says_what_to_run)
+    {
+        return Err(PodError::Decoration(DecorationConfig::NO_COMMAND.into()));
     }
     Ok(())
 }
@@ -638,23 +523,15 @@ fn kube_env(env: &BTreeMap<String, String>) -> Vec<EnvVar> {
     env.iter().map(|(k, v)| env_var(k, v.clone())).collect()
 }
 
-fn empty(s: &&str) -> bool {
-    s.is_empty()
-}
-
-fn no(b: &bool) -> bool {
-    !*b
-}
-
 /// clonerefs' options (`clonerefs.Options`); `max_parallel_workers` and
 /// `fail` are never set by decoration.
 #[derive(Serialize)]
 struct CloneRefsOptions<'a> {
     src_root: &'a str,
     log: &'a str,
-    #[serde(skip_serializing_if = "empty")]
+    #[serde(skip_serializing_if = "empty_str")]
     git_user_name: &'a str,
-    #[serde(skip_serializing_if = "empty")]
+    #[serde(skip_serializing_if = "empty_str")]
     git_user_email: &'a str,
     refs: Vec<RefsJson<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -667,7 +544,7 @@ struct CloneRefsOptions<'a> {
     cookie_path: String,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     github_api_endpoints: &'a [String],
-    #[serde(skip_serializing_if = "empty")]
+    #[serde(skip_serializing_if = "empty_str")]
     github_app_id: &'a str,
     #[serde(skip_serializing_if = "String::is_empty")]
     github_app_private_key_file: String,
@@ -681,9 +558,9 @@ struct GcsOptions<'a> {
     items: Vec<&'a str>,
     #[serde(flatten)]
     gcs: &'a GcsConfiguration,
-    #[serde(skip_serializing_if = "empty")]
+    #[serde(skip_serializing_if = "empty_str")]
     gcs_credentials_file: &'a str,
-    #[serde(skip_serializing_if = "empty")]
+    #[serde(skip_serializing_if = "empty_str")]
     s3_credentials_file: &'a str,
     dry_run: bool,
 }
@@ -693,7 +570,7 @@ struct GcsOptions<'a> {
 struct InitUploadOptions<'a> {
     #[serde(flatten)]
     gcs: &'a GcsOptions<'a>,
-    #[serde(skip_serializing_if = "empty")]
+    #[serde(skip_serializing_if = "empty_str")]
     log: &'a str,
 }
 
@@ -716,7 +593,7 @@ struct WrapperOptions {
 struct EntrypointOptions<'a> {
     timeout: i64,
     grace_period: i64,
-    #[serde(skip_serializing_if = "empty")]
+    #[serde(skip_serializing_if = "empty_str")]
     artifact_dir: &'a str,
     #[serde(flatten)]
     wrapper: &'a WrapperOptions,
@@ -729,7 +606,7 @@ struct SidecarOptions<'a> {
     gcs_options: GcsOptions<'a>,
     #[serde(skip_serializing_if = "<[WrapperOptions]>::is_empty")]
     entries: &'a [WrapperOptions],
-    #[serde(skip_serializing_if = "no")]
+    #[serde(skip_serializing_if = "is_false")]
     ignore_interrupts: bool,
     censoring_options: SidecarCensoring<'a>,
 }
@@ -749,11 +626,6 @@ struct SidecarCensoring<'a> {
     exclude_directories: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
     minimum_secret_length: Option<i64>,
-}
-
-/// Go's JSON of a value, with Go's HTML escaping.
-fn go_json<T: Serialize>(value: &T) -> String {
-    go_html_escape(&serde_json::to_string(value).expect("options serialize"))
 }
 
 /// The clonerefs container and its volumes, or none when nothing is
@@ -1173,13 +1045,13 @@ fn go_tolerations<S: Serializer>(t: &Option<Vec<Toleration>>, s: S) -> Result<S:
     #[derive(Serialize)]
     #[serde(rename_all = "camelCase")]
     struct GoToleration<'a> {
-        #[serde(skip_serializing_if = "empty")]
+        #[serde(skip_serializing_if = "empty_str")]
         key: &'a str,
-        #[serde(skip_serializing_if = "empty")]
+        #[serde(skip_serializing_if = "empty_str")]
         operator: &'a str,
-        #[serde(skip_serializing_if = "empty")]
+        #[serde(skip_serializing_if = "empty_str")]
         value: &'a str,
-        #[serde(skip_serializing_if = "empty")]
+        #[serde(skip_serializing_if = "empty_str")]
         effect: &'a str,
         #[serde(skip_serializing_if = "Option::is_none")]
         toleration_seconds: Option<i64>,
@@ -1427,60 +1299,6 @@ mod tests {
             (&["", ""], ""),
         ] {
             assert_eq!(go_path_join(parts), want, "{parts:?}");
-        }
-    }
-
-    #[test]
-    fn validation_has_prows_texts() {
-        let err = |v: serde_json::Value| decoration(v).validate().unwrap_err();
-        assert_eq!(err(json!({})), "utility image config is not specified");
-        assert_eq!(
-            err(json!({"utility_images": {"initupload": "i", "entrypoint": ""}})),
-            r#"the following utility images are not specified: ["clonerefs" "entrypoint" "sidecar"]"#
-        );
-        let mut v = valid();
-        v["gcs_configuration"] = serde_json::Value::Null;
-        assert_eq!(err(v), "GCS upload configuration is not specified");
-        let gcs = |g: serde_json::Value| {
-            let mut v = valid();
-            v["gcs_configuration"] = g;
-            v
-        };
-        assert_eq!(
-            err(gcs(json!({"bucket": "b"}))),
-            r#"GCS configuration is invalid: gcs_path_strategy must be one of "legacy", "explicit", or "single""#
-        );
-        assert_eq!(
-            err(gcs(
-                json!({"bucket": "b", "path_strategy": "single", "default_org": "o"})
-            )),
-            r#"GCS configuration is invalid: default org and repo must be provided for GCS strategy "single""#
-        );
-        assert_eq!(
-            err(gcs(
-                json!({"bucket": "my bucket", "path_strategy": "explicit"})
-            )),
-            r#"GCS configuration is invalid: path "gs://my bucket" has invalid format, expected either <bucket-name>[/<path>] or <storage-provider>://<bucket-name>[/<path>]"#
-        );
-        assert_eq!(
-            err(gcs(
-                json!({"bucket": "b", "path_strategy": "explicit", "mediaTypes": {"log": "text/"}})
-            )),
-            r#"GCS configuration is invalid: invalid extension media type "text/": mime: expected token after slash"#
-        );
-        let mut v = valid();
-        v["oauth_token_secret"] = json!({"name": "n", "key": "k"});
-        v["ssh_key_secrets"] = json!(["s"]);
-        assert_eq!(err(v), "both OAuth token and SSH key secrets are specified");
-        // A bucket with a scheme, an empty one (Prow parses "gs://"), media
-        // types with parameters: valid.
-        for g in [
-            json!({"bucket": "s3://b/prefix", "path_strategy": "explicit"}),
-            json!({"bucket": "", "path_strategy": "explicit"}),
-            json!({"bucket": "b", "path_strategy": "legacy", "default_org": "o", "default_repo": "r",
-                   "mediaTypes": {"log": "text/plain; charset=utf-8", "txt": "text"}}),
-        ] {
-            assert_eq!(decoration(gcs(g.clone())).validate(), Ok(()), "{g}");
         }
     }
 

@@ -66,7 +66,7 @@
 
 use std::collections::BTreeMap;
 
-use bosun_config::types::{JobType, Pull, Refs};
+use bosun_config::types::{JobType, Refs};
 use bosun_store::template::SpecSnapshot;
 use bosun_store::Run;
 use k8s_openapi::api::core::v1::{EnvVar, Pod};
@@ -74,6 +74,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
 
 use super::decorate::{self, Decoration};
+use crate::podutils::gojson::{empty_str, go_json, RefsJson};
+use crate::podutils::refs::pull_refs;
 
 /// The label bosun and Prow put on every pod they create.
 pub const CREATED_BY: &str = "created-by-prow";
@@ -126,8 +128,8 @@ pub fn pod_for_run(run: &Run, spec: &SpecSnapshot, namespace: &str) -> Result<Po
     if pod_spec.containers.is_empty() {
         return Err(PodError::NoContainer);
     }
-    if let Some(d) = &decoration {
-        decorate::check(d, &pod_spec)?;
+    if let Some(config) = &spec.decoration {
+        decorate::check(config, &pod_spec)?;
     }
     pod_spec.restart_policy = Some("Never".into());
     if let [only] = pod_spec.containers.as_mut_slice() {
@@ -227,7 +229,7 @@ pub fn prow_env(
     set("SRC_BASE", &base);
     set("PULL_BASE_REF", refs.base_ref.as_deref().unwrap_or(""));
     set("PULL_BASE_SHA", refs.base_sha.as_deref().unwrap_or(""));
-    set("PULL_REFS", &refs_string(refs));
+    set("PULL_REFS", &pull_refs(refs));
     if run.job_type != JobType::Presubmit {
         return env;
     }
@@ -265,24 +267,6 @@ fn source_host_and_base(refs: &Refs) -> (String, String) {
     (host, base)
 }
 
-/// Prow's `Refs.String()` (`PULL_REFS`): `base_ref[:base_sha]`, then
-/// `,number:sha[:ref]` for each pull; empty parts are left out.
-fn refs_string(refs: &Refs) -> String {
-    let mut s = refs.base_ref.clone().unwrap_or_default();
-    if let Some(sha) = refs.base_sha.as_deref().filter(|s| !s.is_empty()) {
-        s.push(':');
-        s.push_str(sha);
-    }
-    for p in &refs.pulls {
-        s.push_str(&format!(",{}:{}", p.number, p.sha));
-        if let Some(r) = p.ref_.as_deref().filter(|r| !r.is_empty()) {
-            s.push(':');
-            s.push_str(r);
-        }
-    }
-    s
-}
-
 /// Prow's `JOB_SPEC` of a run: the JSON of its downward-API `JobSpec` as
 /// Go writes it (its fields in order, empty ones left out, `<`, `>`, `&`,
 /// U+2028 and U+2029 escaped), with the run's decoration config when it is
@@ -297,49 +281,19 @@ pub fn job_spec_json(run: &Run, decoration: Option<&Decoration>) -> String {
         extra_refs: run.extra_refs.iter().map(RefsJson::from).collect(),
         decoration_config: decoration,
     };
-    let json = serde_json::to_string(&spec).expect("a job spec serializes");
-    go_html_escape(&json)
-}
-
-/// Go's `json.Marshal` escapes these everywhere; in JSON text they can only be
-/// inside strings, so replacing them in the text is the same.
-pub(super) fn go_html_escape(json: &str) -> String {
-    let mut out = String::with_capacity(json.len());
-    for c in json.chars() {
-        match c {
-            '<' => out.push_str("\\u003c"),
-            '>' => out.push_str("\\u003e"),
-            '&' => out.push_str("\\u0026"),
-            '\u{2028}' => out.push_str("\\u2028"),
-            '\u{2029}' => out.push_str("\\u2029"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-fn no_str(s: &&str) -> bool {
-    s.is_empty()
-}
-
-fn no_bool(b: &bool) -> bool {
-    !*b
-}
-
-fn no_int(n: &i64) -> bool {
-    *n == 0
+    go_json(&spec)
 }
 
 /// The downward API's `JobSpec`, in Go's field order.
 #[derive(Serialize)]
 struct JobSpecJson<'a> {
-    #[serde(rename = "type", skip_serializing_if = "no_str")]
+    #[serde(rename = "type", skip_serializing_if = "empty_str")]
     job_type: &'a str,
-    #[serde(skip_serializing_if = "no_str")]
+    #[serde(skip_serializing_if = "empty_str")]
     job: &'a str,
-    #[serde(skip_serializing_if = "no_str")]
+    #[serde(skip_serializing_if = "empty_str")]
     buildid: &'a str,
-    #[serde(skip_serializing_if = "no_str")]
+    #[serde(skip_serializing_if = "empty_str")]
     prowjobid: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     refs: Option<RefsJson<'a>>,
@@ -347,101 +301,6 @@ struct JobSpecJson<'a> {
     extra_refs: Vec<RefsJson<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     decoration_config: Option<&'a Decoration>,
-}
-
-/// Prow's `Refs` as JSON.
-#[derive(Serialize)]
-pub(super) struct RefsJson<'a> {
-    org: &'a str,
-    repo: &'a str,
-    #[serde(skip_serializing_if = "no_str")]
-    repo_link: &'a str,
-    #[serde(skip_serializing_if = "no_str")]
-    base_ref: &'a str,
-    #[serde(skip_serializing_if = "no_str")]
-    base_sha: &'a str,
-    #[serde(skip_serializing_if = "no_str")]
-    base_link: &'a str,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pulls: Vec<PullJson<'a>>,
-    #[serde(skip_serializing_if = "no_str")]
-    path_alias: &'a str,
-    #[serde(skip_serializing_if = "no_bool")]
-    workdir: bool,
-    #[serde(skip_serializing_if = "no_bool")]
-    auxiliary: bool,
-    #[serde(skip_serializing_if = "no_str")]
-    clone_uri: &'a str,
-    #[serde(skip_serializing_if = "no_bool")]
-    skip_submodules: bool,
-    #[serde(skip_serializing_if = "no_int")]
-    clone_depth: i64,
-    #[serde(skip_serializing_if = "no_bool")]
-    skip_fetch_head: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    blobless_fetch: Option<bool>,
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    sparse_checkout_files: &'a [String],
-}
-
-/// Prow's `Pull` as JSON (bosun's has no `head_ref`).
-#[derive(Serialize)]
-struct PullJson<'a> {
-    number: i64,
-    author: &'a str,
-    sha: &'a str,
-    #[serde(skip_serializing_if = "no_str")]
-    title: &'a str,
-    #[serde(rename = "ref", skip_serializing_if = "no_str")]
-    ref_: &'a str,
-    #[serde(skip_serializing_if = "no_str")]
-    link: &'a str,
-    #[serde(skip_serializing_if = "no_str")]
-    commit_link: &'a str,
-    #[serde(skip_serializing_if = "no_str")]
-    author_link: &'a str,
-}
-
-fn opt(s: &Option<String>) -> &str {
-    s.as_deref().unwrap_or("")
-}
-
-impl<'a> From<&'a Refs> for RefsJson<'a> {
-    fn from(r: &'a Refs) -> Self {
-        RefsJson {
-            org: &r.org,
-            repo: &r.repo,
-            repo_link: opt(&r.repo_link),
-            base_ref: opt(&r.base_ref),
-            base_sha: opt(&r.base_sha),
-            base_link: opt(&r.base_link),
-            pulls: r.pulls.iter().map(PullJson::from).collect(),
-            path_alias: opt(&r.path_alias),
-            workdir: r.workdir,
-            auxiliary: r.auxiliary,
-            clone_uri: opt(&r.clone_uri),
-            skip_submodules: r.skip_submodules,
-            clone_depth: r.clone_depth,
-            skip_fetch_head: r.skip_fetch_head,
-            blobless_fetch: r.blobless_fetch,
-            sparse_checkout_files: &r.sparse_checkout_files,
-        }
-    }
-}
-
-impl<'a> From<&'a Pull> for PullJson<'a> {
-    fn from(p: &'a Pull) -> Self {
-        PullJson {
-            number: p.number,
-            author: &p.author,
-            sha: &p.sha,
-            title: opt(&p.title),
-            ref_: opt(&p.ref_),
-            link: opt(&p.link),
-            commit_link: opt(&p.commit_link),
-            author_link: opt(&p.author_link),
-        }
-    }
 }
 
 type Map = BTreeMap<String, String>;
@@ -470,7 +329,10 @@ fn labels_and_annotations(run: &Run) -> (Map, Map) {
     if let Some(r) = run.refs.as_ref().or(run.extra_refs.first()) {
         labels.insert(ORG_LABEL.into(), r.org.clone().into());
         labels.insert(REPO_LABEL.into(), r.repo.clone().into());
-        labels.insert(BASE_REF_LABEL.into(), opt(&r.base_ref).into());
+        labels.insert(
+            BASE_REF_LABEL.into(),
+            r.base_ref.as_deref().unwrap_or("").into(),
+        );
         if let Some(p) = r.pulls.first() {
             labels.insert(PULL_LABEL.into(), p.number.to_string().into());
         }
@@ -544,6 +406,7 @@ fn go_base(path: &[u8]) -> &[u8] {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bosun_config::types::Pull;
     use bosun_store::{NewRun, RunState};
 
     fn snapshot(json: &str) -> SpecSnapshot {
@@ -718,6 +581,13 @@ mod tests {
                 "invalid decoration config: both OAuth token and SSH key secrets are specified",
             ),
             (
+                format!(
+                    r#"{{{images}, "gcs_configuration": {{"bucket": "b", "path_strategy": "explicit", "mediaTypes": {{"log": "text/plain; a"}}}}}}"#
+                ),
+                command,
+                r#"invalid decoration config: GCS configuration is invalid: invalid extension media type "text/plain; a": mime: invalid media parameter"#,
+            ),
+            (
                 format!(r#"{{{images}, "gcs_configuration": "gs://b"}}"#),
                 command,
                 "invalid decoration config: invalid type: string \"gs://b\", expected struct GcsConfiguration",
@@ -836,25 +706,6 @@ mod tests {
             hb(refs(None, Some("gerrit.example.com"))),
             ("gerrit.example.com".into(), "o/r".into())
         );
-    }
-
-    #[test]
-    fn pull_refs_leave_empty_parts_out() {
-        let mut r = Refs {
-            base_ref: Some("main".into()),
-            base_sha: Some(String::new()),
-            pulls: vec![Pull {
-                number: 3,
-                sha: "abc".into(),
-                ref_: Some(String::new()),
-                ..Pull::default()
-            }],
-            ..Refs::default()
-        };
-        assert_eq!(refs_string(&r), "main,3:abc");
-        r.base_sha = Some("def".into());
-        r.pulls[0].ref_ = Some("refs/changes/1".into());
-        assert_eq!(refs_string(&r), "main:def,3:abc:refs/changes/1");
     }
 
     #[test]

@@ -5,15 +5,16 @@
 //! tab-indented as crier's GCS reporter writes it), and the metadata the job
 //! leaves in `artifacts/metadata.json`.
 //!
-//! The JSON is written as Go's `encoding/json` writes it: struct fields in
-//! declaration order, `omitempty` fields left out exactly when Go leaves them
-//! out, map keys sorted, `<`, `>`, `&`, U+2028 and U+2029 escaped as
-//! `\u003c` etc., and numbers that came from a job's JSON (Go reads them as
-//! `float64`) printed as Go prints a `float64` (`1.0` is `1`, `1e21` is
-//! `1e+21`). Objects held as [`serde_json::Value`] (refs, pod spec,
-//! decoration config inside `prowjob.json`) are written with their keys
-//! sorted, where Go would follow its struct order; readers parse JSON, so the
-//! content is the same.
+//! The JSON is written as Go's `encoding/json` writes it ([`super::gojson`],
+//! whose [`go_json`], [`go_json_indent`] and [`go_float`] are re-exported
+//! here): struct fields in declaration order, `omitempty` fields left out
+//! exactly when Go leaves them out, map keys sorted, `<`, `>`, `&`, U+2028
+//! and U+2029 escaped as `\u003c` etc., and numbers that came from a job's
+//! JSON (Go reads them as `float64`) printed as Go prints a `float64` (`1.0`
+//! is `1`, `1e21` is `1e+21`). Objects held as [`serde_json::Value`] (refs,
+//! pod spec, decoration config inside `prowjob.json`) are written with their
+//! keys sorted, where Go would follow its struct order; readers parse JSON,
+//! so the content is the same.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -23,8 +24,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use bosun_config::types::Refs;
 use serde::{Deserialize, Serialize};
-use serde_json::ser::{CharEscape, CompactFormatter, Formatter, PrettyFormatter};
 use serde_json::{Map, Value};
+
+use super::gojson::is_false;
+pub use super::gojson::{go_float, go_json, go_json_indent};
+use super::refs::pull_refs;
 
 /// The exit code entrypoint records when the test was aborted (SIGINT or
 /// SIGTERM to entrypoint); `finished.json` then says `ABORTED`.
@@ -204,24 +208,6 @@ pub fn revision(refs: &[Refs], primary: bool) -> String {
         Some(sha) => sha.to_string(),
         None => main.base_ref.clone().unwrap_or_default(),
     }
-}
-
-/// Prow's `Refs.String()` (the `PULL_REFS` form): `base_ref[:base_sha]`,
-/// then `,number:sha[:ref]` per pull.
-fn pull_refs(r: &Refs) -> String {
-    let mut s = r.base_ref.clone().unwrap_or_default();
-    if let Some(sha) = r.base_sha.as_deref().filter(|s| !s.is_empty()) {
-        s.push(':');
-        s.push_str(sha);
-    }
-    for p in &r.pulls {
-        s.push_str(&format!(",{}:{}", p.number, p.sha));
-        if let Some(rf) = p.ref_.as_deref().filter(|r| !r.is_empty()) {
-            s.push(':');
-            s.push_str(rf);
-        }
-    }
-    s
 }
 
 /// The metadata key the sidecar reports unreadable metadata files under.
@@ -442,10 +428,6 @@ pub struct ProwJobStatus {
     pub build_id: String,
 }
 
-fn is_false(b: &bool) -> bool {
-    !*b
-}
-
 /// `prowjob.json`: `pj` as crier's GCS reporter writes it (Go's
 /// `json.MarshalIndent` with a tab, no trailing newline).
 pub fn prowjob_json(pj: &ProwJob) -> String {
@@ -456,25 +438,6 @@ pub fn prowjob_json(pj: &ProwJob) -> String {
 /// seconds (`2024-05-06T07:08:09Z`).
 pub fn go_time(t: jiff::Timestamp) -> String {
     format!("{t:.0}")
-}
-
-/// `value` as Go's `json.Marshal` writes it (see the module's doc).
-pub fn go_json<T: Serialize + ?Sized>(value: &T) -> String {
-    render(value, GoFormatter(CompactFormatter))
-}
-
-/// `value` as Go's `json.MarshalIndent(value, "", "\t")` writes it.
-pub fn go_json_indent<T: Serialize + ?Sized>(value: &T) -> String {
-    render(value, GoFormatter(PrettyFormatter::with_indent(b"\t")))
-}
-
-fn render<T: Serialize + ?Sized, F: Formatter>(value: &T, formatter: F) -> String {
-    let mut out = Vec::new();
-    let mut ser = serde_json::Serializer::with_formatter(&mut out, formatter);
-    value
-        .serialize(&mut ser)
-        .expect("bosun's artifact documents serialize");
-    String::from_utf8(out).expect("JSON is UTF-8")
 }
 
 /// Writes `value` to `path` as [`go_json`] writes it, atomically: a
@@ -521,105 +484,4 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
         let _ = d.sync_all();
     }
     Ok(())
-}
-
-/// serde_json's compact or pretty layout with Go's escaping and `float64`
-/// printing.
-struct GoFormatter<F>(F);
-
-impl<F: Formatter> Formatter for GoFormatter<F> {
-    fn write_f64<W: ?Sized + Write>(&mut self, w: &mut W, value: f64) -> io::Result<()> {
-        w.write_all(go_float(value).as_bytes())
-    }
-
-    fn write_f32<W: ?Sized + Write>(&mut self, w: &mut W, value: f32) -> io::Result<()> {
-        w.write_all(go_float(f64::from(value)).as_bytes())
-    }
-
-    fn write_string_fragment<W: ?Sized + Write>(
-        &mut self,
-        w: &mut W,
-        fragment: &str,
-    ) -> io::Result<()> {
-        let mut start = 0;
-        for (i, c) in fragment.char_indices() {
-            let escaped = match c {
-                '<' => "\\u003c",
-                '>' => "\\u003e",
-                '&' => "\\u0026",
-                '\u{2028}' => "\\u2028",
-                '\u{2029}' => "\\u2029",
-                _ => continue,
-            };
-            w.write_all(&fragment.as_bytes()[start..i])?;
-            w.write_all(escaped.as_bytes())?;
-            start = i + c.len_utf8();
-        }
-        w.write_all(&fragment.as_bytes()[start..])
-    }
-
-    fn write_char_escape<W: ?Sized + Write>(
-        &mut self,
-        w: &mut W,
-        escape: CharEscape,
-    ) -> io::Result<()> {
-        self.0.write_char_escape(w, escape)
-    }
-
-    fn begin_array<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.0.begin_array(w)
-    }
-
-    fn end_array<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.0.end_array(w)
-    }
-
-    fn begin_array_value<W: ?Sized + Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
-        self.0.begin_array_value(w, first)
-    }
-
-    fn end_array_value<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.0.end_array_value(w)
-    }
-
-    fn begin_object<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.0.begin_object(w)
-    }
-
-    fn end_object<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.0.end_object(w)
-    }
-
-    fn begin_object_key<W: ?Sized + Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
-        self.0.begin_object_key(w, first)
-    }
-
-    fn end_object_key<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.0.end_object_key(w)
-    }
-
-    fn begin_object_value<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.0.begin_object_value(w)
-    }
-
-    fn end_object_value<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.0.end_object_value(w)
-    }
-}
-
-/// A `float64` as Go's `encoding/json` prints it: the shortest digits that
-/// read back the same, plain below 1e21 and from 1e-6, else with an exponent
-/// (`1e+21`, `1e-7`).
-pub fn go_float(f: f64) -> String {
-    let abs = f.abs();
-    if abs != 0.0 && !(1e-6..1e21).contains(&abs) {
-        let s = format!("{f:e}");
-        let (mantissa, exp) = s.split_once('e').expect("LowerExp has an exponent");
-        match exp.strip_prefix('-') {
-            Some(neg) => format!("{mantissa}e-{neg}"),
-            None => format!("{mantissa}e+{exp}"),
-        }
-    } else {
-        format!("{f}")
-    }
 }

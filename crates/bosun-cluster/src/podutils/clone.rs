@@ -89,8 +89,10 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bosun_config::types::{Pull, Refs};
+use bosun_config::GoDuration;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::gojson::{empty_str, go_json, is_false, is_zero, RefsJson};
 use super::mirror;
 use super::refs::{clone_uri, path_for_refs};
 
@@ -291,7 +293,7 @@ pub fn format_record(record: &Record) -> String {
         let runtime = if c.duration.is_zero() {
             String::new()
         } else {
-            format!(" (runtime: {})", go_duration(c.duration))
+            format!(" (runtime: {})", GoDuration(nanos(c.duration)))
         };
         let _ = writeln!(out, "$ {}{runtime}", c.command);
         out.push_str(&c.output);
@@ -300,14 +302,18 @@ pub fn format_record(record: &Record) -> String {
         }
     }
     let _ = writeln!(out, "# Final SHA: {}", record.final_sha);
-    let _ = writeln!(out, "# Total runtime: {}", go_duration(record.duration));
+    let _ = writeln!(
+        out,
+        "# Total runtime: {}",
+        GoDuration(nanos(record.duration))
+    );
     out
 }
 
 /// The records as Prow's clonerefs writes `clone.json` (`clone-records.json`):
 /// Go's `json.Marshal` of the list, `<`, `>` and `&` escaped as `\u003c` etc.
 pub fn records_json(records: &[Record]) -> String {
-    go_html_escape(&serde_json::to_string(records).expect("clone records serialize"))
+    go_json(records)
 }
 
 /// Checks that no two refs clone into the same directory, as Prow's
@@ -753,77 +759,8 @@ fn exit_error(status: ExitStatus) -> String {
     format!("signal: {name}")
 }
 
-/// `d` as Go's `time.Duration.String` prints it: `0s`, `1.5ms`, `2.25s`,
-/// `1m30s`, `2h0m0s`.
-pub fn go_duration(d: Duration) -> String {
-    let mut n = d.as_nanos();
-    if n == 0 {
-        return "0s".into();
-    }
-    // Value and unit for sub-second durations, with `prec` fraction digits.
-    let frac = |v: u128, prec: u32| -> String {
-        let scale = 10u128.pow(prec);
-        let (whole, rest) = (v / scale, v % scale);
-        if rest == 0 {
-            whole.to_string()
-        } else {
-            let digits = format!("{rest:0width$}", width = prec as usize);
-            format!("{whole}.{}", digits.trim_end_matches('0'))
-        }
-    };
-    if n < 1_000 {
-        return format!("{n}ns");
-    }
-    if n < 1_000_000 {
-        return format!("{}µs", frac(n, 3));
-    }
-    if n < 1_000_000_000 {
-        return format!("{}ms", frac(n, 6));
-    }
-    let secs = frac(n % 60_000_000_000, 9);
-    n /= 60_000_000_000;
-    if n == 0 {
-        return format!("{secs}s");
-    }
-    let (h, m) = (n / 60, n % 60);
-    if h == 0 {
-        format!("{m}m{secs}s")
-    } else {
-        format!("{h}h{m}m{secs}s")
-    }
-}
-
-/// Go's `json.Marshal` escaping of `<`, `>`, `&`, U+2028 and U+2029 (they
-/// only occur inside strings in JSON text).
-fn go_html_escape(json: &str) -> String {
-    let mut out = String::with_capacity(json.len());
-    for c in json.chars() {
-        match c {
-            '<' => out.push_str("\\u003c"),
-            '>' => out.push_str("\\u003e"),
-            '&' => out.push_str("\\u0026"),
-            '\u{2028}' => out.push_str("\\u2028"),
-            '\u{2029}' => out.push_str("\\u2029"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 fn nanos(d: Duration) -> i64 {
     i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
-}
-
-fn no_str(s: &str) -> bool {
-    s.is_empty()
-}
-
-fn no_bool(b: &bool) -> bool {
-    !*b
-}
-
-fn no_int(n: &i64) -> bool {
-    *n == 0
 }
 
 /// Prow's `clone.Record` as JSON.
@@ -832,11 +769,11 @@ struct RecordJson<'a> {
     refs: RefsJson<'a>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     commands: Vec<CommandJson<'a>>,
-    #[serde(skip_serializing_if = "no_bool")]
+    #[serde(skip_serializing_if = "is_false")]
     failed: bool,
-    #[serde(skip_serializing_if = "no_str")]
+    #[serde(skip_serializing_if = "empty_str")]
     final_sha: &'a str,
-    #[serde(skip_serializing_if = "no_int")]
+    #[serde(skip_serializing_if = "is_zero")]
     duration: i64,
 }
 
@@ -844,102 +781,18 @@ struct RecordJson<'a> {
 #[derive(Serialize)]
 struct CommandJson<'a> {
     command: &'a str,
-    #[serde(skip_serializing_if = "no_str")]
+    #[serde(skip_serializing_if = "empty_str")]
     output: &'a str,
-    #[serde(skip_serializing_if = "no_str")]
+    #[serde(skip_serializing_if = "empty_str")]
     error: &'a str,
-    #[serde(skip_serializing_if = "no_int")]
+    #[serde(skip_serializing_if = "is_zero")]
     duration: i64,
-}
-
-/// Prow's `Refs` as JSON (`omitempty` fields left out when empty).
-#[derive(Serialize)]
-struct RefsJson<'a> {
-    org: &'a str,
-    repo: &'a str,
-    #[serde(skip_serializing_if = "no_str")]
-    repo_link: &'a str,
-    #[serde(skip_serializing_if = "no_str")]
-    base_ref: &'a str,
-    #[serde(skip_serializing_if = "no_str")]
-    base_sha: &'a str,
-    #[serde(skip_serializing_if = "no_str")]
-    base_link: &'a str,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pulls: Vec<PullJson<'a>>,
-    #[serde(skip_serializing_if = "no_str")]
-    path_alias: &'a str,
-    #[serde(skip_serializing_if = "no_bool")]
-    workdir: bool,
-    #[serde(skip_serializing_if = "no_bool")]
-    auxiliary: bool,
-    #[serde(skip_serializing_if = "no_str")]
-    clone_uri: &'a str,
-    #[serde(skip_serializing_if = "no_bool")]
-    skip_submodules: bool,
-    #[serde(skip_serializing_if = "no_int")]
-    clone_depth: i64,
-    #[serde(skip_serializing_if = "no_bool")]
-    skip_fetch_head: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    blobless_fetch: Option<bool>,
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    sparse_checkout_files: &'a [String],
-}
-
-/// Prow's `Pull` as JSON.
-#[derive(Serialize)]
-struct PullJson<'a> {
-    number: i64,
-    author: &'a str,
-    sha: &'a str,
-    #[serde(skip_serializing_if = "no_str")]
-    title: &'a str,
-    #[serde(rename = "ref", skip_serializing_if = "no_str")]
-    ref_: &'a str,
-    #[serde(skip_serializing_if = "no_str")]
-    link: &'a str,
-    #[serde(skip_serializing_if = "no_str")]
-    commit_link: &'a str,
-    #[serde(skip_serializing_if = "no_str")]
-    author_link: &'a str,
 }
 
 impl Serialize for Record {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let r = &self.refs;
         RecordJson {
-            refs: RefsJson {
-                org: &r.org,
-                repo: &r.repo,
-                repo_link: opt(&r.repo_link),
-                base_ref: opt(&r.base_ref),
-                base_sha: opt(&r.base_sha),
-                base_link: opt(&r.base_link),
-                pulls: r
-                    .pulls
-                    .iter()
-                    .map(|p| PullJson {
-                        number: p.number,
-                        author: &p.author,
-                        sha: &p.sha,
-                        title: opt(&p.title),
-                        ref_: opt(&p.ref_),
-                        link: opt(&p.link),
-                        commit_link: opt(&p.commit_link),
-                        author_link: opt(&p.author_link),
-                    })
-                    .collect(),
-                path_alias: opt(&r.path_alias),
-                workdir: r.workdir,
-                auxiliary: r.auxiliary,
-                clone_uri: opt(&r.clone_uri),
-                skip_submodules: r.skip_submodules,
-                clone_depth: r.clone_depth,
-                skip_fetch_head: r.skip_fetch_head,
-                blobless_fetch: r.blobless_fetch,
-                sparse_checkout_files: &r.sparse_checkout_files,
-            },
+            refs: RefsJson::from(&self.refs),
             commands: self
                 .commands
                 .iter()
@@ -1043,29 +896,6 @@ pub(crate) fn fetch_head_lines(path: &Path) -> Vec<(String, String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_print_as_go_prints_them() {
-        let cases = [
-            (0, "0s"),
-            (1, "1ns"),
-            (999, "999ns"),
-            (1_000, "1µs"),
-            (1_500, "1.5µs"),
-            (1_234_567, "1.234567ms"),
-            (250_000_000, "250ms"),
-            (1_000_000_000, "1s"),
-            (1_500_000_000, "1.5s"),
-            (12_345_678_901, "12.345678901s"),
-            (90_000_000_000, "1m30s"),
-            (3_600_000_000_000, "1h0m0s"),
-            (3_661_000_000_000, "1h1m1s"),
-            (7_200_000_000_000, "2h0m0s"),
-        ];
-        for (ns, want) in cases {
-            assert_eq!(go_duration(Duration::from_nanos(ns)), want, "{ns}ns");
-        }
-    }
 
     #[test]
     fn pull_targets_prefer_ref_then_sha_then_the_pull_head() {

@@ -1,5 +1,6 @@
 //! Where refs are cloned and which clone is the working directory, as Prow's
-//! `clone.PathForRefs` and `decorate.DetermineWorkDir` decide.
+//! `clone.PathForRefs` and `decorate.DetermineWorkDir` decide, and how refs
+//! are written in `PULL_REFS` ([`pull_refs`]).
 
 use std::path::{Path, PathBuf};
 
@@ -61,9 +62,29 @@ pub fn clone_uri(refs: &Refs) -> String {
     format!("https://github.com/{}/{}.git", refs.org, refs.repo)
 }
 
+/// Prow's `Refs.String()`, the `PULL_REFS` form: `base_ref[:base_sha]`,
+/// then `,number:sha[:ref]` per pull; an empty `base_sha` or pull `ref` is
+/// left out.
+pub fn pull_refs(refs: &Refs) -> String {
+    let mut s = refs.base_ref.clone().unwrap_or_default();
+    if let Some(sha) = refs.base_sha.as_deref().filter(|s| !s.is_empty()) {
+        s.push(':');
+        s.push_str(sha);
+    }
+    for p in &refs.pulls {
+        s.push_str(&format!(",{}:{}", p.number, p.sha));
+        if let Some(r) = p.ref_.as_deref().filter(|r| !r.is_empty()) {
+            s.push(':');
+            s.push_str(r);
+        }
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bosun_config::types::Pull;
 
     fn refs(org: &str, repo: &str) -> Refs {
         Refs {
@@ -120,5 +141,24 @@ mod tests {
         );
         assert_eq!(work_dir(base, std::iter::empty()), None);
         assert_eq!(clone_uri(&a), "https://github.com/o/a.git");
+    }
+
+    #[test]
+    fn pull_refs_leave_empty_parts_out() {
+        let mut r = Refs {
+            base_ref: Some("main".into()),
+            base_sha: Some(String::new()),
+            pulls: vec![Pull {
+                number: 3,
+                sha: "abc".into(),
+                ref_: Some(String::new()),
+                ..Pull::default()
+            }],
+            ..Refs::default()
+        };
+        assert_eq!(pull_refs(&r), "main,3:abc");
+        r.base_sha = Some("def".into());
+        r.pulls[0].ref_ = Some("refs/changes/1".into());
+        assert_eq!(pull_refs(&r), "main:def,3:abc:refs/changes/1");
     }
 }

@@ -8,6 +8,8 @@
 //! still checked. The config check therefore needs the cluster inventory and
 //! is reached through `clusters::check`; [`check`] does the containers.
 
+use k8s_openapi::api::core::v1::Container;
+
 use crate::defaults::{DecorationView, UTILITY_IMAGES};
 use crate::diag::Diagnostic;
 use crate::model::Job;
@@ -29,6 +31,20 @@ impl DecorationConfig {
     /// valid.
     pub fn validate_local(&self) -> Result<(), DecorationError> {
         validate_config(self, false)
+    }
+
+    /// Prow's refusal of a decorated container that does not say what to
+    /// run.
+    pub const NO_COMMAND: &'static str =
+        "decorated job containers must specify command and/or args";
+
+    /// Prow's rule for a decorated job's containers: what runs is `command`
+    /// then `args`, and its first word must be there and not be empty (else
+    /// [`Self::NO_COMMAND`]).
+    pub fn says_what_to_run(container: &Container) -> bool {
+        let cmd = container.command.as_deref().unwrap_or_default();
+        let args = container.args.as_deref().unwrap_or_default();
+        cmd.first().or(args.first()).is_some_and(|w| !w.is_empty())
     }
 }
 
@@ -347,24 +363,13 @@ pub(super) fn check_config<K>(
 /// A decorated job with containers: each container has a command (the
 /// config itself is checked by [`check_config`]).
 pub(super) fn check<K>(job: &Job<K>, _dc: &DecorationView<'_>, d: &mut Vec<Diagnostic>) {
-    for (i, c) in job
-        .base
-        .spec
-        .as_ref()
-        .expect("has containers")
-        .containers
-        .iter()
-        .enumerate()
-    {
-        let cmd = c.command.as_deref().unwrap_or_default();
-        let args = c.args.as_deref().unwrap_or_default();
-        // What runs is command ++ args; its first word must exist.
-        let first = cmd.first().or(args.first());
-        if first.is_none_or(String::is_empty) {
+    let containers = &job.base.spec.as_ref().expect("has containers").containers;
+    for (i, c) in containers.iter().enumerate() {
+        if !DecorationConfig::says_what_to_run(c) {
             d.push(err_at(
                 job,
                 &format!("spec.containers[{i}]"),
-                "decorated job containers must specify command and/or args",
+                DecorationConfig::NO_COMMAND,
             ));
         }
     }

@@ -41,6 +41,7 @@ use serde::Serialize;
 use tokio::io::AsyncReadExt;
 
 use super::error::{ApiError, ApiResult};
+use super::runs::find;
 use crate::daemon::Daemon;
 use crate::runs::blocking;
 
@@ -317,15 +318,6 @@ fn content_type(name: &str) -> (&'static str, bool) {
         "json" => ("application/json", false),
         _ => ("application/octet-stream", true),
     }
-}
-
-/// The run `id`.
-async fn find(daemon: &Daemon, id: String) -> ApiResult<Run> {
-    let store = daemon.shared.store.clone();
-    let missing = id.clone();
-    blocking(move || store.get(&id))
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("run {missing} not found")))
 }
 
 /// The run's artifacts directory on this machine.

@@ -79,8 +79,8 @@ pub async fn list(State(daemon): State<Arc<Daemon>>, Query(q): Query<ListQuery>)
     Ok(Json(serde_json::json!({ "runs": runs })).into_response())
 }
 
-/// The run `id`.
-async fn find(daemon: &Daemon, id: String) -> ApiResult<Run> {
+/// The run `id`, or a 404 naming it.
+pub(super) async fn find(daemon: &Daemon, id: String) -> ApiResult<Run> {
     let store = daemon.shared.store.clone();
     let missing = id.clone();
     blocking(move || store.get(&id))
