@@ -372,7 +372,8 @@ mod tests {
 /// Prow's `Refs.String()`: `base_ref:base_sha,number:sha,...` (PULL_REFS).
 pub fn refs_string(r: &Refs) -> String {
     let mut s = r.base_ref.clone().unwrap_or_default();
-    if let Some(sha) = &r.base_sha {
+    // Prow writes `BASE_REF` alone when the base SHA is empty.
+    if let Some(sha) = r.base_sha.as_deref().filter(|s| !s.is_empty()) {
         s.push(':');
         s.push_str(sha);
     }

@@ -5,14 +5,14 @@
 //! run's log. In order:
 //!
 //! 1. `logs/prowjob.json`, then the refs cloned into `go/src/...` as
-//!    clonerefs clones them ([`clone`](super::clone), through the cluster's
+//!    clonerefs clones them ([`clone`], through the cluster's
 //!    clone cache), `logs/clone-records.json` and `logs/clone-log.txt`, then
 //!    `logs/started.json` (initupload's files);
 //! 2. a failed clone ends the run here as initupload ends it: the clone log
 //!    becomes `build-log.txt` (and the run's log), `finished.json` says
 //!    `FAILURE`, and the process exits 1, so the run ends `failure`;
 //! 3. otherwise the test command runs under entrypoint's rules
-//!    ([`entrypoint`](super::entrypoint)) in the working ref's clone, with
+//!    ([`entrypoint`]) in the working ref's clone, with
 //!    `ARTIFACTS=logs/artifacts` and `GOPATH=go` (absolute paths), its output
 //!    in the run's log and `logs/build-log.txt`;
 //! 4. `logs/finished.json` (as the sidecar writes it) and `prowjob.json`
