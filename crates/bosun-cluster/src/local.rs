@@ -398,6 +398,7 @@ impl LocalExecutor {
         let options = DecoratedJob {
             args: job.command.clone(),
             mirror_root: Some(self.mirrors()?),
+            working_dir: job.working_dir.clone(),
             ..d.clone()
         };
         let mut env = job.env.clone();

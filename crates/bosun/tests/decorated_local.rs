@@ -362,7 +362,8 @@ periodics:
   spec:
     containers:
     - image: x
-      command: [sh, -c, 'trap "echo interrupted; exit 1" INT TERM; echo started; while :; do sleep 0.1; done']
+      workingDir: sub/dir
+      command: [sh, -c, 'trap "echo interrupted; exit 1" INT TERM; echo "started in $(pwd)"; while :; do sleep 0.1; done']
 "#;
     let daemon = start(&dir, CONFIG, jobs, &[]);
     let port = daemon.port;
@@ -386,6 +387,12 @@ periodics:
     assert_eq!(f["result"], "ABORTED", "{f}");
     assert_eq!(f["passed"], false, "{f}");
     let (_, build_log) = artifact(port, &id, "build-log.txt");
+    // Nothing cloned: the container's workingDir, inside the run's directory.
+    let workdir = dir.join(format!("data/runs/default/{id}/sub/dir"));
+    assert!(
+        build_log.contains(&format!("started in {}", workdir.display())),
+        "{build_log}"
+    );
     assert!(
         build_log.contains("interrupted"),
         "SIGINT first: {build_log}"
@@ -476,8 +483,13 @@ fn a_corpus_periodic_with_extra_refs_runs_end_to_end() {
         std::fs::Permissions::from_mode(0o755),
     )
     .unwrap();
+    // The corpus beside the project (`../shared`), or where the machine
+    // keeps it.
     let corpus = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/corpus/test-infra/config/jobs/etcd/etcd-periodics-release-3.7.yaml");
+        .join("../../../shared/corpus/test-infra")
+        .canonicalize()
+        .unwrap_or_else(|_| PathBuf::from("/work/shared/corpus/test-infra"))
+        .join("config/jobs/etcd/etcd-periodics-release-3.7.yaml");
     let job = corpus_job(&corpus, "ci-etcd-unit-test-release37-amd64");
     // Its only change: the repository comes from the local mirror.
     let job = job.replacen(

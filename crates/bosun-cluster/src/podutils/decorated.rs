@@ -117,10 +117,24 @@ pub fn run(job: &DecoratedJob, run_dir: &Path) -> Result<i32, String> {
     };
     file("started.json", started(job, &records).to_json().as_bytes())?;
 
-    let dir = if cloning {
-        work_dir(&gopath, &job.refs).unwrap_or_else(|| run_dir.to_path_buf())
-    } else {
-        run_dir.to_path_buf()
+    let inside_run_dir = || {
+        // As the supervisor takes an undecorated run's `workingDir`: below
+        // the run's directory, never above it.
+        let rel = Path::new(job.working_dir.as_deref().unwrap_or(""));
+        let dir = rel
+            .components()
+            .filter_map(|c| match c {
+                std::path::Component::Normal(c) => Some(c),
+                _ => None,
+            })
+            .fold(run_dir.to_path_buf(), |p, c| p.join(c));
+        std::fs::create_dir_all(&dir).map(|()| dir)
+    };
+    let dir = match work_dir(&gopath, &job.refs).filter(|_| cloning) {
+        Some(clone) => clone,
+        None => {
+            inside_run_dir().map_err(|e| format!("cannot create the working directory: {e}"))?
+        }
     };
     let nanos = |n: i64| (n > 0).then(|| Duration::from_nanos(n as u64));
     let code = entrypoint::run_wrapped(&WrapOptions {

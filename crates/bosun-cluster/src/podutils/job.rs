@@ -34,6 +34,10 @@ pub struct DecoratedJob {
     /// Whether `refs[0]` is the run's own `refs` (rather than its first
     /// `extra_refs`): `started.json`'s `repo-commit` comes from it.
     pub primary: bool,
+    /// The container's `workingDir`, taken inside the run's directory, where
+    /// the test runs when nothing is cloned (a clone's directory otherwise,
+    /// as Prow sets it).
+    pub working_dir: Option<String>,
     /// `decoration_config.skip_cloning`.
     pub skip_cloning: bool,
     /// `decoration_config.timeout` in nanoseconds (0: entrypoint's 2 h).

@@ -421,6 +421,7 @@ fn decorated(run: &Run, spec: &SpecSnapshot, namespace: &str) -> Option<Decorate
         args: Vec::new(), // the executor moves the command here
         refs: run.refs.iter().chain(&run.extra_refs).cloned().collect(),
         primary: run.refs.is_some(),
+        working_dir: None, // the executor moves the container's here
         skip_cloning: d.skip_cloning == Some(true),
         timeout_ns: d.timeout.map_or(0, |t| t.as_nanos()),
         grace_period_ns: d.grace_period.map_or(0, |g| g.as_nanos()),
