@@ -27,6 +27,8 @@ use crate::yaml::{self, from_node_as_go, FoldedKey, KeyNotes, Mark, Node, Unknow
 
 pub use crate::defaults::default_config;
 
+mod lighthouse;
+
 /// What to load.
 #[derive(Clone, Default)]
 pub struct LoadOptions {
@@ -80,15 +82,20 @@ enum Format {
     JobConfig,
     /// Prow's in-repo `.prow.yaml` or `.prow/*.yaml`.
     ProwYaml { repo: String, branch: String },
-    /// Lighthouse's `.lighthouse/*/triggers.yaml`.
-    Lighthouse { repo: String, branch: String },
+    /// Lighthouse's `.lighthouse/*/triggers.yaml`, in the checkout at `root`
+    /// (its jobs' `source:` files are read from it).
+    Lighthouse {
+        repo: String,
+        branch: String,
+        root: PathBuf,
+    },
 }
 
 impl Format {
     fn source(&self) -> JobSource {
         match self {
             Format::Config | Format::JobConfig => JobSource::Central,
-            Format::ProwYaml { repo, branch } | Format::Lighthouse { repo, branch } => {
+            Format::ProwYaml { repo, branch } | Format::Lighthouse { repo, branch, .. } => {
                 JobSource::InRepo {
                     repo: repo.clone(),
                     branch: branch.clone(),
@@ -340,6 +347,7 @@ fn in_repo_files(
                     Format::Lighthouse {
                         repo: source.repo.clone(),
                         branch: branch.clone(),
+                        root: root.to_path_buf(),
                     },
                 )),
                 Ok(_) => {
@@ -441,6 +449,9 @@ fn parse_file(fs: &dyn FileSource, path: &Path, format: &Format) -> Parsed {
             Format::ProwYaml { repo, .. } => ex.prow_yaml(doc, repo),
             Format::Lighthouse { repo, .. } => ex.lighthouse(doc, repo),
         }
+    }
+    if let Format::Lighthouse { root, .. } = format {
+        lighthouse::load_sources(fs, path, root, &mut out);
     }
     out
 }

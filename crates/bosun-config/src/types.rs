@@ -617,9 +617,13 @@ pub struct JobBase {
     pub error_on_eviction: bool,
     /// The pod to run (required for the `kubernetes` agent).
     pub spec: Option<PodSpec>,
-    /// Tekton pipeline run spec (Tekton agent only).
+    /// Tekton PipelineRun spec (Tekton agent only). Lighthouse's field: bosun
+    /// reads it as a `tekton.dev/v1beta1` spec and converts it to `v1` (a spec
+    /// written with v1's fields comes out unchanged).
     pub pipeline_run_spec: Option<FreeForm>,
-    /// Tekton pipeline run spec by API version (Tekton agent only).
+    /// Tekton PipelineRun spec by API version (Tekton agent only): Prow's
+    /// `{v1beta1: SPEC}`, and bosun's `{v1: SPEC}`. A Lighthouse job's
+    /// `source:` PipelineRun is loaded here, under its own version.
     pub tekton_pipeline_run_spec: Option<FreeForm>,
     /// Annotations copied to the run and its pod.
     pub annotations: BTreeMap<String, String>,
@@ -649,10 +653,25 @@ pub struct JobBase {
     pub extra_refs: Vec<Refs>,
     /// Decoration settings, merged over `plank.default_decoration_config_entries`.
     pub decoration_config: Option<DecorationConfig>,
-    /// **Lighthouse**: Tekton pipeline file in `.lighthouse/` (implies `agent: tekton-pipeline`).
+    /// **Lighthouse**: the Tekton `PipelineRun` file of the job, relative to
+    /// its `triggers.yaml` (implies `agent: tekton-pipeline`). It is read when
+    /// the configuration loads and its spec kept in `tekton_pipeline_run_spec`.
     pub source: Option<String>,
-    /// **Lighthouse**: parameters for the pipeline run.
-    pub pipeline_run_params: Option<FreeForm>,
+    /// **Lighthouse**: parameters given to the pipeline run, each a Go
+    /// template over the run's refs. When a job has any, Lighthouse does not
+    /// look for the `git-clone` task's parameters.
+    pub pipeline_run_params: Option<Vec<PipelineRunParam>>,
+}
+
+/// **Lighthouse**: a parameter of a job's pipeline run (`pipeline_run_params`).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct PipelineRunParam {
+    /// The parameter's name.
+    pub name: String,
+    /// Its value: a Go template over `{"Refs": REFS}` (`{{ .Refs.BaseRef }}`,
+    /// `{{ (index .Refs.Pulls 0).SHA }}`); plain text is its own value.
+    pub value_template: String,
 }
 
 /// Prow's `rerun_auth_config`.

@@ -10,8 +10,9 @@
 use std::path::PathBuf;
 
 use bosun_config::model::Snapshot;
-use bosun_config::types::{InRepoSource, JobSource};
+use bosun_config::types::{InRepoSource, JobSource, PipelineRunParam};
 use bosun_config::{load, Diagnostic, LoadOptions, Loaded, OsFiles};
+use serde_json::json;
 
 const SPEC: &str = "
     spec:
@@ -358,31 +359,87 @@ const TRIGGERS: &str = "
         source: dailyjob.yaml
         pipeline_run_params:
         - name: GREETINGS
-          valueTemplate: 'Howdy!'
+          value_template: 'Howdy!'
 ";
+
+/// The `source:` files of [`TRIGGERS`]: a v1beta1 PipelineRun with an
+/// embedded pipeline and a jx `uses:` step, a v1 one naming a Pipeline, and a
+/// v1 one without Lighthouse's default parameters.
+const PULLREQUEST: &str = "
+    apiVersion: tekton.dev/v1beta1
+    kind: PipelineRun
+    metadata:
+      name: pullrequest
+    spec:
+      serviceAccountName: tekton-bot
+      timeout: 1h
+      pipelineSpec:
+        tasks:
+        - name: from-build-pack
+          taskSpec:
+            stepTemplate:
+              image: uses:jenkins-x/jx3-pipeline-catalog/tasks/go/pullrequest.yaml@versionStream
+            steps:
+            - name: build-make-linux
+              resources: {}
+";
+
+const RELEASE: &str = "
+    apiVersion: tekton.dev/v1
+    kind: PipelineRun
+    spec:
+      pipelineRef:
+        name: release
+";
+
+const DAILYJOB: &str = "
+    apiVersion: tekton.dev/v1
+    kind: PipelineRun
+    metadata:
+      annotations:
+        lighthouse.jenkins-x.io/defaultParameters: 'false'
+    spec:
+      pipelineSpec:
+        tasks:
+        - name: greet
+          taskSpec:
+            steps:
+            - name: hello
+              image: alpine
+              script: echo $(params.GREETINGS)
+";
+
+/// A checkout at `dir` with [`TRIGGERS`] in `.lighthouse/<name>/` and its
+/// source files beside it.
+fn lighthouse_checkout(tmp: &Tmp, dir: &str, name: &str) {
+    let at = |f: &str| format!("{dir}/.lighthouse/{name}/{f}");
+    tmp.write(&at("triggers.yaml"), &y(TRIGGERS))
+        .write(&at("pullrequest.yaml"), &y(PULLREQUEST))
+        .write(&at("release.yaml"), &y(RELEASE))
+        .write(&at("dailyjob.yaml"), &y(DAILYJOB));
+}
+
+/// The lines without the warnings about the Tekton agent itself (whose
+/// support is not this file's business).
+fn without_agent_warnings(lines: &[String]) -> Vec<String> {
+    lines
+        .iter()
+        .filter(|l| !l.contains("warning: job") || !l.contains(": agent tekton-pipeline "))
+        .cloned()
+        .collect()
+}
 
 #[test]
 fn lighthouse_trigger_config() {
     let tmp = Tmp::new();
-    tmp.write("src/app/.lighthouse/jenkins-x/triggers.yaml", &y(TRIGGERS))
-        // Pipeline files next to triggers.yaml are Tekton, not job config.
-        .write(
-            "src/app/.lighthouse/jenkins-x/pullrequest.yaml",
-            "apiVersion: tekton.dev/v1beta1\nkind: PipelineRun\nspec: [",
-        )
-        .write("src/app/.lighthouse/jenkins-x/release.yaml", "{{ broken")
-        .write("src/app/.lighthouse/README.md", "docs");
+    lighthouse_checkout(&tmp, "src/app", "jenkins-x");
+    tmp.write("src/app/.lighthouse/README.md", "docs");
     let (loaded, lines) = tmp.load_repos(vec![tmp.source("org/app", "src/app", None)]);
-    // `source:` means a Tekton pipeline: the job loads with a warning.
+    assert_eq!(without_agent_warnings(&lines), no_lines());
     assert_eq!(
-        lines,
-        vec![
-            "$TMP/src/app/.lighthouse/jenkins-x/triggers.yaml:10:5: warning: job pr: agent tekton-pipeline is not supported by bosun: the job loads, but its runs end in error",
-            "$TMP/src/app/.lighthouse/jenkins-x/triggers.yaml:13:5: warning: job release: agent tekton-pipeline is not supported by bosun: the job loads, but its runs end in error",
-            "$TMP/src/app/.lighthouse/jenkins-x/triggers.yaml:17:5: warning: job dailyjob: agent tekton-pipeline is not supported by bosun: the job loads, but its runs end in error",
-        ]
+        loaded.stats.files, 4,
+        "triggers.yaml and the three source files"
     );
-    assert_eq!(loaded.stats.files, 1, "only triggers.yaml is read");
     let s = snapshot(loaded, &lines);
     let src = in_repo("org/app", "main");
     assert_eq!(
@@ -426,17 +483,278 @@ fn lighthouse_trigger_config() {
         assert!(!p.has_identity(other), "{other}");
     }
     assert!(p.has_identity(&p.identity()));
+    assert_eq!(
+        p.base.pipeline_run_params,
+        Some(vec![PipelineRunParam {
+            name: "GREETINGS".into(),
+            value_template: "Howdy!".into()
+        }])
+    );
+}
+
+/// Each job's `source:` PipelineRun is read and its spec kept under its API
+/// version; Lighthouse's parameters are added to an embedded pipeline unless
+/// the source says not to; jx `uses:` images stay as written.
+#[test]
+fn lighthouse_sources_are_loaded_into_the_jobs() {
+    let tmp = Tmp::new();
+    lighthouse_checkout(&tmp, "src/app", "jenkins-x");
+    let (loaded, lines) = tmp.load_repos(vec![tmp.source("org/app", "src/app", None)]);
+    let s = snapshot(loaded, &lines);
+    let pr = &s.presubmits["org/app"][1].base;
+    let spec = pr
+        .tekton_pipeline_run_spec
+        .as_ref()
+        .expect("the source's spec");
+    let v1beta1 = &spec["v1beta1"];
+    assert_eq!(spec.as_object().unwrap().len(), 1, "{spec:#}");
+    assert_eq!(v1beta1["serviceAccountName"], "tekton-bot");
+    assert_eq!(v1beta1["timeout"], "1h");
+    let task = &v1beta1["pipelineSpec"]["tasks"][0];
+    assert_eq!(
+        task["taskSpec"]["stepTemplate"]["image"],
+        "uses:jenkins-x/jx3-pipeline-catalog/tasks/go/pullrequest.yaml@versionStream"
+    );
+    assert_eq!(
+        task["taskSpec"]["steps"],
+        json!([{"name": "build-make-linux", "resources": {}}])
+    );
+    // Lighthouse's parameters: declared by the pipeline and the task, passed
+    // to the task, in the step template's environment.
+    let names = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let lighthouse = [
+        "BUILD_ID",
+        "JOB_NAME",
+        "JOB_SPEC",
+        "JOB_TYPE",
+        "PULL_BASE_REF",
+        "PULL_BASE_SHA",
+        "PULL_NUMBER",
+        "PULL_PULL_REF",
+        "PULL_PULL_SHA",
+        "PULL_REFS",
+        "REPO_NAME",
+        "REPO_OWNER",
+        "REPO_URL",
+    ];
+    assert_eq!(names(&v1beta1["pipelineSpec"]["params"]), lighthouse);
+    assert_eq!(names(&task["params"]), lighthouse);
+    assert_eq!(names(&task["taskSpec"]["params"]), lighthouse);
+    assert_eq!(names(&task["taskSpec"]["stepTemplate"]["env"]), lighthouse);
+    assert_eq!(
+        task["params"][12],
+        json!({"name": "REPO_URL", "value": "$(params.REPO_URL)"})
+    );
+    assert_eq!(
+        v1beta1["pipelineSpec"]["params"][6],
+        json!({"name": "PULL_NUMBER", "description": "git pull request number", "type": "string", "default": ""})
+    );
+
+    // A Pipeline by reference: nothing to add to.
+    let release = &s.postsubmits["org/app"][0].base;
+    assert_eq!(
+        release.tekton_pipeline_run_spec,
+        Some(json!({"v1": {"pipelineRef": {"name": "release"}}}))
+    );
+    // `defaultParameters: "false"`: the spec as written.
+    let daily = &s.periodics[0].base;
+    assert_eq!(
+        daily.tekton_pipeline_run_spec,
+        Some(
+            json!({"v1": {"pipelineSpec": {"tasks": [{"name": "greet", "taskSpec": {"steps": [
+                {"name": "hello", "image": "alpine", "script": "echo $(params.GREETINGS)"}
+            ]}}]}}})
+        )
+    );
+    // The source's name stays on the job, which is a Tekton job.
+    assert_eq!(daily.source.as_deref(), Some("dailyjob.yaml"));
+    assert_eq!(daily.agent, "tekton-pipeline");
+    assert!(daily.pipeline_run_spec.is_none());
+}
+
+/// Every problem with a `source:` file is an error at the file and line
+/// concerned, naming the job; the configuration does not load (so a daemon
+/// keeps its last good one).
+#[test]
+fn lighthouse_source_problems() {
+    let tmp = Tmp::new();
+    let dir = "src/app/.lighthouse/ci";
+    let at = |f: &str| format!("{dir}/{f}");
+    let jobs = [
+        ("missing", "nowhere.yaml"),
+        ("url", "https://example.com/pr.yaml"),
+        ("outside", "../../../../elsewhere.yaml"),
+        ("directory", "subdir"),
+        ("not-yaml", "broken.yaml"),
+        ("empty-file", "empty.yaml"),
+        ("two-docs", "two.yaml"),
+        ("a-list", "list.yaml"),
+        ("no-api-version", "noversion.yaml"),
+        ("old-api-version", "alpha.yaml"),
+        ("a-pipeline", "pipeline.yaml"),
+        ("no-spec", "nospec.yaml"),
+        ("spec-a-list", "speclist.yaml"),
+        ("fetches-steps", "prepend.yaml"),
+        ("bad-pattern", "badpattern.yaml"),
+        ("missing-ref", "missingref.yaml"),
+    ];
+    let mut triggers =
+        String::from("apiVersion: config.lighthouse.jenkins-x.io/v1alpha1\nkind: TriggerConfig\nspec:\n  presubmits:\n");
+    for (name, source) in jobs {
+        triggers += &format!("  - name: {name}\n    source: {source}\n");
+    }
+    triggers += "  - name: empty-source\n    source: ''\n";
+    triggers += "  - name: both\n    source: release.yaml\n    pipeline_run_spec: {pipelineRef: {name: x}}\n";
+    let head = "apiVersion: tekton.dev/v1\nkind: PipelineRun\n";
+    tmp.write(&at("triggers.yaml"), &triggers)
+        .write(&at("subdir/x"), "")
+        .write(&at("broken.yaml"), "spec: [\n")
+        .write(&at("empty.yaml"), "# nothing\n")
+        .write(&at("two.yaml"), &format!("{head}spec: {{}}\n---\n{head}spec: {{}}\n"))
+        .write(&at("list.yaml"), "- a\n")
+        .write(&at("noversion.yaml"), "kind: PipelineRun\nspec: {}\n")
+        .write(&at("alpha.yaml"), "apiVersion: tekton.dev/v1alpha1\nkind: PipelineRun\nspec: {}\n")
+        .write(&at("pipeline.yaml"), "apiVersion: tekton.dev/v1\nkind: Pipeline\nspec: {tasks: []}\n")
+        .write(&at("nospec.yaml"), &format!("{head}metadata: {{name: x}}\n"))
+        .write(&at("speclist.yaml"), &format!("{head}spec: []\n"))
+        .write(
+            &at("prepend.yaml"),
+            &format!("{head}metadata:\n  annotations:\n    lighthouse.jenkins-x.io/prependStepsURL: https://x/steps.yaml\nspec: {{pipelineRef: {{name: x}}}}\n"),
+        )
+        .write(
+            &at("badpattern.yaml"),
+            &format!("{head}metadata:\n  annotations:\n    lighthouse.jenkins-x.io/loadFileRefs: '(.*'\nspec: {{pipelineRef: {{name: x}}}}\n"),
+        )
+        .write(
+            &at("missingref.yaml"),
+            &format!("{head}metadata:\n  annotations:\n    lighthouse.jenkins-x.io/loadFileRefs: '.*'\nspec: {{pipelineRef: {{name: gone}}}}\n"),
+        )
+        .write(&at("release.yaml"), &y(RELEASE));
+    let (loaded, lines) = tmp.load_repos(vec![tmp.source("org/app", "src/app", None)]);
+    assert!(loaded.snapshot.is_none(), "a bad source never loads");
+    let t = "$TMP/src/app/.lighthouse/ci";
+    assert_eq!(
+        without_agent_warnings(&lines),
+        vec![
+            format!("{t}/alpha.yaml:1:13: error: job old-api-version: apiVersion must be tekton.dev/v1 or tekton.dev/v1beta1, found \"tekton.dev/v1alpha1\""),
+            format!("{t}/badpattern.yaml:5:5: error: job bad-pattern: annotation lighthouse.jenkins-x.io/loadFileRefs: \"(.*\" is not a regular expression: regex parse error:\n    (.*\n    ^\nerror: unclosed group"),
+            format!("{t}/broken.yaml:2:1: error: job not-yaml: invalid YAML: while parsing a node, did not find expected node content"),
+            format!("{t}/empty.yaml:1:1: error: job empty-file: the file is empty: expected a Tekton PipelineRun"),
+            format!("{t}/gone.yaml: error: job missing-ref: cannot read: No such file or directory (os error 2)"),
+            format!("{t}/list.yaml:1:1: error: job a-list: expected a Tekton PipelineRun (a mapping), found a sequence"),
+            format!("{t}/nospec.yaml:1:1: error: job no-spec: the PipelineRun has no spec"),
+            format!("{t}/noversion.yaml:1:1: error: job no-api-version: apiVersion is missing: expected a Tekton PipelineRun\n  hint: write apiVersion: tekton.dev/v1"),
+            format!("{t}/pipeline.yaml:2:7: error: job a-pipeline: kind must be PipelineRun, found \"Pipeline\"\n  hint: Lighthouse wraps a Pipeline, Task or TaskRun in a PipelineRun; bosun loads PipelineRuns: write one whose spec.pipelineSpec holds the pipeline"),
+            format!("{t}/prepend.yaml:5:5: error: job fetches-steps: annotation lighthouse.jenkins-x.io/prependStepsURL: bosun does not fetch steps over the network\n  hint: copy the steps into the pipeline's tasks"),
+            format!("{t}/speclist.yaml:3:7: error: job spec-a-list: spec must be a mapping, found a sequence"),
+            format!("{t}/triggers.yaml:6:5: error: job missing: source \"nowhere.yaml\": cannot read {t}/nowhere.yaml: No such file or directory (os error 2)"),
+            format!("{t}/triggers.yaml:8:5: error: job url: source \"https://example.com/pr.yaml\" is a URL: bosun does not fetch pipelines over the network\n  hint: check the PipelineRun into the repository and name the file"),
+            format!("{t}/triggers.yaml:10:5: error: job outside: source \"../../../../elsewhere.yaml\" is outside the repository ($TMP/elsewhere.yaml)"),
+            format!("{t}/triggers.yaml:12:5: error: job directory: source \"subdir\": {t}/subdir is not a regular file"),
+            format!("{t}/triggers.yaml:38:5: error: job empty-source: source is empty\n  hint: name the PipelineRun file, relative to this triggers.yaml"),
+            format!("{t}/triggers.yaml:40:5: error: job both: source and pipeline_run_spec (or tekton_pipeline_run_spec) are both set: a job has one pipeline"),
+            format!("{t}/two.yaml:5:1: error: job two-docs: the file holds 2 YAML documents: expected one Tekton PipelineRun"),
+        ]
+    );
+}
+
+/// `lighthouse.jenkins-x.io/loadFileRefs` embeds the Pipeline and Tasks
+/// named by matching references from files beside the source; one read in
+/// `v1beta1` makes the whole spec `v1beta1` (converted when a run starts).
+#[test]
+fn lighthouse_load_file_refs() {
+    let tmp = Tmp::new();
+    let dir = "src/app/.lighthouse/ci";
+    let at = |f: &str| format!("{dir}/{f}");
+    tmp.write(
+        &at("triggers.yaml"),
+        "apiVersion: config.lighthouse.jenkins-x.io/v1alpha1\nkind: TriggerConfig\nspec:\n  postsubmits:\n  - name: release\n    source: release.yaml\n",
+    )
+    .write(
+        &at("local-build.yaml"),
+        &y("
+            apiVersion: tekton.dev/v1beta1
+            kind: Task
+            spec:
+              steps:
+              - name: build
+                image: golang
+                script: make
+        "),
+    );
+    tmp.write(
+        &at("release.yaml"),
+        &y("
+            apiVersion: tekton.dev/v1
+            kind: PipelineRun
+            metadata:
+              annotations:
+                lighthouse.jenkins-x.io/loadFileRefs: ^(release-|local-)
+                lighthouse.jenkins-x.io/defaultParameters: 'false'
+            spec:
+              pipelineRef:
+                name: release-pipeline
+        "),
+    )
+    .write(
+        &at("release-pipeline.yaml"),
+        &y("
+            apiVersion: tekton.dev/v1
+            kind: Pipeline
+            spec:
+              tasks:
+              - name: build
+                taskRef:
+                  name: local-build
+              - name: publish
+                taskRef:
+                  name: catalog-publish
+        "),
+    );
+    let (loaded, lines) = tmp.load_repos(vec![tmp.source("org/app", "src/app", None)]);
+    let s = snapshot(loaded, &lines);
+    assert_eq!(
+        s.postsubmits["org/app"][0].base.tekton_pipeline_run_spec,
+        Some(json!({"v1beta1": {"pipelineSpec": {"tasks": [
+            {"name": "build", "taskSpec": {"steps": [{"name": "build", "image": "golang", "script": "make"}]}},
+            {"name": "publish", "taskRef": {"name": "catalog-publish"}},
+        ]}}}))
+    );
+}
+
+/// A `pipeline_run_params` entry read as Lighthouse reads it: `value_template`
+/// (a `valueTemplate` key is not Lighthouse's, and is left unread).
+#[test]
+fn lighthouse_pipeline_run_params_keys() {
+    let tmp = Tmp::new();
+    let dir = "src/app/.lighthouse/ci";
+    tmp.write(
+        &format!("{dir}/triggers.yaml"),
+        "apiVersion: config.lighthouse.jenkins-x.io/v1alpha1\nkind: TriggerConfig\nspec:\n  postsubmits:\n  - name: release\n    source: release.yaml\n    pipeline_run_params:\n    - name: A\n      valueTemplate: x\n",
+    )
+    .write(&format!("{dir}/release.yaml"), &y(RELEASE));
+    let (_, lines) = tmp.load_repos(vec![tmp.source("org/app", "src/app", None)]);
+    assert_eq!(
+        without_agent_warnings(&lines),
+        vec!["$TMP/src/app/.lighthouse/ci/triggers.yaml:9:7: warning: job release: unknown field `valueTemplate`\n  hint: did you mean `value_template`?"]
+    );
 }
 
 #[test]
 fn lighthouse_periodics_of_two_repos_and_a_central_one_share_a_name() {
     let tmp = Tmp::new();
-    tmp.write("src/app/.lighthouse/jenkins-x/triggers.yaml", &y(TRIGGERS))
-        .write("src/other/.lighthouse/ci/triggers.yaml", &y(TRIGGERS))
-        .write(
-            "jobs/central.yaml",
-            &(String::from("periodics:\n- name: dailyjob\n  interval: 24h\n") + &spec(2)),
-        );
+    lighthouse_checkout(&tmp, "src/app", "jenkins-x");
+    lighthouse_checkout(&tmp, "src/other", "ci");
+    tmp.write(
+        "jobs/central.yaml",
+        &(String::from("periodics:\n- name: dailyjob\n  interval: 24h\n") + &spec(2)),
+    );
     let (loaded, lines) = tmp.load_repos(vec![
         tmp.source("org/app", "src/app", None),
         tmp.source("org/other", "src/other", Some("master")),
@@ -672,7 +990,6 @@ fn in_repo_list_in_config_yaml() {
         "src/repo/.prow.yaml",
         &(String::from("presubmits:\n- name: unit\n") + &spec(2)),
     )
-    .write("src/app/.lighthouse/ci/triggers.yaml", &y(TRIGGERS))
     .write(
         "config.yaml",
         &format!(
@@ -681,6 +998,7 @@ fn in_repo_list_in_config_yaml() {
             tmp.dir("src/app")
         ),
     );
+    lighthouse_checkout(&tmp, "src/app", "ci");
     // config.yaml alone names both checkouts; --in-repo adds a third.
     tmp.write(
         "src/cli/.prow.yaml",
@@ -688,7 +1006,10 @@ fn in_repo_list_in_config_yaml() {
     );
     let (loaded, lines) = tmp.load_repos(vec![tmp.source("org/cli", "src/cli", None)]);
     assert_eq!(loaded.errors(), 0, "{lines:#?}");
-    assert_eq!(loaded.stats.files, 4, "config.yaml and three in-repo files");
+    assert_eq!(
+        loaded.stats.files, 7,
+        "config.yaml, three in-repo files and three pipeline sources"
+    );
     let s = snapshot(loaded, &lines);
     assert_eq!(
         presubmits(&s),

@@ -3584,6 +3584,15 @@ fn lighthouse_periodics_are_in_repo_jobs() {
                     source: elsewhere.yaml
                 ",
             ),
+            // Their `source:` PipelineRuns.
+            (
+                "/repo/.lighthouse/jenkins-x/nightly.yaml",
+                "apiVersion: tekton.dev/v1\nkind: PipelineRun\nspec: {pipelineRef: {name: nightly}}\n",
+            ),
+            (
+                "/repo/.lighthouse/jenkins-x/elsewhere.yaml",
+                "apiVersion: tekton.dev/v1\nkind: PipelineRun\nspec: {pipelineRef: {name: elsewhere}}\n",
+            ),
         ],
         &options(),
     );
