@@ -708,9 +708,20 @@ fn invalid_pipelines_are_refused_with_tektons_reasons() {
             json!({"tasks": [script_task("a", "echo $(tasks.status)")]}),
             "only finally tasks can use the tasks' status",
         ),
+        (
+            json!({"tasks": [script_task("Build_It", "true")]}),
+            "task name \"Build_It\" is not a DNS-1123 label",
+        ),
+        (
+            json!({"workspaces": [{"name": "ws"}], "tasks": [
+                {"name": "a", "workspaces": [{"name": "ws", "subPath": "../../escape"}],
+                 "taskSpec": {"workspaces": [{"name": "ws"}], "steps": [{"name": "s", "script": "true"}]}}]}),
+            "task a: workspace subPath ../../escape leaves the volume",
+        ),
     ];
     for (pipeline, message) in cases {
-        let spec = json!({"pipelineSpec": pipeline});
+        let spec =
+            json!({"pipelineSpec": pipeline, "workspaces": [{"name": "ws", "emptyDir": {}}]});
         let problems = check(&serde_json::from_value(spec.clone()).unwrap());
         assert!(
             problems

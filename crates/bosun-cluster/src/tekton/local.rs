@@ -796,6 +796,41 @@ fn merge_step(step: &Step, tpl: Option<&StepTemplate>) -> Step {
     s
 }
 
+/// Whether `s` is a DNS-1123 label, as Tekton requires of task, step and
+/// workspace names (they also name directories here).
+fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// Whether `s` is a result name as Tekton accepts it (it names a file here).
+fn is_result_name(s: &str) -> bool {
+    let ok = |b: u8| b.is_ascii_alphanumeric();
+    let bytes = s.as_bytes();
+    !bytes.is_empty()
+        && ok(bytes[0])
+        && ok(bytes[bytes.len() - 1])
+        && bytes
+            .iter()
+            .all(|&b| ok(b) || b == b'-' || b == b'_' || b == b'.')
+}
+
+/// Whether a `subPath` stays within its volume.
+fn is_sub_path(s: &str) -> bool {
+    let p = Path::new(s);
+    p.is_relative()
+        && p.components().all(|c| {
+            matches!(
+                c,
+                std::path::Component::Normal(_) | std::path::Component::CurDir
+            )
+        })
+}
+
 fn step_name(step: &Step, i: usize) -> String {
     if step.name.is_empty() {
         format!("unnamed-{i}")
@@ -874,6 +909,13 @@ impl Plan {
         // Workspaces: each is a directory; its binding's subPath applies.
         let mut workspaces = BTreeMap::new();
         for ws in &pipeline.workspaces {
+            if !is_dns_label(&ws.name) {
+                p.invalid(format!(
+                    "workspace name {:?} is not a DNS-1123 label (lowercase letters, digits and -)",
+                    ws.name
+                ));
+                continue;
+            }
             let binding = spec.workspaces.iter().find(|b| b.name == ws.name);
             match binding {
                 None if ws.optional => {
@@ -901,6 +943,12 @@ impl Plan {
                             ws.name
                         ));
                     }
+                    if !is_sub_path(&b.sub_path) {
+                        p.invalid(format!(
+                            "workspace {}: subPath {} leaves the volume",
+                            ws.name, b.sub_path
+                        ));
+                    }
                     let mut dir = opts.dir.join("workspaces").join(&ws.name);
                     if !b.sub_path.is_empty() {
                         dir = dir.join(&b.sub_path);
@@ -924,6 +972,11 @@ impl Plan {
         for (i, (pt, _)) in all.iter().enumerate() {
             if pt.name.is_empty() {
                 p.invalid(format!("task {} has no name", i + 1));
+            } else if !is_dns_label(&pt.name) {
+                p.invalid(format!(
+                    "task name {:?} is not a DNS-1123 label (lowercase letters, digits and -)",
+                    pt.name
+                ));
             } else if index.insert(pt.name.clone(), i).is_some() {
                 p.invalid(format!("task name {} is used twice", pt.name));
             }
@@ -1135,6 +1188,14 @@ impl Plan {
         if spec.steps.is_empty() {
             p.invalid(format!("task {name} has no steps"));
         }
+        for r in &spec.results {
+            if !is_result_name(&r.name) {
+                p.invalid(format!(
+                    "task {name}: result name {:?} is not valid",
+                    r.name
+                ));
+            }
+        }
         let tpl = spec.step_template.as_ref();
         if let Some(t) = tpl {
             for e in &t.env_from {
@@ -1151,6 +1212,12 @@ impl Plan {
             let at = format!("task {name}, step {sname}");
             if !raw.name.is_empty() && !seen.insert(raw.name.clone()) {
                 p.invalid(format!("task {name}: step name {} is used twice", raw.name));
+            }
+            if !raw.name.is_empty() && !is_dns_label(&raw.name) {
+                p.invalid(format!(
+                    "task {name}: step name {:?} is not a DNS-1123 label (lowercase letters, digits and -)",
+                    raw.name
+                ));
             }
             if let Some(r) = &raw.ref_ {
                 p.refused(format!(
@@ -1299,6 +1366,9 @@ impl Plan {
                 return Ok(None);
             };
             let sub = subst_str(&pscope, sub)?;
+            if !is_sub_path(&sub) {
+                return Err(format!("workspace subPath {sub} leaves the volume"));
+            }
             Ok(base.as_ref().map(|b| {
                 if sub.is_empty() {
                     b.clone()
