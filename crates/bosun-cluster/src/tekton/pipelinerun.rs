@@ -27,9 +27,10 @@
 //!   the pulls' refs), when its values are `$(params.NAME)`.
 //!
 //! Where bosun differs, and why:
-//! - the environment is the one every bosun run gets (`Run::job_env`, Prow's):
-//!   Lighthouse's `GetEnvVars` gives `JOB_NAME`, `JOB_TYPE`, `JOB_SPEC`
-//!   (`type:KIND` there, Prow's JSON here), and but for periodics
+//! - the environment is the one every bosun run gets (`Run::job_env`, Prow's,
+//!   with `JOB_SPEC` as Prow's pods have it): Lighthouse's `GetEnvVars` gives
+//!   `JOB_NAME`, `JOB_TYPE`, `JOB_SPEC` (`type:KIND` there, Prow's JSON
+//!   here), and but for periodics
 //!   `REPO_OWNER`, `REPO_NAME`, `PULL_BASE_REF`, `PULL_BASE_SHA`,
 //!   `PULL_REFS`, and for presubmits `PULL_NUMBER`, `PULL_PULL_SHA`; bosun
 //!   adds `CI`, `BUILD_NUMBER` and `PROW_JOB_ID`, and an in-repo periodic
@@ -64,6 +65,7 @@ use serde_json::{json, Map, Value};
 
 use super::convert::{self, ConvertError};
 use super::gotemplate::{Template, TemplateError};
+use crate::kube::pod::job_spec_json;
 
 /// The PipelineRun's API version.
 pub const API_VERSION: &str = "tekton.dev/v1";
@@ -224,6 +226,7 @@ pub fn pipeline_run_with(
 
     // Parameters instead of environment variables.
     let mut env: BTreeMap<String, String> = run.job_env().into_iter().collect();
+    env.insert("JOB_SPEC".into(), job_spec_json(run, None));
     env.insert("BUILD_ID".into(), run.build_id.clone());
     let clone_uri = refs
         .as_ref()
