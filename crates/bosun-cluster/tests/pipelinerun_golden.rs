@@ -732,3 +732,134 @@ fn the_comparison_finds_differences() {
         ]
     );
 }
+
+/// From a checkout to the PipelineRun: a Lighthouse periodic's `source:`
+/// (a `v1beta1` PipelineRun cloning with the `git-clone` task) is loaded by
+/// the configuration, carried by the run's spec snapshot, converted to `v1`
+/// and given Lighthouse's parameters, the clone URL of its repository and
+/// the `git-clone` task's.
+#[test]
+fn a_loaded_source_makes_its_pipeline_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("app");
+    let lh = root.join(".lighthouse/jenkins-x");
+    std::fs::create_dir_all(&lh).unwrap();
+    std::fs::write(
+        lh.join("triggers.yaml"),
+        "apiVersion: config.lighthouse.jenkins-x.io/v1alpha1\nkind: TriggerConfig\nspec:\n  periodics:\n  - name: nightly\n    cron: '0 4 * * *'\n    source: nightly.yaml\n",
+    )
+    .unwrap();
+    std::fs::write(
+        lh.join("nightly.yaml"),
+        r#"apiVersion: tekton.dev/v1beta1
+kind: PipelineRun
+metadata:
+  name: nightly
+spec:
+  serviceAccountName: tekton-bot
+  timeout: 2h
+  pipelineSpec:
+    params:
+    - name: url
+    - name: revision
+    workspaces:
+    - name: source
+    tasks:
+    - name: fetch
+      taskRef:
+        name: git-clone
+      params:
+      - name: url
+        value: $(params.url)
+      - name: revision
+        value: $(params.revision)
+      workspaces:
+      - name: output
+        workspace: source
+    - name: test
+      runAfter: [fetch]
+      workspaces:
+      - name: source
+        workspace: source
+      taskSpec:
+        workspaces:
+        - name: source
+        steps:
+        - name: test
+          image: golang
+          resources:
+            requests:
+              cpu: "1"
+          script: |
+            cd $(workspaces.source.path) && go test ./... && echo "$REPO_OWNER/$REPO_NAME"
+  workspaces:
+  - name: source
+    emptyDir: {}
+"#,
+    )
+    .unwrap();
+    let opts = bosun_config::LoadOptions {
+        in_repo: vec![bosun_config::types::InRepoSource {
+            repo: "acme/app".into(),
+            path: root.to_string_lossy().into_owned(),
+            branch: Some("main".into()),
+        }],
+        ..Default::default()
+    };
+    let loaded = bosun_config::load(&opts, &bosun_config::OsFiles);
+    let errors: Vec<String> = loaded
+        .diagnostics
+        .iter()
+        .filter(|d| d.is_error())
+        .map(ToString::to_string)
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+    let snapshot = loaded.snapshot.expect("a snapshot");
+    let periodic = snapshot.periodic("acme/app:nightly").expect("the periodic");
+    let new = bosun_store::template::RunTemplate::periodic(periodic, None, None).run(None);
+    let spec: SpecSnapshot = serde_json::from_str(new.spec.json()).unwrap();
+    let at = jiff::Timestamp::from_second(1_800_000_000).unwrap();
+    let run = new.into_run(JOB_ID.into(), 42, "hash".into(), at);
+    let pr = pipeline_run_with(&run, &spec, "ci", None).unwrap();
+
+    let param = |name: &str| {
+        pr["spec"]["params"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .map(|p| p["value"].clone())
+    };
+    // The repository's clone URL, and the git-clone task's parameters: the
+    // base ref, as for a push.
+    assert_eq!(
+        param("REPO_URL"),
+        Some(json!("https://github.com/acme/app.git"))
+    );
+    assert_eq!(param("url"), Some(json!("https://github.com/acme/app.git")));
+    assert_eq!(param("revision"), Some(json!("main")));
+    assert_eq!(param("REPO_OWNER"), Some(json!("acme")));
+    assert_eq!(param("JOB_TYPE"), Some(json!("periodic")));
+    assert_eq!(pr["metadata"]["generateName"], "acme-app-main-nightly-");
+    // Converted to v1.
+    let s = &pr["spec"];
+    assert_eq!(s["timeouts"], json!({"pipeline": "2h"}));
+    assert_eq!(
+        s["taskRunTemplate"],
+        json!({"serviceAccountName": "tekton-bot"})
+    );
+    assert!(s.get("serviceAccountName").is_none() && s.get("timeout").is_none());
+    let test = &s["pipelineSpec"]["tasks"][1];
+    assert_eq!(
+        test["taskSpec"]["steps"][0]["computeResources"],
+        json!({"requests": {"cpu": "1"}})
+    );
+    // Lighthouse's parameters reach the steps' environment.
+    let env = test["taskSpec"]["stepTemplate"]["env"].as_array().unwrap();
+    assert!(env.contains(&json!({"name": "REPO_OWNER", "value": "$(params.REPO_OWNER)"})));
+    assert_eq!(s["workspaces"], json!([{"name": "source", "emptyDir": {}}]));
+    assert_eq!(
+        unresolved_references(s),
+        vec!["taskRef \"git-clone\" (pipeline task \"fetch\")"]
+    );
+}
