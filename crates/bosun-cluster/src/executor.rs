@@ -119,6 +119,21 @@ pub trait Executor: Send + Sync {
             "this cluster runs processes, not pods".into(),
         ))
     }
+    /// Starts a run as a Tekton `PipelineRun` (Kubernetes clusters with
+    /// Tekton): `pipeline_run` is a `tekton.dev/v1` PipelineRun as Lighthouse
+    /// makes one (`metadata.generateName`, labels, annotations, `spec`).
+    /// Starting one that was started before does nothing. From then on
+    /// [`Executor::status`] follows the PipelineRun, [`Executor::abort`]
+    /// cancels it and [`Executor::remove`] deletes it.
+    fn start_pipeline(
+        &self,
+        _run_id: &str,
+        _pipeline_run: &serde_json::Value,
+    ) -> Result<(), ExecError> {
+        Err(ExecError::Unsupported(
+            "this cluster does not run Tekton PipelineRuns".into(),
+        ))
+    }
     /// Starts a run's pod again in place of its lost one: the old pod is
     /// deleted and `pod` created once the old one is really gone (a
     /// Kubernetes cluster does this in the background, however long the old

@@ -10,7 +10,9 @@
 //! proxy exactly as to a kubelet: `GET /containerLogs/NS/POD/CONTAINER` with
 //! `follow`, `timestamps`, `sinceTime`, `tailLines` and `limitBytes`. A follow
 //! stream ends when the container ends, or when the test cuts it
-//! ([`Kubelet::cut_log_streams`]).
+//! ([`Kubelet::cut_log_streams`]). A pod's containers share one log, unless
+//! the test gives them logs of their own ([`Kubelet::separate_container_logs`],
+//! as a Tekton step pod's containers have).
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -98,6 +100,9 @@ struct State {
     changed: tokio::sync::Notify,
     /// How long a graceful deletion takes before the kubelet confirms it.
     deletion_delay: Mutex<Option<Duration>>,
+    /// Pods (`ns/name`) whose containers each have a log of their own
+    /// (kept under `ns/name/container`).
+    per_container: Mutex<std::collections::HashSet<String>>,
 }
 
 impl State {
@@ -505,9 +510,41 @@ impl Kubelet {
 
     /// Appends `text` to the pod's log (its lines stamped now).
     pub fn append_log(&self, ns: &str, pod: &str, text: &str) {
+        self.append(key(ns, pod), text);
+    }
+
+    /// From now on, each container of pod `ns/pod` has a log of its own
+    /// ([`Kubelet::append_container_log`], [`Kubelet::end_container_log`]),
+    /// as a kubelet keeps them; the pod's shared log is no longer served.
+    pub fn separate_container_logs(&self, ns: &str, pod: &str) {
+        self.state
+            .per_container
+            .lock()
+            .unwrap()
+            .insert(key(ns, pod));
+    }
+
+    /// Appends `text` to the log of `container` of the pod (see
+    /// [`Kubelet::separate_container_logs`]), its lines stamped now.
+    pub fn append_container_log(&self, ns: &str, pod: &str, container: &str, text: &str) {
+        self.append(format!("{}/{container}", key(ns, pod)), text);
+    }
+
+    /// The log of `container` of the pod ends, as the container does (its
+    /// follow streams end).
+    pub fn end_container_log(&self, ns: &str, pod: &str, container: &str) {
+        self.state
+            .logs()
+            .entry(format!("{}/{container}", key(ns, pod)))
+            .or_default()
+            .ended = true;
+        self.state.changed.notify_waiters();
+    }
+
+    fn append(&self, k: String, text: &str) {
         {
             let mut logs = self.state.logs();
-            let log = logs.entry(key(ns, pod)).or_default();
+            let log = logs.entry(k).or_default();
             for line in text.split_inclusive('\n') {
                 // Distinct, increasing stamps, as a runtime's log lines.
                 let mut now = jiff::Timestamp::now();
@@ -553,7 +590,17 @@ impl Kubelet {
     }
 
     fn end_log(&self, ns: &str, pod: &str) {
-        self.state.logs().entry(key(ns, pod)).or_default().ended = true;
+        {
+            let mut logs = self.state.logs();
+            let k = key(ns, pod);
+            let containers = format!("{k}/");
+            for (name, log) in logs.iter_mut() {
+                if name.starts_with(&containers) {
+                    log.ended = true;
+                }
+            }
+            logs.entry(k).or_default().ended = true;
+        }
         self.state.changed.notify_waiters();
     }
 }
@@ -659,8 +706,14 @@ async fn finish_deletions(admin: Client, state: Arc<State>) {
                     _ = tokio::time::sleep(Duration::from_millis(100)) => {}
                 }
             }
-            if let Some(log) = state.logs().get_mut(&key(&ns, &name)) {
-                log.ended = true;
+            {
+                let k = key(&ns, &name);
+                let containers = format!("{k}/");
+                for (n, log) in state.logs().iter_mut() {
+                    if *n == k || n.starts_with(&containers) {
+                        log.ended = true;
+                    }
+                }
             }
             state.changed.notify_waiters();
             let api: Api<Pod> = Api::namespaced(admin, &ns);
@@ -744,20 +797,29 @@ fn container_logs(
         .filter_map(|kv| kv.split_once('='))
         .map(|(k, v)| (k.to_string(), percent_decode(v)))
         .collect();
-    let k = key(ns, pod);
+    let pod_key = key(ns, pod);
     *state
         .log_requests
         .lock()
         .unwrap()
-        .entry(k.clone())
+        .entry(pod_key.clone())
         .or_default() += 1;
+    let k = if state.per_container.lock().unwrap().contains(&pod_key) {
+        format!("{pod_key}/{container}")
+    } else {
+        pod_key.clone()
+    };
     let flag = |n: &str| query.get(n).is_some_and(|v| v == "true");
     let (follow, timestamps) = (flag("follow"), flag("timestamps"));
     let since: Option<jiff::Timestamp> = query.get("sinceTime").and_then(|t| t.parse().ok());
     let tail: Option<usize> = query.get("tailLines").and_then(|t| t.parse().ok());
     let limit: Option<usize> = query.get("limitBytes").and_then(|t| t.parse().ok());
     let (lines, cuts, mut next) = {
-        let logs = state.logs();
+        let mut logs = state.logs();
+        // A container's own log starts with the pod's containers.
+        if k != pod_key && logs.get(&pod_key).is_some_and(|l| l.started) {
+            logs.entry(k.clone()).or_default().started = true;
+        }
         match logs.get(&k) {
             Some(log) if log.failing => {
                 return text(500, format!("failed to get container logs of {pod}: injected by the test"))

@@ -20,6 +20,9 @@
 //!   through the real API (binding, status, finishing graceful deletions) and
 //!   the harness serves pod logs as a kubelet, behind kube-apiserver's
 //!   `pods/log` proxy.
+//! - [`tekton`]: Tekton's `PipelineRun` and `TaskRun` resources, its
+//!   admission check (Tekton's own validation, `tools/tekton`) and a
+//!   hand-played Tekton controller.
 //!
 //! What this cannot show: no container runtime runs anything, and nothing but
 //! the test writes pod statuses; there is no controller-manager (no garbage
@@ -36,6 +39,7 @@ pub mod metrics;
 pub mod pki;
 pub mod plane;
 pub mod process;
+pub mod tekton;
 pub mod tenant;
 
 pub use kubelet::{Kubelet, Outcome, NODE};

@@ -1,6 +1,7 @@
 //! Build cluster health. Every [`probe_interval`] (30 s) each Kubernetes
 //! cluster is probed by a task of its own, which keeps its client
-//! (`/version`, then access reviews for the pod verbs; see
+//! (`/version`, then access reviews for the pod verbs, and the
+//! `pipelineruns.tekton.dev` verbs for a cluster that has pipeline jobs; see
 //! `bosun_cluster::kube`), so a hanging cluster only delays its own answer,
 //! never another's. The results go to [`Shared::health`] and are exported as
 //! `bosun_build_cluster_status`.
@@ -54,12 +55,26 @@ async fn probe_one(
             }
         }
     }
-    let namespace = shared.snapshot().config.pod_namespace.clone();
+    let (namespace, pipelines) = {
+        let snapshot = shared.snapshot();
+        (
+            snapshot.config.pod_namespace.clone(),
+            has_pipeline_jobs(&snapshot, alias),
+        )
+    };
     let probe = match client {
-        Some(c) => bosun_cluster::kube::probe(c, &namespace).await,
+        Some(c) => bosun_cluster::kube::probe_with_pipelines(c, &namespace, pipelines).await,
         None => return,
     };
     record(shared, alias, probe);
+}
+
+/// Whether a job of `snapshot` runs as a Tekton pipeline (`agent:
+/// tekton-pipeline`) on cluster `alias`.
+fn has_pipeline_jobs(snapshot: &bosun_config::model::Snapshot, alias: &str) -> bool {
+    snapshot
+        .jobs()
+        .any(|(_, _, job)| job.agent == "tekton-pipeline" && job.cluster == alias)
 }
 
 pub fn record(shared: &Shared, alias: &str, probe: bosun_cluster::kube::Probe) {

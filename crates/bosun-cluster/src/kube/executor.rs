@@ -6,8 +6,13 @@
 //! and the controller tries again. A run's state is read from the watch's
 //! cache ([`pod_state`]: plank's pod timeouts; revivable states).
 //!
-//! It ties the cluster's parts together (client, watch, logs, sinker) and
-//! speaks the executor's vocabulary; it knows nothing of local runs.
+//! A pipeline run is a Tekton PipelineRun instead of a pod
+//! ([`Executor::start_pipeline`], `pipelines`): its state, abort and removal
+//! are the PipelineRun's, asked first; a run it does not know is a pod's.
+//!
+//! It ties the cluster's parts together (client, watch, logs, sinker,
+//! pipelines) and speaks the executor's vocabulary; it knows nothing of local
+//! runs.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -19,6 +24,7 @@ use kube::api::PostParams;
 
 use super::client::{ApiError, Connection, API_TIMEOUT};
 use super::logs::LogCopier;
+use super::pipelines::{self, Pipelines};
 use super::sinker::sink;
 use super::watch::{follow, PodCache};
 use crate::executor::{ExecError, Executor, JobProcess, RunStatus};
@@ -52,6 +58,8 @@ struct KubeInner {
     reviving: Mutex<HashMap<String, Revival>>,
     /// Woken on every change the watch sees.
     watch_changed: tokio::sync::Notify,
+    /// The pipeline runs' PipelineRuns.
+    pipelines: Arc<Pipelines>,
 }
 
 /// A revival under way.
@@ -272,8 +280,16 @@ impl KubeExecutor {
             .enable_all()
             .build()?;
         let conn = Arc::new(Connection::new(kubeconfig, context, &settings.namespace));
+        let pipelines = Arc::new(Pipelines::new(
+            name,
+            conn.clone(),
+            log_dir.clone(),
+            rt.handle().clone(),
+            on_change.clone(),
+        ));
         let inner = Arc::new(KubeInner {
             logs: Arc::new(LogCopier::new(conn.clone(), log_dir)),
+            pipelines,
             conn,
             settings: settings.clone(),
             cache: PodCache::default(),
@@ -447,6 +463,18 @@ impl Executor for KubeExecutor {
         .map_err(|e| ExecError::Transient(e.to_string()))?
     }
 
+    fn start_pipeline(
+        &self,
+        run_id: &str,
+        pipeline_run: &serde_json::Value,
+    ) -> Result<(), ExecError> {
+        let pr = pipelines::prepare(run_id, pipeline_run, &self.inner.settings.namespace)
+            .map_err(ExecError::Refused)?;
+        let (p, id) = (self.inner.pipelines.clone(), run_id.to_string());
+        self.call(p.create(id, pr))
+            .map_err(|e| ExecError::Transient(e.to_string()))?
+    }
+
     fn revive_pod(&self, run_id: &str, pod: &Pod) -> Result<(), ExecError> {
         let rt = self
             .rt
@@ -482,6 +510,9 @@ impl Executor for KubeExecutor {
                 };
             }
         }
+        if let Some(state) = self.inner.pipelines.status(run_id) {
+            return state;
+        }
         let seen = self.inner.cache.with_pod(run_id, |pod| {
             pod_state(pod, &self.inner.settings, jiff::Timestamp::now())
         });
@@ -501,13 +532,38 @@ impl Executor for KubeExecutor {
         }
         let recently = self.inner.cache.started_within(run_id, START_GRACE);
         if recently || !self.inner.cache.synced() {
-            RunStatus::Starting
-        } else {
-            RunStatus::Revivable("its pod disappearing".into())
+            return RunStatus::Starting;
         }
+        // No pod: it may be a pipeline run's PipelineRun the watch of
+        // PipelineRuns (started now, if it was not) has not shown yet.
+        self.inner.pipelines.watch();
+        if !self.inner.pipelines.settled() {
+            return RunStatus::Starting;
+        }
+        if let Some(state) = self.inner.pipelines.status(run_id) {
+            return state;
+        }
+        RunStatus::Revivable("its pod disappearing".into())
     }
 
     fn abort(&self, run_id: &str, _grace: Duration) -> RunStatus {
+        // A PipelineRun is cancelled (Tekton stops its TaskRuns); it ends
+        // when Tekton says so.
+        if let Some(state) = self.inner.pipelines.status(run_id) {
+            if let Some(rt) = &self.rt {
+                let (p, id) = (self.inner.pipelines.clone(), run_id.to_string());
+                rt.spawn(async move {
+                    match tokio::time::timeout(API_TIMEOUT, p.cancel(&id)).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => {
+                            tracing::warn!(run = %id, error = %e, "cannot cancel the PipelineRun")
+                        }
+                        Err(_) => tracing::warn!(run = %id, "cancelling the PipelineRun timed out"),
+                    }
+                });
+            }
+            return state;
+        }
         // The deletion goes on on this cluster's runtime: the caller (a
         // controller pass, for every cluster) never waits for this one.
         if let Some(rt) = &self.rt {
@@ -526,8 +582,13 @@ impl Executor for KubeExecutor {
     }
 
     fn remove(&self, run_id: &str) -> Result<(), ExecError> {
-        self.delete(run_id)
-            .map_err(|e| ExecError::Refused(e.to_string()))?;
+        if self.inner.pipelines.name_of(run_id).is_some() {
+            let (p, id) = (self.inner.pipelines.clone(), run_id.to_string());
+            self.call(async move { p.delete(&id).await })
+        } else {
+            self.delete(run_id)
+        }
+        .map_err(|e| ExecError::Refused(e.to_string()))?;
         match std::fs::remove_file(self.inner.logs.path(run_id)) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 Err(ExecError::Refused(e.to_string()))
@@ -545,7 +606,7 @@ impl Executor for KubeExecutor {
 /// get the same answer. Not so `429 Too Many Requests` (kube-apiserver's
 /// priority and fairness shedding load, as client-go retries it under
 /// plank) nor `408`: those pass.
-fn is_refusal(e: &kube::Error) -> bool {
+pub(super) fn is_refusal(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if (400..500).contains(&s.code) && s.code != 429 && s.code != 408)
 }
 

@@ -3,7 +3,11 @@
 //!
 //! The probe asks `/version`, then, with one SelfSubjectAccessReview per verb,
 //! whether bosun may `create, delete, list, watch, get, patch` pods and `get`
-//! `pods/log` in the pod namespace. A cluster is `Reachable` when all is
+//! `pods/log` in the pod namespace, and, for a cluster with pipeline jobs,
+//! `create, delete, list, watch, patch` `pipelineruns.tekton.dev` (the verbs
+//! bosun uses on them: [`PIPELINE_RUN_VERBS`]; a PipelineRun's logs are
+//! read from its TaskRuns' pods, so bosun needs nothing on `taskruns`). A
+//! cluster is `Reachable` when all is
 //! allowed, `MissingPermissions` when the API answers but denies a verb, and
 //! `Unreachable` after two failed probes in a row (one failure may be a blip).
 //!
@@ -17,6 +21,7 @@ use kube::api::PostParams;
 use kube::{Api, Client};
 
 use super::client::{ApiError, API_TIMEOUT};
+use super::pipelines::PIPELINE_RUN_VERBS;
 
 /// The pod verbs bosun needs (Prow's list).
 pub const POD_VERBS: [&str; 6] = ["create", "delete", "list", "watch", "get", "patch"];
@@ -43,24 +48,37 @@ pub enum Probe {
 /// Probes a cluster: `/version`, then the access reviews. Each call is bounded
 /// by [`API_TIMEOUT`], so a hanging cluster costs at most that per call.
 pub async fn probe(client: &Client, namespace: &str) -> Probe {
+    probe_with_pipelines(client, namespace, false).await
+}
+
+/// As [`probe`], and when `pipelines` (the cluster has pipeline jobs) the
+/// verbs on `pipelineruns.tekton.dev` too (denied ones named
+/// `VERB pipelineruns.tekton.dev`).
+pub async fn probe_with_pipelines(client: &Client, namespace: &str, pipelines: bool) -> Probe {
     match tokio::time::timeout(API_TIMEOUT, client.apiserver_version()).await {
         Ok(Ok(_)) => {}
         Ok(Err(e)) => return Probe::Failed(step("version", e)),
         Err(_) => return Probe::Failed(step("version", "timed out")),
     }
     let reviews: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+    let pipeline_asks = PIPELINE_RUN_VERBS
+        .iter()
+        .filter(|_| pipelines)
+        .map(|v| (*v, "tekton.dev", "pipelineruns", None));
     let asks = POD_VERBS
         .iter()
-        .map(|v| (*v, None))
-        .chain(std::iter::once(("get", Some("log"))));
+        .map(|v| (*v, "", "pods", None))
+        .chain(std::iter::once(("get", "", "pods", Some("log"))))
+        .chain(pipeline_asks);
     let mut denied = Vec::new();
-    for (verb, subresource) in asks {
+    for (verb, group, resource, subresource) in asks {
         let review = SelfSubjectAccessReview {
             spec: SelfSubjectAccessReviewSpec {
                 resource_attributes: Some(ResourceAttributes {
                     namespace: Some(namespace.to_string()),
                     verb: Some(verb.to_string()),
-                    resource: Some("pods".into()),
+                    group: Some(group.to_string()).filter(|g| !g.is_empty()),
+                    resource: Some(resource.into()),
                     subresource: subresource.map(str::to_string),
                     ..ResourceAttributes::default()
                 }),
@@ -68,9 +86,10 @@ pub async fn probe(client: &Client, namespace: &str) -> Probe {
             },
             ..SelfSubjectAccessReview::default()
         };
-        let what = match subresource {
-            Some(s) => format!("{verb} pods/{s}"),
-            None => format!("{verb} pods"),
+        let what = match (subresource, group) {
+            (Some(s), _) => format!("{verb} {resource}/{s}"),
+            (None, "") => format!("{verb} {resource}"),
+            (None, group) => format!("{verb} {resource}.{group}"),
         };
         match tokio::time::timeout(API_TIMEOUT, reviews.create(&PostParams::default(), &review))
             .await

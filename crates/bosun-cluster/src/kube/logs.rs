@@ -87,7 +87,7 @@ impl Resume {
 
 /// Why a pod's log could not be copied (yet).
 #[derive(Debug, thiserror::Error)]
-enum CopyError {
+pub(crate) enum CopyError {
     /// The log could not be read from the API.
     #[error("{0}")]
     Api(#[from] ApiError),
@@ -277,31 +277,44 @@ impl LogCopier {
         resume: &mut Resume,
         file: &mut std::fs::File,
     ) -> Result<(), CopyError> {
-        use futures_util::AsyncBufReadExt;
-        use std::io::Write;
         let api = self.conn.pods().await?;
-        let params = kube::api::LogParams {
-            follow,
-            timestamps: true,
-            container: Some(container.to_string()),
-            since_time: resume.begin(),
-            ..Default::default()
-        };
-        let stream = api
-            .log_stream(name, &params)
-            .await
-            .map_err(ApiError::from)?;
-        let mut reader = futures_util::io::BufReader::new(stream);
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            let n = reader.read_until(b'\n', &mut line).await?;
-            if n == 0 {
-                return Ok(());
-            }
-            if let Some(text) = resume.take(&line) {
-                file.write_all(text)?;
-            }
+        read_log(&api, name, container, follow, resume, file).await
+    }
+}
+
+/// Reads pod `name`'s `container` log from where `resume` stands (following
+/// it if `follow`) and appends the new lines to `file`.
+pub(crate) async fn read_log(
+    api: &kube::Api<Pod>,
+    name: &str,
+    container: &str,
+    follow: bool,
+    resume: &mut Resume,
+    file: &mut std::fs::File,
+) -> Result<(), CopyError> {
+    use futures_util::AsyncBufReadExt;
+    use std::io::Write;
+    let params = kube::api::LogParams {
+        follow,
+        timestamps: true,
+        container: Some(container.to_string()),
+        since_time: resume.begin(),
+        ..Default::default()
+    };
+    let stream = api
+        .log_stream(name, &params)
+        .await
+        .map_err(ApiError::from)?;
+    let mut reader = futures_util::io::BufReader::new(stream);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = reader.read_until(b'\n', &mut line).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        if let Some(text) = resume.take(&line) {
+            file.write_all(text)?;
         }
     }
 }

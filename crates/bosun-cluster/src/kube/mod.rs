@@ -5,6 +5,8 @@
 //! - [`health`]: the health probe and the [`Tracker`] of successive probes;
 //! - [`pod`]: a run's pod, built as plank builds it, and [`decorate`]: the
 //!   pod utilities of a decorated run's pod;
+//! - [`pipelines`]: a pipeline run's Tekton PipelineRun (its name, state,
+//!   cancellation and logs);
 //! - [`executor`]: [`KubeExecutor`], the [`Executor`](crate::executor::Executor)
 //!   of a Kubernetes cluster, which ties the private parts together: the
 //!   watch of bosun's pods and its cache (`watch`), the copy of each pod's log
@@ -19,10 +21,11 @@ pub mod decorate;
 pub mod executor;
 pub mod health;
 mod logs;
+pub mod pipelines;
 pub mod pod;
 mod sinker;
 mod watch;
 
 pub use client::{client, ApiError, API_TIMEOUT};
 pub use executor::{pod_state, KubeExecutor, PodSettings};
-pub use health::{probe, Health, Probe, Tracker, POD_VERBS};
+pub use health::{probe, probe_with_pipelines, Health, Probe, Tracker, POD_VERBS};

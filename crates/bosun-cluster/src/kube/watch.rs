@@ -1,5 +1,7 @@
-//! The watch of bosun's pods (label `created-by-prow=true`) and the cache it
-//! keeps, which a run's status reads without a call to the cluster. kube-rs's
+//! The watch of bosun's pods (label `created-by-prow=true`; not the pods of
+//! Tekton's TaskRuns, label `tekton.dev/pipelineRun`, which may carry a
+//! PipelineRun's labels but are no run's own pod) and the cache it keeps,
+//! which a run's status reads without a call to the cluster. kube-rs's
 //! watcher lists the pods first and lists them again when the watch expires
 //! (`410 Gone`); the cache is replaced at the end of each listing.
 //!
@@ -91,7 +93,8 @@ pub(crate) async fn follow(
                 continue;
             }
         };
-        let config = watcher::Config::default().labels("created-by-prow=true");
+        let config =
+            watcher::Config::default().labels("created-by-prow=true,!tekton.dev/pipelineRun");
         let mut events = watcher::watcher(api, config).boxed();
         let mut listing: HashMap<String, Pod> = HashMap::new();
         while let Some(event) = events.next().await {
