@@ -603,6 +603,7 @@ fn lighthouse_source_problems() {
         ("fetches-steps", "prepend.yaml"),
         ("bad-pattern", "badpattern.yaml"),
         ("missing-ref", "missingref.yaml"),
+        ("resources", "resources.yaml"),
     ];
     let mut triggers =
         String::from("apiVersion: config.lighthouse.jenkins-x.io/v1alpha1\nkind: TriggerConfig\nspec:\n  presubmits:\n");
@@ -635,10 +636,29 @@ fn lighthouse_source_problems() {
             &at("missingref.yaml"),
             &format!("{head}metadata:\n  annotations:\n    lighthouse.jenkins-x.io/loadFileRefs: '.*'\nspec: {{pipelineRef: {{name: gone}}}}\n"),
         )
+        .write(
+            &at("resources.yaml"),
+            &y("
+                apiVersion: tekton.dev/v1beta1
+                kind: PipelineRun
+                spec:
+                  resources:
+                  - name: git
+                    resourceRef: {name: PROW_IMPLICIT_GIT_REF}
+                  pipelineSpec:
+                    tasks:
+                    - name: build
+                      conditions: []
+                      taskSpec:
+                        resources: {inputs: []}
+                        steps: []
+            "),
+        )
         .write(&at("release.yaml"), &y(RELEASE));
     let (loaded, lines) = tmp.load_repos(vec![tmp.source("org/app", "src/app", None)]);
     assert!(loaded.snapshot.is_none(), "a bad source never loads");
     let t = "$TMP/src/app/.lighthouse/ci";
+    const GONE: &str = "PipelineResources were removed from Tekton and tekton.dev/v1 has none: clone with a task (the git-clone catalog task, which Lighthouse fills with REPO_URL and the revision) and share files through workspaces";
     assert_eq!(
         without_agent_warnings(&lines),
         vec![
@@ -652,13 +672,16 @@ fn lighthouse_source_problems() {
             format!("{t}/noversion.yaml:1:1: error: job no-api-version: apiVersion is missing: expected a Tekton PipelineRun\n  hint: write apiVersion: tekton.dev/v1"),
             format!("{t}/pipeline.yaml:2:7: error: job a-pipeline: kind must be PipelineRun, found \"Pipeline\"\n  hint: Lighthouse wraps a Pipeline, Task or TaskRun in a PipelineRun; bosun loads PipelineRuns: write one whose spec.pipelineSpec holds the pipeline"),
             format!("{t}/prepend.yaml:5:5: error: job fetches-steps: annotation lighthouse.jenkins-x.io/prependStepsURL: bosun does not fetch steps over the network\n  hint: copy the steps into the pipeline's tasks"),
+            format!("{t}/resources.yaml:4:3: error: job resources: spec.resources: {GONE}"),
+            format!("{t}/resources.yaml:10:7: error: job resources: spec.pipelineSpec.tasks[0].conditions: Conditions were removed from Tekton: use when expressions"),
+            format!("{t}/resources.yaml:12:9: error: job resources: spec.pipelineSpec.tasks[0].taskSpec.resources: {GONE}"),
             format!("{t}/speclist.yaml:3:7: error: job spec-a-list: spec must be a mapping, found a sequence"),
             format!("{t}/triggers.yaml:6:5: error: job missing: source \"nowhere.yaml\": cannot read {t}/nowhere.yaml: No such file or directory (os error 2)"),
             format!("{t}/triggers.yaml:8:5: error: job url: source \"https://example.com/pr.yaml\" is a URL: bosun does not fetch pipelines over the network\n  hint: check the PipelineRun into the repository and name the file"),
             format!("{t}/triggers.yaml:10:5: error: job outside: source \"../../../../elsewhere.yaml\" is outside the repository ($TMP/elsewhere.yaml)"),
             format!("{t}/triggers.yaml:12:5: error: job directory: source \"subdir\": {t}/subdir is not a regular file"),
-            format!("{t}/triggers.yaml:38:5: error: job empty-source: source is empty\n  hint: name the PipelineRun file, relative to this triggers.yaml"),
-            format!("{t}/triggers.yaml:40:5: error: job both: source and pipeline_run_spec (or tekton_pipeline_run_spec) are both set: a job has one pipeline"),
+            format!("{t}/triggers.yaml:40:5: error: job empty-source: source is empty\n  hint: name the PipelineRun file, relative to this triggers.yaml"),
+            format!("{t}/triggers.yaml:42:5: error: job both: source and pipeline_run_spec (or tekton_pipeline_run_spec) are both set: a job has one pipeline"),
             format!("{t}/two.yaml:5:1: error: job two-docs: the file holds 2 YAML documents: expected one Tekton PipelineRun"),
         ]
     );

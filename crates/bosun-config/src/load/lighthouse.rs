@@ -28,8 +28,10 @@
 //! `tekton.dev/v1beta1` `PipelineRun` (Lighthouse also wraps a Pipeline,
 //! Task or TaskRun; bosun asks for the PipelineRun) or without a `spec`;
 //! a job with both `source` and an inline spec; the
-//! `prependStepsURL`/`appendStepsURL` annotations (network again); and a
-//! `loadFileRefs` pattern or file that cannot be used.
+//! `prependStepsURL`/`appendStepsURL` annotations (network again); a
+//! `loadFileRefs` pattern or file that cannot be used; and what
+//! `tekton.dev/v1` cannot express (PipelineResources, pipeline tasks'
+//! `conditions`, `serviceAccountNames`), which would fail every run.
 
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
@@ -358,6 +360,18 @@ impl Ctx<'_> {
                 return None;
             }
         };
+        let mut refused = Vec::new();
+        match kind {
+            "PipelineRun" => pipeline_run_refusals(&spec, &mut refused),
+            "Pipeline" => pipeline_refusals(&spec, "spec", &mut refused),
+            _ => task_refusals(&spec, "spec", &mut refused),
+        }
+        if !refused.is_empty() {
+            for (mark, msg) in refused {
+                self.diags.push(error(msg, mark));
+            }
+            return None;
+        }
         let spec: Value = match from_node(&spec, &std::cell::RefCell::new(Vec::new())) {
             Ok(v) => v,
             Err(e) => {
@@ -443,6 +457,69 @@ impl Ctx<'_> {
         }
         Some(version)
     }
+}
+
+const RESOURCES_GONE: &str = "PipelineResources were removed from Tekton and tekton.dev/v1 has none: \
+     clone with a task (the git-clone catalog task, which Lighthouse fills with REPO_URL and the revision) \
+     and share files through workspaces";
+
+/// What `tekton.dev/v1` cannot express in a PipelineRun spec (bosun's
+/// conversion refuses it when a run starts; reported here with its place).
+fn pipeline_run_refusals(spec: &Node<'_>, out: &mut Vec<(Mark, String)>) {
+    if let Some(k) = key(spec, "resources") {
+        out.push((k, format!("spec.resources: {RESOURCES_GONE}")));
+    }
+    if let Some(k) = key(spec, "serviceAccountNames") {
+        out.push((
+            k,
+            "spec.serviceAccountNames was removed from Tekton: set taskRunSpecs[].serviceAccountName \
+             (v1beta1: taskServiceAccountName) per task"
+                .into(),
+        ));
+    }
+    if let Some(p) = spec.go_field("pipelineSpec") {
+        pipeline_refusals(&p, "spec.pipelineSpec", out);
+    }
+}
+
+fn pipeline_refusals(spec: &Node<'_>, path: &str, out: &mut Vec<(Mark, String)>) {
+    if let Some(k) = key(spec, "resources") {
+        out.push((k, format!("{path}.resources: {RESOURCES_GONE}")));
+    }
+    for list in ["tasks", "finally"] {
+        let Some(tasks) = spec.go_field(list) else {
+            continue;
+        };
+        for (i, t) in tasks.items().iter().enumerate() {
+            let at = format!("{path}.{list}[{i}]");
+            if let Some(k) = key(t, "resources") {
+                out.push((k, format!("{at}.resources: {RESOURCES_GONE}")));
+            }
+            if let Some(k) = key(t, "conditions") {
+                out.push((
+                    k,
+                    format!("{at}.conditions: Conditions were removed from Tekton: use when expressions"),
+                ));
+            }
+            if let Some(ts) = t.go_field("taskSpec") {
+                task_refusals(&ts, &format!("{at}.taskSpec"), out);
+            }
+        }
+    }
+}
+
+fn task_refusals(spec: &Node<'_>, path: &str, out: &mut Vec<(Mark, String)>) {
+    if let Some(k) = key(spec, "resources") {
+        out.push((k, format!("{path}.resources: {RESOURCES_GONE}")));
+    }
+}
+
+/// Where the key `name` of the mapping `node` is.
+fn key(node: &Node<'_>, name: &str) -> Option<Mark> {
+    node.entries()
+        .iter()
+        .find(|(k, _)| k.as_str() == Some(name))
+        .map(|(k, _)| k.mark)
 }
 
 /// `DIR/NAME`, with `.yaml` added unless it ends so.
