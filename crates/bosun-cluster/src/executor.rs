@@ -50,6 +50,9 @@ pub struct JobProcess {
     /// runs under Prow's pod utilities (refs cloned first, the command
     /// wrapped with its timeout, Prow's artifact files laid out).
     pub decoration: Option<Box<crate::podutils::job::DecoratedJob>>,
+    /// A pipeline run: the executor runs the pipeline step by step (the
+    /// `command` is unused), in the run's directory.
+    pub pipeline: Option<Box<crate::tekton::local::PipelineOptions>>,
 }
 
 /// Where a run stands.

@@ -27,6 +27,8 @@ use crate::shim::{
     self, start_time, Event, Reply, Request, RunAs, StartRequest, LOG_SUFFIX, SOCKET, STATE_SUFFIX,
     STATE_XATTR,
 };
+use crate::tekton::command::OPTIONS_ENV as PIPELINE_OPTIONS_ENV;
+use crate::tekton::local::PipelineOptions;
 
 fn io(e: impl std::fmt::Display) -> ExecError {
     ExecError::Refused(format!("local executor: {e}"))
@@ -349,6 +351,14 @@ impl LocalExecutor {
     /// Starts a run. Starting a run that was started before does nothing (a
     /// restarted controller may try again).
     pub fn start(&self, run_id: &str, job: &JobProcess) -> Result<(), ExecError> {
+        let wrapped;
+        let job = match &job.pipeline {
+            None => job,
+            Some(p) => {
+                wrapped = self.pipeline(run_id, job, p)?;
+                &wrapped
+            }
+        };
         if job.command.first().is_none_or(String::is_empty) {
             return Err(ExecError::Unsupported("no command".into()));
         }
@@ -411,6 +421,38 @@ impl LocalExecutor {
             env,
             working_dir: None,
             decoration: None,
+            pipeline: None,
+        })
+    }
+
+    /// How a pipeline run starts: `bosun run-pipeline` (the supervisor's
+    /// program) in the run's directory, which runs the pipeline's tasks and
+    /// steps there (see [`crate::tekton::local`]).
+    fn pipeline(
+        &self,
+        run_id: &str,
+        job: &JobProcess,
+        p: &PipelineOptions,
+    ) -> Result<JobProcess, ExecError> {
+        let program = self
+            .shim
+            .first()
+            .ok_or_else(|| io("no supervisor command configured"))?;
+        let options = PipelineOptions {
+            dir: self.run_dir(run_id),
+            ..p.clone()
+        };
+        let mut env = job.env.clone();
+        env.push((
+            PIPELINE_OPTIONS_ENV.to_string(),
+            serde_json::to_string(&options).map_err(io)?,
+        ));
+        Ok(JobProcess {
+            command: vec![program.clone(), "run-pipeline".into()],
+            env,
+            working_dir: None,
+            decoration: None,
+            pipeline: None,
         })
     }
 

@@ -606,8 +606,9 @@ pub struct JobBase {
     pub labels: BTreeMap<String, String>,
     /// Most runs of this job at once; 0 = unlimited.
     pub max_concurrency: i64,
-    /// Who runs the job: `kubernetes` (default); `jenkins` and `tekton-pipeline` load
-    /// with a warning and cannot run on bosun.
+    /// Who runs the job: `kubernetes` (default), `tekton-pipeline` (Lighthouse's
+    /// pipeline jobs, implied by `source:`); `jenkins` loads with a warning and
+    /// cannot run on bosun.
     pub agent: String,
     /// Build-cluster alias. Default `default`.
     pub cluster: String,

@@ -139,8 +139,6 @@ fn env_names(spec: &PodSpec, container: usize) -> Vec<String> {
 
 const UNSUPPORTED_JENKINS: &str =
     "agent jenkins is not supported by bosun: the job loads, but its runs end in error";
-const UNSUPPORTED_TEKTON: &str =
-    "agent tekton-pipeline is not supported by bosun: the job loads, but its runs end in error";
 
 // --- Diagnostics and snapshots.
 
@@ -331,7 +329,6 @@ fn agent_rules_fail() {
             format!("{JOBS}:6:3: error: job kubernetes-needs-spec: kubernetes jobs require a spec"),
             format!(r#"{JOBS}:10:3: error: job pipeline-needs-tekton: job pipeline_run_spec require agent: tekton-pipeline (found "kubernetes")"#),
             format!("{JOBS}:15:3: error: job tekton-needs-pipeline: agent: tekton-pipeline jobs require a pipeline_run_spec"),
-            format!("{JOBS}:15:3: warning: job tekton-needs-pipeline: {UNSUPPORTED_TEKTON}"),
             format!("{JOBS}:18:3: warning: job decoration-needs-kubernetes: {UNSUPPORTED_JENKINS}"),
             format!(r#"{JOBS}:19:3: error: job decoration-needs-kubernetes: decoration requires agent: kubernetes (found "jenkins")"#),
             format!("{JOBS}:22:3: warning: job eviction-needs-kubernetes: {UNSUPPORTED_JENKINS}"),
@@ -368,11 +365,9 @@ fn agent_rules_pass() {
     );
     assert_diags(
         &l,
-        &[
-            format!("{JOBS}:9:3: warning: job tekton-elsewhere: {UNSUPPORTED_TEKTON}"),
-            format!("{JOBS}:14:3: warning: job tekton-versioned: {UNSUPPORTED_TEKTON}"),
-            format!("{JOBS}:18:3: warning: job jenkins: {UNSUPPORTED_JENKINS}"),
-        ],
+        &[format!(
+            "{JOBS}:18:3: warning: job jenkins: {UNSUPPORTED_JENKINS}"
+        )],
     );
     let s = snapshot(&l);
     assert_eq!(
@@ -2657,12 +2652,7 @@ fn defaults_are_applied_to_the_snapshot() {
           source: pipeline.yaml
         ",
     );
-    assert_diags(
-        &l,
-        &[format!(
-            "{JOBS}:14:3: warning: job lighthouse: {UNSUPPORTED_TEKTON}"
-        )],
-    );
+    assert_diags(&l, &[] as &[String]);
     let s = snapshot(&l);
     let pre = &s.presubmits["o/r"][0];
     assert_eq!(pre.base.agent, "kubernetes");
@@ -3600,8 +3590,6 @@ fn lighthouse_periodics_are_in_repo_jobs() {
     assert_diags(
         &l,
         &[
-            format!("{lh}:5:5: warning: job nightly: {UNSUPPORTED_TEKTON}"),
-            format!("{lh}:9:5: warning: job elsewhere: {UNSUPPORTED_TEKTON}"),
             format!("{lh}:11:5: error: job elsewhere: cluster \"other\" is not allowed for repository \"o/r\"\n  hint: list it in in_repo_config.allowed_clusters"),
         ],
     );

@@ -43,6 +43,7 @@ fn main() {
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
         working_dir: None,
         decoration: None,
+        pipeline: None,
     };
     // Start the supervisor before timing (a daemon has one running).
     exec.start("warm-up", &job).unwrap();

@@ -53,6 +53,11 @@ enum Command {
     /// test under entrypoint's rules, writes Prow's files.
     #[command(hide = true)]
     RunDecorated,
+    /// A pipeline run on a local cluster (started by the supervisor, with
+    /// its options in BOSUN_PIPELINE_OPTIONS): runs the pipeline's tasks and
+    /// steps as processes.
+    #[command(hide = true)]
+    RunPipeline,
 }
 
 /// `mi_option_purge_delay` in mimalloc's `mi_option_e` (its Rust bindings
@@ -82,6 +87,10 @@ fn main() -> ExitCode {
         Command::RunShim { args } => {
             let code = bosun_cluster::local::LocalExecutor::shim_main(&args);
             ExitCode::from(u8::try_from(code).unwrap_or(2))
+        }
+        Command::RunPipeline => {
+            let code = bosun_cluster::tekton::command::main();
+            ExitCode::from(code as u8)
         }
         Command::RunDecorated => {
             // entrypoint's codes: 255 for a test killed by a signal (-1).

@@ -51,6 +51,7 @@ fn job(script: &str) -> JobProcess {
         ],
         working_dir: None,
         decoration: None,
+        pipeline: None,
     }
 }
 

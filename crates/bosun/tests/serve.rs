@@ -120,7 +120,14 @@ fn runs_reach_their_final_states() {
     let (status, log) = request(port, "GET", &format!("/api/v1/runs/{ok}/log"), None, None);
     assert_eq!((status, log.as_str()), (200, "hi ok\n"));
     let (_, list) = request(port, "GET", "/api/v1/runs?state=success", None, None);
-    assert_eq!(json(&list)["runs"].as_array().unwrap().len(), 1);
+    let mut succeeded: Vec<String> = json(&list)["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["job"].as_str().unwrap().to_string())
+        .collect();
+    succeeded.sort();
+    assert_eq!(succeeded, ["decorated", "ok"]);
     let (_, metrics) = request(port, "GET", "/metrics", None, None);
     assert!(
         metrics.contains("job_name=\"bad\",type=\"periodic\",state=\"failure\""),
@@ -1129,6 +1136,11 @@ fn in_repo_lighthouse_periodics_are_scheduled_and_picked_up_on_change() {
         triggers("0 4 * * *"),
     )
     .unwrap();
+    std::fs::write(
+        checkout.join(".lighthouse/jx/daily.yaml"),
+        "apiVersion: tekton.dev/v1\nkind: PipelineRun\nspec:\n  pipelineSpec:\n    tasks:\n    - name: say\n      taskSpec:\n        steps:\n        - {name: hi, image: alpine, script: echo daily for $REPO_OWNER/$REPO_NAME}\n",
+    )
+    .unwrap();
     let spec = format!("org/app={}", checkout.display());
     let daemon = start(&dir, &["--in-repo", &spec]);
     let port = daemon.port;
@@ -1136,7 +1148,7 @@ fn in_repo_lighthouse_periodics_are_scheduled_and_picked_up_on_change() {
         find_periodic(port, "org/app:nightly").expect("in-repo periodic, identity ORG/REPO:name");
     assert_eq!(p["job"], "nightly");
     assert_eq!(p["schedule"], "0 4 * * *");
-    // A Tekton (`source:`) periodic: its runs end in error.
+    // A Tekton (`source:`) periodic: its pipeline runs step by step.
     let (status, body) = request(
         port,
         "POST",
@@ -1145,8 +1157,11 @@ fn in_repo_lighthouse_periodics_are_scheduled_and_picked_up_on_change() {
         None,
     );
     assert_eq!(status, 201, "{body}");
-    let run = wait_state(port, json(&body)["id"].as_str().unwrap(), |s| s == "error");
-    assert_eq!(run["description"], "agent tekton-pipeline is not supported");
+    let id = json(&body)["id"].as_str().unwrap().to_string();
+    let run = wait_state(port, &id, |s| s == "success");
+    assert_eq!(run["description"], "Job succeeded.");
+    let (_, log) = request(port, "GET", &format!("/api/v1/runs/{id}/log"), None, None);
+    assert!(log.contains("[say/hi] daily for org/app"), "{log}");
     // A change in the checkout is picked up.
     std::fs::write(
         checkout.join(".lighthouse/jx/triggers.yaml"),

@@ -6,6 +6,7 @@
 //! step-by-step runner of an embedded `pipelineSpec` ([`local`]). Kubernetes
 //! clusters run the PipelineRun itself (`kube::pipelines`).
 
+pub mod command;
 pub mod convert;
 pub mod gotemplate;
 pub mod local;

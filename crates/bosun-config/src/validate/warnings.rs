@@ -32,8 +32,8 @@ pub(super) fn check<K>(job: &Job<K>, ty: JobType, repo: &str, d: &mut Vec<Diagno
         );
     }
     match b.agent.as_str() {
-        "kubernetes" => {}
-        "jenkins" | "tekton-pipeline" => d.push(warn_at(
+        "kubernetes" | "tekton-pipeline" => {}
+        "jenkins" => d.push(warn_at(
             job,
             "agent",
             format!(

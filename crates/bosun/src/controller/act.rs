@@ -17,7 +17,7 @@ use bosun_store::template::SpecSnapshot;
 use bosun_store::{Run, RunState, Transition};
 use jiff::Timestamp;
 
-use super::decide::{exited, job_queue, Plan, ABORT_GRACE};
+use super::decide::{exited, job_queue, Plan, ABORT_GRACE, PIPELINE_AGENT};
 use super::handle::{Controller, Starting};
 use super::observe::Observed;
 use crate::clusters::Clusters;
@@ -30,6 +30,103 @@ const START_RETRY: Duration = Duration::from_secs(1);
 enum Start {
     Process(JobProcess),
     Pod(Box<k8s_openapi::api::core::v1::Pod>),
+    /// A Kubernetes cluster's PipelineRun.
+    Pipeline(Box<serde_json::Value>),
+}
+
+/// How a run of a job with a container starts on a local cluster: the
+/// container's command, with the job's environment (a decorated run's
+/// `JOB_SPEC` carries its decoration config, as a decorated pod's).
+fn process_start(
+    run: &Run,
+    spec: &SpecSnapshot,
+    path: &str,
+    prowjob_namespace: &str,
+) -> Result<Start, String> {
+    let pod_spec = spec.pod_spec.as_ref().expect("decide checked the pod spec");
+    let command = command_of(pod_spec).map_err(|e| e.to_string())?;
+    let container = &pod_spec.containers[0];
+    let mut env: Vec<(String, String)> = container
+        .env
+        .iter()
+        .flatten()
+        .filter_map(|e| e.value.clone().map(|v| (e.name.clone(), v)))
+        .collect();
+    env.extend(run.job_env());
+    env.push(("PATH".into(), path.to_string()));
+    let decoration = decorated(run, spec, prowjob_namespace);
+    if let Some(d) = spec.decoration.as_ref().filter(|_| decoration.is_some()) {
+        let d = bosun_cluster::kube::decorate::Decoration::from_config(d).ok();
+        let job_spec = bosun_cluster::kube::pod::job_spec_json(run, d.as_ref());
+        for (k, v) in env.iter_mut() {
+            if k == "JOB_SPEC" {
+                v.clone_from(&job_spec);
+            }
+        }
+    }
+    Ok(Start::Process(JobProcess {
+        command,
+        env,
+        working_dir: container.working_dir.clone(),
+        decoration: decoration.map(Box::new),
+        pipeline: None,
+    }))
+}
+
+/// How a pipeline run starts: its PipelineRun, as Lighthouse makes it, on a
+/// Kubernetes cluster; on a local cluster, its embedded pipeline run step by
+/// step by `bosun run-pipeline`. What neither can resolve (jx's `uses:`
+/// catalog references; locally also `taskRef`, `pipelineRef`, ...) ends the
+/// run here, naming the reference.
+fn pipeline_start(
+    run: &Run,
+    spec: &SpecSnapshot,
+    namespace: &str,
+    pods: bool,
+    path: &str,
+) -> Result<Start, String> {
+    use bosun_cluster::tekton::{local, model, pipelinerun};
+    let pr = pipelinerun::pipeline_run(run, spec, namespace).map_err(|e| e.to_string())?;
+    let typed: model::PipelineRunSpec = serde_json::from_value(pr["spec"].clone())
+        .map_err(|e| format!("the pipeline spec is not valid: {e}"))?;
+    let uses: Vec<String> = typed
+        .uses_references()
+        .iter()
+        .map(|u| format!("{u}"))
+        .collect();
+    if !uses.is_empty() {
+        return Err(format!(
+            "bosun cannot resolve Jenkins X catalog references: {}",
+            uses.join("; ")
+        ));
+    }
+    if pods {
+        return Ok(Start::Pipeline(Box::new(pr)));
+    }
+    let problems = local::check(&typed);
+    if !problems.is_empty() {
+        let what: Vec<&str> = problems.iter().map(|p| p.message.as_str()).collect();
+        return Err(format!(
+            "a local cluster cannot run this pipeline: {}",
+            what.join("; ")
+        ));
+    }
+    let generate_name = pr["metadata"]["generateName"].as_str().unwrap_or_default();
+    let mut env = run.job_env();
+    env.push(("PATH".into(), path.to_string()));
+    Ok(Start::Process(JobProcess {
+        command: Vec::new(),
+        env,
+        working_dir: None,
+        decoration: None,
+        pipeline: Some(Box::new(local::PipelineOptions {
+            spec: typed,
+            name: bosun_cluster::kube::pipelines::pipeline_run_name(&run.id, generate_name),
+            namespace: namespace.to_string(),
+            uid: run.id.clone(),
+            ..Default::default()
+        })),
+    }))
 }
 
 /// Completed starts (and revivals), taken from the controller.
@@ -166,61 +263,26 @@ impl Controller {
                 // (as plank makes a pod): a local cluster runs the
                 // container's command, a Kubernetes one the pod. A run that
                 // cannot start so ends here.
-                let pod_spec = spec.pod_spec.as_ref().expect("decide checked the pod spec");
-                let job = if exec.runs_pods() {
+                let job = if spec.job.agent == PIPELINE_AGENT {
+                    pipeline_start(run, spec, namespace, exec.runs_pods(), &path)
+                        .map_err(|e| format!("PipelineRun can not be created: {e}"))
+                } else if exec.runs_pods() {
                     bosun_cluster::kube::pod::pod_for_run(run, spec, namespace)
                         .map(|pod| Start::Pod(Box::new(pod)))
-                        .map_err(|e| e.to_string())
+                        .map_err(|e| format!("Pod can not be created: {e}"))
                 } else {
-                    command_of(pod_spec)
-                        .map_err(|e| e.to_string())
-                        .map(|command| {
-                            // The environment includes JOB_SPEC.
-                            let container = &pod_spec.containers[0];
-                            let mut env: Vec<(String, String)> = container
-                                .env
-                                .iter()
-                                .flatten()
-                                .filter_map(|e| e.value.clone().map(|v| (e.name.clone(), v)))
-                                .collect();
-                            env.extend(run.job_env());
-                            env.push(("PATH".into(), path.clone()));
-                            let decoration =
-                                decorated(run, spec, &observed.snapshot.config.prowjob_namespace);
-                            if let Some(d) =
-                                spec.decoration.as_ref().filter(|_| decoration.is_some())
-                            {
-                                // A decorated run's JOB_SPEC carries its
-                                // decoration config, as a decorated pod's.
-                                let d =
-                                    bosun_cluster::kube::decorate::Decoration::from_config(d).ok();
-                                let job_spec =
-                                    bosun_cluster::kube::pod::job_spec_json(run, d.as_ref());
-                                for (k, v) in env.iter_mut() {
-                                    if k == "JOB_SPEC" {
-                                        v.clone_from(&job_spec);
-                                    }
-                                }
-                            }
-                            Start::Process(JobProcess {
-                                command,
-                                env,
-                                working_dir: container.working_dir.clone(),
-                                decoration: decoration.map(Box::new),
-                            })
-                        })
+                    process_start(
+                        run,
+                        spec,
+                        &path,
+                        &observed.snapshot.config.prowjob_namespace,
+                    )
+                    .map_err(|e| format!("Pod can not be created: {e}"))
                 };
                 let job = match job {
                     Ok(job) => job,
                     Err(e) => {
-                        batch.push((
-                            run.id.clone(),
-                            Transition::to(
-                                RunState::Error,
-                                now,
-                                format!("Pod can not be created: {e}"),
-                            ),
-                        ));
+                        batch.push((run.id.clone(), Transition::to(RunState::Error, now, e)));
                         continue;
                     }
                 };
@@ -242,6 +304,7 @@ impl Controller {
                 let started = match &job {
                     Start::Process(p) => exec.start(&run.id, p),
                     Start::Pod(pod) => exec.start_pod(&run.id, pod),
+                    Start::Pipeline(pr) => exec.start_pipeline(&run.id, pr),
                 };
                 let t = match started {
                     Ok(()) => {

@@ -94,6 +94,9 @@ impl Plan {
     }
 }
 
+/// Lighthouse's agent of Tekton pipeline jobs.
+pub const PIPELINE_AGENT: &str = "tekton-pipeline";
+
 /// How long an aborted job gets between SIGTERM and SIGKILL.
 pub const ABORT_GRACE: Duration = Duration::from_secs(5);
 
@@ -195,6 +198,15 @@ pub fn decide_pending(o: &Observed, p: &PendingRun, now: Timestamp, plan: &mut P
         RunStatus::Exited { code } => plan.transitions.push((run.id.clone(), exited(*code, now))),
         RunStatus::Lost => plan.end(run, RunState::Error, now, "executor lost the process"),
         RunStatus::Failed(why) => plan.end(run, RunState::Error, now, why.clone()),
+        // A PipelineRun is never made again: its tasks may have run.
+        RunStatus::Revivable(why) if o.spec(run).is_some_and(|s| s.job.agent == PIPELINE_AGENT) => {
+            plan.end(
+                run,
+                RunState::Error,
+                now,
+                format!("The run's PipelineRun is gone: {why}."),
+            );
+        }
         // As plank: the pod is started again, up to `max_revivals` times.
         RunStatus::Revivable(why) => {
             let max = o.snapshot.config.plank.max_revivals.unwrap_or(3).max(0) as u32;
@@ -385,7 +397,8 @@ pub fn decide_triggered(
         );
         return None;
     };
-    if spec.job.agent != "kubernetes" {
+    let pipeline = spec.job.agent == PIPELINE_AGENT;
+    if spec.job.agent != "kubernetes" && !pipeline {
         plan.end(
             run,
             RunState::Error,
@@ -405,7 +418,7 @@ pub fn decide_triggered(
         );
         return None;
     }
-    if spec.pod_spec.is_none() {
+    if spec.pod_spec.is_none() && !pipeline {
         plan.end(
             run,
             RunState::Error,

@@ -1207,6 +1207,16 @@ fn triggered_runs() {
             ),
         },
         TriggeredRow {
+            name: "a pipeline job (no pod spec)",
+            job: "a",
+            setup: |w, r| {
+                let spec = w.spec_mut(r);
+                spec.job.agent = "tekton-pipeline".into();
+                spec.pod_spec = None;
+            },
+            want: nothing().start("t", "default"),
+        },
+        TriggeredRow {
             name: "decorate: false",
             job: "a",
             setup: |w, r| w.spec_mut(r).job.decorate = Some(false),

@@ -1,0 +1,38 @@
+//! `bosun run-pipeline`: a pipeline run on a local cluster. The local
+//! executor's supervisor starts it in the run's directory with its options
+//! ([`PipelineOptions`]) as JSON in [`OPTIONS_ENV`]; its stdout and stderr are
+//! the run's log; its exit code is [`run_pipeline`]'s.
+
+use super::local::{run_pipeline, PipelineOptions, INTERNAL_ERROR};
+
+/// The environment variable `bosun run-pipeline` reads its options from
+/// (removed from the steps' environment).
+pub const OPTIONS_ENV: &str = "BOSUN_PIPELINE_OPTIONS";
+
+/// The `bosun run-pipeline` command.
+pub fn main() -> i32 {
+    let options = match std::env::var(OPTIONS_ENV) {
+        Ok(json) => serde_json::from_str::<PipelineOptions>(&json)
+            .map_err(|e| format!("{OPTIONS_ENV} is not valid: {e}")),
+        Err(_) => Err(format!("{OPTIONS_ENV} is not set")),
+    };
+    let mut options = match options {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("bosun run-pipeline: {e}");
+            return INTERNAL_ERROR;
+        }
+    };
+    // No other thread runs yet.
+    std::env::remove_var(OPTIONS_ENV);
+    if options.dir.as_os_str().is_empty() {
+        match std::env::current_dir() {
+            Ok(d) => options.dir = d,
+            Err(e) => {
+                eprintln!("bosun run-pipeline: no working directory: {e}");
+                return INTERNAL_ERROR;
+            }
+        }
+    }
+    run_pipeline(&options)
+}

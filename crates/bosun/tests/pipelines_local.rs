@@ -1,0 +1,337 @@
+//! Lighthouse pipeline jobs on a local cluster, end to end through `bosun
+//! serve`: an in-repo `.lighthouse/*/triggers.yaml` whose jobs name
+//! `source:` PipelineRun files; the pipeline runs step by step as processes
+//! (tasks in order, a workspace, params, results, `finally`), fails, is
+//! aborted, and what a local cluster cannot resolve ends the run `error`
+//! naming the reference.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+mod common;
+
+use common::request;
+
+fn json(s: &str) -> serde_json::Value {
+    serde_json::from_str(s).unwrap_or_else(|e| panic!("{e}: {s}"))
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+const TRIGGERS: &str = r#"
+apiVersion: config.lighthouse.jenkins-x.io/v1alpha1
+kind: TriggerConfig
+spec:
+  periodics:
+  - name: nightly
+    cron: "0 0 31 2 *"  # never fires: runs only when triggered
+    source: nightly.yaml
+  - name: broken
+    cron: "0 0 31 2 *"
+    source: broken.yaml
+  - name: slow
+    cron: "0 0 31 2 *"
+    source: slow.yaml
+  - name: catalog
+    cron: "0 0 31 2 *"
+    source: catalog.yaml
+  - name: by-reference
+    cron: "0 0 31 2 *"
+    source: by-reference.yaml
+"#;
+
+const NIGHTLY: &str = r#"
+apiVersion: tekton.dev/v1
+kind: PipelineRun
+metadata:
+  name: nightly
+spec:
+  params:
+  - name: greeting
+    value: hello
+  workspaces:
+  - name: shared
+    emptyDir: {}
+  pipelineSpec:
+    params:
+    - name: greeting
+    - name: who
+      default: world
+    workspaces:
+    - name: shared
+    tasks:
+    - name: write
+      workspaces:
+      - name: out
+        workspace: shared
+      params:
+      - name: text
+        value: $(params.greeting) $(params.who)
+      taskSpec:
+        params:
+        - name: text
+        workspaces:
+        - name: out
+        results:
+        - name: size
+        steps:
+        - name: save
+          image: alpine
+          script: |
+            #!/bin/sh
+            echo "$(params.text) from $REPO_OWNER/$REPO_NAME" > $(workspaces.out.path)/message
+            printf '%s' "$(wc -c < $(workspaces.out.path)/message | tr -d ' ')" > $(results.size.path)
+    - name: read
+      runAfter: [write]
+      workspaces:
+      - name: in
+        workspace: shared
+      params:
+      - name: size
+        value: $(tasks.write.results.size)
+      taskSpec:
+        params:
+        - name: size
+        workspaces:
+        - name: in
+        steps:
+        - name: show
+          image: alpine
+          script: |
+            #!/bin/sh
+            echo "read $(params.size) bytes: $(cat $(workspaces.in.path)/message)"
+    finally:
+    - name: report
+      taskSpec:
+        steps:
+        - name: done
+          image: alpine
+          script: echo "finally ran"
+"#;
+
+const BROKEN: &str = r#"
+apiVersion: tekton.dev/v1beta1
+kind: PipelineRun
+spec:
+  pipelineSpec:
+    tasks:
+    - name: first
+      taskSpec:
+        steps:
+        - name: fail
+          image: alpine
+          script: |
+            echo "about to fail"
+            exit 4
+    - name: second
+      runAfter: [first]
+      taskSpec:
+        steps:
+        - name: never
+          image: alpine
+          script: echo "must not run"
+    finally:
+    - name: cleanup
+      taskSpec:
+        steps:
+        - name: tidy
+          image: alpine
+          script: echo "cleaned up"
+"#;
+
+const SLOW: &str = r#"
+apiVersion: tekton.dev/v1
+kind: PipelineRun
+spec:
+  pipelineSpec:
+    tasks:
+    - name: wait
+      taskSpec:
+        steps:
+        - name: sleep
+          image: alpine
+          script: |
+            echo "waiting"
+            sleep 600
+"#;
+
+const CATALOG: &str = r#"
+apiVersion: tekton.dev/v1beta1
+kind: PipelineRun
+spec:
+  pipelineSpec:
+    tasks:
+    - name: from-build-pack
+      taskSpec:
+        stepTemplate:
+          image: uses:jenkins-x/jx3-pipeline-catalog/tasks/go/pullrequest.yaml@versionStream
+        steps:
+        - name: build
+"#;
+
+const BY_REFERENCE: &str = r#"
+apiVersion: tekton.dev/v1
+kind: PipelineRun
+spec:
+  pipelineSpec:
+    tasks:
+    - name: clone
+      taskRef:
+        name: git-clone
+"#;
+
+fn setup(dir: &Path) -> common::Serve {
+    let app = dir.join("app");
+    let at = |f: &str| app.join(".lighthouse/jobs").join(f);
+    write(&at("triggers.yaml"), TRIGGERS);
+    write(&at("nightly.yaml"), NIGHTLY);
+    write(&at("broken.yaml"), BROKEN);
+    write(&at("slow.yaml"), SLOW);
+    write(&at("catalog.yaml"), CATALOG);
+    write(&at("by-reference.yaml"), BY_REFERENCE);
+    let config = format!(
+        "plank:\n  max_concurrency: 4\nbuild_clusters:\n  default: {{kind: local, max_concurrency: 4}}\nin_repo:\n- {{repo: example/app, path: {}, branch: main}}\n",
+        app.display()
+    );
+    write(&dir.join("config.yaml"), &config);
+    std::fs::create_dir_all(dir.join("jobs")).unwrap();
+    common::serve(dir, &[], &[])
+}
+
+fn trigger(port: u16, job: &str) -> String {
+    let body = format!(r#"{{"job": "{job}"}}"#);
+    let (status, body) = request(port, "POST", "/api/v1/runs", Some(&body), None);
+    assert_eq!(status, 201, "{body}");
+    json(&body)["id"].as_str().unwrap().to_string()
+}
+
+fn wait_end(port: u16, id: &str) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, body) = request(port, "GET", &format!("/api/v1/runs/{id}"), None, None);
+        let run = json(&body);
+        if !matches!(
+            run["state"].as_str().unwrap_or(""),
+            "triggered" | "pending" | "scheduling"
+        ) {
+            return run;
+        }
+        assert!(Instant::now() < deadline, "run {id} stuck: {run}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The run's log file as written so far (the log endpoint follows an
+/// active run).
+fn log_file(dir: &Path, id: &str) -> String {
+    std::fs::read_to_string(dir.join(format!("data/runs/default/{id}.log"))).unwrap_or_default()
+}
+
+fn tmp() -> (tempfile::TempDir, PathBuf) {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().to_path_buf();
+    (d, p)
+}
+
+#[test]
+fn a_pipeline_runs_its_tasks_in_order_with_a_workspace_params_and_results() {
+    let (_d, dir) = tmp();
+    let daemon = setup(&dir);
+    let id = trigger(daemon.port, "nightly");
+    let run = wait_end(daemon.port, &id);
+    let log = log_file(&dir, &id);
+    assert_eq!(run["state"], "success", "{run}\n{log}");
+    let message = "hello world from example/app";
+    assert!(
+        log.contains(&format!(
+            "[read/show] read {} bytes: {message}",
+            message.len() + 1
+        )),
+        "{log}"
+    );
+    assert!(log.contains("[report/done] finally ran"), "{log}");
+    // `write` ran before `read`, `finally` last.
+    let pos = |needle: &str| {
+        log.find(needle)
+            .unwrap_or_else(|| panic!("{needle}: {log}"))
+    };
+    assert!(pos("[read/show]") < pos("[report/done]"), "{log}");
+    // The shared workspace is a directory of the run.
+    let saved = std::fs::read_to_string(
+        dir.join(format!("data/runs/default/{id}/workspaces/shared/message")),
+    )
+    .unwrap();
+    assert_eq!(saved.trim(), message);
+}
+
+#[test]
+fn a_failing_step_fails_the_run_skips_the_rest_and_runs_finally() {
+    let (_d, dir) = tmp();
+    let daemon = setup(&dir);
+    let id = trigger(daemon.port, "broken");
+    let run = wait_end(daemon.port, &id);
+    let log = log_file(&dir, &id);
+    assert_eq!(run["state"], "failure", "{run}\n{log}");
+    assert!(log.contains("[first/fail] about to fail"), "{log}");
+    assert!(!log.contains("must not run"), "{log}");
+    assert!(log.contains("[cleanup/tidy] cleaned up"), "{log}");
+}
+
+#[test]
+fn an_aborted_pipeline_stops_its_steps() {
+    let (_d, dir) = tmp();
+    let daemon = setup(&dir);
+    let port = daemon.port;
+    let id = trigger(port, "slow");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !log_file(&dir, &id).contains("[wait/sleep] waiting") {
+        assert!(Instant::now() < deadline, "the step did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (status, body) = request(
+        port,
+        "POST",
+        &format!("/api/v1/runs/{id}/abort"),
+        None,
+        None,
+    );
+    assert_eq!(status, 202, "{body}");
+    let run = wait_end(port, &id);
+    assert_eq!(run["state"], "aborted", "{run}");
+    // The step's `sleep` is gone with the runner.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let ps = std::process::Command::new("pgrep")
+            .args(["-f", "^sleep 600$"])
+            .output()
+            .unwrap();
+        if !ps.status.success() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the step still runs");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn what_a_local_cluster_cannot_resolve_ends_the_run_in_error_naming_it() {
+    let (_d, dir) = tmp();
+    let daemon = setup(&dir);
+    let catalog = trigger(daemon.port, "catalog");
+    let run = wait_end(daemon.port, &catalog);
+    assert_eq!(run["state"], "error", "{run}");
+    let why = run["description"].as_str().unwrap();
+    assert!(
+        why.contains("uses:jenkins-x/jx3-pipeline-catalog/tasks/go/pullrequest.yaml@versionStream"),
+        "{why}"
+    );
+    let by_ref = trigger(daemon.port, "by-reference");
+    let run = wait_end(daemon.port, &by_ref);
+    assert_eq!(run["state"], "error", "{run}");
+    let why = run["description"].as_str().unwrap();
+    assert!(why.contains("git-clone"), "{why}");
+    assert!(why.contains("local cluster"), "{why}");
+}
