@@ -144,3 +144,34 @@ impl Connection {
         Ok(Api::namespaced(self.client().await?, &self.namespace))
     }
 }
+
+/// Whether the API refused the request itself (a 4xx): trying it again would
+/// get the same answer. Not so `429 Too Many Requests` (kube-apiserver's
+/// priority and fairness shedding load, as client-go retries it under
+/// plank) nor `408`: those pass.
+pub(crate) fn is_refusal(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if (400..500).contains(&s.code) && s.code != 429 && s.code != 408)
+}
+
+#[cfg(test)]
+mod refusal_tests {
+    fn api(code: u16) -> kube::Error {
+        kube::Error::Api(Box::new(kube::core::Status {
+            code,
+            message: "x".into(),
+            ..Default::default()
+        }))
+    }
+
+    #[test]
+    fn only_answers_that_would_not_change_are_refusals() {
+        for code in [400, 403, 404, 409, 422] {
+            assert!(super::is_refusal(&api(code)), "{code}");
+        }
+        // Load shed by priority and fairness, a request timeout, a server
+        // error: they pass.
+        for code in [408, 429, 500, 503] {
+            assert!(!super::is_refusal(&api(code)), "{code}");
+        }
+    }
+}

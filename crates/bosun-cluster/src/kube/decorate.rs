@@ -59,7 +59,7 @@
 //!
 //! A decoration config Prow would refuse (a local-only job relocated to
 //! Kubernetes may lack the utility images or the GCS configuration) is a
-//! [`PodError::Decoration`] with Prow's text: the run's resolved config goes
+//! a [`DecorationError`] (a pod error) with Prow's text: the run's resolved config goes
 //! through the check bosun's configuration applies to a job that can land on
 //! Kubernetes ([`DecorationConfig::validate`]).
 
@@ -75,9 +75,14 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::pod::PodError;
 use crate::podutils::gojson::{empty_str, go_json, is_false, RefsJson};
 use crate::podutils::refs::relative_path;
+
+/// Why a run's decoration config cannot decorate its pod: Prow's text (a
+/// config Prow would refuse, a container that does not say what to run).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct DecorationError(pub String);
 
 const LOGS_NAME: &str = "logs";
 const LOGS_PATH: &str = "/logs";
@@ -405,9 +410,9 @@ where
 impl Decoration {
     /// A run's decoration config in Prow's types. It fails only when a
     /// free-form part of the configuration does not have Prow's shape.
-    pub fn from_config(config: &DecorationConfig) -> Result<Decoration, PodError> {
+    pub fn from_config(config: &DecorationConfig) -> Result<Decoration, DecorationError> {
         let invalid =
-            |e: serde_json::Error| PodError::Decoration(format!("invalid decoration config: {e}"));
+            |e: serde_json::Error| DecorationError(format!("invalid decoration config: {e}"));
         serde_json::to_value(config)
             .and_then(serde_json::from_value)
             .map_err(invalid)
@@ -422,16 +427,16 @@ impl Decoration {
 /// Prow's check of a decorated job, with its texts: the run's resolved
 /// decoration config ([`DecorationConfig::validate`]), then each container's
 /// command ([`DecorationConfig::says_what_to_run`]).
-pub(super) fn check(config: &DecorationConfig, spec: &PodSpec) -> Result<(), PodError> {
+pub(super) fn check(config: &DecorationConfig, spec: &PodSpec) -> Result<(), DecorationError> {
     config
         .validate()
-        .map_err(|e| PodError::Decoration(format!("invalid decoration config: {e}")))?;
+        .map_err(|e| DecorationError(format!("invalid decoration config: {e}")))?;
     if !spec
         .containers
         .iter()
         .all(DecorationConfig::says_what_to_run)
     {
-        return Err(PodError::Decoration(DecorationConfig::NO_COMMAND.into()));
+        return Err(DecorationError(DecorationConfig::NO_COMMAND.into()));
     }
     Ok(())
 }

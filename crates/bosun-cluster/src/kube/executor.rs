@@ -453,7 +453,7 @@ impl Executor for KubeExecutor {
                     Ok(_) => Ok(()),
                     // Started before (a restart between create and commit).
                     Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-                    Err(e @ kube::Error::Api(_)) if is_refusal(&e) => {
+                    Err(e @ kube::Error::Api(_)) if super::client::is_refusal(&e) => {
                         Err(ExecError::Refused(e.to_string()))
                     }
                     Err(e) => Err(ExecError::Transient(e.to_string())),
@@ -599,36 +599,5 @@ impl Executor for KubeExecutor {
 
     fn log_path(&self, run_id: &str) -> Option<PathBuf> {
         Some(self.inner.logs.path(run_id))
-    }
-}
-
-/// Whether the API refused the request itself (a 4xx): trying it again would
-/// get the same answer. Not so `429 Too Many Requests` (kube-apiserver's
-/// priority and fairness shedding load, as client-go retries it under
-/// plank) nor `408`: those pass.
-pub(super) fn is_refusal(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if (400..500).contains(&s.code) && s.code != 429 && s.code != 408)
-}
-
-#[cfg(test)]
-mod refusal_tests {
-    fn api(code: u16) -> kube::Error {
-        kube::Error::Api(Box::new(kube::core::Status {
-            code,
-            message: "x".into(),
-            ..Default::default()
-        }))
-    }
-
-    #[test]
-    fn only_answers_that_would_not_change_are_refusals() {
-        for code in [400, 403, 404, 409, 422] {
-            assert!(super::is_refusal(&api(code)), "{code}");
-        }
-        // Load shed by priority and fairness, a request timeout, a server
-        // error: they pass.
-        for code in [408, 429, 500, 503] {
-            assert!(!super::is_refusal(&api(code)), "{code}");
-        }
     }
 }

@@ -386,7 +386,7 @@ impl Pipelines {
             {
                 Err(ExecError::Refused(not_served(&self.cluster)))
             }
-            Err(e @ kube::Error::Api(_)) if super::executor::is_refusal(&e) => {
+            Err(e @ kube::Error::Api(_)) if super::client::is_refusal(&e) => {
                 Err(ExecError::Refused(e.to_string()))
             }
             Err(e) => Err(ExecError::Transient(e.to_string())),

@@ -73,7 +73,7 @@ use k8s_openapi::api::core::v1::{EnvVar, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
 
-use super::decorate::{self, Decoration};
+use super::decorate::{self, Decoration, DecorationError};
 use crate::podutils::gojson::{empty_str, go_json, RefsJson};
 use crate::podutils::refs::pull_refs;
 
@@ -115,6 +115,12 @@ pub enum PodError {
     /// The job's pod spec has no container.
     #[error("the job's pod spec has no container")]
     NoContainer,
+}
+
+impl From<DecorationError> for PodError {
+    fn from(e: DecorationError) -> Self {
+        PodError::Decoration(e.0)
+    }
 }
 
 /// The pod of `run` (whose spec snapshot is `spec`) in `namespace`.

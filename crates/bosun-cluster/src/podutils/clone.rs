@@ -80,10 +80,7 @@
 //! files are for Kubernetes runs only.
 
 use std::fmt::Write as _;
-use std::fs;
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::ExitStatus;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -92,6 +89,8 @@ use bosun_config::types::{Pull, Refs};
 use bosun_config::GoDuration;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+pub use super::git::Command;
+use super::git::{from_nanos, nanos, Failed, Runner, Scope, Step};
 use super::gojson::{empty_str, go_json, is_false, is_zero, RefsJson};
 use super::mirror;
 use super::refs::{clone_uri, path_for_refs};
@@ -162,19 +161,6 @@ pub struct Record {
     /// `HEAD` of the finished clone; empty when the clone failed.
     pub final_sha: String,
     /// How long the clone took; zero when it failed.
-    pub duration: Duration,
-}
-
-/// One command of a [`Record`]: Prow's `clone.Command`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Command {
-    /// `PWD=DIR ENV COMMAND ARGS`.
-    pub command: String,
-    /// Its stdout and stderr, interleaved as written.
-    pub output: String,
-    /// Why it failed (`exit status 1`); empty when it succeeded.
-    pub error: String,
-    /// How long it ran, retries and their delays included.
     pub duration: Duration,
 }
 
@@ -346,9 +332,6 @@ pub fn check_paths(src_root: &Path, refs: &[Refs]) -> Result<Vec<String>, String
     }
     Ok(warnings)
 }
-
-/// A clone stopped at a failed command (recorded in the runner).
-pub(crate) struct Failed;
 
 /// Runs Prow's sequence for `refs`, recording into `runner`; the final SHA.
 fn run_sequence(opts: &CloneOptions, refs: &Refs, runner: &mut Runner) -> Result<String, Failed> {
@@ -538,237 +521,12 @@ fn opt(s: &Option<String>) -> &str {
     s.as_deref().unwrap_or("")
 }
 
-/// Which git configuration a command sees (see the module's doc).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Scope {
-    /// Works on the local repository only: no system or user configuration.
-    Local,
-    /// Reaches a remote: this machine's git configuration applies.
-    Remote,
-}
-
-/// A command to run and record.
-#[derive(Debug, Clone)]
-pub(crate) struct Step {
-    /// Its working directory.
-    pub dir: PathBuf,
-    /// Extra `NAME=VALUE` environment, also written into the record.
-    pub env: Vec<String>,
-    /// The program (`git`, `mkdir`).
-    pub program: &'static str,
-    /// Its arguments.
-    pub args: Vec<String>,
-    /// Which git configuration it sees.
-    pub scope: Scope,
-    /// Whether it is retried with the fetch backoff.
-    pub retry: bool,
-}
-
-/// Variables that would point git at another repository, configuration or
-/// identity than the clone's; never passed on.
-const SCRUBBED: &[&str] = &[
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_COMMON_DIR",
-    "GIT_NAMESPACE",
-    "GIT_PREFIX",
-    "GIT_QUARANTINE_PATH",
-    "GIT_SHALLOW_FILE",
-    "GIT_GRAFT_FILE",
-    "GIT_REPLACE_REF_BASE",
-    "GIT_NO_REPLACE_OBJECTS",
-    "GIT_CONFIG",
-    "GIT_AUTHOR_NAME",
-    "GIT_AUTHOR_EMAIL",
-    "GIT_AUTHOR_DATE",
-    "GIT_COMMITTER_NAME",
-    "GIT_COMMITTER_EMAIL",
-    "GIT_COMMITTER_DATE",
-];
-
-/// Runs [`Step`]s and keeps the record of those that count.
-pub(crate) struct Runner<'a> {
-    /// The recorded commands so far.
-    pub commands: Vec<Command>,
-    backoff: &'a [Duration],
-    env: &'a [String],
-}
-
-impl<'a> Runner<'a> {
-    pub(crate) fn new(backoff: &'a [Duration], env: &'a [String]) -> Self {
-        Runner {
-            commands: Vec::new(),
-            backoff,
-            env,
-        }
-    }
-
-    /// Runs `step` (with retries if it asks for them) and records it; its
-    /// output, or [`Failed`] when it failed.
-    pub(crate) fn run(&mut self, step: Step) -> Result<String, Failed> {
-        let start = Instant::now();
-        let mut result = self.execute(&step);
-        if step.retry {
-            for delay in self.backoff {
-                if result.1.is_empty() {
-                    break;
-                }
-                std::thread::sleep(*delay);
-                result = self.execute(&step);
-            }
-        }
-        let (output, error) = result;
-        self.commands.push(Command {
-            command: self.describe(&step),
-            output: output.clone(),
-            error: error.clone(),
-            duration: start.elapsed(),
-        });
-        if error.is_empty() {
-            Ok(output)
-        } else {
-            Err(Failed)
-        }
-    }
-
-    /// Records a step of bosun's own that failed (`bosun: WHAT`, no
-    /// process ran), and fails.
-    pub(crate) fn fail(&mut self, what: String, error: String) -> Failed {
-        self.commands.push(Command {
-            command: what,
-            error,
-            ..Command::default()
-        });
-        Failed
-    }
-
-    /// Runs `step` once without recording it; its output, or its output
-    /// and error when it failed.
-    pub(crate) fn quiet(&self, step: &Step) -> Result<String, String> {
-        let (output, error) = self.execute(step);
-        if error.is_empty() {
-            Ok(output)
-        } else {
-            Err(format!("{error}: {output}"))
-        }
-    }
-
-    /// The recorded form of `step`: `PWD=DIR ENV PROGRAM ARGS`.
-    fn describe(&self, step: &Step) -> String {
-        let env: Vec<&str> = self
-            .env
-            .iter()
-            .chain(&step.env)
-            .map(String::as_str)
-            .collect();
-        format!(
-            "PWD={} {} {} {}",
-            step.dir.display(),
-            env.join(" "),
-            step.program,
-            step.args.join(" ")
-        )
-    }
-
-    /// Runs `step` once: its combined output and its error (empty on
-    /// success).
-    fn execute(&self, step: &Step) -> (String, String) {
-        let mut cmd = std::process::Command::new(step.program);
-        cmd.args(&step.args).current_dir(&step.dir);
-        for name in SCRUBBED {
-            cmd.env_remove(name);
-        }
-        cmd.env("GIT_TERMINAL_PROMPT", "0");
-        if step.scope == Scope::Local {
-            cmd.env_remove("GIT_CONFIG_PARAMETERS")
-                .env_remove("GIT_CONFIG_COUNT")
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .env("GIT_CONFIG_GLOBAL", "/dev/null");
-        }
-        for pair in self.env.iter().chain(&step.env) {
-            match pair.split_once('=') {
-                Some((k, v)) => cmd.env(k, v),
-                None => cmd.env_remove(pair),
-            };
-        }
-        let (mut reader, writer) = match std::io::pipe() {
-            Ok(p) => p,
-            Err(e) => return (String::new(), e.to_string()),
-        };
-        let stderr = match writer.try_clone() {
-            Ok(w) => w,
-            Err(e) => return (String::new(), e.to_string()),
-        };
-        cmd.stdin(std::process::Stdio::null())
-            .stdout(writer)
-            .stderr(stderr);
-        let spawned = cmd.spawn();
-        // The pipe's write ends must be closed here, or the read below never
-        // sees the end of the output.
-        drop(cmd);
-        let mut child = match spawned {
-            Ok(c) => c,
-            Err(e) => return (String::new(), spawn_error(step.program, &step.dir, &e)),
-        };
-        let mut output = Vec::new();
-        let _ = reader.read_to_end(&mut output);
-        let error = match child.wait() {
-            Ok(status) => exit_error(status),
-            Err(e) => e.to_string(),
-        };
-        (String::from_utf8_lossy(&output).into_owned(), error)
-    }
-}
-
-/// Why a process could not start, in Go's `exec` words where they exist.
-fn spawn_error(program: &str, dir: &Path, e: &std::io::Error) -> String {
-    if e.kind() == std::io::ErrorKind::NotFound && !dir.is_dir() {
-        format!("chdir {}: no such file or directory", dir.display())
-    } else if e.kind() == std::io::ErrorKind::NotFound {
-        format!("exec: {program:?}: executable file not found in $PATH")
-    } else {
-        format!("fork/exec {program}: {e}")
-    }
-}
-
-/// Go's `ExitError` text for a failed status (`exit status 1`,
-/// `signal: killed`); empty for success.
-fn exit_error(status: ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    if status.success() {
-        return String::new();
-    }
-    if let Some(code) = status.code() {
-        return format!("exit status {code}");
-    }
-    let signal = status.signal().unwrap_or(0);
-    let name = match signal {
-        1 => "hangup".to_string(),
-        2 => "interrupt".to_string(),
-        3 => "quit".to_string(),
-        6 => "aborted".to_string(),
-        9 => "killed".to_string(),
-        11 => "segmentation fault".to_string(),
-        13 => "broken pipe".to_string(),
-        15 => "terminated".to_string(),
-        n => format!("signal {n}"),
-    };
-    format!("signal: {name}")
-}
-
-fn nanos(d: Duration) -> i64 {
-    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
-}
-
 /// Prow's `clone.Record` as JSON.
 #[derive(Serialize)]
 struct RecordJson<'a> {
     refs: RefsJson<'a>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    commands: Vec<CommandJson<'a>>,
+    commands: Vec<&'a Command>,
     #[serde(skip_serializing_if = "is_false")]
     failed: bool,
     #[serde(skip_serializing_if = "empty_str")]
@@ -777,46 +535,13 @@ struct RecordJson<'a> {
     duration: i64,
 }
 
-/// Prow's `clone.Command` as JSON.
-#[derive(Serialize)]
-struct CommandJson<'a> {
-    command: &'a str,
-    #[serde(skip_serializing_if = "empty_str")]
-    output: &'a str,
-    #[serde(skip_serializing_if = "empty_str")]
-    error: &'a str,
-    #[serde(skip_serializing_if = "is_zero")]
-    duration: i64,
-}
-
 impl Serialize for Record {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         RecordJson {
             refs: RefsJson::from(&self.refs),
-            commands: self
-                .commands
-                .iter()
-                .map(|c| CommandJson {
-                    command: &c.command,
-                    output: &c.output,
-                    error: &c.error,
-                    duration: nanos(c.duration),
-                })
-                .collect(),
+            commands: self.commands.iter().collect(),
             failed: self.failed,
             final_sha: &self.final_sha,
-            duration: nanos(self.duration),
-        }
-        .serialize(s)
-    }
-}
-
-impl Serialize for Command {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        CommandJson {
-            command: &self.command,
-            output: &self.output,
-            error: &self.error,
             duration: nanos(self.duration),
         }
         .serialize(s)
@@ -827,34 +552,10 @@ impl Serialize for Command {
 #[serde(default)]
 struct RecordIn {
     refs: Refs,
-    commands: Vec<CommandIn>,
+    commands: Vec<Command>,
     failed: bool,
     final_sha: String,
     duration: i64,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct CommandIn {
-    command: String,
-    output: String,
-    error: String,
-    duration: i64,
-}
-
-fn from_nanos(n: i64) -> Duration {
-    Duration::from_nanos(n.max(0) as u64)
-}
-
-impl From<CommandIn> for Command {
-    fn from(c: CommandIn) -> Self {
-        Command {
-            command: c.command,
-            output: c.output,
-            error: c.error,
-            duration: from_nanos(c.duration),
-        }
-    }
 }
 
 impl<'de> Deserialize<'de> for Record {
@@ -862,35 +563,12 @@ impl<'de> Deserialize<'de> for Record {
         let r = RecordIn::deserialize(d)?;
         Ok(Record {
             refs: r.refs,
-            commands: r.commands.into_iter().map(Command::from).collect(),
+            commands: r.commands,
             failed: r.failed,
             final_sha: r.final_sha,
             duration: from_nanos(r.duration),
         })
     }
-}
-
-impl<'de> Deserialize<'de> for Command {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        CommandIn::deserialize(d).map(Command::from)
-    }
-}
-
-/// Reads a `FETCH_HEAD` file's lines as (object, flag, description).
-pub(crate) fn fetch_head_lines(path: &Path) -> Vec<(String, String, String)> {
-    let Ok(text) = fs::read_to_string(path) else {
-        return Vec::new();
-    };
-    text.lines()
-        .filter_map(|line| {
-            let mut parts = line.splitn(3, '\t');
-            Some((
-                parts.next()?.to_string(),
-                parts.next()?.to_string(),
-                parts.next()?.to_string(),
-            ))
-        })
-        .collect()
 }
 
 #[cfg(test)]
@@ -908,17 +586,6 @@ mod tests {
         assert_eq!(pull_fetch_target(&p), "abc");
         p.ref_ = Some("refs/changes/07/7/1".into());
         assert_eq!(pull_fetch_target(&p), "refs/changes/07/7/1");
-    }
-
-    #[test]
-    fn exit_errors_read_as_go_writes_them() {
-        use std::os::unix::process::ExitStatusExt;
-        assert_eq!(exit_error(ExitStatus::from_raw(0)), "");
-        assert_eq!(
-            exit_error(ExitStatus::from_raw(128 << 8)),
-            "exit status 128"
-        );
-        assert_eq!(exit_error(ExitStatus::from_raw(9)), "signal: killed");
     }
 
     #[test]

@@ -38,9 +38,9 @@
 use std::fs;
 use std::io::{self, Read, Write};
 use std::os::unix::fs::DirBuilderExt;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -245,7 +245,10 @@ fn supervise(
         }
         Ending::Interrupted(sig) => {
             output.log(
-                &format!("Entrypoint received interrupt: {}", signal_name(sig)),
+                &format!(
+                    "Entrypoint received interrupt: {}",
+                    super::git::signal_name(sig)
+                ),
                 None,
             );
             terminate(group, Some(sig), grace, output, rx);
@@ -262,8 +265,8 @@ fn supervise(
         Ending::Exited => match status {
             Ok(status) => {
                 let code = status.code().unwrap_or(-1);
-                let error =
-                    (code != 0).then(|| format!("wrapped process failed: {}", exit_error(status)));
+                let error = (code != 0)
+                    .then(|| format!("wrapped process failed: {}", super::git::exit_error(status)));
                 (code, error)
             }
             Err(e) => (1, Some(format!("wrapped process failed: {e}"))),
@@ -292,7 +295,7 @@ fn terminate(
             output.log(
                 &format!(
                     "Could not send signal {} to process after timeout",
-                    signal_name(sig.as_raw())
+                    super::git::signal_name(sig.as_raw())
                 ),
                 Some(&go_error(&e.into())),
             );
@@ -486,44 +489,5 @@ fn go_error(e: &io::Error) -> String {
             }
         }
         None => e.to_string(),
-    }
-}
-
-/// A signal's name as Go prints it (`interrupt`, `terminated`, `killed`).
-fn signal_name(sig: i32) -> String {
-    let name = match sig {
-        1 => "hangup",
-        2 => "interrupt",
-        3 => "quit",
-        4 => "illegal instruction",
-        5 => "trace/breakpoint trap",
-        6 => "aborted",
-        7 => "bus error",
-        8 => "floating point exception",
-        9 => "killed",
-        10 => "user defined signal 1",
-        11 => "segmentation fault",
-        12 => "user defined signal 2",
-        13 => "broken pipe",
-        14 => "alarm clock",
-        15 => "terminated",
-        _ => return format!("signal {sig}"),
-    };
-    name.into()
-}
-
-/// An exit status as Go's `ProcessState.String()` prints it.
-fn exit_error(status: ExitStatus) -> String {
-    match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exit status {code}"),
-        (None, Some(sig)) => {
-            let core = if status.core_dumped() {
-                " (core dumped)"
-            } else {
-                ""
-            };
-            format!("signal: {}{core}", signal_name(sig))
-        }
-        (None, None) => status.to_string(),
     }
 }

@@ -41,7 +41,7 @@
 use std::fs::{self, OpenOptions};
 use std::path::{Path, PathBuf};
 
-use super::clone::{fetch_head_lines, Failed, Runner, Scope, Step};
+use super::git::{fetch_head_lines, Failed, Runner, Scope, Step};
 
 /// The mirror of `uri` under `root`: `root/NAME.git`.
 pub fn mirror_dir(root: &Path, uri: &str) -> PathBuf {

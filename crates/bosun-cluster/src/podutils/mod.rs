@@ -14,6 +14,7 @@ pub mod artifacts;
 pub mod clone;
 pub mod decorated;
 pub mod entrypoint;
+mod git;
 pub mod gojson;
 pub mod job;
 pub mod mirror;
