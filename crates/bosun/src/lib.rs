@@ -10,8 +10,9 @@
 //!   `sinker` (retention): tasks over the shared state;
 //! - `periodics` (the scheduler task) and `runs` (the one run-creation
 //!   path): use the controller's handle;
-//! - `daemon` (what the API sees), `reload` (the config watcher), `api`
-//!   (the HTTP layer), and `serve`, which wires them.
+//! - `daemon` (what the API sees), `reload` (the config watcher), `web`
+//!   (the dashboard and the HTTP layer's authentication), `api` (the HTTP
+//!   layer, which mounts the dashboard), and `serve`, which wires them.
 
 pub mod api;
 pub mod check;
@@ -34,6 +35,7 @@ pub mod serve;
 pub mod sinker;
 pub mod state;
 pub mod watch;
+pub mod web;
 
 #[cfg(test)]
 mod sim;

@@ -39,6 +39,11 @@ pub struct ServeArgs {
     /// A file holding the bearer token that mutating requests must present.
     #[arg(long, value_name = "FILE")]
     pub api_token_file: Option<PathBuf>,
+    /// A file holding the token reads need (the dashboard's pages and the
+    /// API's GETs; `/healthz`, `/readyz`, `/metrics` and the dispatcher's
+    /// lookups never need one). Without it, reads are public.
+    #[arg(long, value_name = "FILE")]
+    pub read_token_file: Option<PathBuf>,
     /// Allow a non-loopback --listen address without a token.
     #[arg(long)]
     pub insecure_no_auth: bool,
@@ -50,19 +55,11 @@ pub struct ServeArgs {
 /// Runs the daemon until SIGINT or SIGTERM.
 pub fn run(args: &ServeArgs) -> ExitCode {
     init_logging(args.log_format);
-    let token = match &args.api_token_file {
-        Some(p) => match std::fs::read_to_string(p) {
-            Ok(t) if !t.trim().is_empty() => Some(t.trim().to_string()),
-            Ok(_) => {
-                tracing::error!(file = %p.display(), "the API token file is empty");
-                return ExitCode::FAILURE;
-            }
-            Err(e) => {
-                tracing::error!(file = %p.display(), error = %e, "cannot read the API token file");
-                return ExitCode::FAILURE;
-            }
-        },
-        None => None,
+    let Ok(token) = read_token(args.api_token_file.as_deref(), "API") else {
+        return ExitCode::FAILURE;
+    };
+    let Ok(read_token) = read_token(args.read_token_file.as_deref(), "read") else {
+        return ExitCode::FAILURE;
     };
     if token.is_none() && !args.listen.ip().is_loopback() && !args.insecure_no_auth {
         tracing::error!(listen = %args.listen, "refusing to serve a non-loopback address without --api-token-file (or --insecure-no-auth)");
@@ -197,12 +194,32 @@ pub fn run(args: &ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    rt.block_on(serve(daemon, args.listen))
+    rt.block_on(serve(daemon, args.listen, read_token))
 }
 
-/// Starts the daemon's tasks and serves the API until a signal; then stops
-/// the tasks (the controller commits what it holds) and returns.
-async fn serve(daemon: Arc<Daemon>, listen: SocketAddr) -> ExitCode {
+/// The token in `file` (trimmed), if a file is given; an error (logged)
+/// when it cannot be read or is empty.
+fn read_token(file: Option<&std::path::Path>, what: &str) -> Result<Option<String>, ()> {
+    let Some(p) = file else {
+        return Ok(None);
+    };
+    match std::fs::read_to_string(p) {
+        Ok(t) if !t.trim().is_empty() => Ok(Some(t.trim().to_string())),
+        Ok(_) => {
+            tracing::error!(file = %p.display(), "the {what} token file is empty");
+            Err(())
+        }
+        Err(e) => {
+            tracing::error!(file = %p.display(), error = %e, "cannot read the {what} token file");
+            Err(())
+        }
+    }
+}
+
+/// Starts the daemon's tasks and serves the API and the dashboard until a
+/// signal; then stops the tasks (the controller commits what it holds) and
+/// returns.
+async fn serve(daemon: Arc<Daemon>, listen: SocketAddr, read_token: Option<String>) -> ExitCode {
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(l) => l,
         Err(e) => {
@@ -230,8 +247,12 @@ async fn serve(daemon: Arc<Daemon>, listen: SocketAddr) -> ExitCode {
         )),
     ];
     let mut stop_http = stop.clone();
-    let server =
-        axum::serve(listener, crate::api::router(daemon)).with_graceful_shutdown(async move {
+    let options = crate::web::Options {
+        read_token,
+        stop: Some(stop.clone()),
+    };
+    let server = axum::serve(listener, crate::api::router_with(daemon, options))
+        .with_graceful_shutdown(async move {
             let _ = stop_http.changed().await;
         });
     let server = tokio::spawn(async move { server.await });

@@ -1,7 +1,9 @@
 //! The JSON API: the router, in one place, and the token check, a layer on
 //! the mutating routes. Handlers live by resource (`runs`, `periodics`,
 //! `clusters`, `config`); they translate HTTP to calls on the daemon and
-//! hold no rules of their own.
+//! hold no rules of their own. The dashboard (`web`) is mounted beside the
+//! API, and the read check (`web::auth::read_guard`, when a read token is
+//! configured) is a layer over every route.
 
 mod artifacts;
 mod clusters;
@@ -12,21 +14,67 @@ mod runs;
 
 use std::sync::Arc;
 
+use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, MethodRouter};
 use axum::Router;
-use subtle::ConstantTimeEq;
+use tower::ServiceExt;
 
 pub use error::{ApiError, ApiResult};
 
 use crate::daemon::Daemon;
 use crate::runs::blocking;
+use crate::web::auth::{bearer, read_guard, same, Auth};
+use crate::web::ArtifactLister;
 
-/// Every route of the API.
+/// Every route of the API and the dashboard, reads public.
 pub fn router(daemon: Arc<Daemon>) -> Router {
+    router_with(daemon, crate::web::Options::default())
+}
+
+/// Every route of the API and the dashboard, with the dashboard's
+/// `options` (the read token, the daemon's stop signal).
+pub fn router_with(daemon: Arc<Daemon>, options: crate::web::Options) -> Router {
+    let auth = Auth::new(daemon.token.clone(), options.read_token);
+    let api = api_routes(daemon.clone());
+    // The dashboard lists a run's artifacts through the API's own route
+    // (its checks, its answers).
+    let lister: ArtifactLister = {
+        let api = api.clone();
+        Arc::new(move |id: String, path: String| {
+            let api = api.clone();
+            Box::pin(async move {
+                let uri = format!(
+                    "/api/v1/runs/{}/artifacts/{}",
+                    crate::web::fmt::query_escape(&id),
+                    crate::web::fmt::path_escape(&path)
+                );
+                let Ok(request) = Request::get(uri).body(Body::empty()) else {
+                    return (StatusCode::BAD_REQUEST, Bytes::new());
+                };
+                match api.oneshot(request).await {
+                    Ok(r) => {
+                        let status = r.status();
+                        let body = axum::body::to_bytes(r.into_body(), 64 << 20)
+                            .await
+                            .unwrap_or_default();
+                        (status, body)
+                    }
+                    Err(e) => match e {},
+                }
+            })
+        })
+    };
+    let web = crate::web::Web::new(daemon, auth.clone(), lister, options.stop);
+    api.merge(crate::web::router(web))
+        .layer(middleware::from_fn_with_state(auth, read_guard))
+}
+
+/// The API's routes.
+fn api_routes(daemon: Arc<Daemon>) -> Router {
     // A mutating route: the token is checked before its handler runs.
     let guarded = |m: MethodRouter<Arc<Daemon>>| {
         m.route_layer(middleware::from_fn_with_state(daemon.clone(), authorize))
@@ -73,18 +121,14 @@ pub fn router(daemon: Arc<Daemon>) -> Router {
 }
 
 /// The token check of mutating routes: `Authorization: Bearer TOKEN`,
-/// compared in constant time; no token configured, no check.
+/// compared in constant time (`web::auth::same`); no token configured, no
+/// check.
 async fn authorize(State(daemon): State<Arc<Daemon>>, request: Request, next: Next) -> Response {
     let Some(token) = &daemon.token else {
         return next.run(request).await;
     };
-    let given = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or_default();
-    if bool::from(given.as_bytes().ct_eq(token.as_bytes())) {
+    let given = bearer(request.headers()).unwrap_or_default();
+    if same(given, token) {
         next.run(request).await
     } else {
         ApiError::Unauthorized.into_response()
@@ -126,8 +170,6 @@ async fn metrics(State(daemon): State<Arc<Daemon>>) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use axum::body::Body;
-    use tower::ServiceExt;
 
     /// `/readyz` answers 503 until the scheduler has evaluated every
     /// periodic once, then 200; `/healthz` answers 200 all along.
