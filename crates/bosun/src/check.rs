@@ -1,12 +1,30 @@
 //! `bosun check`: loads the configuration as the daemon would and reports every
 //! problem as `file:line:column: error|warning: job NAME: message`.
+//!
+//! Beyond the loader's diagnostics, it reports what would end every run of a
+//! Lighthouse pipeline job (`agent: tekton-pipeline`) in `error`, as warnings
+//! (the configuration loads, and the daemon takes it):
+//! [`pipeline_diagnostics`] makes the PipelineRun of a run of each such job,
+//! as the controller makes it when a run starts, and reports a
+//! `pipeline_run_params` template that bosun cannot parse or that fails over
+//! the refs such a run gets, Jenkins X `uses:` catalog references (which
+//! bosun resolves on no cluster), and, when the job can land on a local
+//! cluster, what a local cluster cannot run (`taskRef`, `pipelineRef`,
+//! Secrets, ...; what [`bosun_cluster::tekton::local::check`] finds).
 
+use std::collections::BTreeSet;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use bosun_config::types::InRepoSource;
-use bosun_config::{load, LoadOptions, Loaded, OsFiles};
+use bosun_cluster::tekton::gotemplate::Template;
+use bosun_cluster::tekton::local;
+use bosun_cluster::tekton::model::PipelineRunSpec;
+use bosun_cluster::tekton::pipelinerun::{self, PipelineRunError};
+use bosun_config::types::{ClusterKind, InRepoSource, JobSource, JobType, ProwConfig, Pull, Refs};
+use bosun_config::validate::trust_admits;
+use bosun_config::{load, Diagnostic, Job, LoadOptions, Loaded, OsFiles, Snapshot};
+use bosun_store::template::{RunTemplate, SpecSnapshot};
 use clap::{Args, ValueEnum};
 
 /// Where the configuration comes from (shared by `check` and, later, `serve`).
@@ -133,7 +151,22 @@ pub struct CheckArgs {
 
 /// Runs the check, writes the report, and returns the exit status.
 pub fn run(args: &CheckArgs, out: &mut dyn Write) -> ExitCode {
-    let loaded = load(&args.config.load_options(), &OsFiles);
+    let mut loaded = load(&args.config.load_options(), &OsFiles);
+    if let Some(snapshot) = &loaded.snapshot {
+        let contexts: Vec<String> = args
+            .config
+            .kube_contexts()
+            .into_iter()
+            .map(|c| c.name)
+            .collect();
+        let found = pipeline_diagnostics(snapshot, &contexts);
+        if !found.is_empty() {
+            loaded.diagnostics.extend(found);
+            loaded
+                .diagnostics
+                .sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+        }
+    }
     let ok = loaded.errors() == 0 && !(args.strict && loaded.warnings() > 0);
     let written = match args.format {
         Format::Text => write_text(&loaded, out),
@@ -203,6 +236,352 @@ pub fn write_json(loaded: &Loaded, ok: bool, out: &mut dyn Write) -> std::io::Re
     });
     serde_json::to_writer_pretty(&mut *out, &doc)?;
     writeln!(out)
+}
+
+/// The agent of Lighthouse's Tekton pipeline jobs.
+const PIPELINE_AGENT: &str = "tekton-pipeline";
+
+/// What would end the runs of the snapshot's pipeline jobs in `error` (see
+/// the module's doc), as warnings at each job's `source` (or
+/// `pipeline_run_params`, or inline spec). `kube_contexts` are the
+/// kubeconfig contexts' names, which are build clusters too.
+pub fn pipeline_diagnostics(snapshot: &Snapshot, kube_contexts: &[String]) -> Vec<Diagnostic> {
+    let clusters = Inventory::new(&snapshot.config, kube_contexts);
+    let mut out = Vec::new();
+    for p in &snapshot.periodics {
+        if p.base.agent != PIPELINE_AGENT {
+            continue;
+        }
+        let repo = match &p.source {
+            JobSource::InRepo { repo, .. } => repo.clone(),
+            JobSource::Central => p
+                .base
+                .extra_refs
+                .first()
+                .map(|r| format!("{}/{}", r.org, r.repo))
+                .unwrap_or_default(),
+        };
+        let template = RunTemplate::periodic(p, None, None).defined_in(Path::new(&*p.origin.file));
+        let refs_are = match &p.source {
+            JobSource::InRepo { .. } => {
+                "an in-repo periodic's runs have its repository's refs, {org, repo, base_ref}"
+            }
+            JobSource::Central => "a central periodic's runs have no refs (.Refs is nil)",
+        };
+        check_pipeline_job(
+            snapshot,
+            &clusters,
+            p,
+            JobType::Periodic,
+            &repo,
+            template.run(None),
+            refs_are,
+            &mut out,
+        );
+    }
+    for (repo, jobs) in &snapshot.presubmits {
+        for j in jobs.iter().filter(|j| j.base.agent == PIPELINE_AGENT) {
+            let template = RunTemplate::new(&j.base, JobType::Presubmit, None, None, None)
+                .defined_in(Path::new(&*j.origin.file));
+            let mut refs = sample_refs(repo);
+            refs.pulls.push(Pull {
+                number: 1,
+                author: "author".into(),
+                sha: "1111111111111111111111111111111111111111".into(),
+                ref_: Some("refs/pull/1/head".into()),
+                ..Pull::default()
+            });
+            check_pipeline_job(
+                snapshot,
+                &clusters,
+                j,
+                JobType::Presubmit,
+                repo,
+                template.run(Some(refs)),
+                "evaluated over a presubmit's refs with one pull request",
+                &mut out,
+            );
+        }
+    }
+    for (repo, jobs) in &snapshot.postsubmits {
+        for j in jobs.iter().filter(|j| j.base.agent == PIPELINE_AGENT) {
+            let template = RunTemplate::new(&j.base, JobType::Postsubmit, None, None, None)
+                .defined_in(Path::new(&*j.origin.file));
+            check_pipeline_job(
+                snapshot,
+                &clusters,
+                j,
+                JobType::Postsubmit,
+                repo,
+                template.run(Some(sample_refs(repo))),
+                "a postsubmit's refs have no pull requests",
+                &mut out,
+            );
+        }
+    }
+    out
+}
+
+/// The refs of a push to `main` of `org/repo`.
+fn sample_refs(repo: &str) -> Refs {
+    let (org, name) = repo.split_once('/').unwrap_or((repo, ""));
+    Refs {
+        org: org.into(),
+        repo: name.into(),
+        base_ref: Some("main".into()),
+        base_sha: Some("0000000000000000000000000000000000000000".into()),
+        ..Refs::default()
+    }
+}
+
+/// Checks one pipeline job, whose run (on representative refs) is `new`;
+/// `refs_are` says what refs its runs get, for a template that fails.
+#[allow(clippy::too_many_arguments)]
+fn check_pipeline_job<K>(
+    snapshot: &Snapshot,
+    clusters: &Inventory<'_>,
+    job: &Job<K>,
+    ty: JobType,
+    repo: &str,
+    new: bosun_store::NewRun,
+    refs_are: &str,
+    out: &mut Vec<Diagnostic>,
+) {
+    let base = &job.base;
+    // At `field`, else where the job's pipeline is written.
+    let warn_at = |field: &str, message: String| {
+        let mark = [
+            field,
+            "source",
+            "tekton_pipeline_run_spec",
+            "pipeline_run_spec",
+        ]
+        .into_iter()
+        .find_map(|k| job.origin.key(k))
+        .unwrap_or(job.origin.mark);
+        Diagnostic::warning(message)
+            .at(&job.origin.file, mark)
+            .job(base.name.clone())
+    };
+    let warn = |field: &str, message: String| {
+        warn_at(field, format!("runs of this job end in error: {message}"))
+    };
+
+    // Every template, parsed (the run stops at the first that fails).
+    let mut templates_parse = true;
+    for p in base.pipeline_run_params.iter().flatten() {
+        if let Err(e) = Template::parse(&p.name, &p.value_template) {
+            templates_parse = false;
+            out.push(
+                warn(
+                    "pipeline_run_params",
+                    format!(
+                        "pipeline_run_params {}: value_template {:?}: {e}",
+                        p.name, p.value_template
+                    ),
+                )
+                .hint(
+                    "bosun supports Go templates' field access, index, if, range, with and \
+                     variables (see docs/lighthouse.md)",
+                ),
+            );
+        }
+    }
+    if !templates_parse {
+        return;
+    }
+
+    let spec: SpecSnapshot = match serde_json::from_str(new.spec.json()) {
+        Ok(s) => s,
+        Err(e) => {
+            out.push(warn("", format!("the job's spec cannot be read: {e}")));
+            return;
+        }
+    };
+    let at = jiff::Timestamp::UNIX_EPOCH;
+    let run = new.into_run(
+        "00000000-0000-4000-8000-000000000000".into(),
+        1,
+        String::new(),
+        at,
+    );
+    let pr = match pipelinerun::pipeline_run(&run, &spec, &snapshot.config.pod_namespace) {
+        Ok(pr) => pr,
+        Err(PipelineRunError::Template {
+            param,
+            template,
+            source,
+            ..
+        }) => {
+            out.push(
+                warn(
+                    "pipeline_run_params",
+                    format!("pipeline_run_params {param}: value_template {template:?}: {source}"),
+                )
+                .hint(refs_are),
+            );
+            return;
+        }
+        Err(e) => {
+            // The job's name is the diagnostic's.
+            let text = e.to_string();
+            let text = text
+                .strip_prefix(&format!("job {}: ", base.name))
+                .unwrap_or(&text);
+            out.push(warn("", text.to_string()));
+            return;
+        }
+    };
+    let typed: PipelineRunSpec = match serde_json::from_value(pr["spec"].clone()) {
+        Ok(t) => t,
+        Err(e) => {
+            out.push(warn("", format!("the pipeline spec is not valid: {e}")));
+            return;
+        }
+    };
+
+    // jx's catalog references: no cluster of bosun's resolves them.
+    let uses: Vec<String> = typed
+        .uses_references()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    for u in &uses {
+        out.push(
+            warn_at(
+                "",
+                format!("runs of this job end in error on every cluster: {u}"),
+            )
+            .hint(
+                "write the steps the reference stands for into the pipeline \
+                 (`jx pipeline effective` prints the pipeline with them)",
+            ),
+        );
+    }
+
+    // What a local cluster cannot run, when a run can land on one.
+    let local: Vec<&str> = clusters
+        .reachable(job, ty, repo)
+        .into_iter()
+        .filter(|c| clusters.is_local(c))
+        .collect();
+    if local.is_empty() {
+        return;
+    }
+    let on = match local.as_slice() {
+        [one] => format!("local cluster {one:?}"),
+        many => format!(
+            "local clusters {}",
+            many.iter()
+                .map(|c| format!("{c:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    for problem in local::check(&typed) {
+        if uses.contains(&problem.message) {
+            continue; // reported above
+        }
+        let d = warn_at(
+            "",
+            format!(
+                "runs of this job on {on} end in error: a local cluster cannot run this \
+                 pipeline: {}",
+                problem.message
+            ),
+        );
+        out.push(match problem.kind {
+            local::ProblemKind::Refused => d.hint(
+                "a local cluster runs what the PipelineRun embeds (pipelineSpec, taskSpec), \
+                 with nothing from a Kubernetes cluster (references, Secrets, ConfigMaps): run \
+                 this job on a Kubernetes cluster with Tekton, or embed what it needs \
+                 (Lighthouse's loadFileRefs annotation embeds Pipelines and Tasks from files \
+                 beside the source)",
+            ),
+            local::ProblemKind::Invalid => d.hint("Tekton refuses this pipeline too"),
+        });
+    }
+}
+
+/// The build clusters of the configuration, to tell where a job's runs can
+/// land, as bosun-config's validator tells it for its relaxation of the
+/// decoration requirements on local clusters (the same rules as its
+/// `reachable_clusters`, which is private to it).
+struct Inventory<'c> {
+    config: &'c ProwConfig,
+    /// `build_clusters` and the kubeconfig contexts.
+    explicit: BTreeSet<&'c str>,
+}
+
+impl<'c> Inventory<'c> {
+    fn new(config: &'c ProwConfig, kube_contexts: &'c [String]) -> Self {
+        let explicit = config
+            .build_clusters
+            .keys()
+            .map(String::as_str)
+            .chain(kube_contexts.iter().map(String::as_str))
+            .collect();
+        Inventory { config, explicit }
+    }
+
+    /// The clusters a run of `job` can land on, as bosun-config's validator
+    /// finds them: its `cluster`; the whole inventory when it is relocatable
+    /// (by the `dispatcher:` section, or else by an external scheduler); then
+    /// where failover (`scheduler.failover.mappings`, `failover_to`) sends
+    /// runs; a trusted cluster that does not admit the job is never reached
+    /// by relocation or failover.
+    fn reachable<'j, K>(&self, job: &'j Job<K>, ty: JobType, repo: &str) -> BTreeSet<&'j str>
+    where
+        'c: 'j,
+    {
+        let config = self.config;
+        let own = job.base.cluster.as_str();
+        let relocatable = match &config.dispatcher {
+            Some(dispatcher) => dispatcher.relocatable(own, job.cluster_written),
+            None => config.scheduler.external.is_some(),
+        };
+        let repo = (!repo.is_empty()).then_some(repo);
+        let admits = |alias: &str| {
+            config
+                .build_clusters
+                .get(alias)
+                .and_then(|c| c.trusted.as_ref())
+                .is_none_or(|rules| trust_admits(rules, &job.base.name, repo, ty))
+        };
+        let mut set: BTreeSet<&'j str> = BTreeSet::from([own]);
+        if relocatable {
+            set.extend(
+                self.explicit
+                    .iter()
+                    .copied()
+                    .chain(["default"])
+                    .filter(|c| admits(c)),
+            );
+        }
+        let mut todo: Vec<&'j str> = set.iter().copied().collect();
+        while let Some(alias) = todo.pop() {
+            let mapped = config.scheduler.failover.mappings.get(alias);
+            let failover = config
+                .build_clusters
+                .get(alias)
+                .and_then(|c| c.failover_to.as_ref());
+            for to in mapped.into_iter().chain(failover) {
+                if admits(to) && set.insert(to.as_str()) {
+                    todo.push(to.as_str());
+                }
+            }
+        }
+        set
+    }
+
+    /// A local cluster: `kind: local` in `build_clusters`, or the implicit
+    /// `default` (when nothing defines it).
+    fn is_local(&self, alias: &str) -> bool {
+        match self.config.build_clusters.get(alias) {
+            Some(c) => c.kind == ClusterKind::Local,
+            None => alias == "default" && !self.explicit.contains("default"),
+        }
+    }
 }
 
 #[cfg(test)]
