@@ -161,7 +161,30 @@ fn timeline(web: &Web, now: Timestamp) -> Timeline {
     };
     for (p, next) in snapshot.periodics.iter().zip(next_fires) {
         let name = p.identity();
-        if let Some(s) = cron(p) {
+        if let Some(Schedule::Every(every)) = cron(p) {
+            // `@every D`: counted per bucket, not listed (a second's period
+            // fires 86,400 times a day).
+            let every = every.max(1) as i64;
+            let first = next.map_or(now.as_second() + every, |n| n.as_second());
+            for b in 0..BUCKETS {
+                let from = (start.as_second() + b as i64 * BUCKET_SECS)
+                    .max(first)
+                    .max(now.as_second());
+                let to = start.as_second() + (b as i64 + 1) * BUCKET_SECS;
+                if from >= to {
+                    continue;
+                }
+                // Fires at first + k * every within [from, to).
+                let k0 = (from - first + every - 1) / every;
+                let k1 = (to - first + every - 1) / every;
+                let n = (k1 - k0).max(0) as u32;
+                t.counts[b] += n;
+                t.total += u64::from(n);
+                if n > 0 && t.names[b].len() < 6 {
+                    t.names[b].push(name.clone());
+                }
+            }
+        } else if let Some(s) = cron(p) {
             let mut at = Timestamp::from_second(now.as_second() - 1).unwrap_or(now);
             for _ in 0..MAX_FIRES {
                 match s.next_after(at) {
