@@ -863,3 +863,68 @@ spec:
         vec!["taskRef \"git-clone\" (pipeline task \"fetch\")"]
     );
 }
+
+/// Every golden PipelineRun, as bosun creates it on a cluster (named from
+/// its `generateName` by `kube::pipelines::prepare`, as the API server
+/// would name it), is one Tekton takes: its own defaulting and validation
+/// (`tools/tekton`'s `tekton-validate`, as its admission webhook) accept
+/// each.
+#[test]
+fn tekton_takes_every_golden_pipeline_run() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden/pipelinerun");
+    let mut names = Vec::new();
+    let mut created = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        let golden: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let pr = bosun_cluster::kube::pipelines::prepare(JOB_ID, &golden, "jx")
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        names.push(path.file_name().unwrap().to_string_lossy().into_owned());
+        created.push(serde_json::to_value(pr).unwrap());
+    }
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "debug-pr-no-taskRunSpecs.json",
+            "start-batch-pullrequest.json",
+            "start-pullrequest.json",
+            "start-push.json",
+        ]
+    );
+    let answers = bosun_kubetest::tekton::validate(&created);
+    let refused: Vec<String> = answers
+        .iter()
+        .zip(&created)
+        .filter_map(|(a, pr)| {
+            a.as_ref()
+                .err()
+                .map(|e| format!("{}: {e}", pr["metadata"]["name"]))
+        })
+        .collect();
+    assert!(refused.is_empty(), "Tekton refuses: {refused:#?}");
+    // The check is Tekton's: the embedded pipeline gaining a task whose
+    // step has both a script and a command is refused.
+    let mut broken = created
+        .iter()
+        .find(|pr| pr["spec"]["pipelineSpec"].is_object())
+        .expect("a golden PipelineRun with an embedded pipeline")
+        .clone();
+    broken["spec"]["pipelineSpec"]["tasks"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({
+            "name": "both",
+            "taskSpec": {"steps": [{"name": "s", "image": "alpine", "script": "echo x", "command": ["echo"]}]},
+        }));
+    let answer = bosun_kubetest::tekton::validate(&[broken]).remove(0);
+    assert!(
+        answer
+            .as_ref()
+            .is_err_and(|e| e.contains("script cannot be used with command")),
+        "{answer:?}"
+    );
+}

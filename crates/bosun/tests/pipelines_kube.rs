@@ -9,7 +9,12 @@
 //! admission webhook, so one Tekton would refuse is refused here too.
 //!
 //! The executor is driven directly (as the controller drives it); the
-//! health probe also through `bosun serve`.
+//! health probe also through `bosun serve`. End to end, `bosun serve` runs
+//! an in-repo Lighthouse repository's pipeline jobs (`.lighthouse/jobs`,
+//! `source:` PipelineRuns) on the cluster: success with the steps' logs,
+//! failure, an abort (after a restart), a PipelineRun deleted behind
+//! bosun's back, a jx `uses:` step, and Lighthouse's parameters as the API
+//! server has them.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -548,4 +553,583 @@ fn the_health_probe_asks_for_the_pipeline_verbs_of_a_cluster_with_pipeline_jobs(
     assert!(!reason.contains("pods"), "{c}");
     tekton::grant(plane, &missing, &tekton::PIPELINE_VERBS);
     cluster("Reachable");
+}
+
+// --- Through `bosun serve`: a Lighthouse repository's pipeline jobs ------
+
+/// `.lighthouse/jobs/triggers.yaml` of acme/widget: periodics (which fire
+/// only when triggered) on cluster build-a, each naming its `source:`.
+const TRIGGERS: &str = r#"
+apiVersion: config.lighthouse.jenkins-x.io/v1alpha1
+kind: TriggerConfig
+spec:
+  periodics:
+  - name: nightly
+    cron: "0 0 31 2 *"
+    cluster: build-a
+    source: nightly.yaml
+  - name: broken
+    cron: "0 0 31 2 *"
+    cluster: build-a
+    source: broken.yaml
+  - name: slow
+    cron: "0 0 31 2 *"
+    cluster: build-a
+    source: slow.yaml
+  - name: catalog
+    cron: "0 0 31 2 *"
+    cluster: build-a
+    source: catalog.yaml
+"#;
+
+/// A `v1beta1` source, as most Lighthouse repositories still write them
+/// (bosun converts it to `v1`): build (compile, test), then deploy (push);
+/// finally report (notify).
+const NIGHTLY: &str = r#"
+apiVersion: tekton.dev/v1beta1
+kind: PipelineRun
+metadata:
+  name: nightly
+spec:
+  serviceAccountName: tekton-bot
+  pipelineSpec:
+    params:
+    - name: REPO_URL
+      type: string
+    tasks:
+    - name: build
+      params:
+      - name: url
+        value: $(params.REPO_URL)
+      taskSpec:
+        params:
+        - name: url
+          type: string
+        steps:
+        - name: compile
+          image: golang:1.22
+          script: |
+            #!/bin/sh
+            git clone $(params.url) src && make -C src build
+        - name: test
+          image: golang:1.22
+          resources:
+            requests:
+              cpu: "1"
+          script: make -C src test
+    - name: deploy
+      runAfter: [build]
+      taskSpec:
+        steps:
+        - name: push
+          image: alpine
+          command: [echo]
+          args: [pushed]
+    finally:
+    - name: report
+      taskSpec:
+        steps:
+        - name: notify
+          image: alpine
+          script: echo done
+"#;
+
+/// check (lint fails, vet never runs); finally cleanup.
+const BROKEN: &str = r#"
+apiVersion: tekton.dev/v1
+kind: PipelineRun
+spec:
+  pipelineSpec:
+    tasks:
+    - name: check
+      taskSpec:
+        steps:
+        - name: lint
+          image: golangci/golangci-lint
+          script: golangci-lint run
+        - name: vet
+          image: golang:1.22
+          script: go vet ./...
+    finally:
+    - name: cleanup
+      taskSpec:
+        steps:
+        - name: tidy
+          image: alpine
+          script: echo tidy
+"#;
+
+/// wait (sleep runs until cancelled).
+const SLOW: &str = r#"
+apiVersion: tekton.dev/v1
+kind: PipelineRun
+spec:
+  pipelineSpec:
+    tasks:
+    - name: wait
+      taskSpec:
+        steps:
+        - name: sleep
+          image: alpine
+          script: sleep 3600
+"#;
+
+/// A Jenkins X build pack pipeline: its steps come from jx's catalog
+/// (`uses:`), which Lighthouse resolves and bosun does not.
+const CATALOG: &str = r#"
+apiVersion: tekton.dev/v1beta1
+kind: PipelineRun
+metadata:
+  name: release
+spec:
+  pipelineSpec:
+    tasks:
+    - name: from-build-pack
+      taskSpec:
+        stepTemplate:
+          image: uses:jenkins-x/jx3-pipeline-catalog/tasks/go/release.yaml@versionStream
+          name: ""
+          workingDir: /workspace/source
+        steps:
+        - image: uses:jenkins-x/jx3-pipeline-catalog/tasks/git-clone/git-clone.yaml@versionStream
+          name: ""
+        - name: next-version
+        - name: build-make-build
+"#;
+
+/// The steps of the served repository's pipelines: `check/lint` fails,
+/// `wait/sleep` runs until cancelled, every other step succeeds.
+fn served_script() -> impl Fn(&StepCall) -> Step {
+    script(Some("check/lint"), Some("wait/sleep"))
+}
+
+/// acme/widget's Lighthouse jobs, run by `bosun serve` on cluster build-a
+/// (a namespace of the shared control plane with Tekton, bosun's Roles for
+/// pods and pipelines, the played Tekton controller).
+struct Served {
+    plane: &'static ControlPlane,
+    tenant: Tenant,
+    player: tekton::Player,
+    daemon: common::Serve,
+    dir: tempfile::TempDir,
+}
+
+impl Served {
+    fn new(namespace: &str) -> Self {
+        let plane = ControlPlane::shared();
+        tekton::install(plane);
+        let tenant = plane.tenant(namespace, "build-a");
+        tekton::grant(plane, &tenant, &tekton::PIPELINE_VERBS);
+        let player = tekton::play(plane, namespace, Arc::new(served_script()));
+        let dir = tempfile::tempdir().unwrap();
+        let checkout = dir.path().join("widget");
+        let lh = checkout.join(".lighthouse/jobs");
+        std::fs::create_dir_all(&lh).unwrap();
+        for (file, text) in [
+            ("triggers.yaml", TRIGGERS),
+            ("nightly.yaml", NIGHTLY),
+            ("broken.yaml", BROKEN),
+            ("slow.yaml", SLOW),
+            ("catalog.yaml", CATALOG),
+        ] {
+            std::fs::write(lh.join(file), text).unwrap();
+        }
+        std::fs::create_dir_all(dir.path().join("jobs")).unwrap();
+        std::fs::write(
+            dir.path().join("config.yaml"),
+            format!(
+                "pod_namespace: {namespace}\nin_repo:\n- {{repo: acme/widget, path: {}, branch: main}}\nin_repo_config:\n  allowed_clusters:\n    acme/widget: [build-a]\n",
+                checkout.display()
+            ),
+        )
+        .unwrap();
+        let daemon = common::serve(
+            dir.path(),
+            &["--kubeconfig".as_ref(), tenant.kubeconfig.as_os_str()],
+            &[("BOSUN_HEALTH_INTERVAL_MS", "200")],
+        );
+        Served {
+            plane,
+            tenant,
+            player,
+            daemon,
+            dir,
+        }
+    }
+
+    fn ns(&self) -> &str {
+        &self.tenant.namespace
+    }
+
+    /// Stops the daemon and starts it again on the same data.
+    fn restart(&mut self) {
+        let _ = self.daemon.child.kill();
+        let _ = self.daemon.child.wait();
+        self.daemon = common::serve(
+            self.dir.path(),
+            &["--kubeconfig".as_ref(), self.tenant.kubeconfig.as_os_str()],
+            &[("BOSUN_HEALTH_INTERVAL_MS", "200")],
+        );
+    }
+
+    fn trigger(&self, job: &str) -> String {
+        let body = format!(r#"{{"job": "{job}"}}"#);
+        let (status, body) =
+            common::request(self.daemon.port, "POST", "/api/v1/runs", Some(&body), None);
+        assert_eq!(status, 201, "{body}");
+        let run: Value = serde_json::from_str(&body).unwrap();
+        run["id"].as_str().unwrap().to_string()
+    }
+
+    fn run(&self, id: &str) -> Value {
+        let path = format!("/api/v1/runs/{id}");
+        let (status, body) = common::request(self.daemon.port, "GET", &path, None, None);
+        assert_eq!(status, 200, "{body}");
+        serde_json::from_str(&body).unwrap()
+    }
+
+    /// Waits until run `id` is in `state`; a final state other than it
+    /// fails at once.
+    fn wait_run(&self, id: &str, state: &str, within: Duration) -> Value {
+        let deadline = Instant::now() + within;
+        loop {
+            let run = self.run(id);
+            if run["state"] == state {
+                return run;
+            }
+            let ended = matches!(
+                run["state"].as_str(),
+                Some("success" | "failure" | "aborted" | "error")
+            );
+            assert!(
+                !ended && Instant::now() < deadline,
+                "run {id} never became {state}: {run}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Run `id`'s log file under the daemon's data directory, as written
+    /// so far.
+    fn log_file(&self, id: &str) -> String {
+        fn find(dir: &std::path::Path, name: &str) -> Option<PathBuf> {
+            for entry in std::fs::read_dir(dir).ok()?.flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    if let Some(found) = find(&path, name) {
+                        return Some(found);
+                    }
+                } else if path.file_name().is_some_and(|n| n == name) {
+                    return Some(path);
+                }
+            }
+            None
+        }
+        find(&self.dir.path().join("data"), &format!("{id}.log"))
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .unwrap_or_default()
+    }
+
+    /// Run `id`'s log once `done` holds.
+    fn wait_log(&self, id: &str, done: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let log = self.log_file(id);
+            if done(&log) {
+                return log;
+            }
+            assert!(Instant::now() < deadline, "log of {id}: {log:?}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The PipelineRuns of the namespace, as the API server has them.
+    fn pipeline_runs(&self) -> Vec<DynamicObject> {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.plane.admin(), self.ns(), &tekton::pipeline_runs());
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(api.list(&ListParams::default())).unwrap().items
+    }
+
+    /// Run `id`'s PipelineRun (found by bosun's run-id label), once it
+    /// exists.
+    fn wait_pipeline_run(&self, id: &str) -> DynamicObject {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let found = self.pipeline_runs().into_iter().find(|p| {
+                p.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(RUN_ID_LABEL))
+                    .is_some_and(|r| r == id)
+            });
+            if let Some(pr) = found {
+                return pr;
+            }
+            assert!(Instant::now() < deadline, "no PipelineRun of run {id}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The name of the pod of pipeline task `task` of PipelineRun `pr`.
+    fn task_pod(&self, pr: &str, task: &str) -> String {
+        self.plane
+            .kubelet()
+            .list(self.ns())
+            .into_iter()
+            .find(|p| {
+                let labels = p.metadata.labels.as_ref().unwrap();
+                labels.get("tekton.dev/pipelineRun") == Some(&pr.to_string())
+                    && labels.get("tekton.dev/pipelineTask") == Some(&task.to_string())
+            })
+            .and_then(|p| p.metadata.name)
+            .unwrap_or_else(|| panic!("no pod for task {task} of {pr}"))
+    }
+}
+
+fn param<'a>(pr: &'a DynamicObject, name: &str) -> &'a str {
+    pr.data["spec"]["params"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .and_then(|p| p["value"].as_str())
+        .unwrap_or_else(|| panic!("no parameter {name}: {}", pr.data["spec"]["params"]))
+}
+
+/// A Lighthouse job of an in-repo `.lighthouse` directory, on a Kubernetes
+/// cluster, through `bosun serve`: the run becomes its PipelineRun on the
+/// API server (Tekton's validation took it) with the parameters Lighthouse
+/// adds, the played Tekton runs it, the run succeeds and its log is the
+/// steps' logs. A failing step fails its run.
+#[test]
+fn lighthouse_pipeline_jobs_run_on_kubernetes_through_serve() {
+    let s = Served::new("tk-serve-run");
+    let id = s.trigger("nightly");
+    let run = s.wait_run(&id, "success", Duration::from_secs(90));
+    assert_eq!(run["cluster"], "build-a", "{run}");
+    let pr = s.wait_pipeline_run(&id);
+    let name = pr.metadata.name.clone().unwrap();
+    assert_eq!(name, pipeline_run_name(&id, "acme-widget-main-nightly-"));
+    assert!(accepted_by_tekton(s.ns(), &name), "{:?}", tekton::reviews());
+    assert_eq!(s.player.seen(), vec![name.clone()]);
+    // The parameters Lighthouse adds, as the API server has them.
+    assert_eq!(param(&pr, "REPO_OWNER"), "acme");
+    assert_eq!(param(&pr, "REPO_NAME"), "widget");
+    assert_eq!(param(&pr, "BUILD_ID"), run["build_id"].as_str().unwrap());
+    assert_eq!(param(&pr, "REPO_URL"), "https://github.com/acme/widget.git");
+    assert_eq!(param(&pr, "JOB_NAME"), "nightly");
+    assert_eq!(param(&pr, "JOB_TYPE"), "periodic");
+    assert_eq!(param(&pr, "PULL_BASE_REF"), "main");
+    let job_spec: Value = serde_json::from_str(param(&pr, "JOB_SPEC")).unwrap();
+    assert_eq!(job_spec["type"], "periodic", "{job_spec}");
+    assert_eq!(job_spec["job"], "nightly", "{job_spec}");
+    assert_eq!(job_spec["buildid"], run["build_id"], "{job_spec}");
+    assert_eq!(job_spec["prowjobid"], id.as_str(), "{job_spec}");
+    assert_eq!(
+        (
+            &job_spec["refs"]["org"],
+            &job_spec["refs"]["repo"],
+            &job_spec["refs"]["base_ref"]
+        ),
+        (&json!("acme"), &json!("widget"), &json!("main")),
+        "{job_spec}"
+    );
+    // Lighthouse's labels, bosun's run label; the v1beta1 source converted
+    // (computeResources, taskRunTemplate) and Lighthouse's 24 h timeout.
+    let labels = pr.metadata.labels.clone().unwrap();
+    assert_eq!(labels[RUN_ID_LABEL], id);
+    assert_eq!(labels["created-by-lighthouse"], "true");
+    assert_eq!(labels["lighthouse.jenkins-x.io/job"], "nightly");
+    assert_eq!(labels["lighthouse.jenkins-x.io/type"], "periodic");
+    assert_eq!(labels["lighthouse.jenkins-x.io/id"], id);
+    // (As Lighthouse: a periodic's PipelineRun has no refs labels.)
+    assert!(!labels.contains_key("lighthouse.jenkins-x.io/refs.org"));
+    let annotations = pr.metadata.annotations.clone().unwrap();
+    assert_eq!(
+        annotations["lighthouse.jenkins-x.io/cloneURI"],
+        "https://github.com/acme/widget.git"
+    );
+    let spec = &pr.data["spec"];
+    assert_eq!(
+        spec["taskRunTemplate"]["serviceAccountName"], "tekton-bot",
+        "{spec}"
+    );
+    assert_eq!(spec["timeouts"]["pipeline"], "24h0m0s", "{spec}");
+    assert_eq!(
+        spec["pipelineSpec"]["tasks"][0]["taskSpec"]["steps"][1]["computeResources"],
+        json!({"requests": {"cpu": "1"}}),
+        "{spec}"
+    );
+    // The run's log, from the API: each task's steps under their headers,
+    // then the end.
+    let expected = format!(
+        "==> task build (pod {}) <==\n\
+         --> step compile\nbuild/compile ran\nits second line\n\
+         --> step test\nbuild/test ran\nits second line\n\
+         ==> task deploy (pod {}) <==\n\
+         --> step push\ndeploy/push ran\nits second line\n\
+         ==> task report (pod {}) <==\n\
+         --> step notify\nreport/notify ran\nits second line\n\
+         ==> PipelineRun {name} succeeded: Succeeded: Tasks Completed: 3 (Failed: 0, Cancelled 0), Skipped: 0 <==\n",
+        s.task_pod(&name, "build"),
+        s.task_pod(&name, "deploy"),
+        s.task_pod(&name, "report"),
+    );
+    s.wait_log(&id, |l| l.contains("==> PipelineRun"));
+    let (status, log) = common::request(
+        s.daemon.port,
+        "GET",
+        &format!("/api/v1/runs/{id}/log"),
+        None,
+        None,
+    );
+    assert_eq!(status, 200, "{log}");
+    assert_eq!(log, expected);
+
+    // A failing step: the run fails; the step's output, the next step not
+    // run, finally run.
+    let failed = s.trigger("broken");
+    let run = s.wait_run(&failed, "failure", Duration::from_secs(90));
+    assert_eq!(run["cluster"], "build-a", "{run}");
+    let log = s.wait_log(&failed, |l| l.contains("==> PipelineRun"));
+    assert!(
+        log.contains("--> step lint\ncheck/lint failed\n--> step vet\n==> task cleanup"),
+        "{log}"
+    );
+    assert!(log.contains("cleanup/tidy ran\n"), "{log}");
+    assert!(
+        log.ends_with(
+            "ended: Failed: Tasks Completed: 2 (Failed: 1, Cancelled 0), Skipped: 0 <==\n"
+        ),
+        "{log}"
+    );
+    assert!(accepted_by_tekton(
+        s.ns(),
+        s.wait_pipeline_run(&failed)
+            .metadata
+            .name
+            .as_deref()
+            .unwrap()
+    ));
+}
+
+/// Aborted through the API (of a daemon restarted meanwhile), a pipeline
+/// job's run is `aborted` and its PipelineRun cancelled (`spec.status:
+/// Cancelled`, which Tekton's validation takes); a PipelineRun deleted
+/// behind bosun's back while its run is pending ends the run in error, and
+/// is not made again.
+#[test]
+fn lighthouse_pipeline_jobs_on_kubernetes_abort_and_lose_their_pipeline_runs() {
+    let mut s = Served::new("tk-serve-abort");
+    let id = s.trigger("slow");
+    s.wait_run(&id, "pending", Duration::from_secs(60));
+    s.wait_log(&id, |l| l.contains("wait/sleep is waiting\n"));
+    let name = s.wait_pipeline_run(&id).metadata.name.unwrap();
+    // (Tekton deletes a cancelled TaskRun's pod.)
+    let pod = s.task_pod(&name, "wait");
+    // A restarted daemon takes the abort as soon as it serves, before it
+    // has listed its cluster's pods or PipelineRuns.
+    s.restart();
+    let (status, body) = common::request(
+        s.daemon.port,
+        "POST",
+        &format!("/api/v1/runs/{id}/abort"),
+        None,
+        None,
+    );
+    assert_eq!(status, 202, "{body}");
+    let run = s.wait_run(&id, "aborted", Duration::from_secs(30));
+    assert_eq!(run["description"], "Run aborted.", "{run}");
+    // Cancelled, as Tekton is asked to: Tekton's validation took the
+    // update, and its controller ends the PipelineRun cancelled.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let pr = s.wait_pipeline_run(&id);
+        let cond = &pr.data["status"]["conditions"][0];
+        if pr.data["spec"]["status"] == "Cancelled" && cond["reason"] == "Cancelled" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not cancelled: {:?}", pr.data);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        tekton::reviews()
+            .iter()
+            .any(|r| r.name == name && r.operation == "UPDATE" && r.refused.is_none()),
+        "{:?}",
+        tekton::reviews()
+    );
+    let log = s.wait_log(&id, |l| l.contains("==> PipelineRun"));
+    assert!(
+        log.starts_with(&format!(
+            "==> task wait (pod {pod}) <==\n--> step sleep\nwait/sleep is waiting\n"
+        )),
+        "{log}"
+    );
+    assert!(
+        log.ends_with(&format!(
+            "ended: Cancelled: PipelineRun \"{name}\" was cancelled <==\n"
+        )),
+        "{log}"
+    );
+
+    // Deleted while its run is pending: the run ends in error.
+    let lost = s.trigger("slow");
+    s.wait_run(&lost, "pending", Duration::from_secs(60));
+    s.wait_log(&lost, |l| l.contains("wait/sleep is waiting\n"));
+    let pr = s.wait_pipeline_run(&lost);
+    let name = pr.metadata.name.clone().unwrap();
+    let uid = pr.metadata.uid.clone();
+    {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(s.plane.admin(), s.ns(), &tekton::pipeline_runs());
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(api.delete(&name, &Default::default())).unwrap();
+    }
+    let run = s.wait_run(&lost, "error", Duration::from_secs(30));
+    assert_eq!(
+        run["description"],
+        format!("PipelineRun {name} got deleted unexpectedly"),
+        "{run}"
+    );
+    let log = s.wait_log(&lost, |l| l.contains("was deleted before its logs"));
+    assert!(log.contains("wait/sleep is waiting\n"), "{log}");
+    // Never made again (its tasks may have run).
+    std::thread::sleep(Duration::from_secs(3));
+    let again: Vec<_> = s
+        .pipeline_runs()
+        .into_iter()
+        .filter(|p| p.metadata.name.as_deref() == Some(name.as_str()))
+        .collect();
+    assert!(
+        again.is_empty(),
+        "made again: {:?} (was {uid:?})",
+        again[0].metadata.uid
+    );
+}
+
+/// A job whose steps come from jx's catalog (`uses:`) ends in error naming
+/// the references, as on a local cluster; no PipelineRun is created.
+#[test]
+fn a_jx_catalog_step_ends_the_run_in_error_and_creates_no_pipeline_run() {
+    let s = Served::new("tk-serve-uses");
+    let id = s.trigger("catalog");
+    let run = s.wait_run(&id, "error", Duration::from_secs(60));
+    let why = run["description"].as_str().unwrap();
+    assert!(why.starts_with("PipelineRun can not be created: "), "{why}");
+    for reference in [
+        "uses:jenkins-x/jx3-pipeline-catalog/tasks/git-clone/git-clone.yaml@versionStream",
+        "uses:jenkins-x/jx3-pipeline-catalog/tasks/go/release.yaml@versionStream",
+    ] {
+        assert!(why.contains(reference), "{why}");
+    }
+    // Nothing reached the cluster; the cluster itself is fine: a job
+    // after it runs.
+    assert!(s.pipeline_runs().is_empty());
+    assert!(!tekton::reviews().iter().any(|r| r.namespace == s.ns()));
+    let ok = s.trigger("nightly");
+    s.wait_run(&ok, "success", Duration::from_secs(90));
+    assert_eq!(s.pipeline_runs().len(), 1);
+    assert_eq!(s.player.seen().len(), 1);
 }
