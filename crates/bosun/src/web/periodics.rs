@@ -55,6 +55,8 @@ pub struct Row {
     timezone: String,
     cluster: String,
     paused: bool,
+    /// The schedule can never fire (`0 0 31 2 *`).
+    never: bool,
     next: String,
     next_in: String,
     next_local: String,
@@ -356,6 +358,7 @@ fn row(
         words,
         cluster: p.base.cluster.clone(),
         paused,
+        never: cron(p).is_some_and(|s| s.never_fires()),
         next: next.map(fmt::time).unwrap_or_default(),
         next_in: next.map(|n| fmt::relative(n, now)).unwrap_or_default(),
         next_local: match (next, tz.as_str()) {
