@@ -122,6 +122,9 @@ pub fn load(opts: &LoadOptions, fs: &dyn FileSource) -> Loaded {
     // The central config first: it says where in-repo checkouts are.
     if let Some(path) = &opts.config {
         parsed.append(parse_file(fs, path, &Format::Config));
+        if let Some((config, ..)) = &mut parsed.config {
+            resolve_in_repo_paths(&mut config.in_repo, path);
+        }
     }
     // (source, given on the command line rather than in the config file)
     let mut in_repo: Vec<(InRepoSource, bool)> = parsed
@@ -231,6 +234,29 @@ fn resolve_fields(fs: &dyn FileSource, diags: &mut [Diagnostic]) {
                 }
             }
         }
+    }
+}
+
+/// A relative `in_repo[].path` written in the config file names a directory
+/// beside that file, as a relative `clone_uri` names a repository beside its
+/// job file: it is joined to the directory of `config_file` (as the file was
+/// named, so a relative `--config` keeps paths relative to the process's
+/// directory). The snapshot's config holds the joined path, which is what
+/// everything reading `in_repo` (the loader, the reload watches) uses. An empty
+/// path stays empty (the config's checks report it); an absolute one is kept.
+/// `--in-repo` on the command line is not touched: it is relative to the
+/// process's directory, as every other path argument.
+fn resolve_in_repo_paths(sources: &mut [InRepoSource], config_file: &Path) {
+    let dir = config_file.parent().unwrap_or(Path::new(""));
+    for source in sources {
+        let path = Path::new(&source.path);
+        if source.path.is_empty() || path.is_absolute() {
+            continue;
+        }
+        // `components` drops the `.` parts (`./lighthouse-app`); `..` is kept,
+        // as the directory may be relative and cannot be shortened.
+        let joined: PathBuf = dir.join(path).components().collect();
+        source.path = joined.to_string_lossy().into_owned();
     }
 }
 

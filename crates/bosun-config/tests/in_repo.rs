@@ -1063,3 +1063,127 @@ fn in_repo_entry_without_a_path_is_one_error() {
         vec!["$TMP/config.yaml:2:3: error: in_repo[0].path must be set"]
     );
 }
+
+/// The `.prow.yaml` of a checkout with one postsubmit, `name`.
+fn prow_checkout(tmp: &Tmp, dir: &str, name: &str) {
+    tmp.write(
+        &format!("{dir}/.prow.yaml"),
+        &(format!("postsubmits:\n- name: {name}\n") + &spec(2)),
+    );
+}
+
+/// (repo, name, file defining it) of every postsubmit.
+fn postsubmit_files(s: &Snapshot) -> Vec<(&str, &str, &str)> {
+    s.postsubmits
+        .iter()
+        .flat_map(|(repo, jobs)| {
+            jobs.iter()
+                .map(move |j| (repo.as_str(), j.name(), &*j.origin.file))
+        })
+        .collect()
+}
+
+#[test]
+fn relative_in_repo_paths_in_config_yaml_are_beside_the_file() {
+    let tmp = Tmp::new();
+    lighthouse_checkout(&tmp, "conf/app", "ci");
+    prow_checkout(&tmp, "src/repo", "unit");
+    prow_checkout(&tmp, "abs", "publish");
+    tmp.write(
+        "conf/config.yaml",
+        &format!(
+            "in_repo:\n- repo: org/app\n  path: app\n- repo: org/repo\n  path: ./../src/repo\n- repo: org/abs\n  path: {}\n",
+            tmp.dir("abs")
+        ),
+    );
+    let (loaded, lines) = tmp.load(&LoadOptions {
+        config: Some(tmp.path("conf/config.yaml")),
+        ..LoadOptions::default()
+    });
+    assert_eq!(loaded.errors(), 0, "{lines:#?}");
+    let s = snapshot(loaded, &lines);
+    // `app` and `./../src/repo` are joined to the file's directory; the
+    // absolute path is kept. The snapshot holds the joined paths.
+    let paths: Vec<&str> = s.config.in_repo.iter().map(|r| r.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            tmp.dir("conf/app"),
+            tmp.dir("conf/../src/repo"),
+            tmp.dir("abs")
+        ]
+    );
+    let root = tmp.dir("");
+    let files: Vec<(&str, &str, String)> = postsubmit_files(&s)
+        .into_iter()
+        .map(|(repo, name, file)| (repo, name, file.replace(&root, "$TMP/")))
+        .collect();
+    assert_eq!(
+        files,
+        [
+            ("org/abs", "publish", "$TMP/abs/.prow.yaml".to_string()),
+            (
+                "org/app",
+                "release",
+                "$TMP/conf/app/.lighthouse/ci/triggers.yaml".to_string()
+            ),
+            (
+                "org/repo",
+                "unit",
+                "$TMP/conf/../src/repo/.prow.yaml".to_string()
+            ),
+        ]
+    );
+    assert_eq!(s.periodics[0].identity(), "org/app:dailyjob");
+}
+
+/// `path` from the current directory (the test's, which stays as it is) to
+/// `to`, written with `..`.
+fn relative_to_cwd(to: &std::path::Path) -> String {
+    let cwd = std::env::current_dir()
+        .expect("cwd")
+        .canonicalize()
+        .expect("canonical cwd");
+    let up = cwd.components().skip(1).map(|_| "..");
+    let down = to
+        .components()
+        .skip(1)
+        .map(|c| c.as_os_str().to_str().expect("utf-8"));
+    up.chain(down).collect::<Vec<_>>().join("/")
+}
+
+#[test]
+fn a_relative_config_keeps_its_in_repo_paths_relative_and_in_repo_options_are_from_the_cwd() {
+    let tmp = Tmp::new();
+    // Prow checkouts: a Lighthouse source file beside a triggers.yaml whose
+    // path starts with `../..` is not found (the loader's lexical clean of
+    // Lighthouse paths drops leading `..`s).
+    prow_checkout(&tmp, "conf/app", "release");
+    prow_checkout(&tmp, "cli", "publish");
+    tmp.write(
+        "conf/config.yaml",
+        "in_repo:\n- repo: org/app\n  path: app\n",
+    );
+    let rel = relative_to_cwd(&tmp.root);
+    // The same as `--config REL/conf/config.yaml --in-repo org/cli=REL/cli`:
+    // the option's path is the process's, not the config file's.
+    let (loaded, lines) = tmp.load(&LoadOptions {
+        config: Some(PathBuf::from(format!("{rel}/conf/config.yaml"))),
+        in_repo: vec![InRepoSource {
+            repo: "org/cli".into(),
+            path: format!("{rel}/cli"),
+            branch: None,
+        }],
+        ..LoadOptions::default()
+    });
+    assert_eq!(loaded.errors(), 0, "{lines:#?}");
+    let s = snapshot(loaded, &lines);
+    assert_eq!(s.config.in_repo[0].path, format!("{rel}/conf/app"));
+    assert_eq!(
+        postsubmit_files(&s),
+        [
+            ("org/app", "release", &*format!("{rel}/conf/app/.prow.yaml")),
+            ("org/cli", "publish", &*format!("{rel}/cli/.prow.yaml")),
+        ]
+    );
+}

@@ -12,7 +12,6 @@
 //! cluster, what a local cluster cannot run (`taskRef`, `pipelineRef`,
 //! Secrets, ...; what [`bosun_cluster::tekton::local::check`] finds).
 
-use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -21,8 +20,8 @@ use bosun_cluster::tekton::gotemplate::Template;
 use bosun_cluster::tekton::local;
 use bosun_cluster::tekton::model::PipelineRunSpec;
 use bosun_cluster::tekton::pipelinerun::{self, PipelineRunError};
-use bosun_config::types::{ClusterKind, InRepoSource, JobSource, JobType, ProwConfig, Pull, Refs};
-use bosun_config::validate::trust_admits;
+use bosun_config::types::{InRepoSource, JobSource, JobType, Pull, Refs};
+use bosun_config::validate::{is_local_cluster, reachable_clusters};
 use bosun_config::{load, Diagnostic, Job, LoadOptions, Loaded, OsFiles, Snapshot};
 use bosun_store::template::{RunTemplate, SpecSnapshot};
 use clap::{Args, ValueEnum};
@@ -246,7 +245,6 @@ const PIPELINE_AGENT: &str = "tekton-pipeline";
 /// `pipeline_run_params`, or inline spec). `kube_contexts` are the
 /// kubeconfig contexts' names, which are build clusters too.
 pub fn pipeline_diagnostics(snapshot: &Snapshot, kube_contexts: &[String]) -> Vec<Diagnostic> {
-    let clusters = Inventory::new(&snapshot.config, kube_contexts);
     let mut out = Vec::new();
     for p in &snapshot.periodics {
         if p.base.agent != PIPELINE_AGENT {
@@ -270,7 +268,7 @@ pub fn pipeline_diagnostics(snapshot: &Snapshot, kube_contexts: &[String]) -> Ve
         };
         check_pipeline_job(
             snapshot,
-            &clusters,
+            kube_contexts,
             p,
             JobType::Periodic,
             &repo,
@@ -293,7 +291,7 @@ pub fn pipeline_diagnostics(snapshot: &Snapshot, kube_contexts: &[String]) -> Ve
             });
             check_pipeline_job(
                 snapshot,
-                &clusters,
+                kube_contexts,
                 j,
                 JobType::Presubmit,
                 repo,
@@ -309,7 +307,7 @@ pub fn pipeline_diagnostics(snapshot: &Snapshot, kube_contexts: &[String]) -> Ve
                 .defined_in(Path::new(&*j.origin.file));
             check_pipeline_job(
                 snapshot,
-                &clusters,
+                kube_contexts,
                 j,
                 JobType::Postsubmit,
                 repo,
@@ -339,7 +337,7 @@ fn sample_refs(repo: &str) -> Refs {
 #[allow(clippy::too_many_arguments)]
 fn check_pipeline_job<K>(
     snapshot: &Snapshot,
-    clusters: &Inventory<'_>,
+    kube_contexts: &[String],
     job: &Job<K>,
     ty: JobType,
     repo: &str,
@@ -460,10 +458,10 @@ fn check_pipeline_job<K>(
     }
 
     // What a local cluster cannot run, when a run can land on one.
-    let local: Vec<&str> = clusters
-        .reachable(job, ty, repo)
+    let config = &snapshot.config;
+    let local: Vec<&str> = reachable_clusters(config, kube_contexts, job, ty, repo)
         .into_iter()
-        .filter(|c| clusters.is_local(c))
+        .filter(|c| is_local_cluster(config, kube_contexts, c))
         .collect();
     if local.is_empty() {
         return;
@@ -500,87 +498,6 @@ fn check_pipeline_job<K>(
             ),
             local::ProblemKind::Invalid => d.hint("Tekton refuses this pipeline too"),
         });
-    }
-}
-
-/// The build clusters of the configuration, to tell where a job's runs can
-/// land, as bosun-config's validator tells it for its relaxation of the
-/// decoration requirements on local clusters (the same rules as its
-/// `reachable_clusters`, which is private to it).
-struct Inventory<'c> {
-    config: &'c ProwConfig,
-    /// `build_clusters` and the kubeconfig contexts.
-    explicit: BTreeSet<&'c str>,
-}
-
-impl<'c> Inventory<'c> {
-    fn new(config: &'c ProwConfig, kube_contexts: &'c [String]) -> Self {
-        let explicit = config
-            .build_clusters
-            .keys()
-            .map(String::as_str)
-            .chain(kube_contexts.iter().map(String::as_str))
-            .collect();
-        Inventory { config, explicit }
-    }
-
-    /// The clusters a run of `job` can land on, as bosun-config's validator
-    /// finds them: its `cluster`; the whole inventory when it is relocatable
-    /// (by the `dispatcher:` section, or else by an external scheduler); then
-    /// where failover (`scheduler.failover.mappings`, `failover_to`) sends
-    /// runs; a trusted cluster that does not admit the job is never reached
-    /// by relocation or failover.
-    fn reachable<'j, K>(&self, job: &'j Job<K>, ty: JobType, repo: &str) -> BTreeSet<&'j str>
-    where
-        'c: 'j,
-    {
-        let config = self.config;
-        let own = job.base.cluster.as_str();
-        let relocatable = match &config.dispatcher {
-            Some(dispatcher) => dispatcher.relocatable(own, job.cluster_written),
-            None => config.scheduler.external.is_some(),
-        };
-        let repo = (!repo.is_empty()).then_some(repo);
-        let admits = |alias: &str| {
-            config
-                .build_clusters
-                .get(alias)
-                .and_then(|c| c.trusted.as_ref())
-                .is_none_or(|rules| trust_admits(rules, &job.base.name, repo, ty))
-        };
-        let mut set: BTreeSet<&'j str> = BTreeSet::from([own]);
-        if relocatable {
-            set.extend(
-                self.explicit
-                    .iter()
-                    .copied()
-                    .chain(["default"])
-                    .filter(|c| admits(c)),
-            );
-        }
-        let mut todo: Vec<&'j str> = set.iter().copied().collect();
-        while let Some(alias) = todo.pop() {
-            let mapped = config.scheduler.failover.mappings.get(alias);
-            let failover = config
-                .build_clusters
-                .get(alias)
-                .and_then(|c| c.failover_to.as_ref());
-            for to in mapped.into_iter().chain(failover) {
-                if admits(to) && set.insert(to.as_str()) {
-                    todo.push(to.as_str());
-                }
-            }
-        }
-        set
-    }
-
-    /// A local cluster: `kind: local` in `build_clusters`, or the implicit
-    /// `default` (when nothing defines it).
-    fn is_local(&self, alias: &str) -> bool {
-        match self.config.build_clusters.get(alias) {
-            Some(c) => c.kind == ClusterKind::Local,
-            None => alias == "default" && !self.explicit.contains("default"),
-        }
     }
 }
 

@@ -353,7 +353,7 @@ spec:
               hint: a local cluster runs what the PipelineRun embeds (pipelineSpec, taskSpec), with nothing from a Kubernetes cluster (references, Secrets, ConfigMaps): run this job on a Kubernetes cluster with Tekton, or embed what it needs (Lighthouse's loadFileRefs annotation embeds Pipelines and Tasks from files beside the source)
             app/.lighthouse/jobs/triggers.yaml:7:5: warning: job by-reference: runs of this job on local cluster "default" end in error: a local cluster cannot run this pipeline: task clone: taskRef git-clone cannot be resolved on a local cluster (only tasks embedded with taskSpec run locally)
               hint: a local cluster runs what the PipelineRun embeds (pipelineSpec, taskSpec), with nothing from a Kubernetes cluster (references, Secrets, ConfigMaps): run this job on a Kubernetes cluster with Tekton, or embed what it needs (Lighthouse's loadFileRefs annotation embeds Pipelines and Tasks from files beside the source)
-            app/.lighthouse/jobs/triggers.yaml:10:5: warning: job catalog: runs of this job end in error on every cluster: uses:jenkins-x/jx3-pipeline-catalog/tasks/go/lint.yaml@versionStream (task lint, lint): Jenkins X catalog references are resolved by Lighthouse when it loads the pipeline, and bosun does not resolve them
+            app/.lighthouse/jobs/triggers.yaml:10:5: warning: job catalog: runs of this job end in error on every cluster: uses:jenkins-x/jx3-pipeline-catalog/tasks/go/lint.yaml@versionStream (task lint, step lint): Jenkins X catalog references are resolved by Lighthouse when it loads the pipeline, and bosun does not resolve them
               hint: write the steps the reference stands for into the pipeline (`jx pipeline effective` prints the pipeline with them)
             app/.lighthouse/jobs/triggers.yaml:10:5: warning: job catalog: runs of this job end in error on every cluster: uses:jenkins-x/jx3-pipeline-catalog/tasks/go/pullrequest.yaml@versionStream (task from-build-pack, stepTemplate): Jenkins X catalog references are resolved by Lighthouse when it loads the pipeline, and bosun does not resolve them
               hint: write the steps the reference stands for into the pipeline (`jx pipeline effective` prints the pipeline with them)
@@ -366,7 +366,7 @@ spec:
         &check(&with(kube), &[]),
         0,
         expect![[r#"
-            app/.lighthouse/jobs/triggers.yaml:10:5: warning: job catalog: runs of this job end in error on every cluster: uses:jenkins-x/jx3-pipeline-catalog/tasks/go/lint.yaml@versionStream (task lint, lint): Jenkins X catalog references are resolved by Lighthouse when it loads the pipeline, and bosun does not resolve them
+            app/.lighthouse/jobs/triggers.yaml:10:5: warning: job catalog: runs of this job end in error on every cluster: uses:jenkins-x/jx3-pipeline-catalog/tasks/go/lint.yaml@versionStream (task lint, step lint): Jenkins X catalog references are resolved by Lighthouse when it loads the pipeline, and bosun does not resolve them
               hint: write the steps the reference stands for into the pipeline (`jx pipeline effective` prints the pipeline with them)
             app/.lighthouse/jobs/triggers.yaml:10:5: warning: job catalog: runs of this job end in error on every cluster: uses:jenkins-x/jx3-pipeline-catalog/tasks/go/pullrequest.yaml@versionStream (task from-build-pack, stepTemplate): Jenkins X catalog references are resolved by Lighthouse when it loads the pipeline, and bosun does not resolve them
               hint: write the steps the reference stands for into the pipeline (`jx pipeline effective` prints the pipeline with them)
@@ -384,7 +384,7 @@ spec:
               hint: a local cluster runs what the PipelineRun embeds (pipelineSpec, taskSpec), with nothing from a Kubernetes cluster (references, Secrets, ConfigMaps): run this job on a Kubernetes cluster with Tekton, or embed what it needs (Lighthouse's loadFileRefs annotation embeds Pipelines and Tasks from files beside the source)
             app/.lighthouse/jobs/triggers.yaml:7:5: warning: job by-reference: runs of this job on local cluster "spare" end in error: a local cluster cannot run this pipeline: task clone: taskRef git-clone cannot be resolved on a local cluster (only tasks embedded with taskSpec run locally)
               hint: a local cluster runs what the PipelineRun embeds (pipelineSpec, taskSpec), with nothing from a Kubernetes cluster (references, Secrets, ConfigMaps): run this job on a Kubernetes cluster with Tekton, or embed what it needs (Lighthouse's loadFileRefs annotation embeds Pipelines and Tasks from files beside the source)
-            app/.lighthouse/jobs/triggers.yaml:10:5: warning: job catalog: runs of this job end in error on every cluster: uses:jenkins-x/jx3-pipeline-catalog/tasks/go/lint.yaml@versionStream (task lint, lint): Jenkins X catalog references are resolved by Lighthouse when it loads the pipeline, and bosun does not resolve them
+            app/.lighthouse/jobs/triggers.yaml:10:5: warning: job catalog: runs of this job end in error on every cluster: uses:jenkins-x/jx3-pipeline-catalog/tasks/go/lint.yaml@versionStream (task lint, step lint): Jenkins X catalog references are resolved by Lighthouse when it loads the pipeline, and bosun does not resolve them
               hint: write the steps the reference stands for into the pipeline (`jx pipeline effective` prints the pipeline with them)
             app/.lighthouse/jobs/triggers.yaml:10:5: warning: job catalog: runs of this job end in error on every cluster: uses:jenkins-x/jx3-pipeline-catalog/tasks/go/pullrequest.yaml@versionStream (task from-build-pack, stepTemplate): Jenkins X catalog references are resolved by Lighthouse when it loads the pipeline, and bosun does not resolve them
               hint: write the steps the reference stands for into the pipeline (`jx pipeline effective` prints the pipeline with them)
@@ -412,10 +412,6 @@ fn the_quickstart_is_clean() {
         .args(["check", "--strict"])
         .args(["--config", "examples/quickstart/config.yaml"])
         .args(["--job-config", "examples/quickstart/jobs"])
-        .args([
-            "--in-repo",
-            "example/lighthouse-app=examples/quickstart/lighthouse-app",
-        ])
         .current_dir(&root)
         .env_remove("KUBECONFIG")
         .output()

@@ -1,7 +1,7 @@
 //! The quickstart's Lighthouse pipeline, end to end, as the README runs it:
 //! `bosun serve` on `examples/quickstart/` from the project's root, with the
 //! Lighthouse-style repository `examples/quickstart/lighthouse-app` loaded
-//! in-repo; `bosun run release-notes --follow` triggers its pipeline periodic
+//! in-repo (the quickstart's `config.yaml` names it); `bosun run release-notes --follow` triggers its pipeline periodic
 //! and follows its log. The pipeline runs on the quickstart's local `default`
 //! cluster, step by step: `draft` writes the notes into the shared
 //! workspace and gives a result, `publish` prints them with that result,
@@ -42,8 +42,8 @@ fn json(s: &str) -> serde_json::Value {
 fn the_quickstarts_pipeline_periodic_runs_its_tasks_locally() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    // The project's root: the README's commands run there, and the in-repo
-    // checkout's path is relative to it.
+    // The project's root: the README's commands run there. The quickstart's
+    // config.yaml names the checkout (`in_repo:`, a path beside that file).
     let root = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
         .canonicalize()
@@ -52,10 +52,6 @@ fn the_quickstarts_pipeline_periodic_runs_its_tasks_locally() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_bosun"))
         .args(["serve", "--config", "examples/quickstart/config.yaml"])
         .args(["--job-config", "examples/quickstart/jobs"])
-        .args([
-            "--in-repo",
-            "example/lighthouse-app=examples/quickstart/lighthouse-app",
-        ])
         .arg("--data-dir")
         .arg(dir.join("data"))
         .args(["--listen", "127.0.0.1:0"])

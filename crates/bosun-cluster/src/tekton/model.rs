@@ -985,10 +985,11 @@ pub struct UsesReference {
 
 impl fmt::Display for UsesReference {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let step = if self.step.is_empty() {
-            "a step"
-        } else {
-            &self.step
+        // Where: an unnamed step, the task's stepTemplate, or the named step.
+        let step = match self.step.as_str() {
+            "" => "a step".to_string(),
+            "stepTemplate" => "stepTemplate".to_string(),
+            name => format!("step {name}"),
         };
         write!(
             f,

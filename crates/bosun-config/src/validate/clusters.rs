@@ -13,7 +13,7 @@ use regex::Regex;
 use crate::defaults::DecorationView;
 use crate::diag::Diagnostic;
 use crate::model::Job;
-use crate::types::{ClusterKind, JobType, TrustRule};
+use crate::types::{ClusterKind, JobType, ProwConfig, TrustRule};
 
 use super::ctx::{err_at, warn_at, Ctx};
 use super::decoration;
@@ -102,20 +102,57 @@ pub(super) fn check<K>(
 
 /// The build clusters a run of `job` can end up on, as far as the
 /// configuration tells (a superset when unsure): its `cluster`; every cluster
-/// of the inventory (`build_clusters`, kubeconfig contexts, `default`) when it
-/// can be relocated (a `dispatcher:` section and the job is relocatable
-/// there, or, without one, a `scheduler.external` dispatcher, which may answer
-/// any cluster); then, repeatedly, where `scheduler.failover.mappings` and each
-/// cluster's `failover_to` send runs. A cluster reached by relocation or
-/// failover is left out when it is trusted and does not admit the job (bosun
-/// never moves a run there).
-pub(super) fn reachable_clusters<'c, K>(
-    ctx: &Ctx<'c>,
+/// of the inventory (`build_clusters`, the kubeconfig contexts
+/// `kube_contexts`, `default`) when it can be relocated (a `dispatcher:`
+/// section and the job is relocatable there, or, without one, a
+/// `scheduler.external` dispatcher, which may answer any cluster); then,
+/// repeatedly, where `scheduler.failover.mappings` and each cluster's
+/// `failover_to` send runs. A cluster reached by relocation or failover is
+/// left out when it is trusted and does not admit the job (bosun never moves a
+/// run there). `ty` and `repo` are the job's type and the `org/repo` it is
+/// defined for (a periodic's `extra_refs[0]`; empty when it has none), which
+/// trusted clusters' allow rules match.
+///
+/// The validator relaxes the decoration requirements of a job that lands
+/// only on local clusters by it; `bosun check` tells by it where a pipeline
+/// job's runs can meet a local cluster.
+pub fn reachable_clusters<'c, K>(
+    config: &'c ProwConfig,
+    kube_contexts: &'c [String],
     job: &'c Job<K>,
     ty: JobType,
     repo: &str,
 ) -> BTreeSet<&'c str> {
-    let config = ctx.config;
+    reachable_in(config, &explicit(config, kube_contexts), job, ty, repo)
+}
+
+/// Whether `alias` is a local cluster: `kind: local` in `build_clusters`, or
+/// the implicit `default` (when neither `build_clusters` nor one of the
+/// kubeconfig contexts `kube_contexts` defines it). A kubeconfig context, or
+/// an unknown alias, is not.
+pub fn is_local_cluster(config: &ProwConfig, kube_contexts: &[String], alias: &str) -> bool {
+    local_in(config, &explicit(config, kube_contexts), alias)
+}
+
+/// The aliases defined explicitly: `build_clusters` and the kubeconfig
+/// contexts (the validator's `Clusters::explicit`).
+fn explicit<'c>(config: &'c ProwConfig, kube_contexts: &'c [String]) -> BTreeSet<&'c str> {
+    config
+        .build_clusters
+        .keys()
+        .map(String::as_str)
+        .chain(kube_contexts.iter().map(String::as_str))
+        .collect()
+}
+
+/// [`reachable_clusters`] over the explicitly defined aliases `explicit`.
+fn reachable_in<'c, K>(
+    config: &'c ProwConfig,
+    explicit: &BTreeSet<&'c str>,
+    job: &'c Job<K>,
+    ty: JobType,
+    repo: &str,
+) -> BTreeSet<&'c str> {
     let own = job.base.cluster.as_str();
     let relocatable = match &config.dispatcher {
         Some(dispatcher) => dispatcher.relocatable(own, job.cluster_written),
@@ -132,8 +169,7 @@ pub(super) fn reachable_clusters<'c, K>(
     let mut set: BTreeSet<&'c str> = BTreeSet::from([own]);
     if relocatable {
         set.extend(
-            ctx.clusters
-                .explicit
+            explicit
                 .iter()
                 .copied()
                 .chain(["default"])
@@ -156,22 +192,21 @@ pub(super) fn reachable_clusters<'c, K>(
     set
 }
 
-/// Whether `alias` is a local cluster: `kind: local` in `build_clusters`, or
-/// the implicit `default` (when neither `build_clusters` nor a kubeconfig
-/// context defines it). A kubeconfig context, or an unknown alias, is not.
-fn is_local(ctx: &Ctx<'_>, alias: &str) -> bool {
-    match ctx.config.build_clusters.get(alias) {
+/// [`is_local_cluster`] over the explicitly defined aliases `explicit`.
+fn local_in(config: &ProwConfig, explicit: &BTreeSet<&str>, alias: &str) -> bool {
+    match config.build_clusters.get(alias) {
         Some(c) => c.kind == ClusterKind::Local,
-        None => alias == "default" && !ctx.clusters.explicit.contains("default"),
+        None => alias == "default" && !explicit.contains("default"),
     }
 }
 
 /// Whether every cluster a run of `job` can end up on is local (bosun's
 /// relaxation of the decoration requirements).
 pub(super) fn lands_only_on_local<K>(ctx: &Ctx<'_>, job: &Job<K>, ty: JobType, repo: &str) -> bool {
-    reachable_clusters(ctx, job, ty, repo)
+    let explicit = &ctx.clusters.explicit;
+    reachable_in(ctx.config, explicit, job, ty, repo)
         .into_iter()
-        .all(|c| is_local(ctx, c))
+        .all(|c| local_in(ctx.config, explicit, c))
 }
 
 fn name_matches(pattern: &str, name: &str) -> bool {
