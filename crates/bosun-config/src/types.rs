@@ -564,7 +564,9 @@ pub enum DemandSource {
 pub struct InRepoSource {
     /// `org/repo`.
     pub repo: String,
-    /// Directory of the checkout.
+    /// Directory of the checkout: a relative path is relative to the
+    /// directory of the config file that names it (to the current directory
+    /// for `--in-repo`).
     pub path: String,
     /// Branch the checkout is on (periodics' base ref). Default `main`.
     pub branch: Option<String>,

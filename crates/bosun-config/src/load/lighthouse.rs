@@ -543,11 +543,16 @@ fn clean(path: &Path) -> PathBuf {
     for c in path.components() {
         match c {
             Component::CurDir => {}
-            Component::ParentDir => {
-                if !out.pop() {
-                    out.push("..");
+            // As Go's `filepath.Clean`: `..` removes a name before it, is
+            // dropped right after the root, and is kept at the start of a
+            // relative path (`../../x` stays so).
+            Component::ParentDir => match out.components().next_back() {
+                Some(Component::Normal(_)) => {
+                    out.pop();
                 }
-            }
+                Some(Component::RootDir | Component::Prefix(_)) => {}
+                _ => out.push(".."),
+            },
             c => out.push(c.as_os_str()),
         }
     }
@@ -702,6 +707,16 @@ fn add_param_specs(obj: &mut Map<String, Value>) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn cleans_as_go_does() {
+        let c = |p: &str| clean(std::path::Path::new(p)).display().to_string();
+        assert_eq!(c("../../x"), "../../x");
+        assert_eq!(c("a/../../x"), "../x");
+        assert_eq!(c("a/b/../c/./d"), "a/c/d");
+        assert_eq!(c("/../x"), "/x");
+        assert_eq!(c("/a/b/../../.."), "/");
+    }
 
     #[test]
     fn paths_join_as_go() {
