@@ -12,7 +12,8 @@ use axum::response::Response;
 use bosun_cluster::kube::Health;
 use bosun_cluster::registry::ClusterDef;
 
-use super::{svg, Chrome, Ctx, Web};
+use super::page::{Chrome, Ctx, Web};
+use super::svg;
 
 /// A cluster as a row of the page.
 pub struct Row {

@@ -10,7 +10,8 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use axum::Form;
 
-use super::{fmt, see_other, Chrome, CsrfForm, Ctx, Web};
+use super::fmt;
+use super::page::{see_other, Chrome, CsrfForm, Ctx, Web};
 use crate::runs::blocking;
 
 /// A diagnostic split into where and what.

@@ -14,7 +14,8 @@ use bosun_dispatch::adjust::OverrideTarget;
 use bosun_dispatch::model::Plan;
 use serde::Deserialize;
 
-use super::{fmt, see_other, svg, Chrome, CsrfForm, Ctx, Web};
+use super::page::{see_other, Chrome, CsrfForm, Ctx, Web};
+use super::{fmt, svg};
 use crate::dispatch::engine::{OverrideError, OverrideRequest};
 use crate::runs::blocking;
 

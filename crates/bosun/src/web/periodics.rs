@@ -17,7 +17,8 @@ use bosun_store::{RunFilter, StoreError};
 use jiff::Timestamp;
 use serde::Deserialize;
 
-use super::{fmt, see_other, svg, Chrome, Ctx, Web};
+use super::page::{local_next, see_other, Chrome, Ctx, Web};
+use super::{fmt, svg};
 use crate::runs::{blocking, RunRequest};
 
 /// Periodics on a page.
@@ -78,7 +79,7 @@ pub struct Timeline {
 }
 
 /// The timeline, kept for the snapshot version and minute it was made for.
-pub struct CachedTimeline {
+struct CachedTimeline {
     version: u64,
     minute: i64,
     timeline: Arc<Timeline>,
@@ -221,21 +222,23 @@ fn timeline_now(web: &Web) -> Arc<Timeline> {
     let now = web.now();
     let version = web.daemon.shared.snapshot().version;
     let minute = now.as_second() / 60;
-    if let Some(c) = web
-        .timeline
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_ref()
+    let mut cache = web.cache.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(c) = cache
+        .get("timeline")
+        .and_then(|c| c.clone().downcast::<CachedTimeline>().ok())
         .filter(|c| c.version == version && c.minute == minute)
     {
         return c.timeline.clone();
     }
     let t = Arc::new(timeline(web, now));
-    *web.timeline.lock().unwrap_or_else(|e| e.into_inner()) = Some(CachedTimeline {
-        version,
-        minute,
-        timeline: t.clone(),
-    });
+    cache.insert(
+        "timeline",
+        Arc::new(CachedTimeline {
+            version,
+            minute,
+            timeline: t.clone(),
+        }),
+    );
     t
 }
 
@@ -492,7 +495,7 @@ async fn set_paused(ctx: Ctx, web: Arc<Web>, form: PeriodicForm, paused: bool) -
     if let Err(r) = ctx.check_form(&form.csrf) {
         return *r;
     }
-    let back = super::local_next(form.back.as_deref());
+    let back = local_next(form.back.as_deref());
     let shared = web.daemon.shared.clone();
     let id = form.identity.clone();
     match blocking(move || crate::periodics::set_paused(&shared, &id, paused)).await {
@@ -557,7 +560,7 @@ pub async fn trigger(
             StatusCode::UNPROCESSABLE_ENTITY,
             "Not done",
             &e.to_string(),
-            &super::local_next(form.back.as_deref()),
+            &local_next(form.back.as_deref()),
         ),
     }
 }

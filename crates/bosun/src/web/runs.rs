@@ -15,7 +15,8 @@ use bosun_store::{Run, RunFilter, RunState, StoreError};
 use jiff::Timestamp;
 use serde::Deserialize;
 
-use super::{fmt, joburl, see_other, Chrome, CsrfForm, Ctx, Web};
+use super::page::{see_other, Chrome, CsrfForm, Ctx, Web};
+use super::{fmt, joburl};
 use crate::runs::{blocking, CreateError, RunRequest};
 
 /// Runs on a page.
@@ -246,8 +247,8 @@ pub async fn live_list(State(web): State<Arc<Web>>, Query(q): Query<RunsQuery>) 
     };
     let filtered = q.filtered();
     let w = web.clone();
-    super::live(&web, move || match runs_page(&w, &filter) {
-        Ok((rows, _)) => (super::render(&RunRows { rows, filtered }), false),
+    super::page::live(&web, move || match runs_page(&w, &filter) {
+        Ok((rows, _)) => (super::page::render(&RunRows { rows, filtered }), false),
         Err(_) => (String::new(), false),
     })
     .into_response()
@@ -564,7 +565,7 @@ pub async fn page(
 pub async fn live_run(ctx: Ctx, State(web): State<Arc<Web>>, Path(id): Path<String>) -> Response {
     let w = web.clone();
     let chrome = Arc::new(ctx.chrome("", "/"));
-    super::live(&web, move || {
+    super::page::live(&web, move || {
         let run = match w.daemon.shared.store.get(&id) {
             Ok(Some(r)) => r,
             Ok(None) => return (String::new(), true),
@@ -575,7 +576,7 @@ pub async fn live_run(ctx: Ctx, State(web): State<Arc<Web>>, Path(id): Path<Stri
             chrome: (*chrome).clone(),
             run: RunView::of(&run, w.now()),
         };
-        (super::render(&page), ended)
+        (super::page::render(&page), ended)
     })
     .into_response()
 }

@@ -1,0 +1,93 @@
+//! `/login` and `/logout`: a token to a session, and back.
+
+use std::time::Duration;
+
+use askama::Template;
+use axum::extract::Query;
+use axum::http::{header, StatusCode};
+use axum::response::Response;
+use axum::Form;
+use serde::Deserialize;
+
+use super::auth::{self, Role};
+use super::page::{local_next, see_other, Chrome, CsrfForm, Ctx};
+
+#[derive(Template)]
+#[template(path = "login.html")]
+pub(super) struct LoginPage {
+    chrome: Chrome,
+    next: String,
+    error: String,
+    reads_need_token: bool,
+    actions_need_token: bool,
+}
+
+#[derive(Deserialize)]
+pub(super) struct LoginQuery {
+    next: Option<String>,
+}
+
+/// `GET /login`.
+pub(super) async fn page(ctx: Ctx, Query(q): Query<LoginQuery>) -> Response {
+    let auth = &ctx.web.auth;
+    let page = LoginPage {
+        chrome: ctx.chrome("Log in", ""),
+        next: local_next(q.next.as_deref()),
+        error: String::new(),
+        reads_need_token: auth.reads_need_token(),
+        actions_need_token: auth.actions_need_token(),
+    };
+    ctx.page(StatusCode::OK, &page)
+}
+
+#[derive(Deserialize)]
+pub(super) struct LoginForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    token: String,
+    next: Option<String>,
+}
+
+/// `POST /login`: a token to a session (a new id: nothing set before the
+/// login carries over).
+pub(super) async fn login(ctx: Ctx, Form(form): Form<LoginForm>) -> Response {
+    let auth = ctx.web.auth.clone();
+    if let Err(r) = auth.check_login_form(&ctx.headers, &form.csrf) {
+        return ctx.refused(r);
+    }
+    let role = auth.role_of_token(form.token.trim());
+    let next = local_next(form.next.as_deref());
+    if role == Role::Anonymous {
+        let page = LoginPage {
+            chrome: ctx.chrome("Log in", ""),
+            next,
+            error: "That token is not valid.".into(),
+            reads_need_token: auth.reads_need_token(),
+            actions_need_token: auth.actions_need_token(),
+        };
+        return ctx.page(StatusCode::UNAUTHORIZED, &page);
+    }
+    let id = auth.login(role);
+    let mut r = see_other(&next);
+    r.headers_mut().append(
+        header::SET_COOKIE,
+        auth::set_cookie(auth::SESSION_COOKIE, &id, Some(auth::SESSION_TTL)),
+    );
+    r
+}
+
+/// `POST /logout`.
+pub(super) async fn logout(ctx: Ctx, Form(form): Form<CsrfForm>) -> Response {
+    let auth = ctx.web.auth.clone();
+    if let Err(r) = auth.check_login_form(&ctx.headers, &form.csrf) {
+        return ctx.refused(r);
+    }
+    auth.logout(&ctx.headers);
+    let mut r = see_other("/");
+    r.headers_mut().append(
+        header::SET_COOKIE,
+        auth::set_cookie(auth::SESSION_COOKIE, "", Some(Duration::ZERO)),
+    );
+    r
+}
