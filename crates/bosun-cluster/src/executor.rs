@@ -93,6 +93,12 @@ pub trait Executor: Send + Sync {
     fn status(&self, run_id: &str) -> RunStatus;
     /// Aborts a run (gracefully first, for `grace`); returns once it ended.
     fn abort(&self, run_id: &str, grace: Duration) -> RunStatus;
+    /// Aborts a pipeline run ([`Executor::start_pipeline`]), found even if
+    /// this executor has not seen it yet (a restarted daemon's executor
+    /// before it has listed its cluster's pipeline runs).
+    fn abort_pipeline(&self, run_id: &str, grace: Duration) -> RunStatus {
+        self.abort(run_id, grace)
+    }
     /// Deletes a finished run's files.
     fn remove(&self, run_id: &str) -> Result<(), ExecError>;
     /// The run's log file, if the executor keeps one.

@@ -581,6 +581,29 @@ impl Executor for KubeExecutor {
         RunStatus::Exited { code: 128 + 15 }
     }
 
+    fn abort_pipeline(&self, run_id: &str, _grace: Duration) -> RunStatus {
+        // Its end is followed (and its log copied to the end) by the watch
+        // of PipelineRuns, started now if it was not.
+        self.inner.pipelines.watch();
+        // Cancelled by its name if known, else found by its run-id label.
+        if let Some(rt) = &self.rt {
+            let (p, id) = (self.inner.pipelines.clone(), run_id.to_string());
+            rt.spawn(async move {
+                match tokio::time::timeout(API_TIMEOUT, p.cancel(&id)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => {
+                        tracing::warn!(run = %id, error = %e, "cannot cancel the PipelineRun")
+                    }
+                    Err(_) => tracing::warn!(run = %id, "cancelling the PipelineRun timed out"),
+                }
+            });
+        }
+        self.inner
+            .pipelines
+            .status(run_id)
+            .unwrap_or(RunStatus::Exited { code: 128 + 15 })
+    }
+
     fn remove(&self, run_id: &str) -> Result<(), ExecError> {
         if self.inner.pipelines.name_of(run_id).is_some() {
             let (p, id) = (self.inner.pipelines.clone(), run_id.to_string());

@@ -412,19 +412,40 @@ impl Pipelines {
                 pr.is_some_and(finished),
             )
         };
-        let Some(name) = name.filter(|_| !ended) else {
+        if ended {
             return Ok(());
+        }
+        let api = pipeline_api(&self.conn).await?;
+        let names = match name {
+            Some(name) => vec![name],
+            // Not seen yet (the watch has not listed them since a
+            // restart): its PipelineRuns by the run's label.
+            None => {
+                let lp = ListParams::default().labels(&format!("{RUN_ID_LABEL}={run_id}"));
+                match api.list(&lp).await {
+                    Ok(list) => list
+                        .items
+                        .iter()
+                        .filter(|pr| !finished(pr))
+                        .filter_map(|pr| pr.metadata.name.clone())
+                        .collect(),
+                    Err(kube::Error::Api(s)) if s.code == 404 => Vec::new(),
+                    Err(e) => return Err(e.into()),
+                }
+            }
         };
         let patch = serde_json::json!({"spec": {"status": "Cancelled"}});
-        match pipeline_api(&self.conn)
-            .await?
-            .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-            Err(e) => Err(e.into()),
+        for name in names {
+            match api
+                .patch(&name, &PatchParams::default(), &Patch::Merge(patch.clone()))
+                .await
+            {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => return Err(e.into()),
+            }
         }
+        Ok(())
     }
 
     /// Deletes run `run_id`'s PipelineRun (the one the watch last saw, by

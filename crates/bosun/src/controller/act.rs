@@ -179,17 +179,10 @@ impl Controller {
             let pending = observed.pending.iter().find(|p| p.run.id == stop.run);
             let spec = pending.and_then(|p| observed.spec(&p.run));
             let grace = spec.map_or(ABORT_GRACE, |spec| abort_grace(spec));
-            if grace <= ABORT_GRACE {
+            if spec.is_some_and(|s| s.job.agent == PIPELINE_AGENT) {
+                exec.abort_pipeline(&stop.run, grace);
+            } else if grace <= ABORT_GRACE {
                 exec.abort(&stop.run, grace);
-                let pipeline = spec.is_some_and(|s| s.job.agent == PIPELINE_AGENT);
-                let starting = pending.is_some_and(|p| p.status == Some(RunStatus::Starting));
-                if pipeline && starting && exec.runs_pods() {
-                    // Perhaps not known yet as a PipelineRun (a restarted
-                    // daemon that has not listed them): aborted again
-                    // once it is.
-                    let run = stop.run.clone();
-                    off_the_pass(move || cancel_when_known(exec.as_ref(), &run));
-                }
             } else {
                 // A decorated job's wrapper gets its grace period to stop
                 // the test and write `finished.json`, off the pass.
@@ -440,25 +433,6 @@ impl Controller {
         }
         (batch, ended)
     }
-}
-
-/// How long the cancellation of an aborted pipeline run waits for its
-/// Kubernetes executor to know the run as a PipelineRun.
-const PIPELINE_KNOWN_WITHIN: Duration = Duration::from_secs(60);
-
-/// Aborts pipeline run `id` again once `exec` knows it: a Kubernetes
-/// executor that has not yet listed its PipelineRuns (after a restart)
-/// answers `Starting` and takes an abort for a pod's (it deletes a pod the
-/// run does not have), so the PipelineRun would run on; once the run's
-/// status is no longer `Starting` (its PipelineRun seen), the abort cancels
-/// it. (A PipelineRun it knew was cancelled the first time; asking again
-/// changes nothing.)
-fn cancel_when_known(exec: &dyn bosun_cluster::executor::Executor, id: &str) {
-    let deadline = std::time::Instant::now() + PIPELINE_KNOWN_WITHIN;
-    while exec.status(id) == RunStatus::Starting && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    exec.abort(id, ABORT_GRACE);
 }
 
 /// The end of run `id`, started on `cluster`, if that is a local cluster and
