@@ -263,6 +263,22 @@ impl PodSettings {
 const START_GRACE: Duration = Duration::from_secs(30);
 
 impl KubeExecutor {
+    /// Asks Tekton to cancel run `run_id`'s PipelineRun, on this cluster's
+    /// runtime (the caller, a controller pass, never waits for it).
+    fn cancel_pipeline(&self, run_id: &str) {
+        let Some(rt) = &self.rt else { return };
+        let (p, id) = (self.inner.pipelines.clone(), run_id.to_string());
+        rt.spawn(async move {
+            match tokio::time::timeout(API_TIMEOUT, p.cancel(&id)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(run = %id, error = %e, "cannot cancel the PipelineRun")
+                }
+                Err(_) => tracing::warn!(run = %id, "cancelling the PipelineRun timed out"),
+            }
+        });
+    }
+
     /// The executor of `context` (in `kubeconfig`, or the default one),
     /// creating pods in `namespace`; `on_change` is called whenever one of
     /// bosun's pods changes (the controller looks again).
@@ -550,18 +566,7 @@ impl Executor for KubeExecutor {
         // A PipelineRun is cancelled (Tekton stops its TaskRuns); it ends
         // when Tekton says so.
         if let Some(state) = self.inner.pipelines.status(run_id) {
-            if let Some(rt) = &self.rt {
-                let (p, id) = (self.inner.pipelines.clone(), run_id.to_string());
-                rt.spawn(async move {
-                    match tokio::time::timeout(API_TIMEOUT, p.cancel(&id)).await {
-                        Ok(Ok(())) => {}
-                        Ok(Err(e)) => {
-                            tracing::warn!(run = %id, error = %e, "cannot cancel the PipelineRun")
-                        }
-                        Err(_) => tracing::warn!(run = %id, "cancelling the PipelineRun timed out"),
-                    }
-                });
-            }
+            self.cancel_pipeline(run_id);
             return state;
         }
         // The deletion goes on on this cluster's runtime: the caller (a
@@ -586,18 +591,7 @@ impl Executor for KubeExecutor {
         // of PipelineRuns, started now if it was not.
         self.inner.pipelines.watch();
         // Cancelled by its name if known, else found by its run-id label.
-        if let Some(rt) = &self.rt {
-            let (p, id) = (self.inner.pipelines.clone(), run_id.to_string());
-            rt.spawn(async move {
-                match tokio::time::timeout(API_TIMEOUT, p.cancel(&id)).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => {
-                        tracing::warn!(run = %id, error = %e, "cannot cancel the PipelineRun")
-                    }
-                    Err(_) => tracing::warn!(run = %id, "cancelling the PipelineRun timed out"),
-                }
-            });
-        }
+        self.cancel_pipeline(run_id);
         self.inner
             .pipelines
             .status(run_id)
