@@ -43,8 +43,14 @@ fn assert_page(a: &Answer, what: &str) {
         Some("nosniff"),
         "{what}"
     );
-    // Nothing from elsewhere: every script and stylesheet is the dashboard's.
-    for needle in ["src=\"http", "href=\"http", "src=\"//", "href=\"//"] {
+    // Nothing loaded from elsewhere: every script and stylesheet is the
+    // dashboard's own (links to elsewhere, a job's results, are fine).
+    for needle in [
+        "src=\"http",
+        "src=\"//",
+        "stylesheet\" href=\"http",
+        "stylesheet\" href=\"//",
+    ] {
         assert!(!a.body.contains(needle), "{what}: {needle}");
     }
 }
@@ -683,4 +689,55 @@ fn reads_need_the_read_token_and_actions_the_api_token_and_no_cross_site_post_ac
     );
     assert_eq!(a.status, 303);
     assert_eq!(get(port, "/", &[("Cookie", &operator)]).status, 303);
+}
+
+/// A kubeconfig whose one context points at nothing (port 1): its runs
+/// never start, which is all a run page's link needs.
+const KUBECONFIG: &str = "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"https://127.0.0.1:1\"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: gone, context: {cluster: c, user: u}}]\ncurrent-context: gone\n";
+
+#[test]
+fn a_kubernetes_runs_page_links_to_its_results_through_prows_job_url_template() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    std::fs::create_dir_all(dir.join("jobs")).unwrap();
+    std::fs::write(dir.join("k.yaml"), KUBECONFIG).unwrap();
+    std::fs::write(
+        dir.join("config.yaml"),
+        format!(
+            "plank:\n  job_url_template: 'https://prow.example.com/view/gs/ci/{{{{if eq .Spec.Type \"presubmit\"}}}}pr-logs{{{{else}}}}logs{{{{end}}}}/{{{{.Spec.Job}}}}/{{{{.Status.BuildID}}}}'\nbuild_clusters:\n  default: {{kind: local}}\n  k8s: {{kind: kubernetes, kubeconfig: {}, context: gone}}\n",
+            dir.join("k.yaml").display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("jobs/jobs.yaml"),
+        "periodics:\n- name: on-kubernetes\n  cron: \"0 0 31 2 *\"\n  cluster: k8s\n  spec: {containers: [{image: x, command: [\"true\"]}]}\n- name: here\n  cron: \"0 0 31 2 *\"\n  spec: {containers: [{image: x, command: [\"true\"]}]}\n",
+    )
+    .unwrap();
+    let daemon = common::serve(dir, &[], &[]);
+    let port = daemon.port;
+    let id = trigger(port, "on-kubernetes", None);
+    let run = web_support::run_state(port, &id, None);
+    let build = run["build_id"].as_str().unwrap();
+    let a = get(port, &format!("/runs/{id}"), &[]);
+    assert_page(&a, "a Kubernetes run");
+    let url = format!("https://prow.example.com/view/gs/ci/logs/on-kubernetes/{build}");
+    assert!(
+        a.body.contains(&format!(
+            "<a href=\"{url}\" rel=\"noopener noreferrer\" id=\"job-url\">"
+        )),
+        "{}",
+        a.body
+    );
+    assert!(
+        a.body
+            .contains("bosun keeps no artifacts of Kubernetes runs"),
+        "{}",
+        a.body
+    );
+    // A local run's artifacts are here: no link to a bucket.
+    let here = trigger(port, "here", None);
+    wait_state(port, &here, "success", None);
+    let a = get(port, &format!("/runs/{here}"), &[]);
+    assert!(!a.body.contains("id=\"job-url\""), "{}", a.body);
 }

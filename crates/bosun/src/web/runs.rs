@@ -523,10 +523,21 @@ pub async fn page(
         (log_tail(&w, &r), spec)
     })
     .await;
-    let snapshot = web.daemon.shared.snapshot();
-    let (job_url, job_url_error) = match joburl::job_url(&snapshot.config, &run, spec.as_ref()) {
-        Ok(u) => (u.unwrap_or_default(), String::new()),
-        Err(e) => (String::new(), e),
+    let in_force = web.daemon.shared.in_force();
+    // Prow's job URL is where a Kubernetes run's uploads are viewed; a local
+    // run's artifacts are on this machine (listed below), never uploaded.
+    let alias = run.cluster.as_deref().unwrap_or(&run.configured_cluster);
+    let local = matches!(
+        in_force.clusters.defs.get(alias),
+        Some(bosun_cluster::registry::ClusterDef::Local { .. })
+    );
+    let (job_url, job_url_error) = if local && run.url.is_none() {
+        (String::new(), String::new())
+    } else {
+        match joburl::job_url(&in_force.snapshot.config, &run, spec.as_ref()) {
+            Ok(u) => (u.unwrap_or_default(), String::new()),
+            Err(e) => (String::new(), e),
+        }
     };
     let artifacts = artifacts(&web, &run, &q.artifacts).await;
     let (has_log, (log, log_cut)) = match log {
