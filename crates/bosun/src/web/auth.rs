@@ -350,9 +350,9 @@ fn always_public(path: &str) -> bool {
 }
 
 /// The read check, a layer over every route: with a read token configured,
-/// a request for anything but [`always_public`] paths needs the read token
-/// or the API token (bearer or session); without, a page request goes to
-/// the login page and anything else answers 401.
+/// a request for anything but the paths every client may read (module doc)
+/// needs the read token or the API token (bearer or session); without, a
+/// page request goes to the login page and anything else answers 401.
 pub async fn read_guard(State(auth): State<Arc<Auth>>, request: Request, next: Next) -> Response {
     if !auth.reads_need_token() || always_public(request.uri().path()) {
         return next.run(request).await;
