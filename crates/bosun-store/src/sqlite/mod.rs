@@ -524,6 +524,36 @@ mod tests {
         conn
     }
 
+    /// A listing by job and state walks the job's index, not every run in
+    /// that state.
+    #[test]
+    fn a_job_and_state_listing_uses_the_jobs_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = schema(&dir.path().join("bosun.db"), schema::MIGRATIONS.len());
+        let plan = |f: &RunFilter| {
+            let (sql, args) = sql::list_query(f);
+            let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+            let params: Vec<&dyn rusqlite::ToSql> = args.iter().map(|a| a.as_ref()).collect();
+            let rows: Vec<String> = stmt
+                .query_map(params.as_slice(), |r| r.get::<_, String>(3))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+            rows.join("; ")
+        };
+        let by_job = plan(&RunFilter {
+            job: Some("j".into()),
+            state: Some(RunState::Failure),
+            ..RunFilter::default()
+        });
+        assert!(by_job.contains("runs_job"), "{by_job}");
+        let by_state = plan(&RunFilter {
+            state: Some(RunState::Failure),
+            ..RunFilter::default()
+        });
+        assert!(by_state.contains("runs_state"), "{by_state}");
+    }
+
     /// A fire log that the previous schema's daemon left unfolded (its three
     /// log tables) is folded by the migration to the compact log.
     #[test]

@@ -219,7 +219,15 @@ pub(super) fn list_query(f: &RunFilter) -> (String, ListArgs) {
         }
     }
     if let Some(s) = f.state {
-        add("state", Box::new(s.as_str()));
+        // With a job, the job's index (`runs_job`) and the state checked on
+        // its rows: `+state` keeps SQLite from walking `runs_state`, every
+        // run in that state (most of a large store for `success`), for the
+        // few of one job. A job's runs are a small part of the store.
+        let by_job = f.job.is_some() || f.periodic.is_some();
+        add(
+            if by_job { "+state" } else { "state" },
+            Box::new(s.as_str()),
+        );
     }
     if let Some(c) = &f.cluster {
         add("cluster", Box::new(c.clone()));
