@@ -1,0 +1,322 @@
+//! The cost of `GET /metrics` with JOBS jobs x 7 states of retained runs:
+//! `Metrics::render` over the SQLite store, the call the daemon's handler
+//! makes (`api::metrics`; the dispatcher's and external client's text is
+//! appended only when configured). The store holds one run of every job in
+//! every state (`scheduling` .. `error`), so `prowjobs` has JOBS x 7 series;
+//! the rest of the registry (the periodic scheduler's histogram, the reload
+//! gauges) renders as it always does. No transition is observed, as in a
+//! daemon restarted over a full store: `prowjob_state_transitions` is empty.
+//!
+//! Label values are those of the Go peer (`bench/peers/metrics-go`), made by
+//! the same formula ([`job`]). Compared by `bench/metrics.sh`.
+//!
+//! `metrics_bench [JOBS] [ITERS]` (defaults 10000 and 20): one render to
+//! warm up, then ITERS renders, each timed alone; prints the median render's
+//! ns per series (sample lines of the exposition), its bytes and the fastest
+//! render. Beside it, the two halves of a render, ITERS times each:
+//! `Store::count_runs` alone (the grouped SQL scan) and `Metrics::render`
+//! over a store that hands back those counts ready-made (the family filled
+//! afresh, then prometheus-client's text encoding). And, for what a fix could
+//! reach, prometheus-client's encoding alone: a replica of the `prowjobs`
+//! family (the same label struct, defined here) filled once, encoded ITERS
+//! times, as a gauge kept up to date between scrapes would be.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::sync::{mpsc, Arc};
+use std::time::Instant;
+
+use bosun::metrics::Metrics;
+use bosun_config::types::{JobType, Refs};
+use bosun_store::sqlite::SqliteStore;
+use bosun_store::{
+    Created, Fire, NewRun, PeriodicState, Run, RunCount, RunFilter, RunState, Store, StoreError,
+    TickOutcome, Transition,
+};
+use jiff::Timestamp;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+/// As `bosun serve`.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Job `j`'s labels but its state.
+struct Job {
+    name: String,
+    job_type: JobType,
+    org: String,
+    repo: String,
+    base_ref: String,
+    cluster: String,
+    retest: bool,
+}
+
+/// The same formula as the Go peer's `job`.
+fn job(j: usize) -> Job {
+    let org = format!("org-{}", j % 50);
+    let repo = format!("repo-{}", j % 500);
+    let cluster = format!("build{:02}", j % 3 + 1);
+    let base_ref = if j.is_multiple_of(10) {
+        "release-4.16"
+    } else {
+        "main"
+    }
+    .to_string();
+    let (job_type, name, retest) = match j % 3 {
+        0 => (
+            JobType::Presubmit,
+            format!("pull-ci-{org}-{repo}-{base_ref}-e2e-aws-{j:05}"),
+            j.is_multiple_of(7),
+        ),
+        1 => (
+            JobType::Postsubmit,
+            format!("branch-ci-{org}-{repo}-{base_ref}-images-{j:05}"),
+            false,
+        ),
+        _ => (
+            JobType::Periodic,
+            format!("periodic-ci-{org}-{repo}-{base_ref}-nightly-{j:05}"),
+            false,
+        ),
+    };
+    Job {
+        name,
+        job_type,
+        org,
+        repo,
+        base_ref,
+        cluster,
+        retest,
+    }
+}
+
+/// Job `j`'s run, created in `scheduling` or `triggered`.
+fn new_run(j: usize, state: RunState) -> NewRun {
+    let job = job(j);
+    let refs = Refs {
+        org: job.org,
+        repo: job.repo,
+        base_ref: Some(job.base_ref),
+        base_sha: Some("0123456789abcdef0123456789abcdef01234567".into()),
+        ..Refs::default()
+    };
+    // Periodics carry their code as extra refs, as Prow's do.
+    let (refs, extra_refs, periodic) = match job.job_type {
+        JobType::Periodic => (None, vec![refs], Some(job.name.clone())),
+        _ => (Some(refs), vec![], None),
+    };
+    let mut labels = BTreeMap::from([
+        ("created-by-prow".to_string(), "true".to_string()),
+        ("prow.k8s.io/job".to_string(), job.name.clone()),
+        (
+            "prow.k8s.io/type".to_string(),
+            job.job_type.as_str().to_string(),
+        ),
+    ]);
+    if job.retest {
+        labels.insert("prow.k8s.io/retest".into(), "true".into());
+    }
+    NewRun {
+        job: job.name.clone(),
+        job_type: job.job_type,
+        periodic,
+        configured_cluster: job.cluster,
+        state: if state == RunState::Scheduling {
+            RunState::Scheduling
+        } else {
+            RunState::Triggered
+        },
+        refs,
+        extra_refs,
+        labels: labels.into(),
+        annotations: BTreeMap::from([("prow.k8s.io/job".to_string(), job.name)]).into(),
+        spec: serde_json::json!({"pod_spec": {"containers": [{"image": "x", "command": ["/bin/true"]}]}}).into(),
+        scheduled_at: None,
+        attempt: 0,
+        description: "Job triggered.".into(),
+    }
+}
+
+/// Fills `store` with one run of every job in every state.
+fn fill(store: &SqliteStore, jobs: usize) {
+    let at = Timestamp::now();
+    let (tx, rx) = mpsc::channel();
+    for j in 0..jobs {
+        for state in RunState::ALL {
+            let tx = tx.clone();
+            store.create_run_then(
+                new_run(j, state),
+                at,
+                Box::new(move |r| tx.send((state, r.unwrap().run().id.clone())).unwrap()),
+            );
+        }
+    }
+    drop(tx);
+    let runs: Vec<(RunState, String)> = rx.iter().collect();
+    assert_eq!(runs.len(), jobs * 7);
+    let step = |to: RunState, which: &dyn Fn(RunState) -> bool| {
+        let batch: Vec<(String, Transition)> = runs
+            .iter()
+            .filter(|(s, _)| which(*s))
+            .map(|(_, id)| (id.clone(), Transition::to(to, at, "bench")))
+            .collect();
+        for chunk in batch.chunks(5000) {
+            for r in store.transitions(chunk.to_vec()) {
+                r.unwrap();
+            }
+        }
+    };
+    use RunState::*;
+    step(Pending, &|s| matches!(s, Pending | Success | Failure));
+    for end in [Success, Failure] {
+        step(end, &|s| s == end);
+    }
+    for end in [Aborted, Error] {
+        step(end, &|s| s == end);
+    }
+}
+
+/// A store whose only answer is `count_runs`, with counts made beforehand.
+struct Counts(Vec<RunCount>);
+
+impl Store for Counts {
+    fn count_runs(&self) -> Result<Vec<RunCount>, StoreError> {
+        Ok(self.0.clone())
+    }
+    fn create_run(&self, _: NewRun, _: Timestamp) -> Result<Created, StoreError> {
+        unimplemented!()
+    }
+    fn transition(&self, _: &str, _: Transition) -> Result<Run, StoreError> {
+        unimplemented!()
+    }
+    fn get(&self, _: &str) -> Result<Option<Run>, StoreError> {
+        unimplemented!()
+    }
+    fn list(&self, _: &RunFilter) -> Result<Vec<Run>, StoreError> {
+        unimplemented!()
+    }
+    fn spec(&self, _: &str) -> Result<Option<serde_json::Value>, StoreError> {
+        unimplemented!()
+    }
+    fn periodic_state(&self, _: &str) -> Result<Option<PeriodicState>, StoreError> {
+        unimplemented!()
+    }
+    fn put_periodic_state(&self, _: &PeriodicState) -> Result<(), StoreError> {
+        unimplemented!()
+    }
+    fn record_outcomes(&self, _: &[TickOutcome]) -> Result<(), StoreError> {
+        unimplemented!()
+    }
+    fn outcomes(&self, _: &str) -> Result<Vec<TickOutcome>, StoreError> {
+        unimplemented!()
+    }
+    fn commit_fire(&self, _: Fire, _: Timestamp) -> Result<Vec<Created>, StoreError> {
+        unimplemented!()
+    }
+    fn delete_completed_before(&self, _: Timestamp) -> Result<Vec<String>, StoreError> {
+        unimplemented!()
+    }
+}
+
+/// `bosun::metrics::ProwLabels`'s fields, for the replica family.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReplicaLabels {
+    job_namespace: Arc<String>,
+    job_name: String,
+    r#type: Cow<'static, str>,
+    state: Cow<'static, str>,
+    org: String,
+    repo: String,
+    base_ref: String,
+    cluster: String,
+    retest: bool,
+}
+
+/// A registry with only a `prowjobs` family of `counts`, filled once.
+fn replica(counts: &[RunCount]) -> Registry {
+    let mut registry = Registry::default();
+    let family = Family::<ReplicaLabels, Gauge>::default();
+    registry.register(
+        "prowjobs",
+        "Number of retained runs by state",
+        family.clone(),
+    );
+    let namespace = Arc::new("default".to_string());
+    for c in counts {
+        let labels = ReplicaLabels {
+            job_namespace: namespace.clone(),
+            job_name: c.job.clone(),
+            r#type: Cow::Owned(c.job_type.clone()),
+            state: Cow::Owned(c.state.clone()),
+            org: c.org.clone(),
+            repo: c.repo.clone(),
+            base_ref: c.base_ref.clone(),
+            cluster: c.cluster.clone(),
+            retest: c.retest,
+        };
+        family.get_or_create(&labels).set(c.count as i64);
+    }
+    registry
+}
+
+/// `f` timed `iters` times: (median, min) in ns.
+fn time(iters: usize, mut f: impl FnMut()) -> (f64, f64) {
+    let mut ns: Vec<f64> = (0..iters)
+        .map(|_| {
+            let t0 = Instant::now();
+            f();
+            t0.elapsed().as_nanos() as f64
+        })
+        .collect();
+    ns.sort_by(f64::total_cmp);
+    (ns[ns.len() / 2], ns[0])
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let jobs: usize = args.next().and_then(|v| v.parse().ok()).unwrap_or(10_000);
+    let iters: usize = args.next().and_then(|v| v.parse().ok()).unwrap_or(20);
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("bosun.db")).unwrap();
+    let t0 = Instant::now();
+    fill(&store, jobs);
+    let counts = store.count_runs().unwrap();
+    assert_eq!(counts.len(), jobs * 7, "one series per job and state");
+    eprintln!(
+        "filled {} runs in {:.1} s",
+        jobs * 7,
+        t0.elapsed().as_secs_f64()
+    );
+
+    let metrics = Metrics::new("default");
+    let text = metrics.render(&store);
+    let series = text
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .count();
+    let bytes = text.len();
+    drop(text);
+    let (median, min) = time(iters, || drop(std::hint::black_box(metrics.render(&store))));
+    let (sql, _) = time(iters, || drop(std::hint::black_box(store.count_runs())));
+    let registry = replica(&counts);
+    let (encode_only, _) = time(iters, || {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
+        drop(std::hint::black_box(out));
+    });
+    let ready = Counts(counts);
+    let (from_counts, _) = time(iters, || drop(std::hint::black_box(metrics.render(&ready))));
+    println!(
+        "bosun: series={series} bytes={bytes} iters={iters} median_ms={:.2} min_ms={:.2} ns_per_series={:.1} count_runs_ms={:.2} render_from_counts_ms={:.2} encode_only_ms={:.2} encode_only_ns_per_series={:.1}",
+        median / 1e6,
+        min / 1e6,
+        median / series as f64,
+        sql / 1e6,
+        from_counts / 1e6,
+        encode_only / 1e6,
+        encode_only / series as f64,
+    );
+}
