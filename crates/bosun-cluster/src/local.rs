@@ -351,24 +351,32 @@ impl LocalExecutor {
     /// Starts a run. Starting a run that was started before does nothing (a
     /// restarted controller may try again).
     pub fn start(&self, run_id: &str, job: &JobProcess) -> Result<(), ExecError> {
+        // A pipeline or decorated run starts as one of the supervisor's
+        // program's subcommands, given its options (see `subcommand`).
         let wrapped;
-        let job = match &job.pipeline {
-            None => job,
-            Some(p) => {
-                wrapped = self.pipeline(run_id, job, p)?;
+        let job = match (&job.pipeline, &job.decoration) {
+            (Some(p), _) => {
+                let options = PipelineOptions {
+                    dir: self.run_dir(run_id),
+                    ..(**p).clone()
+                };
+                wrapped = self.subcommand(job, "run-pipeline", PIPELINE_OPTIONS_ENV, &options)?;
                 &wrapped
             }
-        };
-        if job.command.first().is_none_or(String::is_empty) {
-            return Err(ExecError::Unsupported("no command".into()));
-        }
-        let wrapped;
-        let job = match &job.decoration {
-            None => job,
-            Some(d) => {
-                wrapped = self.decorated(job, d)?;
+            (None, _) if job.command.first().is_none_or(String::is_empty) => {
+                return Err(ExecError::Unsupported("no command".into()));
+            }
+            (None, Some(d)) => {
+                let options = DecoratedJob {
+                    args: job.command.clone(),
+                    mirror_root: Some(self.mirrors()?),
+                    working_dir: job.working_dir.clone(),
+                    ..(**d).clone()
+                };
+                wrapped = self.subcommand(job, "run-decorated", OPTIONS_ENV, &options)?;
                 &wrapped
             }
+            (None, None) => job,
         };
         let req = Request::Start(StartRequest {
             id: run_id.to_string(),
@@ -395,60 +403,31 @@ impl LocalExecutor {
         }
     }
 
-    /// How a decorated run starts: `bosun run-decorated` (the supervisor's
-    /// program) in the run's directory, given the test command and the
-    /// cluster's clone cache in its options; it clones the refs into
-    /// `go/`, then runs the command in the working ref's clone and lays out
-    /// Prow's files in `logs/` (see [`crate::podutils`]).
-    fn decorated(&self, job: &JobProcess, d: &DecoratedJob) -> Result<JobProcess, ExecError> {
-        let program = self
-            .shim
-            .first()
-            .ok_or_else(|| io("no supervisor command configured"))?;
-        let options = DecoratedJob {
-            args: job.command.clone(),
-            mirror_root: Some(self.mirrors()?),
-            working_dir: job.working_dir.clone(),
-            ..d.clone()
-        };
-        let mut env = job.env.clone();
-        env.push((
-            OPTIONS_ENV.to_string(),
-            serde_json::to_string(&options).map_err(io)?,
-        ));
-        Ok(JobProcess {
-            command: vec![program.clone(), "run-decorated".into()],
-            env,
-            working_dir: None,
-            decoration: None,
-            pipeline: None,
-        })
-    }
-
-    /// How a pipeline run starts: `bosun run-pipeline` (the supervisor's
-    /// program) in the run's directory, which runs the pipeline's tasks and
-    /// steps there (see [`crate::tekton::local`]).
-    fn pipeline(
+    /// How a decorated or pipeline run starts: `bosun SUBCOMMAND` (the
+    /// supervisor's program) in the run's directory, with the job's
+    /// environment and its `options` as JSON in `options_env`.
+    /// `run-decorated` ([`crate::podutils::decorated`]) clones the refs into
+    /// `go/`, runs the test command in the working ref's clone and lays out
+    /// Prow's files in `logs/`; `run-pipeline` ([`crate::tekton::command`])
+    /// runs the pipeline's tasks and steps.
+    fn subcommand(
         &self,
-        run_id: &str,
         job: &JobProcess,
-        p: &PipelineOptions,
+        subcommand: &str,
+        options_env: &str,
+        options: &impl serde::Serialize,
     ) -> Result<JobProcess, ExecError> {
         let program = self
             .shim
             .first()
             .ok_or_else(|| io("no supervisor command configured"))?;
-        let options = PipelineOptions {
-            dir: self.run_dir(run_id),
-            ..p.clone()
-        };
         let mut env = job.env.clone();
         env.push((
-            PIPELINE_OPTIONS_ENV.to_string(),
-            serde_json::to_string(&options).map_err(io)?,
+            options_env.to_string(),
+            serde_json::to_string(options).map_err(io)?,
         ));
         Ok(JobProcess {
-            command: vec![program.clone(), "run-pipeline".into()],
+            command: vec![program.clone(), subcommand.into()],
             env,
             working_dir: None,
             decoration: None,

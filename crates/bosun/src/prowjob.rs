@@ -12,7 +12,6 @@ use bosun_store::Run;
 /// config's `prowjob_namespace`), its status as it stands now.
 pub fn document(run: &Run, spec: &SpecSnapshot, namespace: &str) -> ProwJob {
     let job = &spec.job;
-    let value = |v: &dyn erased::Json| v.json();
     ProwJob {
         metadata: ProwJobMeta {
             name: run.id.clone(),
@@ -30,17 +29,17 @@ pub fn document(run: &Run, spec: &SpecSnapshot, namespace: &str) -> ProwJob {
                 .unwrap_or_else(|| run.configured_cluster.clone()),
             namespace: job.namespace.clone().unwrap_or_default(),
             job: run.job.clone(),
-            refs: run.refs.as_ref().map(|r| value(r)),
-            extra_refs: run.extra_refs.iter().map(|r| value(r)).collect(),
+            refs: run.refs.as_ref().map(value),
+            extra_refs: run.extra_refs.iter().map(value).collect(),
             report: false,
             context: String::new(),
             rerun_command: String::new(),
-            pod_spec: spec.pod_spec.as_ref().map(|p| value(p)),
+            pod_spec: spec.pod_spec.as_ref().map(value),
             decoration_config: spec
                 .decoration
                 .as_ref()
                 .filter(|_| job.decorate == Some(true))
-                .map(|d| value(d)),
+                .map(value),
         },
         status: ProwJobStatus {
             start_time: Some(go_time(run.created_at)),
@@ -56,16 +55,6 @@ pub fn document(run: &Run, spec: &SpecSnapshot, namespace: &str) -> ProwJob {
     }
 }
 
-mod erased {
-    /// A value serialized to JSON (the ProwJob holds refs, pod specs and
-    /// decoration configs as JSON values).
-    pub trait Json {
-        fn json(&self) -> serde_json::Value;
-    }
-
-    impl<T: serde::Serialize> Json for T {
-        fn json(&self) -> serde_json::Value {
-            serde_json::to_value(self).expect("serializable")
-        }
-    }
+fn value<T: serde::Serialize>(v: &T) -> serde_json::Value {
+    serde_json::to_value(v).expect("serializable")
 }

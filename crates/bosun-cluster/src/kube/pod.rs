@@ -75,7 +75,6 @@ use serde::Serialize;
 
 use super::decorate::{self, Decoration, DecorationError};
 use crate::podutils::gojson::{empty_str, go_json, RefsJson};
-use crate::podutils::refs::pull_refs;
 
 /// The label bosun and Prow put on every pod they create.
 pub const CREATED_BY: &str = "created-by-prow";
@@ -235,7 +234,7 @@ pub fn prow_env(
     set("SRC_BASE", &base);
     set("PULL_BASE_REF", refs.base_ref.as_deref().unwrap_or(""));
     set("PULL_BASE_SHA", refs.base_sha.as_deref().unwrap_or(""));
-    set("PULL_REFS", &pull_refs(refs));
+    set("PULL_REFS", &bosun_store::run::refs_string(refs));
     if run.job_type != JobType::Presubmit {
         return env;
     }

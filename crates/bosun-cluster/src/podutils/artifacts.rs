@@ -28,7 +28,7 @@ use serde_json::{Map, Value};
 
 use super::gojson::is_false;
 pub use super::gojson::{go_float, go_json, go_json_indent};
-use super::refs::pull_refs;
+use bosun_store::run::refs_string;
 
 /// The exit code entrypoint records when the test was aborted (SIGINT or
 /// SIGTERM to entrypoint); `finished.json` then says `ABORTED`.
@@ -105,7 +105,7 @@ impl Started {
             pull: pull.unwrap_or_default(),
             repos: refs
                 .iter()
-                .map(|r| (format!("{}/{}", r.org, r.repo), pull_refs(r)))
+                .map(|r| (format!("{}/{}", r.org, r.repo), refs_string(r)))
                 .collect(),
             repo_commit: version.clone(),
             repo_version: version,

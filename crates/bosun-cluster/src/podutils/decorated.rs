@@ -26,7 +26,7 @@ use std::time::Duration;
 use super::artifacts::{self, Finished, ProwJob, Started};
 use super::clone::{self, CloneOptions};
 use super::entrypoint::{self, WrapOptions};
-use super::job::{DecoratedJob, GOPATH_DIR, LOGS_DIR, OPTIONS_ENV};
+use super::job::{take_options, DecoratedJob, GOPATH_DIR, LOGS_DIR, OPTIONS_ENV};
 use super::refs::work_dir;
 
 /// entrypoint's exit code when it could not do its part (no options, an
@@ -37,21 +37,13 @@ const INTERNAL_ERROR: i32 = 127;
 /// [`OPTIONS_ENV`] in the current directory (the run's) and returns the exit
 /// code. Errors before the test starts are printed to stderr (the run's log).
 pub fn main() -> i32 {
-    let options = match std::env::var(OPTIONS_ENV) {
-        Ok(json) => serde_json::from_str::<DecoratedJob>(&json)
-            .map_err(|e| format!("{OPTIONS_ENV} is not valid: {e}")),
-        Err(_) => Err(format!("{OPTIONS_ENV} is not set")),
-    };
-    let job = match options {
+    let job: DecoratedJob = match take_options(OPTIONS_ENV) {
         Ok(job) => job,
         Err(e) => {
             eprintln!("bosun run-decorated: {e}");
             return INTERNAL_ERROR;
         }
     };
-    // The test gets the run's environment without bosun's options.
-    // SAFETY-free in edition 2021: no other thread runs yet.
-    std::env::remove_var(OPTIONS_ENV);
     let run_dir = match std::env::current_dir() {
         Ok(d) => d,
         Err(e) => {

@@ -22,6 +22,17 @@ pub const LOGS_DIR: &str = "logs";
 /// the run's directory.
 pub const GOPATH_DIR: &str = "go";
 
+/// The options a `bosun run-*` subcommand was given as JSON in the variable
+/// `name`, which is then removed from this process's environment (the job's
+/// processes get the run's environment without them). Call it before any
+/// other thread starts.
+pub fn take_options<T: serde::de::DeserializeOwned>(name: &str) -> Result<T, String> {
+    let json = std::env::var(name).map_err(|_| format!("{name} is not set"))?;
+    let options = serde_json::from_str(&json).map_err(|e| format!("{name} is not valid: {e}"))?;
+    std::env::remove_var(name);
+    Ok(options)
+}
+
 /// A decorated run's options.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]

@@ -1,6 +1,7 @@
 //! Where refs are cloned and which clone is the working directory, as Prow's
-//! `clone.PathForRefs` and `decorate.DetermineWorkDir` decide, and how refs
-//! are written in `PULL_REFS` ([`pull_refs`]).
+//! `clone.PathForRefs` and `decorate.DetermineWorkDir` decide. (Their
+//! `PULL_REFS` form is `bosun_store::run::refs_string`, the one every
+//! executor and the pipeline templates use.)
 
 use std::path::{Path, PathBuf};
 
@@ -60,25 +61,6 @@ pub fn clone_uri(refs: &Refs) -> String {
         return format!("{link}.git");
     }
     format!("https://github.com/{}/{}.git", refs.org, refs.repo)
-}
-
-/// Prow's `Refs.String()`, the `PULL_REFS` form: `base_ref[:base_sha]`,
-/// then `,number:sha[:ref]` per pull; an empty `base_sha` or pull `ref` is
-/// left out.
-pub fn pull_refs(refs: &Refs) -> String {
-    let mut s = refs.base_ref.clone().unwrap_or_default();
-    if let Some(sha) = refs.base_sha.as_deref().filter(|s| !s.is_empty()) {
-        s.push(':');
-        s.push_str(sha);
-    }
-    for p in &refs.pulls {
-        s.push_str(&format!(",{}:{}", p.number, p.sha));
-        if let Some(r) = p.ref_.as_deref().filter(|r| !r.is_empty()) {
-            s.push(':');
-            s.push_str(r);
-        }
-    }
-    s
 }
 
 #[cfg(test)]
@@ -156,9 +138,12 @@ mod tests {
             }],
             ..Refs::default()
         };
-        assert_eq!(pull_refs(&r), "main,3:abc");
+        assert_eq!(bosun_store::run::refs_string(&r), "main,3:abc");
         r.base_sha = Some("def".into());
         r.pulls[0].ref_ = Some("refs/changes/1".into());
-        assert_eq!(pull_refs(&r), "main:def,3:abc:refs/changes/1");
+        assert_eq!(
+            bosun_store::run::refs_string(&r),
+            "main:def,3:abc:refs/changes/1"
+        );
     }
 }

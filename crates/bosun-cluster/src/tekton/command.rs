@@ -4,6 +4,7 @@
 //! the run's log; its exit code is [`run_pipeline`]'s.
 
 use super::local::{run_pipeline, PipelineOptions, INTERNAL_ERROR};
+use crate::podutils::job::take_options;
 
 /// The environment variable `bosun run-pipeline` reads its options from
 /// (removed from the steps' environment).
@@ -11,20 +12,13 @@ pub const OPTIONS_ENV: &str = "BOSUN_PIPELINE_OPTIONS";
 
 /// The `bosun run-pipeline` command.
 pub fn main() -> i32 {
-    let options = match std::env::var(OPTIONS_ENV) {
-        Ok(json) => serde_json::from_str::<PipelineOptions>(&json)
-            .map_err(|e| format!("{OPTIONS_ENV} is not valid: {e}")),
-        Err(_) => Err(format!("{OPTIONS_ENV} is not set")),
-    };
-    let mut options = match options {
+    let mut options: PipelineOptions = match take_options(OPTIONS_ENV) {
         Ok(o) => o,
         Err(e) => {
             eprintln!("bosun run-pipeline: {e}");
             return INTERNAL_ERROR;
         }
     };
-    // No other thread runs yet.
-    std::env::remove_var(OPTIONS_ENV);
     if options.dir.as_os_str().is_empty() {
         match std::env::current_dir() {
             Ok(d) => options.dir = d,

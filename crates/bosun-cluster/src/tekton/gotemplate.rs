@@ -32,9 +32,9 @@
 //! assignment with `=`.
 
 use std::borrow::Cow;
-use std::fmt::Write as _;
 
 use bosun_config::types::{Pull, Refs};
+use bosun_store::run::refs_string;
 
 /// Why a template cannot be parsed or executed, in Go's words where Go has
 /// them (`template: NAME:LINE: ...`).
@@ -777,26 +777,6 @@ impl Val<'_> {
             Val::Pull(_) => true,
         }
     }
-}
-
-/// Lighthouse's `Refs.String()`: `base_ref[:base_sha]` then
-/// `,number:sha[:ref]` per pull.
-pub fn refs_string(r: &Refs) -> String {
-    let mut s = String::new();
-    let base_ref = r.base_ref.as_deref().unwrap_or_default();
-    match r.base_sha.as_deref().filter(|s| !s.is_empty()) {
-        Some(sha) => {
-            let _ = write!(s, "{base_ref}:{sha}");
-        }
-        None => s.push_str(base_ref),
-    }
-    for p in &r.pulls {
-        let _ = write!(s, ",{}:{}", p.number, p.sha);
-        if let Some(rf) = p.ref_.as_deref().filter(|s| !s.is_empty()) {
-            let _ = write!(s, ":{rf}");
-        }
-    }
-    s
 }
 
 fn opt(s: &Option<String>) -> Val<'_> {

@@ -462,14 +462,11 @@ fn abort_grace(spec: &SpecSnapshot) -> Duration {
                 .grace_period
                 .map(|g| g.to_std())
                 .filter(|g| !g.is_zero())
-                .unwrap_or(DEFAULT_GRACE_PERIOD);
+                .unwrap_or(bosun_cluster::podutils::entrypoint::DEFAULT_GRACE_PERIOD);
             (grace * 5 / 4).max(ABORT_GRACE)
         }
     }
 }
-
-/// entrypoint's grace period when the decoration config sets none.
-const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(15);
 
 /// What a decorated run on a local cluster is given (none: undecorated):
 /// its refs to clone, the decoration config's timeout and grace period, and
