@@ -52,7 +52,10 @@ pub struct ControlPlane {
     apiserver: Mutex<Option<Child>>,
     apiserver_args: Vec<String>,
     port: u16,
+    /// The harness's own admin client: its pooled connections live on the
+    /// harness runtime, so it is never handed to a test (see [`Self::admin`]).
     admin: Client,
+    admin_config: kube::Config,
     kubelet: Kubelet,
     audit: Option<AuditLog>,
 }
@@ -131,7 +134,11 @@ impl ControlPlane {
             args.extend(extra_args.iter().cloned());
             match start_apiserver(&bins, dir.path(), &args, port) {
                 Ok(child) => {
-                    let admin = admin_client(dir.path(), &pki, port);
+                    let admin_config = admin_config(dir.path(), &pki, port);
+                    let admin = {
+                        let _runtime = runtime().enter();
+                        Client::try_from(admin_config.clone()).expect("admin client")
+                    };
                     let plane = ControlPlane {
                         pki,
                         etcd: Mutex::new(Some(etcd)),
@@ -140,6 +147,7 @@ impl ControlPlane {
                         apiserver_args: args,
                         port,
                         admin,
+                        admin_config,
                         kubelet,
                         audit: audit.map(|(_, log)| log),
                         dir,
@@ -164,9 +172,13 @@ impl ControlPlane {
         &self.pki.ca_pem
     }
 
-    /// A client acting as the admin (`system:masters`).
+    /// A client acting as the admin (`system:masters`), with a connection
+    /// pool of its own. hyper spawns a connection's task on the runtime that
+    /// first polls it; a shared pool would let the harness reuse a
+    /// connection whose task sits on a test's stopped runtime and hang.
     pub fn admin(&self) -> Client {
-        self.admin.clone()
+        let _runtime = runtime().enter();
+        Client::try_from(self.admin_config.clone()).expect("admin client")
     }
 
     /// The hand-played kubelet: the node pods are bound to, and their logs.
@@ -181,7 +193,7 @@ impl ControlPlane {
     /// directory.
     pub fn tenant(&self, namespace: &str, context: &str) -> Tenant {
         Tenant::create(
-            self.admin(),
+            self.admin.clone(),
             &self.url(),
             self.ca_pem(),
             self.dir.path(),
@@ -542,7 +554,7 @@ fn start_apiserver(bins: &Path, dir: &Path, args: &[String], port: u16) -> Resul
     }
 }
 
-fn admin_client(dir: &Path, pki: &Pki, port: u16) -> Client {
+fn admin_config(dir: &Path, pki: &Pki, port: u16) -> kube::Config {
     use base64::Engine;
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
     let path: PathBuf = dir.join("admin.kubeconfig");
@@ -559,10 +571,8 @@ fn admin_client(dir: &Path, pki: &Pki, port: u16) -> Client {
     std::fs::write(&path, &text).expect("admin kubeconfig");
     let kubeconfig = Kubeconfig::read_from(&path).expect("admin kubeconfig reads");
     runtime().block_on(async move {
-        let config =
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-                .await
-                .expect("admin config");
-        Client::try_from(config).expect("admin client")
+        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .expect("admin config")
     })
 }
