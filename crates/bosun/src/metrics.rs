@@ -1,15 +1,19 @@
 //! Prometheus metrics with Prow's names and labels: `prowjob_state_transitions`
 //! (counted in the store's transition path: every transition, not a sample) and
-//! `prowjobs` (retained runs by state, computed from the store at scrape time);
-//! and bosun's own: the periodic scheduler's (fire lateness, skipped ticks, and
-//! per periodic the last scheduled tick, the last success and the next fire, so
-//! a periodic that silently stopped can be alerted on) and config reloads.
+//! `prowjobs` (retained runs by state, kept up to date from the store's commits:
+//! [`prowjobs`]); and bosun's own: the periodic scheduler's (fire lateness,
+//! skipped ticks, and per periodic the last scheduled tick, the last success and
+//! the next fire, so a periodic that silently stopped can be alerted on) and
+//! config reloads.
+
+pub mod prowjobs;
 
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use bosun_store::{Run, RunCount, RunState, Store, TransitionObserver};
-use prometheus_client::encoding::text::encode;
+use bosun_store::{Before, Run, RunCount, RunState, Store, StoreError, TransitionObserver};
+use prometheus_client::encoding::text::{encode_eof, encode_registry};
 use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -17,6 +21,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
+
+use prowjobs::ProwJobs;
 
 type Labels = Vec<(String, String)>;
 
@@ -53,9 +59,14 @@ pub type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
 
 /// The daemon's metrics.
 pub struct Metrics {
+    /// `prowjob_state_transitions`, written before `prowjobs`.
+    head: Registry,
+    /// The rest, after `prowjobs`.
     registry: Registry,
     transitions: Family<ProwLabels, PlainCounter>,
-    prowjobs: Family<ProwLabels, Gauge>,
+    prowjobs: ProwJobs,
+    /// The length of the last exposition (the next one is about as long).
+    last_len: AtomicUsize,
     namespace: Arc<String>,
     /// Commit time minus scheduled time of each scheduled run.
     pub fire_lateness: Histogram,
@@ -141,19 +152,15 @@ fn count_labels(namespace: &Arc<String>, c: RunCount) -> ProwLabels {
 impl Metrics {
     /// Metrics for runs in `namespace` (Prow's `prowjob_namespace`).
     pub fn new(namespace: &str) -> Arc<Self> {
-        let mut registry = Registry::default();
+        let mut head = Registry::default();
         let transitions = Family::<ProwLabels, PlainCounter>::default();
-        let prowjobs = Family::<ProwLabels, Gauge>::default();
-        registry.register(
+        head.register(
             "prowjob_state_transitions",
             "Number of run state transitions (every transition, as it is committed)",
             transitions.clone(),
         );
-        registry.register(
-            "prowjobs",
-            "Number of retained runs by state",
-            prowjobs.clone(),
-        );
+        // `prowjobs` comes next (written by hand, see `render`).
+        let mut registry = Registry::default();
         let fire_lateness = Histogram::new(exponential_buckets(0.001, 2.0, 17));
         registry.register(
             "bosun_periodic_fire_lateness_seconds",
@@ -223,9 +230,11 @@ impl Metrics {
         Arc::new(Metrics {
             cluster_status,
             failed_client_creations,
+            head,
             registry,
             transitions,
-            prowjobs,
+            prowjobs: ProwJobs::new(namespace),
+            last_len: AtomicUsize::new(0),
             namespace: Arc::new(namespace.to_string()),
             fire_lateness,
             skipped,
@@ -239,23 +248,51 @@ impl Metrics {
         })
     }
 
-    /// The text exposition, with `prowjobs` recomputed from the store.
-    pub fn render(&self, store: &dyn Store) -> String {
-        self.prowjobs.clear();
-        for c in store.count_runs().unwrap_or_default() {
-            let count = c.count as i64;
-            self.prowjobs
-                .get_or_create(&count_labels(&self.namespace, c))
-                .set(count);
-        }
-        let mut out = String::new();
-        let _ = encode(&mut out, &self.registry);
+    /// Seeds `prowjobs` with the runs `store` retains ([`Store::count_runs`]);
+    /// returns how many series. From then on the store's commits keep it up
+    /// to date, so this is called once the store reports its commits to
+    /// these metrics and before it takes any (`bosun serve` calls it right
+    /// after opening the store): a commit landing during the count could be
+    /// counted twice or not at all. Calling it again resynchronizes the
+    /// gauge, with the same caveat.
+    pub fn seed(&self, store: &dyn Store) -> Result<usize, StoreError> {
+        let counts = store.count_runs()?;
+        self.prowjobs.seed(&counts);
+        Ok(counts.len())
+    }
+
+    /// The `prowjobs` series and their counts: each series' labels after
+    /// its namespace, as written, sorted (tests compare them with
+    /// [`prowjobs::ProwJobs::series_of`] a fresh [`Store::count_runs`]).
+    pub fn prowjobs_series(&self) -> Vec<(String, i64)> {
+        self.prowjobs.series()
+    }
+
+    /// The text exposition. `prowjobs` is not counted here: it is kept up to
+    /// date from the store's commits (see [`Metrics::seed`]).
+    pub fn render(&self) -> String {
+        let mut out = String::with_capacity(self.last_len.load(Ordering::Relaxed) + 4096);
+        let _ = encode_registry(&mut out, &self.head);
+        self.prowjobs.encode(&mut out);
+        let _ = encode_registry(&mut out, &self.registry);
+        let _ = encode_eof(&mut out);
+        self.last_len.store(out.len(), Ordering::Relaxed);
         out
     }
 }
 
 impl TransitionObserver for Metrics {
     fn on_transition(&self, run: &Run, from: Option<RunState>) {
+        // Told only the state the run left: its cluster did not change.
+        let before = from.map(|state| Before {
+            state,
+            cluster: run.cluster.as_deref(),
+        });
+        self.on_change(run, None, before);
+    }
+
+    fn on_change(&self, run: &Run, _shared: Option<&Arc<Run>>, before: Option<Before<'_>>) {
+        let from = before.map(|b| b.state);
         // As Prow: a run is counted once per state it reaches (a revival or a
         // new description of a waiting run is no new state).
         if from != Some(run.state) {
@@ -263,9 +300,14 @@ impl TransitionObserver for Metrics {
                 .get_or_create(&prow_labels(&self.namespace, run, run.state))
                 .inc();
         }
+        self.prowjobs.change(run, before);
         if let Some(p) = &run.periodic {
             self.periodic_run(p, run, from);
         }
+    }
+
+    fn on_deleted(&self, runs: &[RunCount]) {
+        self.prowjobs.deleted(runs);
     }
 }
 
