@@ -337,3 +337,290 @@ impl Metrics {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use bosun_config::types::{JobType, Refs};
+    use bosun_store::memory::MemoryStore;
+    use bosun_store::sqlite::{SqliteOptions, SqliteStore};
+    use bosun_store::{Created, Fire, NewRun, PeriodicState, RunFilter, Transition};
+    use jiff::Timestamp;
+
+    use super::*;
+
+    /// A small deterministic generator (xorshift64*).
+    struct Rng(u64);
+
+    impl Rng {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) as usize % n
+        }
+
+        fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+            &items[self.below(items.len())]
+        }
+    }
+
+    /// Job `j` of a handful: every job type, refs or extra refs or none,
+    /// retests, two configured clusters, values that need escaping.
+    fn new_run(j: usize, state: RunState) -> NewRun {
+        let (job_type, refs, extra_refs) = match j % 5 {
+            0 => (
+                JobType::Presubmit,
+                Some(Refs {
+                    org: "kubernetes".into(),
+                    repo: "test-infra".into(),
+                    base_ref: Some("main".into()),
+                    ..Refs::default()
+                }),
+                vec![],
+            ),
+            1 => (
+                JobType::Postsubmit,
+                Some(Refs {
+                    org: "o\"rg".into(),
+                    repo: "re\\po".into(),
+                    base_ref: Some("release-4.16".into()),
+                    ..Refs::default()
+                }),
+                vec![],
+            ),
+            2 => (
+                JobType::Periodic,
+                None,
+                vec![Refs {
+                    org: "openshift".into(),
+                    repo: "release".into(),
+                    ..Refs::default()
+                }],
+            ),
+            3 => (JobType::Periodic, None, vec![]),
+            _ => (
+                JobType::Batch,
+                Some(Refs {
+                    org: "kubernetes".into(),
+                    repo: "kubernetes".into(),
+                    base_ref: Some("master".into()),
+                    ..Refs::default()
+                }),
+                vec![],
+            ),
+        };
+        let mut labels = BTreeMap::new();
+        if j.is_multiple_of(4) {
+            labels.insert("prow.k8s.io/retest".to_string(), "true".to_string());
+        }
+        let periodic = matches!(job_type, JobType::Periodic).then(|| format!("job-{j}"));
+        NewRun {
+            job: format!("job-{j}"),
+            job_type,
+            periodic,
+            configured_cluster: if j.is_multiple_of(3) {
+                "build01"
+            } else {
+                "default"
+            }
+            .into(),
+            state,
+            refs,
+            extra_refs,
+            labels: labels.into(),
+            annotations: BTreeMap::new().into(),
+            spec: serde_json::json!({"containers": [{"image": "x"}]}).into(),
+            scheduled_at: None,
+            attempt: 0,
+            description: "Job triggered.".into(),
+        }
+    }
+
+    /// `metrics`' `prowjobs` equals a fresh count of `store`'s runs, and so
+    /// does a render's.
+    fn assert_counts(metrics: &Metrics, store: &dyn Store, step: usize) {
+        let fresh = prowjobs::ProwJobs::series_of(&store.count_runs().unwrap());
+        assert_eq!(metrics.prowjobs_series(), fresh, "after step {step}");
+        let text = metrics.render();
+        let rendered = text.lines().filter(|l| l.starts_with("prowjobs{")).count();
+        assert_eq!(rendered, fresh.len(), "after step {step}");
+    }
+
+    /// A random mix of creations (one by one and by fires), transitions
+    /// (legal or not, some deciding the cluster, one by one and in batches)
+    /// and retention passes: `prowjobs`, kept from the store's commits alone,
+    /// stays equal to a fresh `count_runs`; metrics seeded from the store
+    /// afterwards agree.
+    fn random_history(store: &dyn Store, metrics: &Metrics, seed: u64) {
+        let mut rng = Rng(seed);
+        let start: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let mut active: Vec<String> = Vec::new();
+        let clusters = [None, Some("build01"), Some("build02"), Some("default")];
+        let steps = 700;
+        for step in 0..steps {
+            let now = start + jiff::SignedDuration::from_secs(step as i64 * 10);
+            match rng.below(100) {
+                0..=29 => {
+                    let state = *rng.pick(&[RunState::Scheduling, RunState::Triggered]);
+                    let created = store.create_run(new_run(rng.below(12), state), now);
+                    active.push(created.unwrap().run().id.clone());
+                }
+                30..=37 => {
+                    // A fire of a periodic, its tick taken once (the second
+                    // time the run exists: nothing is created).
+                    let j = 5 * rng.below(3) + 2 + rng.below(2);
+                    let tick = start + jiff::SignedDuration::from_hours(rng.below(40) as i64);
+                    let run = NewRun {
+                        scheduled_at: Some(tick),
+                        ..new_run(j, RunState::Triggered)
+                    };
+                    let state = PeriodicState {
+                        periodic: format!("job-{j}"),
+                        schedule_hash: "h".into(),
+                        first_seen: start,
+                        last_tick: Some(tick),
+                        paused: false,
+                        queued: None,
+                    };
+                    let fire = Fire {
+                        runs: vec![run],
+                        outcomes: vec![],
+                        state,
+                    };
+                    for c in store.commit_fire(fire, now).unwrap() {
+                        if let Created::New(r) = c {
+                            active.push(r.id);
+                        }
+                    }
+                }
+                38..=89 if !active.is_empty() => {
+                    let batch = 1 + rng.below(3);
+                    let mut moves = Vec::new();
+                    for _ in 0..batch {
+                        let id = rng.pick(&active).clone();
+                        let mut t = Transition::to(*rng.pick(&RunState::ALL), now, "moved");
+                        t.cluster = rng.pick(&clusters).map(String::from);
+                        moves.push((id, t));
+                    }
+                    if rng.below(4) == 0 {
+                        moves.push((
+                            "no-such-run".into(),
+                            Transition::to(RunState::Pending, now, ""),
+                        ));
+                    }
+                    let results = if moves.len() == 1 {
+                        let (id, t) = moves.pop().unwrap();
+                        vec![store.transition(&id, t)]
+                    } else {
+                        store.transitions(moves)
+                    };
+                    for run in results.into_iter().flatten() {
+                        if run.state.is_final() {
+                            active.retain(|id| *id != run.id);
+                        }
+                    }
+                }
+                _ => {
+                    let back = jiff::SignedDuration::from_secs(rng.below(3000) as i64);
+                    store.delete_completed_before(now - back).unwrap();
+                }
+            }
+            if step % 50 == 0 || step == steps - 1 {
+                assert_counts(metrics, store, step);
+            }
+        }
+        let left = store.list(&RunFilter::default()).unwrap();
+        assert!(!left.is_empty(), "runs are retained");
+        let states: std::collections::HashSet<RunState> = left.iter().map(|r| r.state).collect();
+        assert!(states.len() >= 4, "{states:?}");
+        let fresh = Metrics::new("default");
+        fresh.seed(store).unwrap();
+        assert_eq!(fresh.prowjobs_series(), metrics.prowjobs_series());
+        let prowjobs = |t: &str| {
+            t.lines()
+                .filter(|l| l.starts_with("prowjobs"))
+                .map(String::from)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(prowjobs(&fresh.render()), prowjobs(&metrics.render()));
+    }
+
+    #[test]
+    fn metrics_prowjobs_follow_a_sqlite_store_to_a_fresh_count() {
+        for (seed, fire_log_min) in [(1, SqliteOptions::default().fire_log_min), (2, 1), (3, 0)] {
+            let dir = tempfile::tempdir().unwrap();
+            let metrics = Metrics::new("default");
+            let store = SqliteStore::open_with(
+                dir.path().join("bosun.db"),
+                SqliteOptions {
+                    fire_log_min,
+                    ..SqliteOptions::default()
+                },
+                Some(metrics.clone()),
+            )
+            .unwrap();
+            metrics.seed(&store).unwrap();
+            random_history(&store, &metrics, seed);
+        }
+    }
+
+    #[test]
+    fn metrics_prowjobs_follow_a_memory_store_to_a_fresh_count() {
+        let metrics = Metrics::new("default");
+        let store = MemoryStore::with_observer(metrics.clone());
+        random_history(&store, &metrics, 4);
+    }
+
+    /// Seeded from a store that already holds runs (a restart), then kept
+    /// from its commits.
+    #[test]
+    fn metrics_prowjobs_are_seeded_at_start_then_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bosun.db");
+        let first = Metrics::new("default");
+        {
+            let store =
+                SqliteStore::open_with(&path, SqliteOptions::default(), Some(first.clone()))
+                    .unwrap();
+            random_history(&store, &first, 5);
+        }
+        let metrics = Metrics::new("default");
+        let store =
+            SqliteStore::open_with(&path, SqliteOptions::default(), Some(metrics.clone())).unwrap();
+        assert!(metrics.prowjobs_series().is_empty(), "not seeded yet");
+        assert!(metrics.seed(&store).unwrap() > 0);
+        assert_eq!(metrics.prowjobs_series(), first.prowjobs_series());
+        random_history(&store, &metrics, 6);
+    }
+
+    /// The families in the order they were registered, `prowjobs` second,
+    /// and the exposition's end.
+    #[test]
+    fn metrics_render_keeps_the_family_order() {
+        let metrics = Metrics::new("default");
+        let store = MemoryStore::with_observer(metrics.clone());
+        store
+            .create_run(new_run(0, RunState::Triggered), Timestamp::UNIX_EPOCH)
+            .unwrap();
+        let text = metrics.render();
+        let families: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .map(|l| l.split(' ').next().unwrap())
+            .collect();
+        assert_eq!(
+            &families[..3],
+            [
+                "prowjob_state_transitions",
+                "prowjobs",
+                "bosun_periodic_fire_lateness_seconds"
+            ]
+        );
+        assert!(text.ends_with("\n# EOF\n"), "{text}");
+        let want = "prowjobs{job_namespace=\"default\",job_name=\"job-0\",type=\"presubmit\",state=\"triggered\",org=\"kubernetes\",repo=\"test-infra\",base_ref=\"main\",cluster=\"build01\",retest=\"true\"} 1";
+        assert!(text.lines().any(|l| l == want), "{text}");
+        assert!(text.contains("prowjob_state_transitions{"), "{text}");
+    }
+}

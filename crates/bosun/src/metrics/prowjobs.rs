@@ -270,3 +270,171 @@ impl ProwJobs {
         map.into_iter().collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::ProwLabels;
+    use prometheus_client::encoding::text::encode_registry;
+    use prometheus_client::metrics::family::Family;
+    use prometheus_client::metrics::gauge::Gauge;
+    use prometheus_client::registry::Registry;
+    use std::borrow::Cow;
+    use std::sync::Arc;
+
+    #[allow(clippy::too_many_arguments)]
+    fn count(
+        job: &str,
+        job_type: &str,
+        state: &str,
+        org: &str,
+        repo: &str,
+        base_ref: &str,
+        cluster: &str,
+        retest: bool,
+        count: u64,
+    ) -> RunCount {
+        RunCount {
+            job: job.into(),
+            job_type: job_type.into(),
+            state: state.into(),
+            org: org.into(),
+            repo: repo.into(),
+            base_ref: base_ref.into(),
+            cluster: cluster.into(),
+            retest,
+            count,
+        }
+    }
+
+    /// The hand-written lines are those prometheus-client writes for a gauge
+    /// family of Prow's nine labels (the family bosun registered before),
+    /// escapes included; only their order differs (sorted here, the
+    /// family's hash order there).
+    #[test]
+    fn prowjobs_are_written_as_prometheus_client_writes_the_family() {
+        let counts = vec![
+            count(
+                "a", "periodic", "success", "o", "r", "", "default", false, 3,
+            ),
+            count(
+                "a", "periodic", "failure", "o", "r", "", "build01", false, 1,
+            ),
+            count(
+                "pull-x",
+                "presubmit",
+                "pending",
+                "kubernetes",
+                "test-infra",
+                "main",
+                "default",
+                true,
+                12_345_678_901,
+            ),
+            count(
+                "odd\"job\\",
+                "batch",
+                "error",
+                "o\nrg",
+                "re\"po",
+                "release\\4.16",
+                "c\"l",
+                false,
+                2,
+            ),
+            count("", "postsubmit", "aborted", "", "", "", "", false, 1),
+            count(
+                "λ-unicode",
+                "periodic",
+                "triggered",
+                "",
+                "",
+                "",
+                "x",
+                true,
+                7,
+            ),
+        ];
+        for namespace in ["default", "ci\"ns"] {
+            let ours = ProwJobs::new(namespace);
+            ours.seed(&counts);
+            let mut text = String::new();
+            ours.encode(&mut text);
+
+            let family = Family::<ProwLabels, Gauge>::default();
+            let mut registry = Registry::default();
+            registry.register(
+                "prowjobs",
+                "Number of retained runs by state",
+                family.clone(),
+            );
+            let ns = Arc::new(namespace.to_string());
+            for c in &counts {
+                let labels = ProwLabels {
+                    job_namespace: ns.clone(),
+                    job_name: c.job.clone(),
+                    r#type: Cow::Owned(c.job_type.clone()),
+                    state: Cow::Owned(c.state.clone()),
+                    org: c.org.clone(),
+                    repo: c.repo.clone(),
+                    base_ref: c.base_ref.clone(),
+                    cluster: c.cluster.clone(),
+                    retest: c.retest,
+                };
+                family.get_or_create(&labels).set(c.count as i64);
+            }
+            let mut theirs = String::new();
+            encode_registry(&mut theirs, &registry).unwrap();
+
+            let lines = |t: &str| {
+                let (descriptor, samples) = t.split_at(DESCRIPTOR.len());
+                let mut samples: Vec<String> = samples.lines().map(String::from).collect();
+                samples.sort();
+                (descriptor.to_string(), samples)
+            };
+            assert_eq!(lines(&text), lines(&theirs), "{text}\n{theirs}");
+            // Sorted, one line per series.
+            let samples = lines(&text).1;
+            let written: Vec<&str> = text.lines().skip(2).collect();
+            assert_eq!(
+                written,
+                samples.iter().map(String::as_str).collect::<Vec<_>>()
+            );
+            assert_eq!(samples.len(), counts.len());
+        }
+    }
+
+    /// Counts move by changes, a series goes at 0, and a count below 0 is
+    /// kept (the change it waits for comes) but not written.
+    #[test]
+    fn prowjobs_series_go_at_zero_and_wait_below_it() {
+        let p = ProwJobs::new("default");
+        let c = count(
+            "a", "periodic", "success", "o", "r", "", "default", false, 2,
+        );
+        p.seed(std::slice::from_ref(&c));
+        p.deleted(&[RunCount {
+            count: 3,
+            ..c.clone()
+        }]);
+        assert_eq!(p.series(), vec![(count_key(&c), -1)]);
+        let mut text = String::new();
+        p.encode(&mut text);
+        assert_eq!(text, DESCRIPTOR);
+        p.seed(&[]);
+        assert!(p.series().is_empty());
+        // More changes than the queue holds are applied without a scrape.
+        for _ in 0..PENDING_MAX + 1 {
+            p.deleted(&[RunCount {
+                count: 0,
+                ..c.clone()
+            }]);
+        }
+        assert!(lock(&p.pending).len() < PENDING_MAX);
+        for n in [-7, 0, 5, 10, 1234567890] {
+            let mut s = String::new();
+            push_int(&mut s, n);
+            assert_eq!(s, n.to_string());
+        }
+    }
+}
