@@ -21,7 +21,8 @@
 //! render. Beside it: the seed at start (`Store::count_runs`, the grouped SQL
 //! scan a render used to make, and the counts filled in), the cost of the
 //! observer's bookkeeping per committed creation and per transition (on
-//! `Metrics` directly, the `prowjob_state_transitions` counter included),
+//! `Metrics` directly, the `prowjob_state_transitions` counter included;
+//! and `prowjobs`' share of it alone),
 //! and, for comparison, prometheus-client's text encoding of the same series
 //! as a gauge family (the same label struct, defined here, filled once),
 //! what a scrape cost before the hand-written encoder.
@@ -305,6 +306,22 @@ fn main() {
         observer.on_change(r, None, Some(before));
     }
     let transition = t0.elapsed().as_nanos() as f64 / ended.len().max(1) as f64;
+    // Of which `prowjobs`' own bookkeeping.
+    let gauge = ProwJobs::new("default");
+    let t0 = Instant::now();
+    for r in &runs {
+        gauge.change(r, None);
+    }
+    let gauge_create = t0.elapsed().as_nanos() as f64 / runs.len() as f64;
+    let t0 = Instant::now();
+    for r in &ended {
+        let before = Before {
+            state: RunState::Pending,
+            cluster: r.cluster.as_deref(),
+        };
+        gauge.change(r, Some(before));
+    }
+    let gauge_transition = t0.elapsed().as_nanos() as f64 / ended.len().max(1) as f64;
 
     let counts = store.count_runs().unwrap();
     let registry = replica(&counts);
@@ -314,7 +331,7 @@ fn main() {
         drop(std::hint::black_box(out));
     });
     println!(
-        "bosun: series={series} bytes={bytes} iters={iters} median_ms={:.2} min_ms={:.2} ns_per_series={:.1} seed_ms={:.2} count_runs_ms={:.2} observe_create_ns={create:.0} observe_transition_ns={transition:.0} pc_encode_ms={:.2} pc_encode_ns_per_series={:.1}",
+        "bosun: series={series} bytes={bytes} iters={iters} median_ms={:.2} min_ms={:.2} ns_per_series={:.1} seed_ms={:.2} count_runs_ms={:.2} observe_create_ns={create:.0} observe_transition_ns={transition:.0} prowjobs_create_ns={gauge_create:.0} prowjobs_transition_ns={gauge_transition:.0} pc_encode_ms={:.2} pc_encode_ns_per_series={:.1}",
         median / 1e6,
         min / 1e6,
         median / series as f64,
