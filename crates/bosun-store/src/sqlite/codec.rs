@@ -123,9 +123,10 @@ pub(super) fn count_from_row(r: &Row<'_>, at: usize) -> rusqlite::Result<RunCoun
         base_ref: r.get(at + 5)?,
         cluster: r.get(at + 6)?,
         retest: r.get(at + 7)?,
-        count: match r.as_ref().column_count() > at + 8 {
-            true => r.get::<_, i64>(at + 8)? as u64,
-            false => 1,
+        count: if r.as_ref().column_count() > at + 8 {
+            r.get::<_, i64>(at + 8)? as u64
+        } else {
+            1
         },
     })
 }
