@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # `GET /metrics` with JOBS jobs x 7 states (one retained run of every job in
 # every state, so JOBS x 7 `prowjobs` series), side by side with Prow's
-# client_golang: bosun's `Metrics::render` over the SQLite store, as the
-# daemon's handler calls it (crates/bosun/examples/metrics_bench.rs), and a
+# client_golang: bosun's `Metrics::render` as the daemon's handler calls it,
+# over metrics seeded from a SQLite store at start and kept up to date from
+# its commits since (crates/bosun/examples/metrics_bench.rs), and a
 # client_golang GaugeVec `prowjobs` with the same nine labels and label values
 # rendered as promhttp renders a text scrape (bench/peers/metrics-go). In
 # turns, ROUNDS times; each run times ITERS renders after one to warm up and
 # reports its median render per series (sample lines of the exposition).
-# Prints each run, the medians and their ratio against the target.
+# Prints each run, the medians and their ratio against the target, with the
+# seed at start (count_runs), the observer's cost per creation and per
+# transition, and prometheus-client's encoding of the same family beside.
 #
 #   bench/metrics.sh [JOBS] [ROUNDS]     (defaults 10000 and 3;
-#   METRICS_BENCH_ITERS renders per run, default 20; needs go >= 1.25)
+#   METRICS_BENCH_ITERS renders per run, default 20; needs go >= 1.25;
+#   builds into CARGO_TARGET_DIR, else target/)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -23,7 +27,7 @@ trap 'rm -rf "$work"' EXIT
 
 cargo build --quiet --release --example metrics_bench -p bosun --manifest-path "$root/Cargo.toml"
 (cd "$here/peers/metrics-go" && go build -o "$work/metrics-go" .)
-bosun="$root/target/release/examples/metrics_bench"
+bosun="${CARGO_TARGET_DIR:-$root/target}/release/examples/metrics_bench"
 
 field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p"; }
 : > "$work/results"
@@ -32,14 +36,16 @@ for r in $(seq 1 "$rounds"); do
   g=$("$work/metrics-go" "$jobs" "$iters")
   echo "round $r: $b"
   echo "round $r: $g"
-  echo "$(echo "$b" | field ns_per_series) $(echo "$b" | field encode_only_ns_per_series) $(echo "$g" | field ns_per_series)" >> "$work/results"
+  echo "$(echo "$b" | field ns_per_series) $(echo "$b" | field pc_encode_ns_per_series) $(echo "$g" | field ns_per_series) $(echo "$b" | field seed_ms) $(echo "$b" | field observe_create_ns) $(echo "$b" | field observe_transition_ns)" >> "$work/results"
 done
 python3 - "$work/results" "$jobs" <<'PY'
 import statistics, sys
 rows = [list(map(float, l.split())) for l in open(sys.argv[1])]
-b, e, g = (statistics.median(c) for c in zip(*rows))
-print(f"medians, {int(sys.argv[2]) * 7} prowjobs series: bosun /metrics {b:.0f} ns/series; "
-      f"client_golang {g:.0f} ns/series; bosun's encoding alone {e:.0f} ns/series")
-print(f"bosun / client_golang: {b / g:.3f} (encoding alone: {e / g:.3f}); "
+b, e, g, seed, create, move = (statistics.median(c) for c in zip(*rows))
+print(f"medians, {int(sys.argv[2]) * 7} prowjobs series: bosun /metrics {b:.1f} ns/series; "
+      f"client_golang {g:.0f} ns/series; prometheus-client's encoding of the family {e:.0f} ns/series")
+print(f"bosun / client_golang: {b / g:.4f} (prometheus-client's encoding: {e / g:.3f}); "
       f"target <= 1000 ns/series: {'met' if b <= 1000 else 'missed'}")
+print(f"once at start: seed from count_runs {seed:.0f} ms; per committed change: "
+      f"creation {create:.0f} ns, transition {move:.0f} ns (observer, prowjob_state_transitions included)")
 PY

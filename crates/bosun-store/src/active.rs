@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::{Run, RunFilter, RunState, Store, StoreError, TransitionObserver};
+use crate::{Before, Run, RunCount, RunFilter, RunState, Store, StoreError, TransitionObserver};
 
 /// The runs that are not complete, by id, with the waiting ones by cluster
 /// and the running ones, oldest first.
@@ -215,6 +215,18 @@ impl TransitionObserver for Observers {
     fn on_committed(&self, run: &Arc<Run>, from: Option<RunState>) {
         for o in &self.0 {
             o.on_committed(run, from);
+        }
+    }
+
+    fn on_change(&self, run: &Run, shared: Option<&Arc<Run>>, before: Option<Before<'_>>) {
+        for o in &self.0 {
+            o.on_change(run, shared, before);
+        }
+    }
+
+    fn on_deleted(&self, runs: &[RunCount]) {
+        for o in &self.0 {
+            o.on_deleted(runs);
         }
     }
 }

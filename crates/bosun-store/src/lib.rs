@@ -261,7 +261,24 @@ impl From<&Run> for RunSummary {
     }
 }
 
-/// Told about every committed state change (creation included), in commit order.
+/// What a run was before a committed transition, in the fields a transition
+/// can change that name it in Prow's `prowjobs` gauge: its state, and its
+/// cluster (a transition may decide it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Before<'a> {
+    /// The state it left (the same as its state now for a revival or a new
+    /// description of a waiting run).
+    pub state: RunState,
+    /// Its `cluster` before the transition (none: not decided yet).
+    pub cluster: Option<&'a str>,
+}
+
+/// Told about every committed state change (creation included), in commit
+/// order, and about the runs retention deletes.
+///
+/// Stores call [`TransitionObserver::on_change`] and
+/// [`TransitionObserver::on_deleted`]; an observer that needs no more than
+/// the state a run left implements `on_transition` (and `on_committed`) only.
 pub trait TransitionObserver: Send + Sync {
     /// `from` is `None` when the run was just created.
     fn on_transition(&self, run: &Run, from: Option<RunState>);
@@ -271,6 +288,39 @@ pub trait TransitionObserver: Send + Sync {
     fn on_committed(&self, run: &Arc<Run>, from: Option<RunState>) {
         self.on_transition(run, from);
     }
+
+    /// A committed creation (`before` none) or transition, with what the run
+    /// was before it; `shared` is the store's shared copy of the run when it
+    /// keeps one. By default `on_committed` with that copy, else
+    /// `on_transition`.
+    fn on_change(&self, run: &Run, shared: Option<&Arc<Run>>, before: Option<Before<'_>>) {
+        let from = before.map(|b| b.state);
+        match shared {
+            Some(arc) => self.on_committed(arc, from),
+            None => self.on_transition(run, from),
+        }
+    }
+
+    /// Runs retention deleted ([`Store::delete_completed_before`]), once
+    /// the deletion is committed: counted by the labels of Prow's `prowjobs`
+    /// gauge, as [`Store::count_runs`] counts them (deleted runs are
+    /// complete: none of them is changed again). By default nothing.
+    fn on_deleted(&self, runs: &[RunCount]) {
+        let _ = runs;
+    }
+}
+
+/// Counts `runs` by the labels of Prow's `prowjobs` gauge (sorted), as
+/// [`Store::count_runs`] does.
+pub fn count_by_labels<'a>(runs: impl IntoIterator<Item = &'a Run>) -> Vec<RunCount> {
+    let mut counts: std::collections::BTreeMap<RunCount, u64> = Default::default();
+    for r in runs {
+        *counts.entry(RunCount::of(r)).or_default() += 1;
+    }
+    counts
+        .into_iter()
+        .map(|(c, n)| RunCount { count: n, ..c })
+        .collect()
 }
 
 /// Receives the result of [`Store::create_run_then`].
@@ -467,7 +517,9 @@ pub trait Store: Send + Sync {
 
     /// Deletes completed runs that completed before `cutoff`, except the latest
     /// run of each periodic (Prow's sinker); returns the deleted ids (their logs
-    /// go too). Schedule state and outcomes are kept.
+    /// go too) and tells the observer their labels
+    /// ([`TransitionObserver::on_deleted`]). Schedule state and outcomes are
+    /// kept.
     fn delete_completed_before(&self, cutoff: Timestamp) -> Result<Vec<String>, StoreError>;
 }
 

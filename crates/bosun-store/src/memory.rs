@@ -9,8 +9,8 @@ use jiff::Timestamp;
 use crate::prepared::{Payload, PreparedFire, PreparedFires};
 use crate::run::{apply, Run};
 use crate::{
-    new_run_id, Created, DemandSums, Fire, JobDemand, NewRun, PeriodicState, RunFilter, Store,
-    StoreError, TickOutcome, Transition, TransitionObserver,
+    count_by_labels, new_run_id, Before, Created, DemandSums, Fire, JobDemand, NewRun,
+    PeriodicState, RunFilter, Store, StoreError, TickOutcome, Transition, TransitionObserver,
 };
 
 #[derive(Default)]
@@ -130,7 +130,7 @@ impl MemoryStore {
         if let Some(o) = &self.observer {
             for c in created {
                 if let Created::New(run) = c {
-                    o.on_transition(run, None);
+                    o.on_change(run, None, None);
                 }
             }
         }
@@ -162,28 +162,41 @@ impl Store for MemoryStore {
         let at = crate::run::micros(at);
         let created = self.lock().create(new, at);
         if let (Some(o), Created::New(run)) = (&self.observer, &created) {
-            o.on_transition(run, None);
+            o.on_change(run, None, None);
         }
         Ok(created)
     }
 
     fn transition(&self, id: &str, t: Transition) -> Result<Run, StoreError> {
-        let (run, from) = {
+        let (run, from, cluster) = {
             let mut g = self.lock();
             let run = g
                 .runs
                 .get_mut(id)
                 .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
             let from = run.state;
+            // Only a transition that decides the cluster changes it.
+            let cluster = t.cluster.as_ref().and(run.cluster.clone());
             apply(run, &t)?;
             let run = run.clone();
             if let Some(p) = &run.periodic {
                 g.touch(p);
             }
-            (run, from)
+            (run, from, cluster)
         };
         if let Some(o) = &self.observer {
-            o.on_transition(&run, Some(from));
+            let cluster = match t.cluster {
+                Some(_) => cluster.as_deref(),
+                None => run.cluster.as_deref(),
+            };
+            o.on_change(
+                &run,
+                None,
+                Some(Before {
+                    state: from,
+                    cluster,
+                }),
+            );
         }
         Ok(run)
     }
@@ -344,17 +357,24 @@ impl Store for MemoryStore {
             })
             .map(|r| r.id.clone())
             .collect();
+        let mut deleted = Vec::with_capacity(doomed.len());
         for id in &doomed {
             if let Some(r) = g.runs.remove(id) {
-                if let (Some(p), Some(t)) = (r.periodic, r.scheduled_at) {
-                    g.keys.remove(&(p, t.as_microsecond(), r.attempt));
+                if let (Some(p), Some(t)) = (&r.periodic, r.scheduled_at) {
+                    g.keys.remove(&(p.clone(), t.as_microsecond(), r.attempt));
                 }
+                deleted.push(r);
             }
         }
-        g.order.retain(|id| !doomed.contains(id));
+        let gone: std::collections::HashSet<&str> = doomed.iter().map(String::as_str).collect();
+        g.order.retain(|id| !gone.contains(id.as_str()));
         if !doomed.is_empty() {
             g.changes += 1;
             g.floor = g.changes;
+        }
+        drop(g);
+        if let (Some(o), false) = (&self.observer, deleted.is_empty()) {
+            o.on_deleted(&count_by_labels(&deleted));
         }
         Ok(doomed)
     }

@@ -1405,3 +1405,233 @@ fn the_default_job_demand_agrees_with_the_stores() {
         );
     });
 }
+
+/// What a store tells its observer through `on_change` and `on_deleted`.
+#[derive(Default)]
+struct Changes {
+    /// Per change: the run, its state and cluster before (none: created),
+    /// its state and cluster after.
+    #[allow(clippy::type_complexity)]
+    seen: Mutex<
+        Vec<(
+            String,
+            Option<(RunState, Option<String>)>,
+            RunState,
+            Option<String>,
+        )>,
+    >,
+    deleted: Mutex<Vec<bosun_store::RunCount>>,
+}
+
+impl TransitionObserver for Changes {
+    fn on_transition(&self, run: &Run, _: Option<RunState>) {
+        panic!("stores call on_change ({})", run.id);
+    }
+
+    fn on_change(&self, run: &Run, _: Option<&Arc<Run>>, before: Option<bosun_store::Before<'_>>) {
+        self.seen.lock().unwrap().push((
+            run.id.clone(),
+            before.map(|b| (b.state, b.cluster.map(String::from))),
+            run.state,
+            run.cluster.clone(),
+        ));
+    }
+
+    fn on_deleted(&self, runs: &[bosun_store::RunCount]) {
+        assert!(!runs.is_empty(), "told of no deletion");
+        self.deleted.lock().unwrap().extend_from_slice(runs);
+    }
+}
+
+/// A store, what it told its observer, and its directory.
+type ObservedStore = (Arc<Changes>, Box<dyn Store>, Option<tempfile::TempDir>);
+
+/// `count_runs`' counts by labels.
+fn by_labels(counts: Vec<bosun_store::RunCount>) -> BTreeMap<bosun_store::RunCount, u64> {
+    let mut out = BTreeMap::new();
+    for c in counts {
+        *out.entry(bosun_store::RunCount {
+            count: 0,
+            ..c.clone()
+        })
+        .or_default() += c.count;
+    }
+    out
+}
+
+/// Every store tells its observer, with each committed transition, the state
+/// and cluster the run had before it; with each creation (one by one or by a
+/// fire) none; and with a retention pass the labels of the runs it deleted,
+/// as `count_runs` counts them.
+#[test]
+fn the_observer_is_told_what_each_change_left_and_what_retention_deleted() {
+    let stores: Vec<ObservedStore> = {
+        let mut v: Vec<ObservedStore> = Vec::new();
+        let c = Arc::new(Changes::default());
+        v.push((c.clone(), Box::new(MemoryStore::with_observer(c)), None));
+        for fire_log_min in [SqliteOptions::default().fire_log_min, 1] {
+            let dir = tempfile::tempdir().unwrap();
+            let c = Arc::new(Changes::default());
+            let s = SqliteStore::open_with(
+                dir.path().join("bosun.db"),
+                SqliteOptions {
+                    fire_log_min,
+                    ..SqliteOptions::default()
+                },
+                Some(c.clone()),
+            )
+            .unwrap();
+            v.push((c, Box::new(s), Some(dir)));
+        }
+        v
+    };
+    for (changes, s, _dir) in &stores {
+        let s = s.as_ref();
+        let at = t("2026-01-01T00:00:00Z");
+        let a = s
+            .create_run(new_periodic("a", None, 0), at)
+            .unwrap()
+            .run()
+            .clone();
+        let mut sched = NewRun {
+            job_type: JobType::Presubmit,
+            periodic: None,
+            refs: Some(Refs {
+                org: "k".into(),
+                repo: "r".into(),
+                base_ref: Some("main".into()),
+                ..Refs::default()
+            }),
+            state: RunState::Scheduling,
+            ..new_periodic("b", None, 0)
+        };
+        std::sync::Arc::make_mut(&mut sched.labels)
+            .insert("prow.k8s.io/retest".into(), "true".into());
+        let b = s.create_run(sched, at).unwrap().run().clone();
+        let fired = s
+            .commit_fire(
+                Fire {
+                    runs: vec![new_periodic("c", Some("2026-01-01T00:00:00Z"), 0)],
+                    outcomes: vec![],
+                    state: PeriodicState {
+                        periodic: "c".into(),
+                        schedule_hash: "h".into(),
+                        first_seen: at,
+                        last_tick: Some(at),
+                        paused: false,
+                        queued: None,
+                    },
+                },
+                at,
+            )
+            .unwrap();
+        let c = fired[0].run().clone();
+        let to = |to: RunState, at: &str, cluster: Option<&str>| Transition {
+            cluster: cluster.map(String::from),
+            ..Transition::to(to, t(at), "x")
+        };
+        use RunState::*;
+        s.transition(
+            &b.id,
+            to(Triggered, "2026-01-01T00:00:01Z", Some("build01")),
+        )
+        .unwrap();
+        s.transition(&b.id, to(Pending, "2026-01-01T00:00:02Z", Some("build02")))
+            .unwrap();
+        s.transition(&b.id, to(Pending, "2026-01-01T00:00:03Z", None))
+            .unwrap();
+        s.transition(&a.id, to(Pending, "2026-01-01T00:00:03Z", None))
+            .unwrap();
+        // A refused transition tells nothing.
+        assert!(s
+            .transition(&a.id, to(Triggered, "2026-01-01T00:00:04Z", Some("x")))
+            .is_err());
+        for r in s.transitions(vec![
+            (a.id.clone(), to(Success, "2026-01-01T00:00:05Z", None)),
+            (b.id.clone(), to(Failure, "2026-01-01T00:00:05Z", None)),
+            (
+                c.id.clone(),
+                to(Aborted, "2026-01-03T00:00:00Z", Some("build03")),
+            ),
+        ]) {
+            r.unwrap();
+        }
+        let b_cluster = |c: &str| Some(c.to_string());
+        let want = vec![
+            (a.id.clone(), None, Triggered, None),
+            (b.id.clone(), None, Scheduling, None),
+            (c.id.clone(), None, Triggered, None),
+            (
+                b.id.clone(),
+                Some((Scheduling, None)),
+                Triggered,
+                b_cluster("build01"),
+            ),
+            (
+                b.id.clone(),
+                Some((Triggered, b_cluster("build01"))),
+                Pending,
+                b_cluster("build02"),
+            ),
+            (
+                b.id.clone(),
+                Some((Pending, b_cluster("build02"))),
+                Pending,
+                b_cluster("build02"),
+            ),
+            (a.id.clone(), Some((Triggered, None)), Pending, None),
+            (a.id.clone(), Some((Pending, None)), Success, None),
+            (
+                b.id.clone(),
+                Some((Pending, b_cluster("build02"))),
+                Failure,
+                b_cluster("build02"),
+            ),
+            (
+                c.id.clone(),
+                Some((Triggered, None)),
+                Aborted,
+                b_cluster("build03"),
+            ),
+        ];
+        assert_eq!(*changes.seen.lock().unwrap(), want);
+
+        // Retention deletes a and b: a's periodic has a later run (a2), and
+        // c (the latest of its periodic) completed after the cutoff anyway.
+        let a2 = s
+            .create_run(new_periodic("a", None, 0), t("2026-01-01T00:00:06Z"))
+            .unwrap()
+            .run()
+            .clone();
+        let before = by_labels(s.count_runs().unwrap());
+        let mut ids = s
+            .delete_completed_before(t("2026-01-02T00:00:00Z"))
+            .unwrap();
+        ids.sort();
+        let mut want_ids = vec![a.id.clone(), b.id.clone()];
+        want_ids.sort();
+        assert_eq!(ids, want_ids);
+        let after = by_labels(s.count_runs().unwrap());
+        let mut gone = before.clone();
+        for (k, n) in &after {
+            *gone.get_mut(k).unwrap() -= n;
+        }
+        gone.retain(|_, n| *n > 0);
+        let deleted = by_labels(changes.deleted.lock().unwrap().clone());
+        assert_eq!(deleted, gone);
+        assert_eq!(deleted.values().sum::<u64>(), 2);
+        // b's labels: where it ran, a retest of a presubmit.
+        assert!(deleted.keys().any(|k| k.job == "b"
+            && k.cluster == "build02"
+            && k.retest
+            && k.state == "failure"
+            && k.org == "k"));
+        // Nothing to delete: nothing told.
+        assert!(s
+            .delete_completed_before(t("2026-01-02T00:00:00Z"))
+            .unwrap()
+            .is_empty());
+        assert_eq!(changes.deleted.lock().unwrap().len(), deleted.len());
+        assert!(s.get(&a2.id).unwrap().is_some());
+    }
+}

@@ -1,11 +1,16 @@
 //! The cost of `GET /metrics` with JOBS jobs x 7 states of retained runs:
-//! `Metrics::render` over the SQLite store, the call the daemon's handler
-//! makes (`api::metrics`; the dispatcher's and external client's text is
-//! appended only when configured). The store holds one run of every job in
-//! every state (`scheduling` .. `error`), so `prowjobs` has JOBS x 7 series;
-//! the rest of the registry (the periodic scheduler's histogram, the reload
-//! gauges) renders as it always does. No transition is observed, as in a
-//! daemon restarted over a full store: `prowjob_state_transitions` is empty.
+//! `Metrics::render`, the call the daemon's handler makes (`api::metrics`;
+//! the dispatcher's and external client's text is appended only when
+//! configured). The SQLite store holds one run of every job in every state
+//! (`scheduling` .. `error`), so `prowjobs` has JOBS x 7 series; the rest of
+//! the registry (the periodic scheduler's histogram, the reload gauges)
+//! renders as it always does.
+//!
+//! The store is filled with a `Metrics` observing it (its `prowjobs`, kept
+//! from the commits alone, must equal a fresh `count_runs`), then reopened
+//! with new `Metrics`, seeded from `count_runs` as `bosun serve` does at
+//! start: a daemon restarted over a full store, `prowjob_state_transitions`
+//! empty. That one is rendered.
 //!
 //! Label values are those of the Go peer (`bench/peers/metrics-go`), made by
 //! the same formula ([`job`]). Compared by `bench/metrics.sh`.
@@ -13,25 +18,26 @@
 //! `metrics_bench [JOBS] [ITERS]` (defaults 10000 and 20): one render to
 //! warm up, then ITERS renders, each timed alone; prints the median render's
 //! ns per series (sample lines of the exposition), its bytes and the fastest
-//! render. Beside it, the two halves of a render, ITERS times each:
-//! `Store::count_runs` alone (the grouped SQL scan) and `Metrics::render`
-//! over a store that hands back those counts ready-made (the family filled
-//! afresh, then prometheus-client's text encoding). And, for what a fix could
-//! reach, prometheus-client's encoding alone: a replica of the `prowjobs`
-//! family (the same label struct, defined here) filled once, encoded ITERS
-//! times, as a gauge kept up to date between scrapes would be.
+//! render. Beside it: the seed at start (`Store::count_runs`, the grouped SQL
+//! scan a render used to make, and the counts filled in), the cost of the
+//! observer's bookkeeping per committed creation and per transition (on
+//! `Metrics` directly, the `prowjob_state_transitions` counter included;
+//! and `prowjobs`' share of it alone),
+//! and, for comparison, prometheus-client's text encoding of the same series
+//! as a gauge family (the same label struct, defined here, filled once),
+//! what a scrape cost before the hand-written encoder.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
+use bosun::metrics::prowjobs::ProwJobs;
 use bosun::metrics::Metrics;
 use bosun_config::types::{JobType, Refs};
-use bosun_store::sqlite::SqliteStore;
+use bosun_store::sqlite::{SqliteOptions, SqliteStore};
 use bosun_store::{
-    Created, Fire, NewRun, PeriodicState, Run, RunCount, RunFilter, RunState, Store, StoreError,
-    TickOutcome, Transition,
+    Before, NewRun, RunCount, RunFilter, RunState, Store, Transition, TransitionObserver,
 };
 use jiff::Timestamp;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -179,48 +185,6 @@ fn fill(store: &SqliteStore, jobs: usize) {
     }
 }
 
-/// A store whose only answer is `count_runs`, with counts made beforehand.
-struct Counts(Vec<RunCount>);
-
-impl Store for Counts {
-    fn count_runs(&self) -> Result<Vec<RunCount>, StoreError> {
-        Ok(self.0.clone())
-    }
-    fn create_run(&self, _: NewRun, _: Timestamp) -> Result<Created, StoreError> {
-        unimplemented!()
-    }
-    fn transition(&self, _: &str, _: Transition) -> Result<Run, StoreError> {
-        unimplemented!()
-    }
-    fn get(&self, _: &str) -> Result<Option<Run>, StoreError> {
-        unimplemented!()
-    }
-    fn list(&self, _: &RunFilter) -> Result<Vec<Run>, StoreError> {
-        unimplemented!()
-    }
-    fn spec(&self, _: &str) -> Result<Option<serde_json::Value>, StoreError> {
-        unimplemented!()
-    }
-    fn periodic_state(&self, _: &str) -> Result<Option<PeriodicState>, StoreError> {
-        unimplemented!()
-    }
-    fn put_periodic_state(&self, _: &PeriodicState) -> Result<(), StoreError> {
-        unimplemented!()
-    }
-    fn record_outcomes(&self, _: &[TickOutcome]) -> Result<(), StoreError> {
-        unimplemented!()
-    }
-    fn outcomes(&self, _: &str) -> Result<Vec<TickOutcome>, StoreError> {
-        unimplemented!()
-    }
-    fn commit_fire(&self, _: Fire, _: Timestamp) -> Result<Vec<Created>, StoreError> {
-        unimplemented!()
-    }
-    fn delete_completed_before(&self, _: Timestamp) -> Result<Vec<String>, StoreError> {
-        unimplemented!()
-    }
-}
-
 /// `bosun::metrics::ProwLabels`'s fields, for the replica family.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReplicaLabels {
@@ -280,42 +244,99 @@ fn main() {
     let jobs: usize = args.next().and_then(|v| v.parse().ok()).unwrap_or(10_000);
     let iters: usize = args.next().and_then(|v| v.parse().ok()).unwrap_or(20);
     let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path().join("bosun.db")).unwrap();
+    let path = dir.path().join("bosun.db");
     let t0 = Instant::now();
-    fill(&store, jobs);
-    let counts = store.count_runs().unwrap();
-    assert_eq!(counts.len(), jobs * 7, "one series per job and state");
+    {
+        let observed = Metrics::new("default");
+        let store = SqliteStore::open_with(&path, SqliteOptions::default(), Some(observed.clone()))
+            .unwrap();
+        fill(&store, jobs);
+        let counts = store.count_runs().unwrap();
+        assert_eq!(counts.len(), jobs * 7, "one series per job and state");
+        assert_eq!(
+            observed.prowjobs_series(),
+            ProwJobs::series_of(&counts),
+            "prowjobs kept from the commits alone equals a fresh count"
+        );
+    }
     eprintln!(
         "filled {} runs in {:.1} s",
         jobs * 7,
         t0.elapsed().as_secs_f64()
     );
 
+    // A daemon restarted over the full store.
     let metrics = Metrics::new("default");
-    let text = metrics.render(&store);
+    let store =
+        SqliteStore::open_with(&path, SqliteOptions::default(), Some(metrics.clone())).unwrap();
+    let seeds = iters.clamp(1, 5);
+    let (seed, _) = time(seeds, || {
+        metrics.seed(&store).unwrap();
+    });
+    let (sql, _) = time(seeds, || drop(std::hint::black_box(store.count_runs())));
+    let text = metrics.render();
     let series = text
         .lines()
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .count();
     let bytes = text.len();
     drop(text);
-    let (median, min) = time(iters, || drop(std::hint::black_box(metrics.render(&store))));
-    let (sql, _) = time(iters, || drop(std::hint::black_box(store.count_runs())));
+    let (median, min) = time(iters, || drop(std::hint::black_box(metrics.render())));
+
+    // The observer's bookkeeping, on metrics of their own.
+    let runs = store
+        .list(&RunFilter {
+            limit: usize::MAX >> 1,
+            ..RunFilter::default()
+        })
+        .unwrap();
+    let observer = Metrics::new("default");
+    let t0 = Instant::now();
+    for r in &runs {
+        observer.on_change(r, None, None);
+    }
+    let create = t0.elapsed().as_nanos() as f64 / runs.len() as f64;
+    let ended: Vec<_> = runs.iter().filter(|r| r.state.is_final()).collect();
+    let t0 = Instant::now();
+    for r in &ended {
+        let before = Before {
+            state: RunState::Pending,
+            cluster: r.cluster.as_deref(),
+        };
+        observer.on_change(r, None, Some(before));
+    }
+    let transition = t0.elapsed().as_nanos() as f64 / ended.len().max(1) as f64;
+    // Of which `prowjobs`' own bookkeeping.
+    let gauge = ProwJobs::new("default");
+    let t0 = Instant::now();
+    for r in &runs {
+        gauge.change(r, None);
+    }
+    let gauge_create = t0.elapsed().as_nanos() as f64 / runs.len() as f64;
+    let t0 = Instant::now();
+    for r in &ended {
+        let before = Before {
+            state: RunState::Pending,
+            cluster: r.cluster.as_deref(),
+        };
+        gauge.change(r, Some(before));
+    }
+    let gauge_transition = t0.elapsed().as_nanos() as f64 / ended.len().max(1) as f64;
+
+    let counts = store.count_runs().unwrap();
     let registry = replica(&counts);
     let (encode_only, _) = time(iters, || {
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
         drop(std::hint::black_box(out));
     });
-    let ready = Counts(counts);
-    let (from_counts, _) = time(iters, || drop(std::hint::black_box(metrics.render(&ready))));
     println!(
-        "bosun: series={series} bytes={bytes} iters={iters} median_ms={:.2} min_ms={:.2} ns_per_series={:.1} count_runs_ms={:.2} render_from_counts_ms={:.2} encode_only_ms={:.2} encode_only_ns_per_series={:.1}",
+        "bosun: series={series} bytes={bytes} iters={iters} median_ms={:.2} min_ms={:.2} ns_per_series={:.1} seed_ms={:.2} count_runs_ms={:.2} observe_create_ns={create:.0} observe_transition_ns={transition:.0} prowjobs_create_ns={gauge_create:.0} prowjobs_transition_ns={gauge_transition:.0} pc_encode_ms={:.2} pc_encode_ns_per_series={:.1}",
         median / 1e6,
         min / 1e6,
         median / series as f64,
+        seed / 1e6,
         sql / 1e6,
-        from_counts / 1e6,
         encode_only / 1e6,
         encode_only / series as f64,
     );

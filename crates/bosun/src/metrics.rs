@@ -1,15 +1,19 @@
 //! Prometheus metrics with Prow's names and labels: `prowjob_state_transitions`
 //! (counted in the store's transition path: every transition, not a sample) and
-//! `prowjobs` (retained runs by state, computed from the store at scrape time);
-//! and bosun's own: the periodic scheduler's (fire lateness, skipped ticks, and
-//! per periodic the last scheduled tick, the last success and the next fire, so
-//! a periodic that silently stopped can be alerted on) and config reloads.
+//! `prowjobs` (retained runs by state, kept up to date from the store's commits:
+//! [`prowjobs`]); and bosun's own: the periodic scheduler's (fire lateness,
+//! skipped ticks, and per periodic the last scheduled tick, the last success and
+//! the next fire, so a periodic that silently stopped can be alerted on) and
+//! config reloads.
+
+pub mod prowjobs;
 
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use bosun_store::{Run, RunCount, RunState, Store, TransitionObserver};
-use prometheus_client::encoding::text::encode;
+use bosun_store::{Before, Run, RunCount, RunState, Store, StoreError, TransitionObserver};
+use prometheus_client::encoding::text::{encode_eof, encode_registry};
 use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -17,6 +21,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
+
+use prowjobs::ProwJobs;
 
 type Labels = Vec<(String, String)>;
 
@@ -53,9 +59,14 @@ pub type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
 
 /// The daemon's metrics.
 pub struct Metrics {
+    /// `prowjob_state_transitions`, written before `prowjobs`.
+    head: Registry,
+    /// The rest, after `prowjobs`.
     registry: Registry,
     transitions: Family<ProwLabels, PlainCounter>,
-    prowjobs: Family<ProwLabels, Gauge>,
+    prowjobs: ProwJobs,
+    /// The length of the last exposition (the next one is about as long).
+    last_len: AtomicUsize,
     namespace: Arc<String>,
     /// Commit time minus scheduled time of each scheduled run.
     pub fire_lateness: Histogram,
@@ -141,19 +152,15 @@ fn count_labels(namespace: &Arc<String>, c: RunCount) -> ProwLabels {
 impl Metrics {
     /// Metrics for runs in `namespace` (Prow's `prowjob_namespace`).
     pub fn new(namespace: &str) -> Arc<Self> {
-        let mut registry = Registry::default();
+        let mut head = Registry::default();
         let transitions = Family::<ProwLabels, PlainCounter>::default();
-        let prowjobs = Family::<ProwLabels, Gauge>::default();
-        registry.register(
+        head.register(
             "prowjob_state_transitions",
             "Number of run state transitions (every transition, as it is committed)",
             transitions.clone(),
         );
-        registry.register(
-            "prowjobs",
-            "Number of retained runs by state",
-            prowjobs.clone(),
-        );
+        // `prowjobs` comes next (written by hand, see `render`).
+        let mut registry = Registry::default();
         let fire_lateness = Histogram::new(exponential_buckets(0.001, 2.0, 17));
         registry.register(
             "bosun_periodic_fire_lateness_seconds",
@@ -223,9 +230,11 @@ impl Metrics {
         Arc::new(Metrics {
             cluster_status,
             failed_client_creations,
+            head,
             registry,
             transitions,
-            prowjobs,
+            prowjobs: ProwJobs::new(namespace),
+            last_len: AtomicUsize::new(0),
             namespace: Arc::new(namespace.to_string()),
             fire_lateness,
             skipped,
@@ -239,23 +248,51 @@ impl Metrics {
         })
     }
 
-    /// The text exposition, with `prowjobs` recomputed from the store.
-    pub fn render(&self, store: &dyn Store) -> String {
-        self.prowjobs.clear();
-        for c in store.count_runs().unwrap_or_default() {
-            let count = c.count as i64;
-            self.prowjobs
-                .get_or_create(&count_labels(&self.namespace, c))
-                .set(count);
-        }
-        let mut out = String::new();
-        let _ = encode(&mut out, &self.registry);
+    /// Seeds `prowjobs` with the runs `store` retains ([`Store::count_runs`]);
+    /// returns how many series. From then on the store's commits keep it up
+    /// to date, so this is called once the store reports its commits to
+    /// these metrics and before it takes any (`bosun serve` calls it right
+    /// after opening the store): a commit landing during the count could be
+    /// counted twice or not at all. Calling it again resynchronizes the
+    /// gauge, with the same caveat.
+    pub fn seed(&self, store: &dyn Store) -> Result<usize, StoreError> {
+        let counts = store.count_runs()?;
+        self.prowjobs.seed(&counts);
+        Ok(counts.len())
+    }
+
+    /// The `prowjobs` series and their counts: each series' labels after
+    /// its namespace, as written, sorted (tests compare them with
+    /// [`prowjobs::ProwJobs::series_of`] a fresh [`Store::count_runs`]).
+    pub fn prowjobs_series(&self) -> Vec<(String, i64)> {
+        self.prowjobs.series()
+    }
+
+    /// The text exposition. `prowjobs` is not counted here: it is kept up to
+    /// date from the store's commits (see [`Metrics::seed`]).
+    pub fn render(&self) -> String {
+        let mut out = String::with_capacity(self.last_len.load(Ordering::Relaxed) + 4096);
+        let _ = encode_registry(&mut out, &self.head);
+        self.prowjobs.encode(&mut out);
+        let _ = encode_registry(&mut out, &self.registry);
+        let _ = encode_eof(&mut out);
+        self.last_len.store(out.len(), Ordering::Relaxed);
         out
     }
 }
 
 impl TransitionObserver for Metrics {
     fn on_transition(&self, run: &Run, from: Option<RunState>) {
+        // Told only the state the run left: its cluster did not change.
+        let before = from.map(|state| Before {
+            state,
+            cluster: run.cluster.as_deref(),
+        });
+        self.on_change(run, None, before);
+    }
+
+    fn on_change(&self, run: &Run, _shared: Option<&Arc<Run>>, before: Option<Before<'_>>) {
+        let from = before.map(|b| b.state);
         // As Prow: a run is counted once per state it reaches (a revival or a
         // new description of a waiting run is no new state).
         if from != Some(run.state) {
@@ -263,9 +300,14 @@ impl TransitionObserver for Metrics {
                 .get_or_create(&prow_labels(&self.namespace, run, run.state))
                 .inc();
         }
+        self.prowjobs.change(run, before);
         if let Some(p) = &run.periodic {
             self.periodic_run(p, run, from);
         }
+    }
+
+    fn on_deleted(&self, runs: &[RunCount]) {
+        self.prowjobs.deleted(runs);
     }
 }
 
@@ -293,5 +335,292 @@ impl Metrics {
         for family in [&self.last_scheduled, &self.last_success, &self.next_fire] {
             family.remove(&labels);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use bosun_config::types::{JobType, Refs};
+    use bosun_store::memory::MemoryStore;
+    use bosun_store::sqlite::{SqliteOptions, SqliteStore};
+    use bosun_store::{Created, Fire, NewRun, PeriodicState, RunFilter, Transition};
+    use jiff::Timestamp;
+
+    use super::*;
+
+    /// A small deterministic generator (xorshift64*).
+    struct Rng(u64);
+
+    impl Rng {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) as usize % n
+        }
+
+        fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+            &items[self.below(items.len())]
+        }
+    }
+
+    /// Job `j` of a handful: every job type, refs or extra refs or none,
+    /// retests, two configured clusters, values that need escaping.
+    fn new_run(j: usize, state: RunState) -> NewRun {
+        let (job_type, refs, extra_refs) = match j % 5 {
+            0 => (
+                JobType::Presubmit,
+                Some(Refs {
+                    org: "kubernetes".into(),
+                    repo: "test-infra".into(),
+                    base_ref: Some("main".into()),
+                    ..Refs::default()
+                }),
+                vec![],
+            ),
+            1 => (
+                JobType::Postsubmit,
+                Some(Refs {
+                    org: "o\"rg".into(),
+                    repo: "re\\po".into(),
+                    base_ref: Some("release-4.16".into()),
+                    ..Refs::default()
+                }),
+                vec![],
+            ),
+            2 => (
+                JobType::Periodic,
+                None,
+                vec![Refs {
+                    org: "openshift".into(),
+                    repo: "release".into(),
+                    ..Refs::default()
+                }],
+            ),
+            3 => (JobType::Periodic, None, vec![]),
+            _ => (
+                JobType::Batch,
+                Some(Refs {
+                    org: "kubernetes".into(),
+                    repo: "kubernetes".into(),
+                    base_ref: Some("master".into()),
+                    ..Refs::default()
+                }),
+                vec![],
+            ),
+        };
+        let mut labels = BTreeMap::new();
+        if j.is_multiple_of(4) {
+            labels.insert("prow.k8s.io/retest".to_string(), "true".to_string());
+        }
+        let periodic = matches!(job_type, JobType::Periodic).then(|| format!("job-{j}"));
+        NewRun {
+            job: format!("job-{j}"),
+            job_type,
+            periodic,
+            configured_cluster: if j.is_multiple_of(3) {
+                "build01"
+            } else {
+                "default"
+            }
+            .into(),
+            state,
+            refs,
+            extra_refs,
+            labels: labels.into(),
+            annotations: BTreeMap::new().into(),
+            spec: serde_json::json!({"containers": [{"image": "x"}]}).into(),
+            scheduled_at: None,
+            attempt: 0,
+            description: "Job triggered.".into(),
+        }
+    }
+
+    /// `metrics`' `prowjobs` equals a fresh count of `store`'s runs, and so
+    /// does a render's.
+    fn assert_counts(metrics: &Metrics, store: &dyn Store, step: usize) {
+        let fresh = prowjobs::ProwJobs::series_of(&store.count_runs().unwrap());
+        assert_eq!(metrics.prowjobs_series(), fresh, "after step {step}");
+        let text = metrics.render();
+        let rendered = text.lines().filter(|l| l.starts_with("prowjobs{")).count();
+        assert_eq!(rendered, fresh.len(), "after step {step}");
+    }
+
+    /// A random mix of creations (one by one and by fires), transitions
+    /// (legal or not, some deciding the cluster, one by one and in batches)
+    /// and retention passes: `prowjobs`, kept from the store's commits alone,
+    /// stays equal to a fresh `count_runs`; metrics seeded from the store
+    /// afterwards agree.
+    fn random_history(store: &dyn Store, metrics: &Metrics, seed: u64) {
+        let mut rng = Rng(seed);
+        let start: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let mut active: Vec<String> = Vec::new();
+        let clusters = [None, Some("build01"), Some("build02"), Some("default")];
+        let steps = 700;
+        for step in 0..steps {
+            let now = start + jiff::SignedDuration::from_secs(step as i64 * 10);
+            match rng.below(100) {
+                0..=29 => {
+                    let state = *rng.pick(&[RunState::Scheduling, RunState::Triggered]);
+                    let created = store.create_run(new_run(rng.below(12), state), now);
+                    active.push(created.unwrap().run().id.clone());
+                }
+                30..=37 => {
+                    // A fire of a periodic, its tick taken once (the second
+                    // time the run exists: nothing is created).
+                    let j = 5 * rng.below(3) + 2 + rng.below(2);
+                    let tick = start + jiff::SignedDuration::from_hours(rng.below(40) as i64);
+                    let run = NewRun {
+                        scheduled_at: Some(tick),
+                        ..new_run(j, RunState::Triggered)
+                    };
+                    let state = PeriodicState {
+                        periodic: format!("job-{j}"),
+                        schedule_hash: "h".into(),
+                        first_seen: start,
+                        last_tick: Some(tick),
+                        paused: false,
+                        queued: None,
+                    };
+                    let fire = Fire {
+                        runs: vec![run],
+                        outcomes: vec![],
+                        state,
+                    };
+                    for c in store.commit_fire(fire, now).unwrap() {
+                        if let Created::New(r) = c {
+                            active.push(r.id);
+                        }
+                    }
+                }
+                38..=89 if !active.is_empty() => {
+                    let batch = 1 + rng.below(3);
+                    let mut moves = Vec::new();
+                    for _ in 0..batch {
+                        let id = rng.pick(&active).clone();
+                        let mut t = Transition::to(*rng.pick(&RunState::ALL), now, "moved");
+                        t.cluster = rng.pick(&clusters).map(String::from);
+                        moves.push((id, t));
+                    }
+                    if rng.below(4) == 0 {
+                        moves.push((
+                            "no-such-run".into(),
+                            Transition::to(RunState::Pending, now, ""),
+                        ));
+                    }
+                    let results = if moves.len() == 1 {
+                        let (id, t) = moves.pop().unwrap();
+                        vec![store.transition(&id, t)]
+                    } else {
+                        store.transitions(moves)
+                    };
+                    for run in results.into_iter().flatten() {
+                        if run.state.is_final() {
+                            active.retain(|id| *id != run.id);
+                        }
+                    }
+                }
+                _ => {
+                    let back = jiff::SignedDuration::from_secs(rng.below(3000) as i64);
+                    store.delete_completed_before(now - back).unwrap();
+                }
+            }
+            if step % 50 == 0 || step == steps - 1 {
+                assert_counts(metrics, store, step);
+            }
+        }
+        let left = store.list(&RunFilter::default()).unwrap();
+        assert!(!left.is_empty(), "runs are retained");
+        let states: std::collections::HashSet<RunState> = left.iter().map(|r| r.state).collect();
+        assert!(states.len() >= 4, "{states:?}");
+        let fresh = Metrics::new("default");
+        fresh.seed(store).unwrap();
+        assert_eq!(fresh.prowjobs_series(), metrics.prowjobs_series());
+        let prowjobs = |t: &str| {
+            t.lines()
+                .filter(|l| l.starts_with("prowjobs"))
+                .map(String::from)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(prowjobs(&fresh.render()), prowjobs(&metrics.render()));
+    }
+
+    #[test]
+    fn metrics_prowjobs_follow_a_sqlite_store_to_a_fresh_count() {
+        for (seed, fire_log_min) in [(1, SqliteOptions::default().fire_log_min), (2, 1), (3, 0)] {
+            let dir = tempfile::tempdir().unwrap();
+            let metrics = Metrics::new("default");
+            let store = SqliteStore::open_with(
+                dir.path().join("bosun.db"),
+                SqliteOptions {
+                    fire_log_min,
+                    ..SqliteOptions::default()
+                },
+                Some(metrics.clone()),
+            )
+            .unwrap();
+            metrics.seed(&store).unwrap();
+            random_history(&store, &metrics, seed);
+        }
+    }
+
+    #[test]
+    fn metrics_prowjobs_follow_a_memory_store_to_a_fresh_count() {
+        let metrics = Metrics::new("default");
+        let store = MemoryStore::with_observer(metrics.clone());
+        random_history(&store, &metrics, 4);
+    }
+
+    /// Seeded from a store that already holds runs (a restart), then kept
+    /// from its commits.
+    #[test]
+    fn metrics_prowjobs_are_seeded_at_start_then_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bosun.db");
+        let first = Metrics::new("default");
+        {
+            let store =
+                SqliteStore::open_with(&path, SqliteOptions::default(), Some(first.clone()))
+                    .unwrap();
+            random_history(&store, &first, 5);
+        }
+        let metrics = Metrics::new("default");
+        let store =
+            SqliteStore::open_with(&path, SqliteOptions::default(), Some(metrics.clone())).unwrap();
+        assert!(metrics.prowjobs_series().is_empty(), "not seeded yet");
+        assert!(metrics.seed(&store).unwrap() > 0);
+        assert_eq!(metrics.prowjobs_series(), first.prowjobs_series());
+        random_history(&store, &metrics, 6);
+    }
+
+    /// The families in the order they were registered, `prowjobs` second,
+    /// and the exposition's end.
+    #[test]
+    fn metrics_render_keeps_the_family_order() {
+        let metrics = Metrics::new("default");
+        let store = MemoryStore::with_observer(metrics.clone());
+        store
+            .create_run(new_run(0, RunState::Triggered), Timestamp::UNIX_EPOCH)
+            .unwrap();
+        let text = metrics.render();
+        let families: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .map(|l| l.split(' ').next().unwrap())
+            .collect();
+        assert_eq!(
+            &families[..3],
+            [
+                "prowjob_state_transitions",
+                "prowjobs",
+                "bosun_periodic_fire_lateness_seconds"
+            ]
+        );
+        assert!(text.ends_with("\n# EOF\n"), "{text}");
+        let want = "prowjobs{job_namespace=\"default\",job_name=\"job-0\",type=\"presubmit\",state=\"triggered\",org=\"kubernetes\",repo=\"test-infra\",base_ref=\"main\",cluster=\"build01\",retest=\"true\"} 1";
+        assert!(text.lines().any(|l| l == want), "{text}");
+        assert!(text.contains("prowjob_state_transitions{"), "{text}");
     }
 }

@@ -108,6 +108,12 @@ pub fn run(args: &ServeArgs) -> ExitCode {
         tracing::error!(error = %e, "cannot read the active runs");
         return ExitCode::FAILURE;
     }
+    // Before anything writes: from here on the store's commits keep the
+    // `prowjobs` gauge up to date.
+    if let Err(e) = metrics.seed(&*store) {
+        tracing::error!(error = %e, "cannot count the retained runs");
+        return ExitCode::FAILURE;
+    }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let clusters = clusters(&snapshot.config, &args.config.kube_contexts(), cpus);
     let shim = vec![

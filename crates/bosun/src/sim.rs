@@ -69,6 +69,7 @@ fn sim_with(start: Timestamp, config: &str, jobs: &str) -> Sim {
         active.clone(),
     ]))));
     active.load(&*store).unwrap();
+    metrics.seed(&*store).unwrap();
     let exec = Arc::new(SimulatedExecutor::new(
         clock.clone(),
         SignedDuration::from_mins(5),

@@ -89,6 +89,37 @@ fn trigger(port: u16, body: &str) -> String {
     json(&body)["id"].as_str().unwrap().to_string()
 }
 
+/// The `prowjobs` count of `job`'s runs in `state` (summed over the other
+/// labels) in the daemon's `/metrics`; none without a series.
+fn prowjobs(port: u16, job: &str, state: &str) -> Option<u64> {
+    let (status, text) = request(port, "GET", "/metrics", None, None);
+    assert_eq!(status, 200, "{text}");
+    let (job, state) = (
+        format!(",job_name=\"{job}\","),
+        format!(",state=\"{state}\","),
+    );
+    text.lines()
+        .filter(|l| l.starts_with("prowjobs{") && l.contains(&job) && l.contains(&state))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .reduce(|a, b| a + b)
+}
+
+/// Waits until `prowjobs(port, job, state)` is `want`.
+fn wait_prowjobs(port: u16, job: &str, state: &str, want: Option<u64>) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let got = prowjobs(port, job, state);
+        if got == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "prowjobs {job} {state}: {got:?}, not {want:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn tmp() -> (tempfile::TempDir, PathBuf) {
     let d = tempfile::tempdir().unwrap();
     let p = d.path().to_path_buf();
@@ -287,6 +318,11 @@ fn abort_and_a_restarted_daemon_finishes_the_runs() {
     let daemon = start(&dir, &[]);
     let run = wait_state(daemon.port, &slow, |s| s == "success");
     assert_eq!(run["description"], "Job succeeded.");
+    // `prowjobs` was seeded from the store at start (the aborted run, the
+    // pending one), then followed the pending run to its end.
+    wait_prowjobs(daemon.port, "slow", "success", Some(1));
+    assert_eq!(prowjobs(daemon.port, "slow", "aborted"), Some(1));
+    assert_eq!(prowjobs(daemon.port, "slow", "pending"), None);
     let (_, log) = request(
         daemon.port,
         "GET",
@@ -478,6 +514,9 @@ fn running_timeout_aborts_and_the_sinker_deletes_old_runs_but_the_latest() {
         request(port, "GET", &format!("/api/v1/runs/{second}"), None, None).0,
         200
     );
+    // `prowjobs` lost the deleted run.
+    wait_prowjobs(port, "ok", "success", Some(1));
+    assert_eq!(prowjobs(port, "slow", "aborted"), Some(1));
     assert!(
         !dir.join(format!("data/runs/default/{first}.log")).exists()
             && !dir.join(format!("data/runs/default/{first}")).exists(),

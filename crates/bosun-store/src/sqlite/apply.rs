@@ -15,7 +15,7 @@ use super::fire_log::{
     append, encode, fill_from_prepared, index_log_keys, insert_record, logged_run, store_template,
     LoggedRun,
 };
-use super::request::{Op, Reply, Target};
+use super::request::{ClusterBefore, Op, Reply, Target};
 use super::sql::{
     delete_runs, get_run, insert_run, insert_spec, keep_build_id, put_outcomes, put_state,
     retained_ids, tick_run, update_run,
@@ -23,7 +23,9 @@ use super::sql::{
 use super::versions::Versions;
 use crate::prepared::{LogEntry, Payload};
 use crate::run::{apply, Run, RunState};
-use crate::{Created, NewRun, PeriodicState, PreparedFires, StoreError, TickOutcome, Transition};
+use crate::{
+    Created, NewRun, PeriodicState, PreparedFires, RunCount, StoreError, TickOutcome, Transition,
+};
 
 /// Applies one request of a batch in the batch's transaction: what it
 /// writes, and its reply, held until the commit.
@@ -47,7 +49,10 @@ pub(super) fn apply_op(
             Reply::Create(reply, res, shared)
         }
         Op::Transition(id, t, reply) => {
-            let res = transition(tx, &id, &t, cache);
+            let (res, cluster) = match transition(tx, &id, &t, cache) {
+                Ok((run, from, cluster)) => (Ok((run, from)), cluster),
+                Err(e) => (Err(e), None),
+            };
             let shared = match &res {
                 Ok((run, _)) => {
                     if let Some(p) = &run.periodic {
@@ -57,7 +62,7 @@ pub(super) fn apply_op(
                 }
                 Err(_) => None,
             };
-            Reply::Transition(reply, res, shared)
+            Reply::Transition(reply, res, shared, cluster)
         }
         Op::PutState(s, reply) => {
             cache.touch(&s.periodic);
@@ -92,7 +97,10 @@ pub(super) fn apply_op(
         }
         Op::Retain(cutoff, reply) => {
             cache.touched.all = true;
-            Reply::Retain(reply, retain(tx, cutoff, cache))
+            match retain(tx, cutoff, cache) {
+                Ok((ids, counts)) => Reply::Retain(reply, Ok(ids), counts),
+                Err(e) => Reply::Retain(reply, Err(e), Vec::new()),
+            }
         }
         Op::Raw(sql, reply) => {
             cache.touched.all = true;
@@ -321,13 +329,14 @@ fn create(
     Ok(Created::New(run))
 }
 
-/// Moves a run, from the writer's copy of it if it has one.
+/// Moves a run, from the writer's copy of it if it has one; with the state
+/// it left and, when the transition decides its cluster, the cluster it had.
 fn transition(
     tx: &rusqlite::Transaction<'_>,
     id: &str,
     t: &Transition,
     cache: &mut WriterCache,
-) -> Result<(Run, RunState), StoreError> {
+) -> Result<(Run, RunState, ClusterBefore), StoreError> {
     let mut run = match cache.runs.get(id) {
         Some(run) => Run::clone(run),
         None => get_run(tx, id)
@@ -335,6 +344,7 @@ fn transition(
             .ok_or_else(|| StoreError::NotFound(id.to_string()))?,
     };
     let from = run.state;
+    let cluster = t.cluster.as_ref().map(|_| run.cluster.clone());
     apply(&mut run, t)?;
     update_run(tx, &run).map_err(unavailable)?;
     // Only once the row is written: a failed write fails the batch, whose
@@ -344,18 +354,19 @@ fn transition(
     } else {
         cache.runs.insert(run.id.clone(), Arc::new(run.clone()));
     }
-    Ok((run, from))
+    Ok((run, from, cluster))
 }
 
-/// Deletes the runs retention lets go; returns their ids.
+/// Deletes the runs retention lets go; returns their ids, and their labels
+/// counted for the observer.
 fn retain(
     tx: &rusqlite::Transaction<'_>,
     cutoff: Timestamp,
     cache: &WriterCache,
-) -> Result<Vec<String>, StoreError> {
+) -> Result<(Vec<String>, Vec<RunCount>), StoreError> {
     let cutoff = cutoff.as_microsecond();
     // The latest run of each periodic (by creation) survives, as Prow's sinker keeps it.
-    let ids = retained_ids(tx, cutoff)?;
+    let (ids, counts) = retained_ids(tx, cutoff)?;
     if !ids.is_empty() {
         // The newest run may go: its build id is kept, so none is handed out
         // twice (see `counters`).
@@ -363,5 +374,5 @@ fn retain(
         keep_build_id(tx, build_id).map_err(unavailable)?;
     }
     delete_runs(tx, &ids)?;
-    Ok(ids)
+    Ok((ids, counts))
 }

@@ -111,18 +111,23 @@ pub(super) fn outcome_from_row(r: &Row<'_>) -> rusqlite::Result<TickOutcome> {
     })
 }
 
-/// A row of `count_runs`: the labels of Prow's `prowjobs` gauge and a count.
-pub(super) fn count_from_row(r: &Row<'_>) -> rusqlite::Result<RunCount> {
+/// The labels of Prow's `prowjobs` gauge in a row, from column `at` on
+/// (`count_labels!`'s eight), and a count after them if there is one (else 1).
+pub(super) fn count_from_row(r: &Row<'_>, at: usize) -> rusqlite::Result<RunCount> {
     Ok(RunCount {
-        job: r.get(0)?,
-        job_type: r.get(1)?,
-        state: r.get(2)?,
-        org: r.get(3)?,
-        repo: r.get(4)?,
-        base_ref: r.get(5)?,
-        cluster: r.get(6)?,
-        retest: r.get(7)?,
-        count: r.get::<_, i64>(8)? as u64,
+        job: r.get(at)?,
+        job_type: r.get(at + 1)?,
+        state: r.get(at + 2)?,
+        org: r.get(at + 3)?,
+        repo: r.get(at + 4)?,
+        base_ref: r.get(at + 5)?,
+        cluster: r.get(at + 6)?,
+        retest: r.get(at + 7)?,
+        count: if r.as_ref().column_count() > at + 8 {
+            r.get::<_, i64>(at + 8)? as u64
+        } else {
+            1
+        },
     })
 }
 

@@ -11,7 +11,8 @@ use super::codec::{Prepared, Template};
 use super::error::unavailable;
 use crate::run::{Run, RunState};
 use crate::{
-    CreateDone, Created, PeriodicState, PreparedFires, StoreError, TickOutcome, Transition,
+    CreateDone, Created, PeriodicState, PreparedFires, RunCount, StoreError, TickOutcome,
+    Transition,
 };
 
 /// Where a batch's fires are written.
@@ -22,6 +23,10 @@ pub(super) enum Target {
     /// The fire log.
     Log,
 }
+
+/// A run's `cluster` before a transition that decided one (`Some`), or none
+/// when the transition left it as it was.
+pub(super) type ClusterBefore = Option<Option<String>>;
 
 /// Where the reply to a queued transition arrives.
 pub(super) type TransitionReply = mpsc::Receiver<Result<(Run, RunState), StoreError>>;
@@ -59,11 +64,13 @@ pub(super) enum Op {
 pub(super) enum Reply {
     /// With the writer's shared copy of a new active run, for the observer.
     Create(CreateDone, Result<Created, StoreError>, Option<Arc<Run>>),
-    /// With the writer's shared copy of a run that stays active.
+    /// With the writer's shared copy of a run that stays active, and the
+    /// cluster it had if the transition decided one.
     Transition(
         Sender<Result<(Run, RunState), StoreError>>,
         Result<(Run, RunState), StoreError>,
         Option<Arc<Run>>,
+        ClusterBefore,
     ),
     Unit(Sender<Result<(), StoreError>>, Result<(), StoreError>),
     Epoch(Sender<Result<u64, StoreError>>, Result<u64, StoreError>),
@@ -71,9 +78,11 @@ pub(super) enum Reply {
         Sender<Result<Vec<Created>, StoreError>>,
         Result<Vec<Created>, StoreError>,
     ),
+    /// With the deleted runs' labels, counted for the observer.
     Retain(
         Sender<Result<Vec<String>, StoreError>>,
         Result<Vec<String>, StoreError>,
+        Vec<RunCount>,
     ),
     Prepared(Sender<PreparedResults>, PreparedResults),
 }
@@ -84,11 +93,11 @@ impl Reply {
     pub(super) fn failed_write(&self) -> bool {
         let e = match self {
             Reply::Create(_, Err(e), _) => e,
-            Reply::Transition(_, Err(e), _) => e,
+            Reply::Transition(_, Err(e), ..) => e,
             Reply::Unit(_, Err(e)) => e,
             Reply::Epoch(_, Err(e)) => e,
             Reply::Fire(_, Err(e)) => e,
-            Reply::Retain(_, Err(e)) => e,
+            Reply::Retain(_, Err(e), _) => e,
             Reply::Prepared(_, Err(e)) => e,
             _ => return false,
         };
@@ -99,11 +108,11 @@ impl Reply {
     pub(super) fn error(&self) -> Option<String> {
         let e = match self {
             Reply::Create(_, Err(e), _) => e,
-            Reply::Transition(_, Err(e), _) => e,
+            Reply::Transition(_, Err(e), ..) => e,
             Reply::Unit(_, Err(e)) => e,
             Reply::Epoch(_, Err(e)) => e,
             Reply::Fire(_, Err(e)) => e,
-            Reply::Retain(_, Err(e)) => e,
+            Reply::Retain(_, Err(e), _) => e,
             Reply::Prepared(_, Err(e)) => e,
             _ => return None,
         };
@@ -123,7 +132,7 @@ pub(super) fn fail(r: Reply, msg: &str) {
         Reply::Unit(tx, _) => drop(tx.send(Err(e()))),
         Reply::Epoch(tx, _) => drop(tx.send(Err(e()))),
         Reply::Fire(tx, _) => drop(tx.send(Err(e()))),
-        Reply::Retain(tx, _) => drop(tx.send(Err(e()))),
+        Reply::Retain(tx, ..) => drop(tx.send(Err(e()))),
         Reply::Prepared(tx, _) => drop(tx.send(Err(e()))),
     }
 }

@@ -13,6 +13,21 @@ use super::error::unavailable;
 use crate::run::Run;
 use crate::{JobDemand, PeriodicRuns, PeriodicState, RunCount, RunFilter, StoreError, TickOutcome};
 
+/// The labels of Prow's `prowjobs` gauge of a `runs` row, taken from the
+/// refs' JSON as [`RunCount::of`] takes them: eight columns (job, job type,
+/// state, org, repo, base ref, cluster, retest), read by
+/// [`count_from_row`].
+macro_rules! count_labels {
+    () => {
+        "job, job_type, state,
+            CASE WHEN refs IS NOT NULL THEN json_extract(refs, '$.org') ELSE COALESCE(json_extract(extra_refs, '$[0].org'), '') END,
+            CASE WHEN refs IS NOT NULL THEN json_extract(refs, '$.repo') ELSE COALESCE(json_extract(extra_refs, '$[0].repo'), '') END,
+            COALESCE(CASE WHEN refs IS NOT NULL THEN json_extract(refs, '$.base_ref') ELSE json_extract(extra_refs, '$[0].base_ref') END, ''),
+            COALESCE(cluster, configured_cluster),
+            COALESCE(json_extract(labels, '$.\"prow.k8s.io/retest\"'), '') = 'true'"
+    };
+}
+
 /// The columns of a run's row, in the order [`run_from_row`] decodes (and
 /// inserts bind) them; `seq` follows them in an insert.
 pub(super) const RUN_COLUMNS: &str = "id, build_id, job, job_type, periodic, configured_cluster, cluster, refs, extra_refs, labels, annotations, spec_hash, scheduled_at, attempt, pod_revival_count, created_at, pending_at, completed_at, state, description, url";
@@ -167,14 +182,28 @@ pub(super) fn put_outcomes(
 pub(super) fn retained_ids(
     tx: &rusqlite::Transaction<'_>,
     cutoff: i64,
-) -> Result<Vec<String>, StoreError> {
-    let select = "SELECT id FROM runs WHERE completed_at IS NOT NULL AND completed_at < ?1
-        AND seq NOT IN (SELECT MAX(seq) FROM runs WHERE periodic IS NOT NULL GROUP BY periodic)";
+) -> Result<(Vec<String>, Vec<RunCount>), StoreError> {
+    let select = concat!(
+        "SELECT id, ",
+        count_labels!(),
+        " FROM runs WHERE completed_at IS NOT NULL AND completed_at < ?1
+        AND seq NOT IN (SELECT MAX(seq) FROM runs WHERE periodic IS NOT NULL GROUP BY periodic)"
+    );
     let mut stmt = tx.prepare(select).map_err(unavailable)?;
-    let rows = stmt
-        .query_map([cutoff], |r| r.get(0))
-        .map_err(unavailable)?;
-    rows.collect::<rusqlite::Result<_>>().map_err(unavailable)
+    let mut rows = stmt.query([cutoff]).map_err(unavailable)?;
+    let mut ids = Vec::new();
+    let mut counts: std::collections::BTreeMap<RunCount, u64> = Default::default();
+    while let Some(r) = rows.next().map_err(unavailable)? {
+        ids.push(r.get(0).map_err(unavailable)?);
+        *counts
+            .entry(count_from_row(r, 1).map_err(unavailable)?)
+            .or_default() += 1;
+    }
+    let counts = counts
+        .into_iter()
+        .map(|(c, count)| RunCount { count, ..c })
+        .collect();
+    Ok((ids, counts))
 }
 
 /// Keeps the last build id handed out in `meta` (its runs may all go).
@@ -337,19 +366,15 @@ pub(super) fn periodic_runs(
 }
 
 /// Every retained run counted by Prow's `prowjobs` labels: one grouped scan
-/// (no run is decoded), the labels taken from the refs' JSON as
-/// [`RunCount::of`] takes them.
+/// (no run is decoded).
 pub(super) fn count_runs(c: &Connection) -> rusqlite::Result<Vec<RunCount>> {
-    let sql = "SELECT job, job_type, state,
-            CASE WHEN refs IS NOT NULL THEN json_extract(refs, '$.org') ELSE COALESCE(json_extract(extra_refs, '$[0].org'), '') END,
-            CASE WHEN refs IS NOT NULL THEN json_extract(refs, '$.repo') ELSE COALESCE(json_extract(extra_refs, '$[0].repo'), '') END,
-            COALESCE(CASE WHEN refs IS NOT NULL THEN json_extract(refs, '$.base_ref') ELSE json_extract(extra_refs, '$[0].base_ref') END, ''),
-            COALESCE(cluster, configured_cluster),
-            COALESCE(json_extract(labels, '$.\"prow.k8s.io/retest\"'), '') = 'true',
-            COUNT(*)
-        FROM runs GROUP BY 1, 2, 3, 4, 5, 6, 7, 8 ORDER BY 1, 2, 3, 4, 5, 6, 7, 8";
+    let sql = concat!(
+        "SELECT ",
+        count_labels!(),
+        ", COUNT(*) FROM runs GROUP BY 1, 2, 3, 4, 5, 6, 7, 8 ORDER BY 1, 2, 3, 4, 5, 6, 7, 8"
+    );
     let mut stmt = c.prepare_cached(sql)?;
-    let rows = stmt.query_map([], count_from_row)?;
+    let rows = stmt.query_map([], |r| count_from_row(r, 0))?;
     rows.collect()
 }
 

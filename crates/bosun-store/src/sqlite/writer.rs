@@ -16,7 +16,7 @@ use super::error::{unavailable, TxError};
 use super::fire_log;
 use super::request::{fail, fail_op, is_fire, Op, Reply, Target};
 use super::versions::Versions;
-use crate::{Created, StoreError, TransitionObserver};
+use crate::{Before, Created, StoreError, TransitionObserver};
 
 /// Whether a committed fire log is waiting to be folded; reads wait for it.
 #[derive(Default)]
@@ -249,19 +249,21 @@ impl Writer {
             match r {
                 Reply::Create(done, res, shared) => {
                     if let (Some(o), Ok(Created::New(run))) = (observer, &res) {
-                        match &shared {
-                            Some(arc) => o.on_committed(arc, None),
-                            None => o.on_transition(run, None),
-                        }
+                        o.on_change(run, shared.as_ref(), None);
                     }
                     done(res);
                 }
-                Reply::Transition(tx, res, shared) => {
+                Reply::Transition(tx, res, shared, cluster) => {
                     if let (Some(o), Ok((run, from))) = (observer, &res) {
-                        match &shared {
-                            Some(arc) => o.on_committed(arc, Some(*from)),
-                            None => o.on_transition(run, Some(*from)),
-                        }
+                        let cluster = match &cluster {
+                            Some(before) => before.as_deref(),
+                            None => run.cluster.as_deref(),
+                        };
+                        let before = Before {
+                            state: *from,
+                            cluster,
+                        };
+                        o.on_change(run, shared.as_ref(), Some(before));
                     }
                     let _ = tx.send(res);
                 }
@@ -275,13 +277,16 @@ impl Writer {
                     if let (Some(o), Ok(created)) = (observer, &res) {
                         for c in created {
                             if let Created::New(run) = c {
-                                o.on_transition(run, None);
+                                o.on_change(run, None, None);
                             }
                         }
                     }
                     let _ = tx.send(res);
                 }
-                Reply::Retain(tx, res) => {
+                Reply::Retain(tx, res, counts) => {
+                    if let (Some(o), false) = (observer, counts.is_empty()) {
+                        o.on_deleted(&counts);
+                    }
                     let _ = tx.send(res);
                 }
                 Reply::Prepared(tx, res) => {
@@ -289,7 +294,7 @@ impl Writer {
                         for created in results.iter().flatten() {
                             for c in created {
                                 if let Created::New(run) = c {
-                                    o.on_transition(run, None);
+                                    o.on_change(run, None, None);
                                 }
                             }
                         }

@@ -147,7 +147,7 @@ async fn readyz(State(daemon): State<Arc<Daemon>>) -> Response {
 async fn metrics(State(daemon): State<Arc<Daemon>>) -> Response {
     let shared = daemon.shared.clone();
     let text = blocking(move || {
-        let mut text = shared.metrics.render(shared.store.as_ref());
+        let mut text = shared.metrics.render();
         // The dispatcher's and the external client's, while configured.
         let snapshot = shared.snapshot();
         let mut more = String::new();
