@@ -105,6 +105,14 @@ pub struct RunFilter {
     pub limit: usize,
     /// Skip this many.
     pub offset: usize,
+    /// Keyset pagination: only the runs that come after this run (by id) in
+    /// the listing's order; a deep page then costs what the first one does.
+    /// A run that no longer exists is [`StoreError::NotFound`].
+    pub after: Option<String>,
+    /// Keyset pagination backwards: the `limit` runs that come just before
+    /// this run in the listing's order, returned in that order. A run that
+    /// no longer exists is [`StoreError::NotFound`].
+    pub before: Option<String>,
 }
 
 /// A periodic's schedule state.
@@ -582,6 +590,12 @@ pub fn hash_hex(bytes: &[u8]) -> String {
 /// holds a `:`, by Prow's rule for names).
 pub fn periodic_job(identity: &str) -> &str {
     identity.rsplit_once(':').map_or(identity, |(_, name)| name)
+}
+
+/// The error of a listing whose cursor run does not exist.
+pub(crate) fn missing_cursor(f: &RunFilter) -> StoreError {
+    let id = f.after.as_ref().or(f.before.as_ref());
+    StoreError::NotFound(id.cloned().unwrap_or_default())
 }
 
 /// A new run id: a lowercase UUIDv4 (DESIGN.md's run identity).

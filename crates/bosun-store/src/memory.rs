@@ -208,18 +208,42 @@ impl Store for MemoryStore {
     fn list(&self, f: &RunFilter) -> Result<Vec<Run>, StoreError> {
         let g = self.lock();
         let limit = if f.limit == 0 { 100 } else { f.limit };
-        let ids: Box<dyn Iterator<Item = &String>> = if f.oldest_first {
-            Box::new(g.order.iter())
-        } else {
-            Box::new(g.order.iter().rev())
+        let position = |id: &String| {
+            g.order
+                .iter()
+                .position(|o| o == id)
+                .ok_or_else(|| crate::missing_cursor(f))
         };
-        Ok(ids
+        // The window of `order` the cursors leave, in creation order.
+        let (mut lo, mut hi) = (0, g.order.len());
+        for (cursor, beyond) in [(&f.after, true), (&f.before, false)] {
+            if let Some(id) = cursor {
+                let at = position(id)?;
+                if beyond == f.oldest_first {
+                    lo = lo.max(at + 1);
+                } else {
+                    hi = hi.min(at);
+                }
+            }
+        }
+        let window = &g.order[lo..hi.max(lo)];
+        let backwards = f.before.is_some() && f.after.is_none();
+        let ids: Box<dyn Iterator<Item = &String>> = if f.oldest_first != backwards {
+            Box::new(window.iter())
+        } else {
+            Box::new(window.iter().rev())
+        };
+        let mut runs: Vec<Run> = ids
             .filter_map(|id| g.runs.get(id))
             .filter(|r| matches(r, f))
             .skip(f.offset)
             .take(limit)
             .cloned()
-            .collect())
+            .collect();
+        if backwards {
+            runs.reverse();
+        }
+        Ok(runs)
     }
 
     fn spec(&self, hash: &str) -> Result<Option<serde_json::Value>, StoreError> {

@@ -134,6 +134,127 @@ fn create_get_and_list() {
     });
 }
 
+/// Keyset pages (`after`, `before`) are the offset pages, in both orders and
+/// with a filter; a cursor run that is gone is `NotFound`.
+#[test]
+fn keyset_pages_equal_offset_pages() {
+    each_store(|s, _| {
+        let mut ids = Vec::new();
+        for i in 0..23u32 {
+            let job = if i % 3 == 0 { "x" } else { "y" };
+            let at = Timestamp::from_second(1_800_000_000 + i64::from(i)).unwrap();
+            ids.push(
+                s.create_run(new_periodic(job, None, 0), at)
+                    .unwrap()
+                    .run()
+                    .id
+                    .clone(),
+            );
+        }
+        let names = |runs: Vec<Run>| runs.into_iter().map(|r| r.id).collect::<Vec<_>>();
+        for oldest_first in [false, true] {
+            for job in [None, Some("y".to_string())] {
+                let base = RunFilter {
+                    job: job.clone(),
+                    oldest_first,
+                    ..Default::default()
+                };
+                let all = names(
+                    s.list(&RunFilter {
+                        limit: 1000,
+                        ..base.clone()
+                    })
+                    .unwrap(),
+                );
+                let by_offset: Vec<Vec<String>> = all.chunks(5).map(<[String]>::to_vec).collect();
+                // Forwards from the first page, each page after the last row.
+                let mut pages = vec![names(
+                    s.list(&RunFilter {
+                        limit: 5,
+                        ..base.clone()
+                    })
+                    .unwrap(),
+                )];
+                while let Some(last) = pages.last().unwrap().last().cloned() {
+                    let next = names(
+                        s.list(&RunFilter {
+                            limit: 5,
+                            after: Some(last),
+                            ..base.clone()
+                        })
+                        .unwrap(),
+                    );
+                    pages.push(next);
+                }
+                assert!(pages.pop().unwrap().is_empty());
+                assert_eq!(
+                    pages, by_offset,
+                    "after, oldest_first {oldest_first}, job {job:?}"
+                );
+                // Backwards from the last page, each page before the first row.
+                let mut back = vec![by_offset.last().unwrap().clone()];
+                loop {
+                    let first = back.last().unwrap()[0].clone();
+                    let prev = names(
+                        s.list(&RunFilter {
+                            limit: 5,
+                            before: Some(first),
+                            ..base.clone()
+                        })
+                        .unwrap(),
+                    );
+                    if prev.is_empty() {
+                        break;
+                    }
+                    back.push(prev);
+                }
+                back.reverse();
+                // Walked back, every page before the last is full.
+                let flat: Vec<String> = back.concat();
+                assert_eq!(
+                    flat, all,
+                    "before, oldest_first {oldest_first}, job {job:?}"
+                );
+                assert!(
+                    back[..back.len() - 1].iter().all(|p| p.len() == 5),
+                    "{back:?}"
+                );
+                // Both cursors: the runs strictly between them.
+                let between = names(
+                    s.list(&RunFilter {
+                        limit: 100,
+                        after: Some(all[2].clone()),
+                        before: Some(all[6].clone()),
+                        ..base.clone()
+                    })
+                    .unwrap(),
+                );
+                assert_eq!(between, all[3..6].to_vec());
+            }
+        }
+        let gone = s.list(&RunFilter {
+            after: Some("no-such-run".into()),
+            ..Default::default()
+        });
+        assert!(
+            matches!(gone, Err(StoreError::NotFound(ref id)) if id == "no-such-run"),
+            "{gone:?}"
+        );
+        let gone = s.list(&RunFilter {
+            before: Some("no-such-run".into()),
+            ..Default::default()
+        });
+        assert!(matches!(gone, Err(StoreError::NotFound(_))), "{gone:?}");
+        // A cursor that exists but past which nothing is left: an empty page.
+        let oldest = ids[0].clone();
+        let empty = s.list(&RunFilter {
+            after: Some(oldest),
+            ..Default::default()
+        });
+        assert_eq!(empty.unwrap(), Vec::<Run>::new());
+    });
+}
+
 fn uuid_version(id: &str) -> char {
     id.chars().nth(14).unwrap()
 }

@@ -202,6 +202,21 @@ fn time(port: u16, path: &str) -> (Duration, Duration, u16) {
     (ttfb, t0.elapsed(), status)
 }
 
+/// The body of one GET answer (200 or the bench stops).
+fn body(port: u16, path: &str) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut all = String::new();
+    s.read_to_string(&mut all).unwrap();
+    assert!(all.starts_with("HTTP/1.1 200"), "{path}: {all}");
+    let (_, body) = all.split_once("\r\n\r\n").unwrap();
+    body.to_string()
+}
+
 fn pct(sorted: &[Duration], p: f64) -> f64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i].as_secs_f64() * 1e3
@@ -292,5 +307,27 @@ fn main() {
         "/?page=10000 (offset 499,950)",
         &["/?page=10000".into()],
         10,
+    );
+    // The same depth found by a cursor: the next link on page 9,999.
+    let listing: serde_json::Value =
+        serde_json::from_str(&body(port, "/api/v1/runs?offset=499949&limit=1")).unwrap();
+    let cursor = listing["runs"][0]["id"].as_str().unwrap().to_string();
+    measure(
+        port,
+        "/?after=ID&page=10000 (cursor at 499,950)",
+        &[format!("/?after={cursor}&page=10000")],
+        300,
+    );
+    measure(
+        port,
+        "/?before=ID&page=9999 (cursor, backwards)",
+        &[format!("/?before={cursor}&page=9999")],
+        300,
+    );
+    measure(
+        port,
+        "/api/v1/runs?after=ID&limit=100 (cursor)",
+        &[format!("/api/v1/runs?after={cursor}&limit=100")],
+        300,
     );
 }

@@ -175,14 +175,58 @@ fn every_page_answers_with_its_content() {
         first.iter().all(|(id, _)| parked.contains(id)),
         "only that job"
     );
+    // The next page is found by a cursor: the last run shown.
+    let next = format!("/?job=parked-job&after={}&page=2", first[49].0);
     assert!(
-        a.body.contains(r#"href="/?job=parked-job&#38;page=2""#),
+        a.body
+            .contains(&format!(r#"href="{}""#, next.replace('&', "&#38;"))),
         "{}",
         a.body
     );
-    let second = rows(&get(port, "/?job=parked-job&page=2", &[]).body);
+    let b = get(port, &next, &[]);
+    let second = rows(&b.body);
     assert_eq!(second.len(), 2);
     assert_eq!(second[1].0, parked[0]);
+    assert!(
+        b.body.contains(r#"href="/?job=parked-job" rel="prev""#),
+        "{}",
+        b.body
+    );
+    assert!(!b.body.contains(r#"rel="next""#), "{}", b.body);
+    // A bare page number (an old link) still skips to the same rows.
+    assert_eq!(
+        rows(&get(port, "/?job=parked-job&page=2", &[]).body),
+        second
+    );
+    // Counted back from the oldest run: the 50 just newer, one more beyond.
+    let c = get(
+        port,
+        &format!("/?job=parked-job&before={}&page=2", parked[0]),
+        &[],
+    );
+    let back = rows(&c.body);
+    assert_eq!(
+        back.iter().map(|(id, _)| id.clone()).collect::<Vec<_>>(),
+        parked[1..51].iter().rev().cloned().collect::<Vec<_>>()
+    );
+    assert!(
+        c.body.contains(r#"href="/?job=parked-job" rel="prev""#),
+        "{}",
+        c.body
+    );
+    assert!(
+        c.body.contains(&format!("after={}&#38;page=3", parked[1])),
+        "{}",
+        c.body
+    );
+    // A cursor run that is gone: said, with the way back to the newest.
+    let gone = get(port, "/?job=parked-job&after=no-such-run&page=2", &[]);
+    assert_eq!(gone.status, 404);
+    assert!(
+        gone.body.contains("no-such-run") && gone.body.contains("is gone"),
+        "{}",
+        gone.body
+    );
     let successes = rows(&get(port, "/?state=success", &[]).body);
     assert!(!successes.is_empty() && successes.iter().all(|(_, s)| s == "success"));
     let on_parked = rows(&get(port, "/?cluster=parked&state=pending&type=periodic", &[]).body);

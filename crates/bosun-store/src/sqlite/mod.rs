@@ -346,7 +346,12 @@ impl Store for SqliteStore {
 
     fn list(&self, f: &RunFilter) -> Result<Vec<Run>, StoreError> {
         let (sql, args) = sql::list_query(f);
-        self.read(|c| sql::list(c, &sql, &args))
+        let page = if f.after.is_some() || f.before.is_some() {
+            self.read_snapshot(|c| sql::list(c, f, &sql, &args))?
+        } else {
+            self.read(|c| sql::list(c, f, &sql, &args))?
+        };
+        page.ok_or_else(|| crate::missing_cursor(f))
     }
 
     fn spec(&self, hash: &str) -> Result<Option<serde_json::Value>, StoreError> {
@@ -552,6 +557,29 @@ mod tests {
             ..RunFilter::default()
         });
         assert!(by_state.contains("runs_state"), "{by_state}");
+        // A keyset page seeks in an index ordered by seq (no sort, no scan
+        // of the runs before the cursor), the cursor found by its key.
+        for f in [
+            RunFilter {
+                after: Some("a".into()),
+                ..RunFilter::default()
+            },
+            RunFilter {
+                before: Some("a".into()),
+                ..RunFilter::default()
+            },
+            RunFilter {
+                job: Some("j".into()),
+                after: Some("a".into()),
+                ..RunFilter::default()
+            },
+        ] {
+            let p = plan(&f);
+            let seeks = ["rowid<?", "rowid>?", "seq<?", "seq>?"];
+            assert!(seeks.iter().any(|s| p.contains(s)), "{f:?}: {p}");
+            assert!(!p.contains("TEMP B-TREE"), "{f:?}: {p}");
+            assert!(p.contains("sqlite_autoindex_runs_1 (id=?)"), "{f:?}: {p}");
+        }
     }
 
     /// A fire log that the previous schema's daemon left unfolded (its three

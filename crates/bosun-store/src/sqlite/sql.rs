@@ -274,8 +274,26 @@ pub(super) fn list_query(f: &RunFilter) -> (String, ListArgs) {
     if f.active {
         sql.push_str(" AND completed_at IS NULL");
     }
+    // Keyset cursors: the cursor run's `seq` (through the primary key), and
+    // the rows beyond it. `before` walks the other way, nearest first; its
+    // rows are put back in listing order by `list`.
+    let backwards = f.before.is_some() && f.after.is_none();
+    for (cursor, beyond) in [(&f.after, true), (&f.before, false)] {
+        if let Some(id) = cursor {
+            args.push(Box::new(id.clone()));
+            let cmp = if beyond == f.oldest_first { ">" } else { "<" };
+            sql.push_str(&format!(
+                " AND seq {cmp} (SELECT seq FROM runs WHERE id = ?{})",
+                args.len()
+            ));
+        }
+    }
     let limit = if f.limit == 0 { 100 } else { f.limit };
-    let order = if f.oldest_first { "ASC" } else { "DESC" };
+    let order = if f.oldest_first != backwards {
+        "ASC"
+    } else {
+        "DESC"
+    };
     sql.push_str(&format!(
         " ORDER BY seq {order} LIMIT {limit} OFFSET {}",
         f.offset
@@ -283,11 +301,33 @@ pub(super) fn list_query(f: &RunFilter) -> (String, ListArgs) {
     (sql, args)
 }
 
-/// Runs a listing made by [`list_query`].
-pub(super) fn list(c: &Connection, sql: &str, args: &ListArgs) -> rusqlite::Result<Vec<Run>> {
+/// Runs a listing made by [`list_query`] for `f`: its rows in listing
+/// order, or `Ok(None)` when a cursor run of `f` does not exist.
+pub(super) fn list(
+    c: &Connection,
+    f: &RunFilter,
+    sql: &str,
+    args: &ListArgs,
+) -> rusqlite::Result<Option<Vec<Run>>> {
     let mut stmt = c.prepare_cached(sql)?;
     let rows = stmt.query_map(rusqlite::params_from_iter(args.iter()), run_from_row)?;
-    rows.collect()
+    let mut runs = rows.collect::<rusqlite::Result<Vec<Run>>>()?;
+    if runs.is_empty() {
+        // An empty page past a cursor: the cursor may be gone (the same
+        // read transaction, so the answer is consistent with the page).
+        for id in [&f.after, &f.before].into_iter().flatten() {
+            let exists = row(c, "SELECT 1 FROM runs WHERE id = ?1", [id], |_| Ok(()))
+                .optional()?
+                .is_some();
+            if !exists {
+                return Ok(None);
+            }
+        }
+    }
+    if f.before.is_some() && f.after.is_none() {
+        runs.reverse();
+    }
+    Ok(Some(runs))
 }
 
 /// A spec's body by hash.

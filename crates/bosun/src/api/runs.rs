@@ -53,10 +53,16 @@ pub struct ListQuery {
     job_type: Option<String>,
     limit: Option<usize>,
     offset: Option<usize>,
+    /// Keyset pagination: the runs after (older than) this run id.
+    after: Option<String>,
+    /// Keyset pagination: the runs just before (newer than) this run id.
+    before: Option<String>,
     active: Option<bool>,
 }
 
-/// `GET /api/v1/runs`: newest first, filtered, paginated.
+/// `GET /api/v1/runs`: newest first, filtered, paginated (by `offset`, or
+/// by the `after`/`before` run id cursors, which cost the same at any depth;
+/// a cursor run that is gone is a 404).
 pub async fn list(State(daemon): State<Arc<Daemon>>, Query(q): Query<ListQuery>) -> ApiResult {
     let state = q
         .state
@@ -71,6 +77,8 @@ pub async fn list(State(daemon): State<Arc<Daemon>>, Query(q): Query<ListQuery>)
         job_type: q.job_type,
         limit: q.limit.unwrap_or(100).min(1000),
         offset: q.offset.unwrap_or(0),
+        after: q.after,
+        before: q.before,
         active: q.active.unwrap_or(false),
         ..RunFilter::default()
     };

@@ -108,6 +108,12 @@ pub struct RunsQuery {
     job_type: String,
     #[serde(default)]
     page: String,
+    /// Keyset cursor: the page after this run (older ones).
+    #[serde(default)]
+    after: String,
+    /// Keyset cursor: the page before this run (newer ones).
+    #[serde(default)]
+    before: String,
 }
 
 impl RunsQuery {
@@ -130,9 +136,28 @@ impl RunsQuery {
             cluster: some(&self.cluster),
             job_type: some(&self.job_type),
             limit: PAGE_SIZE + 1,
-            offset: (self.page() - 1) * PAGE_SIZE,
+            // A cursor page seeks to its run; a bare page number (an old
+            // link) skips, which costs more the deeper it is.
+            offset: if self.cursor() {
+                0
+            } else {
+                (self.page() - 1) * PAGE_SIZE
+            },
+            after: some(&self.after),
+            before: some(&self.before),
             ..RunFilter::default()
         })
+    }
+
+    /// Whether the page is found by a keyset cursor.
+    fn cursor(&self) -> bool {
+        !self.after.trim().is_empty() || !self.before.trim().is_empty()
+    }
+
+    /// Whether the page is counted back from a run (the rows past the
+    /// limit are newer ones).
+    fn backwards(&self) -> bool {
+        !self.before.trim().is_empty() && self.after.trim().is_empty()
     }
 
     fn pairs(&self) -> [(&'static str, &str); 4] {
@@ -144,10 +169,26 @@ impl RunsQuery {
         ]
     }
 
-    /// The URL of page `page` with the same filters under `base`.
-    fn href(&self, base: &str, page: usize) -> String {
+    /// The URL of page `page` with the same filters under `base`, found by
+    /// the cursor `(name, run id)` (none for the first page).
+    fn href(&self, base: &str, page: usize, cursor: Option<(&'static str, &str)>) -> String {
         let page = page.to_string();
         let mut pairs = self.pairs().to_vec();
+        if page != "1" {
+            pairs.extend(cursor);
+            pairs.push(("page", &page));
+        }
+        format!("{base}{}", fmt::query(&pairs))
+    }
+
+    /// This page's own URL under `base` (its live rows follow it).
+    fn this(&self, base: &str) -> String {
+        let mut pairs = self.pairs().to_vec();
+        pairs.extend([
+            ("after", self.after.as_str()),
+            ("before", self.before.as_str()),
+        ]);
+        let page = self.page().to_string();
         if page != "1" {
             pairs.push(("page", &page));
         }
@@ -183,10 +224,15 @@ struct RunRows {
     filtered: bool,
 }
 
-/// One page of runs (and whether there is another after it).
+/// One page of runs, newest first (and whether there is another beyond it:
+/// older, or newer for a page counted back from a run).
 fn runs_page(web: &Web, filter: &RunFilter) -> Result<(Vec<RunRow>, bool), StoreError> {
     let mut runs = web.daemon.shared.store.list(filter)?;
     let more = runs.len() > PAGE_SIZE;
+    if more && filter.before.is_some() && filter.after.is_none() {
+        // Counted back: the extra run is the newest, beyond this page.
+        runs.remove(0);
+    }
     runs.truncate(PAGE_SIZE);
     let now = web.now();
     Ok((runs.iter().map(|r| RunRow::of(r, now)).collect(), more))
@@ -210,7 +256,7 @@ pub async fn list(ctx: Ctx, State(web): State<Arc<Web>>, Query(q): Query<RunsQue
         page: q.page(),
         prev: String::new(),
         next: String::new(),
-        live: q.href("/live/runs", q.page()),
+        live: q.this("/live/runs"),
     };
     let status = match q.filter() {
         Err(e) => {
@@ -221,14 +267,33 @@ pub async fn list(ctx: Ctx, State(web): State<Arc<Web>>, Query(q): Query<RunsQue
             let w = web.clone();
             match blocking(move || runs_page(&w, &filter)).await {
                 Ok((rows, more)) => {
+                    let (first, last) = match (rows.first(), rows.last()) {
+                        (Some(f), Some(l)) => (f.id.clone(), l.id.clone()),
+                        _ => Default::default(),
+                    };
+                    // Newer: there are some when this page was counted back
+                    // and found more, or was reached going older.
+                    let newer = if q.backwards() { more } else { q.page() > 1 };
+                    if newer {
+                        let back = q.page().saturating_sub(1).max(1);
+                        page.prev = q.href("/", back, Some(("before", &first)));
+                    }
+                    // Older: some were found, or this page was counted back
+                    // from a run that is older than all of it.
+                    let older = if q.backwards() { true } else { more };
+                    if older && !last.is_empty() {
+                        page.next = q.href("/", q.page() + 1, Some(("after", &last)));
+                    }
                     page.rows = rows;
-                    if q.page() > 1 {
-                        page.prev = q.href("/", q.page() - 1);
-                    }
-                    if more {
-                        page.next = q.href("/", q.page() + 1);
-                    }
                     StatusCode::OK
+                }
+                Err(StoreError::NotFound(id)) => {
+                    page.error = format!(
+                        "run {id}, which this page was counted from, is gone (runs end \
+                         their retention); start again from the newest"
+                    );
+                    page.prev = q.href("/", 1, None);
+                    StatusCode::NOT_FOUND
                 }
                 Err(e) => {
                     page.error = format!("cannot read the runs: {e}");
