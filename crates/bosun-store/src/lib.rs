@@ -132,6 +132,15 @@ pub struct PeriodicState {
     pub queued: Option<Timestamp>,
 }
 
+/// A periodic's skipped ticks ([`Store::skipped_ticks`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SkippedTicks {
+    /// The latest skip outcomes, newest first.
+    pub recent: Vec<TickOutcome>,
+    /// The ticks all of its skip outcomes hold.
+    pub total: u64,
+}
+
 /// One recorded tick outcome (or a range of skipped ticks).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TickOutcome {
@@ -380,6 +389,21 @@ pub trait Store: Send + Sync {
 
     /// A periodic's recorded outcomes, oldest first.
     fn outcomes(&self, periodic: &str) -> Result<Vec<TickOutcome>, StoreError>;
+
+    /// A periodic's skipped ticks: the latest `limit` skip outcomes (newest
+    /// first) and the number of ticks all of its skips hold. Unlike
+    /// [`Store::outcomes`], its cost does not grow with the periodic's runs.
+    fn skipped_ticks(&self, periodic: &str, limit: usize) -> Result<SkippedTicks, StoreError> {
+        let mut recent: Vec<TickOutcome> = self
+            .outcomes(periodic)?
+            .into_iter()
+            .filter(|o| o.outcome != "run")
+            .collect();
+        let total = recent.iter().map(|o| o.count).sum();
+        recent.reverse();
+        recent.truncate(limit);
+        Ok(SkippedTicks { recent, total })
+    }
 
     /// Every retained run, counted by Prow's `prowjobs` labels (sorted).
     fn count_runs(&self) -> Result<Vec<RunCount>, StoreError> {

@@ -483,6 +483,29 @@ fn schedule_state_and_outcomes() {
         s.record_outcomes(&list).unwrap();
         assert_eq!(s.outcomes("o/r:p").unwrap(), list);
         assert!(s.outcomes("other").unwrap().is_empty());
+        // The latest skips, newest first, and the ticks all skips hold;
+        // runs' outcomes and other periodics' skips left out.
+        let more = vec![
+            o("2026-01-01T07:00:00Z", "2026-01-01T07:00:00Z", 1, "overlap"),
+            o("2026-01-01T08:00:00Z", "2026-01-01T08:00:00Z", 1, "run"),
+            o("2026-01-01T09:00:00Z", "2026-01-01T11:00:00Z", 3, "paused"),
+            TickOutcome {
+                periodic: "other".into(),
+                ..o("2026-01-01T09:00:00Z", "2026-01-01T09:00:00Z", 1, "missed")
+            },
+        ];
+        s.record_outcomes(&more).unwrap();
+        let skipped = s.skipped_ticks("o/r:p", 2).unwrap();
+        assert_eq!(skipped.recent, vec![more[2].clone(), more[0].clone()]);
+        assert_eq!(skipped.total, 9);
+        let all = s.skipped_ticks("o/r:p", 100).unwrap();
+        assert_eq!(
+            all.recent,
+            vec![more[2].clone(), more[0].clone(), list[0].clone()]
+        );
+        assert_eq!(all.total, 9);
+        let none = s.skipped_ticks("nobody", 5).unwrap();
+        assert_eq!(none, bosun_store::SkippedTicks::default());
     });
 }
 

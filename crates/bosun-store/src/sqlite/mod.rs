@@ -81,7 +81,8 @@ use self::writer::{FoldGate, Writer};
 use crate::run::Run;
 use crate::{
     CreateDone, Created, Fire, JobDemand, NewRun, PeriodicRuns, PeriodicState, PreparedFires,
-    RunCount, RunFilter, Store, StoreError, TickOutcome, Transition, TransitionObserver,
+    RunCount, RunFilter, SkippedTicks, Store, StoreError, TickOutcome, Transition,
+    TransitionObserver,
 };
 
 /// How long a read waits for the fire log to be folded.
@@ -496,6 +497,10 @@ impl Store for SqliteStore {
         self.read(|c| sql::outcomes(c, periodic))
     }
 
+    fn skipped_ticks(&self, periodic: &str, limit: usize) -> Result<SkippedTicks, StoreError> {
+        self.read_snapshot(|c| sql::skipped_ticks(c, periodic, limit))
+    }
+
     fn job_demand(&self, since: Timestamp, now: Timestamp) -> Result<Vec<JobDemand>, StoreError> {
         // A scan of every retained run (a second or more for hundreds of
         // thousands): on a connection of its own, so that it never holds up
@@ -557,6 +562,19 @@ mod tests {
             ..RunFilter::default()
         });
         assert!(by_state.contains("runs_state"), "{by_state}");
+        // A periodic's skips are read through the partial index of skips.
+        for (q, args) in [
+            (sql::LATEST_SKIPS, params!["p", 5]),
+            (sql::SKIPPED_TOTAL, params!["p"]),
+        ] {
+            let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {q}")).unwrap();
+            let p: Vec<String> = stmt
+                .query_map(args, |r| r.get::<_, String>(3))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+            assert!(p.join("; ").contains("tick_outcomes_skipped"), "{q}: {p:?}");
+        }
         // A keyset page seeks in an index ordered by seq (no sort, no scan
         // of the runs before the cursor), the cursor found by its key.
         for f in [

@@ -460,6 +460,33 @@ pub(super) fn outcomes(c: &Connection, periodic: &str) -> rusqlite::Result<Vec<T
     rows.collect()
 }
 
+/// A periodic's latest skips (`?2` of them), newest first.
+pub(super) const LATEST_SKIPS: &str = "SELECT periodic, first_tick, last_tick, count, outcome, run_id, recorded_at FROM tick_outcomes WHERE periodic = ?1 AND outcome <> 'run' ORDER BY first_tick DESC, rowid DESC LIMIT ?2";
+
+/// The ticks a periodic's skips hold.
+pub(super) const SKIPPED_TOTAL: &str =
+    "SELECT COALESCE(SUM(count), 0) FROM tick_outcomes WHERE periodic = ?1 AND outcome <> 'run'";
+
+/// A periodic's latest `limit` skip outcomes (newest first) and the ticks
+/// all its skips hold, through the partial index of skips.
+pub(super) fn skipped_ticks(
+    c: &Connection,
+    periodic: &str,
+    limit: usize,
+) -> rusqlite::Result<crate::SkippedTicks> {
+    let mut stmt = c.prepare_cached(LATEST_SKIPS)?;
+    let rows = stmt.query_map(
+        rusqlite::params![periodic, i64::try_from(limit).unwrap_or(i64::MAX)],
+        outcome_from_row,
+    )?;
+    let recent = rows.collect::<rusqlite::Result<Vec<_>>>()?;
+    let total: i64 = row(c, SKIPPED_TOTAL, [periodic], |r| r.get(0))?;
+    Ok(crate::SkippedTicks {
+        recent,
+        total: total as u64,
+    })
+}
+
 /// For each group of prepared runs, whether a run of one of their ticks is in
 /// `runs`.
 pub(super) fn ticks_taken<'a>(

@@ -338,13 +338,11 @@ fn row(
             title: format!("{}: {}", fmt::time(r.created_at), r.state),
         })
         .collect();
-    let outcomes = store.outcomes(&identity)?;
-    let skipped_all: Vec<_> = outcomes.iter().filter(|o| o.outcome != "run").collect();
-    let skipped = skipped_all.iter().map(|o| o.count).sum();
-    let skips = skipped_all
+    let skipped_ticks = store.skipped_ticks(&identity, SKIPS)?;
+    let skipped = skipped_ticks.total;
+    let skips = skipped_ticks
+        .recent
         .iter()
-        .rev()
-        .take(SKIPS)
         .map(|o| Skip {
             when: if o.first_tick == o.last_tick {
                 fmt::time(o.first_tick)
