@@ -145,6 +145,7 @@ impl Tenant {
                 answer.status.expect("a token").token
             }
         });
+        settled(&admin, namespace, &POD_VERBS);
         let path = dir.join(format!("{namespace}-{context}.kubeconfig"));
         let text = kubeconfig(
             context,
@@ -175,5 +176,60 @@ impl Tenant {
                 .await
                 .expect("role replaced");
         });
+        settled(&self.admin, &self.namespace, pod_verbs);
     }
+}
+
+/// Waits until kube-apiserver's authorizer allows bosun's service account in
+/// `namespace` exactly `pod_verbs` of [`POD_VERBS`] on pods. The RBAC
+/// authorizer reads Roles through an informer, so a Role just written may
+/// not be what the next request is judged by; a test that checks a grant at
+/// once would race it.
+fn settled(admin: &Client, namespace: &str, pod_verbs: &[&str]) {
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+    };
+    let user = format!("system:serviceaccount:{namespace}:bosun");
+    let want: Vec<bool> = POD_VERBS.iter().map(|v| pod_verbs.contains(v)).collect();
+    let (admin, ns) = (admin.clone(), namespace.to_string());
+    runtime().block_on(async move {
+        let reviews: Api<SubjectAccessReview> = Api::all(admin);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let mut got = Vec::new();
+            for verb in POD_VERBS {
+                let review = SubjectAccessReview {
+                    spec: SubjectAccessReviewSpec {
+                        user: Some(user.clone()),
+                        groups: Some(vec![
+                            "system:serviceaccounts".into(),
+                            format!("system:serviceaccounts:{ns}"),
+                            "system:authenticated".into(),
+                        ]),
+                        resource_attributes: Some(ResourceAttributes {
+                            namespace: Some(ns.clone()),
+                            verb: Some(verb.into()),
+                            resource: Some("pods".into()),
+                            ..ResourceAttributes::default()
+                        }),
+                        ..SubjectAccessReviewSpec::default()
+                    },
+                    ..SubjectAccessReview::default()
+                };
+                let answer = reviews
+                    .create(&PostParams::default(), &review)
+                    .await
+                    .unwrap_or_else(|e| panic!("subject access review: {e}"));
+                got.push(answer.status.is_some_and(|s| s.allowed));
+            }
+            if got == want {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the authorizer of {ns} never settled on {want:?} for {POD_VERBS:?}: {got:?}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    });
 }
