@@ -53,22 +53,33 @@ impl TransitionObserver for Recorder {
 
 /// Runs `f` against a fresh store of every kind: in memory, SQLite, and
 /// SQLite with every fire going through its fire log.
-fn each_store(f: impl Fn(&dyn Store, &Recorder)) {
-    let rec = Arc::new(Recorder::default());
-    f(&MemoryStore::with_observer(rec.clone()), &rec);
+/// Every store (memory; SQLite with and without the fire log), each with an
+/// observer of its own (and the directory its database lives in).
+fn observed_stores<O: TransitionObserver + Default + 'static>(
+) -> Vec<(Arc<O>, Box<dyn Store>, Option<tempfile::TempDir>)> {
+    let mut v: Vec<(Arc<O>, Box<dyn Store>, Option<tempfile::TempDir>)> = Vec::new();
+    let o = Arc::new(O::default());
+    v.push((o.clone(), Box::new(MemoryStore::with_observer(o)), None));
     for fire_log_min in [SqliteOptions::default().fire_log_min, 1] {
         let dir = tempfile::tempdir().unwrap();
-        let rec = Arc::new(Recorder::default());
+        let o = Arc::new(O::default());
         let s = SqliteStore::open_with(
             dir.path().join("bosun.db"),
             SqliteOptions {
                 fire_log_min,
                 ..SqliteOptions::default()
             },
-            Some(rec.clone()),
+            Some(o.clone()),
         )
         .unwrap();
-        f(&s, &rec);
+        v.push((o, Box::new(s), Some(dir)));
+    }
+    v
+}
+
+fn each_store(f: impl Fn(&dyn Store, &Recorder)) {
+    for (rec, s, _dir) in observed_stores::<Recorder>() {
+        f(s.as_ref(), &rec);
     }
 }
 
@@ -1609,26 +1620,7 @@ fn by_labels(counts: Vec<bosun_store::RunCount>) -> BTreeMap<bosun_store::RunCou
 /// as `count_runs` counts them.
 #[test]
 fn the_observer_is_told_what_each_change_left_and_what_retention_deleted() {
-    let stores: Vec<ObservedStore> = {
-        let mut v: Vec<ObservedStore> = Vec::new();
-        let c = Arc::new(Changes::default());
-        v.push((c.clone(), Box::new(MemoryStore::with_observer(c)), None));
-        for fire_log_min in [SqliteOptions::default().fire_log_min, 1] {
-            let dir = tempfile::tempdir().unwrap();
-            let c = Arc::new(Changes::default());
-            let s = SqliteStore::open_with(
-                dir.path().join("bosun.db"),
-                SqliteOptions {
-                    fire_log_min,
-                    ..SqliteOptions::default()
-                },
-                Some(c.clone()),
-            )
-            .unwrap();
-            v.push((c, Box::new(s), Some(dir)));
-        }
-        v
-    };
+    let stores: Vec<ObservedStore> = observed_stores();
     for (changes, s, _dir) in &stores {
         let s = s.as_ref();
         let at = t("2026-01-01T00:00:00Z");

@@ -27,23 +27,16 @@
 //! as a gauge family (the same label struct, defined here, filled once),
 //! what a scrape cost before the hand-written encoder.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::sync::{mpsc, Arc};
+use std::sync::mpsc;
 use std::time::Instant;
 
 use bosun::metrics::prowjobs::ProwJobs;
 use bosun::metrics::Metrics;
 use bosun_config::types::{JobType, Refs};
 use bosun_store::sqlite::{SqliteOptions, SqliteStore};
-use bosun_store::{
-    Before, NewRun, RunCount, RunFilter, RunState, Store, Transition, TransitionObserver,
-};
+use bosun_store::{Before, NewRun, RunFilter, RunState, Store, Transition, TransitionObserver};
 use jiff::Timestamp;
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::registry::Registry;
 
 /// As `bosun serve`.
 #[global_allocator]
@@ -185,47 +178,6 @@ fn fill(store: &SqliteStore, jobs: usize) {
     }
 }
 
-/// `bosun::metrics::ProwLabels`'s fields, for the replica family.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ReplicaLabels {
-    job_namespace: Arc<String>,
-    job_name: String,
-    r#type: Cow<'static, str>,
-    state: Cow<'static, str>,
-    org: String,
-    repo: String,
-    base_ref: String,
-    cluster: String,
-    retest: bool,
-}
-
-/// A registry with only a `prowjobs` family of `counts`, filled once.
-fn replica(counts: &[RunCount]) -> Registry {
-    let mut registry = Registry::default();
-    let family = Family::<ReplicaLabels, Gauge>::default();
-    registry.register(
-        "prowjobs",
-        "Number of retained runs by state",
-        family.clone(),
-    );
-    let namespace = Arc::new("default".to_string());
-    for c in counts {
-        let labels = ReplicaLabels {
-            job_namespace: namespace.clone(),
-            job_name: c.job.clone(),
-            r#type: Cow::Owned(c.job_type.clone()),
-            state: Cow::Owned(c.state.clone()),
-            org: c.org.clone(),
-            repo: c.repo.clone(),
-            base_ref: c.base_ref.clone(),
-            cluster: c.cluster.clone(),
-            retest: c.retest,
-        };
-        family.get_or_create(&labels).set(c.count as i64);
-    }
-    registry
-}
-
 /// `f` timed `iters` times: (median, min) in ns.
 fn time(iters: usize, mut f: impl FnMut()) -> (f64, f64) {
     let mut ns: Vec<f64> = (0..iters)
@@ -324,7 +276,7 @@ fn main() {
     let gauge_transition = t0.elapsed().as_nanos() as f64 / ended.len().max(1) as f64;
 
     let counts = store.count_runs().unwrap();
-    let registry = replica(&counts);
+    let registry = bosun::metrics::reference_prowjobs("default", &counts);
     let (encode_only, _) = time(iters, || {
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();

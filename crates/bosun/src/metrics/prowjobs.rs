@@ -274,13 +274,7 @@ impl ProwJobs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::ProwLabels;
     use prometheus_client::encoding::text::encode_registry;
-    use prometheus_client::metrics::family::Family;
-    use prometheus_client::metrics::gauge::Gauge;
-    use prometheus_client::registry::Registry;
-    use std::borrow::Cow;
-    use std::sync::Arc;
 
     #[allow(clippy::too_many_arguments)]
     fn count(
@@ -361,28 +355,7 @@ mod tests {
             let mut text = String::new();
             ours.encode(&mut text);
 
-            let family = Family::<ProwLabels, Gauge>::default();
-            let mut registry = Registry::default();
-            registry.register(
-                "prowjobs",
-                "Number of retained runs by state",
-                family.clone(),
-            );
-            let ns = Arc::new(namespace.to_string());
-            for c in &counts {
-                let labels = ProwLabels {
-                    job_namespace: ns.clone(),
-                    job_name: c.job.clone(),
-                    r#type: Cow::Owned(c.job_type.clone()),
-                    state: Cow::Owned(c.state.clone()),
-                    org: c.org.clone(),
-                    repo: c.repo.clone(),
-                    base_ref: c.base_ref.clone(),
-                    cluster: c.cluster.clone(),
-                    retest: c.retest,
-                };
-                family.get_or_create(&labels).set(c.count as i64);
-            }
+            let registry = crate::metrics::reference_prowjobs(namespace, &counts);
             let mut theirs = String::new();
             encode_registry(&mut theirs, &registry).unwrap();
 
