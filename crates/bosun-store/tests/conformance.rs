@@ -53,11 +53,13 @@ impl TransitionObserver for Recorder {
 
 /// Runs `f` against a fresh store of every kind: in memory, SQLite, and
 /// SQLite with every fire going through its fire log.
+/// A store, its observer, and the directory its database lives in.
+type Observed<O> = (Arc<O>, Box<dyn Store>, Option<tempfile::TempDir>);
+
 /// Every store (memory; SQLite with and without the fire log), each with an
 /// observer of its own (and the directory its database lives in).
-fn observed_stores<O: TransitionObserver + Default + 'static>(
-) -> Vec<(Arc<O>, Box<dyn Store>, Option<tempfile::TempDir>)> {
-    let mut v: Vec<(Arc<O>, Box<dyn Store>, Option<tempfile::TempDir>)> = Vec::new();
+fn observed_stores<O: TransitionObserver + Default + 'static>() -> Vec<Observed<O>> {
+    let mut v: Vec<Observed<O>> = Vec::new();
     let o = Arc::new(O::default());
     v.push((o.clone(), Box::new(MemoryStore::with_observer(o)), None));
     for fire_log_min in [SqliteOptions::default().fire_log_min, 1] {
@@ -1599,7 +1601,7 @@ impl TransitionObserver for Changes {
 }
 
 /// A store, what it told its observer, and its directory.
-type ObservedStore = (Arc<Changes>, Box<dyn Store>, Option<tempfile::TempDir>);
+type ObservedStore = Observed<Changes>;
 
 /// `count_runs`' counts by labels.
 fn by_labels(counts: Vec<bosun_store::RunCount>) -> BTreeMap<bosun_store::RunCount, u64> {
