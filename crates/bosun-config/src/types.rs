@@ -122,7 +122,8 @@ pub struct ProwConfig {
     /// Prow's `status_error_link`: ignored by bosun.
     #[serde(skip_serializing)]
     pub status_error_link: Ignored,
-    /// Prow's `log_level`: ignored (bosun takes `--log-level`).
+    /// Prow's `log_level`: ignored (bosun's log level is set with the
+    /// `RUST_LOG` environment variable, default `info`).
     #[serde(skip_serializing)]
     pub log_level: Ignored,
     /// Prow's `moonraker`: ignored by bosun.
@@ -197,7 +198,9 @@ pub struct Sinker {
     pub resync_period: Option<GoDuration>,
     /// Finished runs older than this are deleted (but the latest of each periodic). Default 7 days.
     pub max_prowjob_age: Option<GoDuration>,
-    /// Pods older than this are deleted. Default 24h.
+    /// Default 24h. bosun uses it only as the default of
+    /// `terminated_pod_ttl`: a pod is deleted once its run has ended, never
+    /// for its age while the run runs (the run's own timeout ends that).
     pub max_pod_age: Option<GoDuration>,
     /// Pods of finished runs are deleted this long after the run ended. Default `max_pod_age`.
     pub terminated_pod_ttl: Option<GoDuration>,
