@@ -347,6 +347,11 @@ pub struct DispatcherConfig {
     pub prometheus_url: Option<String>,
     /// A file holding the bearer token sent to Prometheus (read at each query).
     pub bearer_token_file: Option<String>,
+    /// For an `https://` `prometheus_url`: a PEM file of the CA certificates
+    /// its serving certificate is verified against, instead of the system's
+    /// trust store (e.g. a cluster's service CA). Read when the daemon
+    /// loads the config.
+    pub prometheus_ca_file: Option<String>,
     /// The query giving each job's volume over the window, one series per
     /// `job_name`; `$window` is replaced by the window (`168h`). Default
     /// OpenShift's:

@@ -50,12 +50,7 @@ pub fn demand_source(
     let d = config.dispatcher.clone().unwrap_or_default();
     if d.demand == bosun_config::types::DemandSource::Prometheus {
         if let Some(url) = &d.prometheus_url {
-            match DemandSource::prometheus(
-                url,
-                d.bearer_token_file.clone().map(PathBuf::from),
-                d.prometheus_query.as_deref(),
-                d.window().to_std(),
-            ) {
+            match DemandSource::prometheus_of(url, &d) {
                 Ok(s) => return s,
                 Err(e) => {
                     tracing::error!(error = %e, "dispatcher.prometheus_url; history is used")

@@ -184,6 +184,60 @@ fn demand_from_a_real_prometheus_with_backfilled_history() {
     assert_eq!(OPENSHIFT_QUERY.matches(WINDOW).count(), 1);
 }
 
+/// An https Prometheus (its own TLS, a certificate for 127.0.0.1 signed by a
+/// test CA): trusted through `dispatcher.prometheus_ca_file`, refused with a
+/// certificate error against the system's trust store or another CA.
+#[test]
+fn an_https_prometheus_is_verified_against_the_configured_ca() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = bosun_kubetest::pki::generate(&dir.path().join("pki")).unwrap();
+    let tls = prom::Tls {
+        cert_pem: pki.apiserver.cert_pem.clone(),
+        key_pem: pki.apiserver.key_pem.clone(),
+        ca_pem: pki.ca_pem.clone(),
+    };
+    let end = history_end();
+    let prom = Prometheus::start_with(&history(end), Some(&tls));
+    assert!(prom.url.starts_with("https://127.0.0.1:"), "{}", prom.url);
+    let at = ts(end);
+    let config = |ca: Option<&std::path::Path>| bosun_config::types::DispatcherConfig {
+        prometheus_url: Some(prom.url.clone()),
+        prometheus_ca_file: ca.map(|p| p.display().to_string()),
+        ..Default::default()
+    };
+
+    let trusted = DemandSource::prometheus_of(&prom.url, &config(Some(&pki.ca_file()))).unwrap();
+    assert_eq!(
+        trusted.measure(at).unwrap().jobs,
+        values(&[
+            (NIGHTLY, 2.0 * 168.0),
+            (UNIT, 5.0 * 168.0),
+            ("restarted", 3.0 * 168.0),
+            ("idle", 0.0),
+        ]),
+        "{}",
+        prom.log()
+    );
+
+    // The system's trust store does not know the test CA.
+    let system = DemandSource::prometheus_of(&prom.url, &config(None)).unwrap();
+    let e = system.measure(at).unwrap_err().to_string();
+    assert!(e.to_lowercase().contains("certificate"), "{e}");
+
+    // Nor does another CA.
+    let other = bosun_kubetest::pki::generate(&dir.path().join("other")).unwrap();
+    let wrong = DemandSource::prometheus_of(&prom.url, &config(Some(&other.ca_file()))).unwrap();
+    let e = wrong.measure(at).unwrap_err().to_string();
+    assert!(e.to_lowercase().contains("certificate"), "{e}");
+
+    // A CA file that is not there is named when the source is made.
+    let missing = dir.path().join("missing.pem");
+    let e = DemandSource::prometheus_of(&prom.url, &config(Some(&missing)))
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("missing.pem"), "{e}");
+}
+
 #[test]
 fn killing_prometheus_keeps_the_last_good_demand() {
     let end = history_end();

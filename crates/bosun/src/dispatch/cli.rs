@@ -203,13 +203,8 @@ fn plan_once(args: &PlanArgs, out: &mut dyn Write) -> Result<(), PlanError> {
         (None, Some(url)) => {
             let snapshot = snapshot(&args.sources.config)?;
             let dispatcher = snapshot.config.dispatcher.clone().unwrap_or_default();
-            let source = DemandSource::prometheus(
-                url,
-                dispatcher.bearer_token_file.clone().map(PathBuf::from),
-                dispatcher.prometheus_query.as_deref(),
-                dispatcher.window().to_std(),
-            )
-            .map_err(|e| PlanError::Demand(e.to_string()))?;
+            let source = DemandSource::prometheus_of(url, &dispatcher)
+                .map_err(|e| PlanError::Demand(e.to_string()))?;
             source
                 .measure(Timestamp::now())
                 .map_err(|e| PlanError::Demand(e.to_string()))?
@@ -336,12 +331,7 @@ pub fn dispatcher_command(args: &DispatcherArgs) -> ExitCode {
     let dispatcher = snapshot.config.dispatcher.clone().unwrap_or_default();
     let source = match (&args.demand, &dispatcher.prometheus_url) {
         (Some(file), _) => Some(DemandSource::File(file.clone())),
-        (None, Some(url)) => match DemandSource::prometheus(
-            url,
-            dispatcher.bearer_token_file.clone().map(PathBuf::from),
-            dispatcher.prometheus_query.as_deref(),
-            dispatcher.window().to_std(),
-        ) {
+        (None, Some(url)) => match DemandSource::prometheus_of(url, &dispatcher) {
             Ok(s) => Some(s),
             Err(e) => {
                 tracing::error!(error = %e, "dispatcher.prometheus_url");

@@ -47,9 +47,8 @@
 //! - `{}` or `{"cluster": ""}` is no answer (Prow would place the job on
 //!   cluster `""`).
 //!
-//! Plain `http://` only: the workspace builds ureq without TLS (`ureq`'s
-//! default features, rustls among them, are off), so an `https://` URL
-//! makes every placement fall back, saying so.
+//! An `https://` URL is verified against the system's trust store, as Go's
+//! default client that Prow uses does.
 //!
 //! [`ExternalClient::cluster_for`] blocks (up to [`TIMEOUT`], or as long as
 //! another caller's request for the same job): an async caller runs it on a
@@ -267,13 +266,11 @@ impl Settings {
 
 /// Why `url` cannot be asked, if it cannot.
 fn url_error(url: &str) -> Option<String> {
-    if url.starts_with("https://") {
-        return Some(format!(
-            "its URL {url:?} needs TLS, which this build of bosun lacks (http:// only)"
-        ));
-    }
-    match url.strip_prefix("http://") {
-        None => Some(format!("its URL {url:?} is not an http:// URL")),
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"));
+    match rest {
+        None => Some(format!("its URL {url:?} is not an http:// or https:// URL")),
         Some(rest) if rest.is_empty() || rest.starts_with('/') => {
             Some(format!("its URL {url:?} has no host"))
         }
@@ -391,9 +388,13 @@ impl ExternalClient {
         known: impl Fn(&str) -> bool + Send + Sync + 'static,
         metrics: ExternalMetrics,
     ) -> ExternalClient {
+        let tls = ureq::tls::TlsConfig::builder()
+            .root_certs(ureq::tls::RootCerts::PlatformVerifier)
+            .build();
         let agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_global(Some(TIMEOUT))
+            .tls_config(tls)
             .build()
             .into();
         ExternalClient {
@@ -1031,12 +1032,36 @@ mod tests {
         }
     }
 
+    /// An https URL is asked over TLS: the server sees a TLS handshake.
+    #[test]
+    fn an_https_url_is_asked_over_tls() {
+        use std::io::Read;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("https://{}/", listener.local_addr().unwrap());
+        let server = std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut head = [0u8; 3];
+            conn.read_exact(&mut head).unwrap();
+            head
+        });
+        let client = ExternalClient::new(&config(&url), known);
+        assert_eq!(client.url_error(), None);
+        let f = fallback(&client.cluster_for("a", t0())).to_string();
+        // A TLS record of type handshake (22), version 3.x: a ClientHello.
+        let head = server.join().unwrap();
+        assert_eq!(&head[..2], &[22, 3], "{head:?}; {f}");
+    }
+
     #[test]
     fn unusable_urls_fall_back_without_a_request() {
         for (url, why) in [
-            ("https://dispatcher:8080/", "needs TLS"),
-            ("", "is not an http:// URL"),
+            (
+                "ftp://dispatcher:8080/",
+                "is not an http:// or https:// URL",
+            ),
+            ("", "is not an http:// or https:// URL"),
             ("http:///", "has no host"),
+            ("https://", "has no host"),
         ] {
             let client = ExternalClient::new(&config(url), known);
             assert!(client.url_error().unwrap().contains(why), "{url}");

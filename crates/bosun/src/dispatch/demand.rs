@@ -138,6 +138,27 @@ impl DemandSource {
         })
     }
 
+    /// The Prometheus at `url` as the `dispatcher:` config `d` says:
+    /// `bearer_token_file`, `prometheus_ca_file`, `prometheus_query` (else
+    /// OpenShift's) and `window`.
+    pub fn prometheus_of(
+        url: &str,
+        d: &bosun_config::types::DispatcherConfig,
+    ) -> Result<Self, PromError> {
+        let client = PrometheusClient::new(url)?
+            .with_token_file(d.bearer_token_file.clone().map(PathBuf::from))
+            .with_ca_file(d.prometheus_ca_file.clone().map(PathBuf::from))?;
+        Ok(DemandSource::Prometheus {
+            client,
+            query: d
+                .prometheus_query
+                .as_deref()
+                .unwrap_or(OPENSHIFT_QUERY)
+                .to_string(),
+            window: d.window().to_std(),
+        })
+    }
+
     /// Where it comes from, for logs and status.
     pub fn describe(&self) -> String {
         match self {

@@ -4,10 +4,11 @@
 //!
 //! It blocks (ureq) for at most its timeout (30 s by default, OpenShift's),
 //! so an async caller runs it on a blocking thread. The bearer token file, if
-//! any, is read at every query, so a rotated token is picked up. Plain
-//! `http://` only: this build of bosun has no TLS client for ureq, so an
-//! `https://` URL is refused when the client is made (put a local proxy, or
-//! Thanos' querier, in front).
+//! any, is read at every query, so a rotated token is picked up. `https://`
+//! URLs (OpenShift's Thanos querier is one) are verified against the
+//! system's trust store, or against only the CA certificates of
+//! `dispatcher.prometheus_ca_file` when it is set (a cluster's own CA); the
+//! CA file is read when the client is made.
 //!
 //! The vector's series are read by their `job_name` label: series without
 //! one are skipped (a query that does not aggregate by it has nothing to say
@@ -19,10 +20,12 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
 use serde::Deserialize;
+use ureq::tls::{parse_pem, Certificate, PemItem, RootCerts, TlsConfig};
 
 /// OpenShift's query (`pkg/dispatcher/prometheus.go`, unchanged since 2020):
 /// the runs that reached `pending` per job over the window, `$window`
@@ -47,6 +50,14 @@ pub enum PromError {
     Url {
         /// The URL.
         url: String,
+        /// Why not.
+        why: String,
+    },
+    /// The CA file cannot be read, or holds no PEM certificate.
+    #[error("cannot read the Prometheus CA file {}: {why}", path.display())]
+    CaFile {
+        /// The file.
+        path: PathBuf,
         /// Why not.
         why: String,
     },
@@ -134,33 +145,39 @@ pub struct PrometheusClient {
     endpoint: String,
     token_file: Option<PathBuf>,
     timeout: Duration,
+    /// The CA certificates an https Prometheus is verified against (none:
+    /// the system's trust store).
+    roots: Option<Arc<Vec<Certificate<'static>>>>,
     agent: ureq::Agent,
 }
 
-fn agent(timeout: Duration) -> ureq::Agent {
+fn agent(timeout: Duration, roots: Option<&Arc<Vec<Certificate<'static>>>>) -> ureq::Agent {
+    let roots = match roots {
+        Some(certs) => RootCerts::Specific(certs.clone()),
+        None => RootCerts::PlatformVerifier,
+    };
     ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(timeout))
+        .tls_config(TlsConfig::builder().root_certs(roots).build())
         .build()
         .into()
 }
 
 impl PrometheusClient {
-    /// A client of the Prometheus at `url` (`http://host:port`, optionally
-    /// with a path prefix), with the default timeout and no token.
+    /// A client of the Prometheus at `url` (`http://host:port` or
+    /// `https://...`, optionally with a path prefix), with the default
+    /// timeout, no token, and the system's trust store for https.
     pub fn new(url: &str) -> Result<Self, PromError> {
         let bad = |why: &str| PromError::Url {
             url: url.to_string(),
             why: why.to_string(),
         };
-        let rest = if let Some(rest) = url.strip_prefix("http://") {
-            rest
-        } else if url.starts_with("https://") {
-            return Err(bad(
-                "https is not supported by this build (no TLS client); use http://",
-            ));
-        } else {
-            return Err(bad("not an http:// URL"));
+        let Some(rest) = url
+            .strip_prefix("http://")
+            .or_else(|| url.strip_prefix("https://"))
+        else {
+            return Err(bad("not an http:// or https:// URL"));
         };
         if rest.is_empty() || rest.starts_with('/') {
             return Err(bad("no host"));
@@ -172,8 +189,37 @@ impl PrometheusClient {
             endpoint: format!("{}/api/v1/query", url.trim_end_matches('/')),
             token_file: None,
             timeout: DEFAULT_TIMEOUT,
-            agent: agent(DEFAULT_TIMEOUT),
+            roots: None,
+            agent: agent(DEFAULT_TIMEOUT, None),
         })
+    }
+
+    /// Verifies an https Prometheus against only the PEM CA certificates in
+    /// `path` (none: the system's trust store). The file is read now.
+    pub fn with_ca_file(mut self, path: Option<PathBuf>) -> Result<Self, PromError> {
+        self.roots = match path {
+            None => None,
+            Some(path) => {
+                let bad = |why: String| PromError::CaFile {
+                    path: path.clone(),
+                    why,
+                };
+                let pem = std::fs::read(&path).map_err(|e| bad(e.to_string()))?;
+                let mut certs = Vec::new();
+                for item in parse_pem(&pem) {
+                    match item.map_err(|e| bad(e.to_string()))? {
+                        PemItem::Certificate(c) => certs.push(c),
+                        _ => continue,
+                    }
+                }
+                if certs.is_empty() {
+                    return Err(bad("no PEM certificate in it".into()));
+                }
+                Some(Arc::new(certs))
+            }
+        };
+        self.agent = agent(self.timeout, self.roots.as_ref());
+        Ok(self)
     }
 
     /// Sends `Authorization: Bearer <the file's content, trimmed>`.
@@ -185,7 +231,7 @@ impl PrometheusClient {
     /// Gives up on a query after `timeout` (connection included).
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
-        self.agent = agent(timeout);
+        self.agent = agent(timeout, self.roots.as_ref());
         self
     }
 
@@ -436,12 +482,31 @@ mod tests {
     fn urls() {
         let c = PrometheusClient::new("http://thanos:9090/prefix/").unwrap();
         assert_eq!(c.endpoint(), "http://thanos:9090/prefix/api/v1/query");
-        for bad in ["https://p", "p:9090", "http://", "http://p/?x=1"] {
+        let c = PrometheusClient::new("https://thanos-querier.example").unwrap();
+        assert_eq!(c.endpoint(), "https://thanos-querier.example/api/v1/query");
+        for bad in ["ftp://p", "p:9090", "http://", "https://", "http://p/?x=1"] {
             assert!(
                 matches!(PrometheusClient::new(bad), Err(PromError::Url { .. })),
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn a_ca_file_must_hold_a_certificate() {
+        let dir = tempfile::tempdir().unwrap();
+        let client = || PrometheusClient::new("https://p").unwrap();
+        let missing = dir.path().join("missing.pem");
+        let e = client().with_ca_file(Some(missing.clone())).err().unwrap();
+        assert!(
+            matches!(&e, PromError::CaFile { path, .. } if *path == missing),
+            "{e}"
+        );
+        let empty = dir.path().join("empty.pem");
+        std::fs::write(&empty, "not a certificate\n").unwrap();
+        let e = client().with_ca_file(Some(empty)).err().unwrap();
+        assert!(e.to_string().contains("no PEM certificate"), "{e}");
+        assert!(client().with_ca_file(None).is_ok());
     }
 
     #[test]

@@ -77,12 +77,27 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn ready(url: &str) -> bool {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
+/// A serving certificate for an https Prometheus, and the CA that signed it.
+pub struct Tls {
+    pub cert_pem: String,
+    pub key_pem: String,
+    pub ca_pem: String,
+}
+
+fn ready(url: &str, tls: Option<&Tls>) -> bool {
+    use ureq::tls::{Certificate, RootCerts, TlsConfig};
+    let mut config = ureq::Agent::config_builder()
         .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(2)))
-        .build()
-        .into();
+        .timeout_global(Some(Duration::from_secs(2)));
+    if let Some(tls) = tls {
+        let ca = Certificate::from_pem(tls.ca_pem.as_bytes()).unwrap();
+        config = config.tls_config(
+            TlsConfig::builder()
+                .root_certs(RootCerts::new_with_certs(&[ca]))
+                .build(),
+        );
+    }
+    let agent: ureq::Agent = config.build().into();
     agent
         .get(format!("{url}/-/ready"))
         .call()
@@ -93,6 +108,12 @@ impl Prometheus {
     /// Backfills `history` (OpenMetrics text) into a new TSDB and starts
     /// Prometheus on it; returns once `/-/ready` answers 200.
     pub fn start(history: &str) -> Prometheus {
+        Prometheus::start_with(history, None)
+    }
+
+    /// As [`Prometheus::start`], serving https with `tls` when given
+    /// (Prometheus' own `--web.config.file` `tls_server_config`).
+    pub fn start_with(history: &str, tls: Option<&Tls>) -> Prometheus {
         let (prometheus, promtool) = (find("prometheus"), find("promtool"));
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
@@ -117,11 +138,31 @@ impl Prometheus {
             "global:\n  scrape_interval: 1m\nscrape_configs: []\n",
         )
         .unwrap();
+        let web_config = tls.map(|tls| {
+            let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+            std::fs::write(&cert, &tls.cert_pem).unwrap();
+            std::fs::write(&key, &tls.key_pem).unwrap();
+            let web = dir.path().join("web.yml");
+            std::fs::write(
+                &web,
+                format!(
+                    "tls_server_config:\n  cert_file: {}\n  key_file: {}\n",
+                    cert.display(),
+                    key.display()
+                ),
+            )
+            .unwrap();
+            web
+        });
+        let scheme = if tls.is_some() { "https" } else { "http" };
         let log = dir.path().join("prometheus.log");
         for attempt in 1..=5 {
             let port = free_port();
-            let url = format!("http://127.0.0.1:{port}");
+            let url = format!("{scheme}://127.0.0.1:{port}");
             let mut cmd = Command::new(&prometheus);
+            if let Some(web) = &web_config {
+                cmd.arg(format!("--web.config.file={}", web.display()));
+            }
             cmd.arg(format!("--config.file={}", config.display()))
                 .arg(format!("--storage.tsdb.path={}", data.display()))
                 // The backfill is days old: a retention of years keeps it.
@@ -143,7 +184,7 @@ impl Prometheus {
             let mut child = cmd.spawn().unwrap();
             let deadline = Instant::now() + Duration::from_secs(60);
             loop {
-                if ready(&url) {
+                if ready(&url, tls) {
                     return Prometheus {
                         child: Some(child),
                         url,
