@@ -928,3 +928,247 @@ fn tekton_takes_every_golden_pipeline_run() {
         "{answer:?}"
     );
 }
+
+/// Loads the periodic `name` of a Lighthouse repository whose
+/// `.lighthouse/jenkins-x` holds `files` (the triggers name each periodic's
+/// source), and makes the PipelineRun of one run of it, as created on a
+/// cluster (`kube::pipelines::prepare`).
+fn pipeline_run_of_source(files: &[(&str, &str)], name: &str) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("app");
+    let lh = root.join(".lighthouse/jenkins-x");
+    std::fs::create_dir_all(&lh).unwrap();
+    for (file, text) in files {
+        std::fs::write(lh.join(file), text).unwrap();
+    }
+    let opts = bosun_config::LoadOptions {
+        in_repo: vec![bosun_config::types::InRepoSource {
+            repo: "acme/app".into(),
+            path: root.to_string_lossy().into_owned(),
+            branch: Some("main".into()),
+        }],
+        ..Default::default()
+    };
+    let loaded = bosun_config::load(&opts, &bosun_config::OsFiles);
+    let errors: Vec<String> = loaded
+        .diagnostics
+        .iter()
+        .filter(|d| d.is_error())
+        .map(ToString::to_string)
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+    let snapshot = loaded.snapshot.expect("a snapshot");
+    let periodic = snapshot
+        .periodic(&format!("acme/app:{name}"))
+        .expect("the periodic");
+    let new = bosun_store::template::RunTemplate::periodic(periodic, None, None).run(None);
+    let spec: SpecSnapshot = serde_json::from_str(new.spec.json()).unwrap();
+    let at = jiff::Timestamp::from_second(1_800_000_000).unwrap();
+    let run = new.into_run(JOB_ID.into(), 42, "hash".into(), at);
+    let pr = pipeline_run_with(&run, &spec, "ci", None).unwrap();
+    serde_json::to_value(bosun_cluster::kube::pipelines::prepare(JOB_ID, &pr, "jx").unwrap())
+        .unwrap()
+}
+
+/// The names in a list of `{name: ...}`.
+fn names_of(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|l| {
+            l.iter()
+                .map(|p| p["name"].as_str().unwrap_or_default().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A Task, a TaskRun and a Pipeline checked in as `source:` are wrapped as
+/// Lighthouse's `LoadTektonResourceAsPipelineRun` wraps them
+/// (`pkg/triggerconfig/inrepo/load_pipelinerun.go` at
+/// 13f6a6eef79b9a0e010eb43dfc845dc5b27a439a; its cases
+/// `test_data/load_pipelinerun/taskrun` and `task`, whose expected
+/// PipelineRuns are checked here by what they hold: the task named after the
+/// object, the task's params declared by the pipeline and passed on, then
+/// Lighthouse's parameters), and Tekton takes each PipelineRun. Where
+/// Lighthouse's wrapping would be refused by Tekton (a Task's workspaces
+/// bound to no volume), bosun's differs, and the refusal is shown.
+#[test]
+fn task_taskrun_and_pipeline_sources_are_wrapped_and_tekton_takes_them() {
+    const TRIGGERS: &str = "apiVersion: config.lighthouse.jenkins-x.io/v1alpha1\nkind: TriggerConfig\nspec:\n  periodics:\n  - {name: taskrun, cron: '0 4 * * *', source: taskrun.yaml}\n  - {name: task, cron: '0 4 * * *', source: task.yaml}\n  - {name: pipeline, cron: '0 4 * * *', source: pipeline.yaml}\n";
+    // Lighthouse's `taskrun` case, shortened to three of its steps; named
+    // `cheese` as its test names every source.
+    const TASKRUN: &str = r#"apiVersion: tekton.dev/v1beta1
+kind: TaskRun
+metadata:
+  name: cheese
+spec:
+  taskSpec:
+    params:
+    - name: PARAM
+      default: param-value
+    steps:
+    - name: noshebang
+      image: ubuntu
+      script: echo "no shebang"
+    - name: params-applied
+      image: python
+      script: |
+        #!/usr/bin/env python3
+        v = '$(params.PARAM)'
+        if v != 'param-value':
+          exit(1)
+    - name: args-allowed
+      image: ubuntu
+      args: ['hello', 'world']
+      script: |
+        #!/usr/bin/env bash
+        [[ $# == 2 ]]
+"#;
+    const TASK: &str = r#"apiVersion: tekton.dev/v1
+kind: Task
+metadata:
+  name: build
+spec:
+  params:
+  - name: target
+    default: all
+  - name: flags
+    type: array
+    default: ["-v"]
+  workspaces:
+  - name: source
+  steps:
+  - name: make
+    image: golang
+    command: [make, "$(params.target)"]
+    args: ["$(params.flags[*])"]
+    workingDir: $(workspaces.source.path)
+"#;
+    const PIPELINE: &str = r#"apiVersion: tekton.dev/v1
+kind: Pipeline
+metadata:
+  name: ignored
+spec:
+  tasks:
+  - name: hello
+    taskSpec:
+      steps:
+      - name: hi
+        image: alpine
+        script: echo hi
+"#;
+    let files = [
+        ("triggers.yaml", TRIGGERS),
+        ("taskrun.yaml", TASKRUN),
+        ("task.yaml", TASK),
+        ("pipeline.yaml", PIPELINE),
+    ];
+    let lighthouse_params = [
+        "BUILD_ID",
+        "JOB_NAME",
+        "JOB_SPEC",
+        "JOB_TYPE",
+        "PULL_BASE_REF",
+        "PULL_BASE_SHA",
+        "PULL_NUMBER",
+        "PULL_PULL_REF",
+        "PULL_PULL_SHA",
+        "PULL_REFS",
+        "REPO_NAME",
+        "REPO_OWNER",
+        "REPO_URL",
+    ];
+    let with_lighthouse = |first: &[&str]| -> Vec<String> {
+        first
+            .iter()
+            .chain(lighthouse_params.iter())
+            .map(|s| s.to_string())
+            .collect()
+    };
+
+    // The TaskRun: as Lighthouse's expected PipelineRun (converted to v1).
+    let taskrun = pipeline_run_of_source(&files, "taskrun");
+    let ps = &taskrun["spec"]["pipelineSpec"];
+    let task = &ps["tasks"][0];
+    assert_eq!(task["name"], "cheese");
+    assert_eq!(names_of(&ps["params"]), with_lighthouse(&["PARAM"]));
+    assert_eq!(
+        ps["params"][0],
+        json!({"name": "PARAM", "default": "param-value"})
+    );
+    assert_eq!(names_of(&task["params"]), with_lighthouse(&["PARAM"]));
+    assert_eq!(
+        task["params"][0],
+        json!({"name": "PARAM", "value": "$(params.PARAM)"})
+    );
+    assert_eq!(
+        names_of(&task["taskSpec"]["params"]),
+        with_lighthouse(&["PARAM"])
+    );
+    assert_eq!(
+        names_of(&task["taskSpec"]["stepTemplate"]["env"]),
+        with_lighthouse(&[])
+    );
+    assert_eq!(
+        names_of(&task["taskSpec"]["steps"]),
+        ["noshebang", "params-applied", "args-allowed"]
+    );
+    assert_eq!(
+        task["taskSpec"]["steps"][2]["args"],
+        json!(["hello", "world"])
+    );
+
+    // The Task: its params declared and passed on (an array as `[*]`), its
+    // workspace declared, bound to the task and to an emptyDir.
+    let task_run = pipeline_run_of_source(&files, "task");
+    let ps = &task_run["spec"]["pipelineSpec"];
+    let task = &ps["tasks"][0];
+    assert_eq!(task["name"], "build");
+    assert_eq!(
+        names_of(&ps["params"]),
+        with_lighthouse(&["target", "flags"])
+    );
+    assert_eq!(
+        task["params"].as_array().unwrap()[..2],
+        [
+            json!({"name": "target", "value": "$(params.target)"}),
+            json!({"name": "flags", "value": ["$(params.flags[*])"]}),
+        ]
+    );
+    assert_eq!(ps["workspaces"], json!([{"name": "source"}]));
+    assert_eq!(
+        task["workspaces"],
+        json!([{"name": "source", "workspace": "source"}])
+    );
+    assert_eq!(
+        task_run["spec"]["workspaces"],
+        json!([{"name": "source", "emptyDir": {}}])
+    );
+
+    // The Pipeline: its spec, Lighthouse's parameters added.
+    let pipeline = pipeline_run_of_source(&files, "pipeline");
+    let ps = &pipeline["spec"]["pipelineSpec"];
+    assert_eq!(names_of(&ps["tasks"]), ["hello"]);
+    assert_eq!(names_of(&ps["params"]), with_lighthouse(&[]));
+
+    // Tekton takes all three.
+    let created = vec![taskrun, task_run.clone(), pipeline];
+    let answers = bosun_kubetest::tekton::validate(&created);
+    for (answer, pr) in answers.iter().zip(&created) {
+        assert!(
+            answer.is_ok(),
+            "{}: {answer:?}",
+            pr["spec"]["pipelineSpec"]["tasks"][0]["name"]
+        );
+    }
+    // Lighthouse's own wrapping of the Task binds its workspace to no
+    // volume: Tekton refuses that PipelineRun.
+    let mut lighthouse = task_run;
+    lighthouse["spec"]["workspaces"] = json!([{"name": "source"}]);
+    let answer = bosun_kubetest::tekton::validate(&[lighthouse]).remove(0);
+    assert!(
+        answer
+            .as_ref()
+            .is_err_and(|e| e.contains("expected exactly one, got neither")),
+        "{answer:?}"
+    );
+}

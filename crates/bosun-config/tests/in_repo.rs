@@ -621,7 +621,7 @@ fn lighthouse_source_problems() {
         .write(&at("list.yaml"), "- a\n")
         .write(&at("noversion.yaml"), "kind: PipelineRun\nspec: {}\n")
         .write(&at("alpha.yaml"), "apiVersion: tekton.dev/v1alpha1\nkind: PipelineRun\nspec: {}\n")
-        .write(&at("pipeline.yaml"), "apiVersion: tekton.dev/v1\nkind: Pipeline\nspec: {tasks: []}\n")
+        .write(&at("pipeline.yaml"), "apiVersion: tekton.dev/v1\nkind: ClusterTask\nspec: {steps: []}\n")
         .write(&at("nospec.yaml"), &format!("{head}metadata: {{name: x}}\n"))
         .write(&at("speclist.yaml"), &format!("{head}spec: []\n"))
         .write(
@@ -665,12 +665,12 @@ fn lighthouse_source_problems() {
             format!("{t}/alpha.yaml:1:13: error: job old-api-version: apiVersion must be tekton.dev/v1 or tekton.dev/v1beta1, found \"tekton.dev/v1alpha1\""),
             format!("{t}/badpattern.yaml:5:5: error: job bad-pattern: annotation lighthouse.jenkins-x.io/loadFileRefs: \"(.*\" is not a regular expression: regex parse error:\n    (.*\n    ^\nerror: unclosed group"),
             format!("{t}/broken.yaml:2:1: error: job not-yaml: invalid YAML: while parsing a node, did not find expected node content"),
-            format!("{t}/empty.yaml:1:1: error: job empty-file: the file is empty: expected a Tekton PipelineRun"),
+            format!("{t}/empty.yaml:1:1: error: job empty-file: the file is empty: expected a Tekton PipelineRun, Pipeline, Task or TaskRun"),
             format!("{t}/gone.yaml: error: job missing-ref: cannot read: No such file or directory (os error 2)"),
-            format!("{t}/list.yaml:1:1: error: job a-list: expected a Tekton PipelineRun (a mapping), found a sequence"),
+            format!("{t}/list.yaml:1:1: error: job a-list: expected a Tekton PipelineRun, Pipeline, Task or TaskRun (a mapping), found a sequence"),
             format!("{t}/nospec.yaml:1:1: error: job no-spec: the PipelineRun has no spec"),
-            format!("{t}/noversion.yaml:1:1: error: job no-api-version: apiVersion is missing: expected a Tekton PipelineRun\n  hint: write apiVersion: tekton.dev/v1"),
-            format!("{t}/pipeline.yaml:2:7: error: job a-pipeline: kind must be PipelineRun, found \"Pipeline\"\n  hint: Lighthouse wraps a Pipeline, Task or TaskRun in a PipelineRun; bosun loads PipelineRuns: write one whose spec.pipelineSpec holds the pipeline"),
+            format!("{t}/noversion.yaml:1:1: error: job no-api-version: apiVersion is missing: expected a Tekton PipelineRun, Pipeline, Task or TaskRun\n  hint: write apiVersion: tekton.dev/v1"),
+            format!("{t}/pipeline.yaml:2:7: error: job a-pipeline: kind must be PipelineRun, Pipeline, Task or TaskRun, found \"ClusterTask\""),
             format!("{t}/prepend.yaml:5:5: error: job fetches-steps: annotation lighthouse.jenkins-x.io/prependStepsURL: bosun does not fetch steps over the network\n  hint: copy the steps into the pipeline's tasks"),
             format!("{t}/resources.yaml:4:3: error: job resources: spec.resources: {GONE}"),
             format!("{t}/resources.yaml:10:7: error: job resources: spec.pipelineSpec.tasks[0].conditions: Conditions were removed from Tekton: use when expressions"),
@@ -682,7 +682,7 @@ fn lighthouse_source_problems() {
             format!("{t}/triggers.yaml:12:5: error: job directory: source \"subdir\": {t}/subdir is not a regular file"),
             format!("{t}/triggers.yaml:40:5: error: job empty-source: source is empty\n  hint: name the PipelineRun file, relative to this triggers.yaml"),
             format!("{t}/triggers.yaml:42:5: error: job both: source and pipeline_run_spec (or tekton_pipeline_run_spec) are both set: a job has one pipeline"),
-            format!("{t}/two.yaml:5:1: error: job two-docs: the file holds 2 YAML documents: expected one Tekton PipelineRun"),
+            format!("{t}/two.yaml:5:1: error: job two-docs: the file holds 2 YAML documents: expected one Tekton PipelineRun, Pipeline, Task or TaskRun"),
         ]
     );
 }

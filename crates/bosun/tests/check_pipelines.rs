@@ -181,7 +181,7 @@ spec:
     cron: "0 1 * * *"
     source: fine.yaml
 "#;
-    let pipeline = "apiVersion: tekton.dev/v1\nkind: Pipeline\nspec:\n  tasks: []\n";
+    let pipeline = "apiVersion: tekton.dev/v1\nkind: ClusterTask\nspec:\n  steps: []\n";
     let run = check(
         &[
             ("config.yaml", LOCAL),
@@ -197,8 +197,7 @@ spec:
         1,
         expect![[r#"
             app/.lighthouse/jobs/not-yaml.yaml:2:1: error: job not-yaml: invalid YAML: while parsing a flow sequence, expected ',' or ']'
-            app/.lighthouse/jobs/pipeline.yaml:2:7: error: job a-pipeline: kind must be PipelineRun, found "Pipeline"
-              hint: Lighthouse wraps a Pipeline, Task or TaskRun in a PipelineRun; bosun loads PipelineRuns: write one whose spec.pipelineSpec holds the pipeline
+            app/.lighthouse/jobs/pipeline.yaml:2:7: error: job a-pipeline: kind must be PipelineRun, Pipeline, Task or TaskRun, found "ClusterTask"
             app/.lighthouse/jobs/triggers.yaml:7:5: error: job missing: source "missing.yaml": cannot read app/.lighthouse/jobs/missing.yaml: No such file or directory (os error 2)
             5 files: no snapshot (errors); 3 errors, 0 warnings
         "#]],

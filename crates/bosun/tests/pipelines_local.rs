@@ -41,6 +41,68 @@ spec:
   - name: by-reference
     cron: "0 0 31 2 *"
     source: by-reference.yaml
+  - name: a-task
+    cron: "0 0 31 2 *"
+    source: task.yaml
+  - name: a-taskrun
+    cron: "0 0 31 2 *"
+    source: taskrun.yaml
+"#;
+
+/// A Task as the source: wrapped in a PipelineRun of one task, its params
+/// declared with their defaults and passed on, its workspace bound.
+const TASK: &str = r#"
+apiVersion: tekton.dev/v1beta1
+kind: Task
+metadata:
+  name: greet
+spec:
+  params:
+  - name: greeting
+    default: hi
+  - name: names
+    type: array
+    default: [ann, bob]
+  workspaces:
+  - name: scratch
+  steps:
+  - name: write
+    image: alpine
+    script: |
+      #!/bin/sh
+      echo "$(params.greeting) from $REPO_OWNER/$REPO_NAME" > $(workspaces.scratch.path)/note
+  - name: read
+    image: alpine
+    command: [sh, -c, 'echo "read: $(cat $(workspaces.scratch.path)/note) to $0 $1"']
+    args: ["$(params.names[*])"]
+"#;
+
+/// A TaskRun as the source: its given params are the task's values, its
+/// workspace binding is the run's.
+const TASKRUN: &str = r#"
+apiVersion: tekton.dev/v1
+kind: TaskRun
+metadata:
+  generateName: tr-
+spec:
+  params:
+  - name: word
+    value: given
+  workspaces:
+  - name: out
+    emptyDir: {}
+  taskSpec:
+    params:
+    - name: word
+      default: unused
+    workspaces:
+    - name: out
+    steps:
+    - name: say
+      image: alpine
+      script: |
+        #!/bin/sh
+        echo "taskrun says $(params.word)" | tee $(workspaces.out.path)/said
 "#;
 
 const NIGHTLY: &str = r#"
@@ -192,6 +254,8 @@ fn setup(dir: &Path) -> common::Serve {
     write(&at("slow.yaml"), SLOW);
     write(&at("catalog.yaml"), CATALOG);
     write(&at("by-reference.yaml"), BY_REFERENCE);
+    write(&at("task.yaml"), TASK);
+    write(&at("taskrun.yaml"), TASKRUN);
     let config = format!(
         "plank:\n  max_concurrency: 4\nbuild_clusters:\n  default: {{kind: local, max_concurrency: 4}}\nin_repo:\n- {{repo: example/app, path: {}, branch: main}}\n",
         app.display()
@@ -265,6 +329,33 @@ fn a_pipeline_runs_its_tasks_in_order_with_a_workspace_params_and_results() {
     )
     .unwrap();
     assert_eq!(saved.trim(), message);
+}
+
+/// A Task and a TaskRun checked in as the `source:` run as Lighthouse wraps
+/// them: one task, params, workspaces.
+#[test]
+fn a_task_and_a_taskrun_source_run_as_one_task_pipelines() {
+    let (_d, dir) = tmp();
+    let daemon = setup(&dir);
+    let task = trigger(daemon.port, "a-task");
+    let taskrun = trigger(daemon.port, "a-taskrun");
+    let run = wait_end(daemon.port, &task);
+    let log = log_file(&dir, &task);
+    assert_eq!(run["state"], "success", "{run}\n{log}");
+    assert!(
+        log.contains("[greet/read] read: hi from example/app to ann bob"),
+        "{log}"
+    );
+    let run = wait_end(daemon.port, &taskrun);
+    let log = log_file(&dir, &taskrun);
+    assert_eq!(run["state"], "success", "{run}\n{log}");
+    // No name: the task is `default`, as Lighthouse names it.
+    assert!(log.contains("[default/say] taskrun says given"), "{log}");
+    let said = std::fs::read_to_string(
+        dir.join(format!("data/runs/default/{taskrun}/workspaces/out/said")),
+    )
+    .unwrap();
+    assert_eq!(said.trim(), "taskrun says given");
 }
 
 #[test]

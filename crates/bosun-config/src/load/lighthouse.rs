@@ -19,14 +19,20 @@
 //!   (`$(params.NAME)`), declared by each embedded task, and set as
 //!   environment variables of its steps (the step template's `env`);
 //! - jx's `uses:` step images are kept as written (Lighthouse resolves them
-//!   from git; bosun refuses them when a run starts).
+//!   from git; bosun refuses them when a run starts);
+//! - a `Pipeline`, `Task` or `TaskRun` source is wrapped in a PipelineRun
+//!   first (`LoadTektonResourceAsPipelineRun`): a Pipeline becomes its
+//!   `pipelineSpec`; a Task, or a TaskRun's task, the one task of a pipeline
+//!   (named after the object, `default` without a name) that declares the
+//!   task's params and passes them on. Where Lighthouse's wrapping makes a
+//!   PipelineRun Tekton refuses, bosun's differs ([`wrap`] says where).
 //!
 //! Reported, at the file and line concerned and naming the job: an empty or
 //! unreadable `source`, one outside the repository, a URL (Lighthouse
 //! fetches those; bosun's configuration never touches the network), a file
 //! that is not YAML, not exactly one document, not a `tekton.dev/v1` or
-//! `tekton.dev/v1beta1` `PipelineRun` (Lighthouse also wraps a Pipeline,
-//! Task or TaskRun; bosun asks for the PipelineRun) or without a `spec`;
+//! `tekton.dev/v1beta1` `PipelineRun`, `Pipeline`, `Task` or `TaskRun`, or
+//! without a `spec`;
 //! a job with both `source` and an inline spec; the
 //! `prependStepsURL`/`appendStepsURL` annotations (network again); a
 //! `loadFileRefs` pattern or file that cannot be used; and what
@@ -90,12 +96,19 @@ struct Ctx<'c> {
     stats: &'c mut (usize, u64),
 }
 
+/// The kinds a `source:` may hold.
+const SOURCE_KINDS: &[&str] = &["PipelineRun", "Pipeline", "Task", "TaskRun"];
+
 /// A Tekton object read from a file.
 struct Read {
     /// The file, as diagnostics name it.
     file: Arc<str>,
     /// `v1` or `v1beta1`.
     version: &'static str,
+    /// Its kind (one of those asked for).
+    kind: String,
+    /// `metadata.name`, if any.
+    name: Option<String>,
     /// `metadata.annotations`, with where each key is.
     annotations: Vec<(String, Value, Mark)>,
     spec: Value,
@@ -156,15 +169,18 @@ impl Ctx<'_> {
                 return;
             }
         }
-        let Some(run) = self.read(&path, &name, "PipelineRun") else {
+        let Some(run) = self.read(&path, &name, SOURCE_KINDS) else {
             return;
         };
         let Read {
             file,
             mut version,
+            kind,
+            name: object_name,
             annotations,
-            mut spec,
+            spec,
         } = run;
+        let mut spec = wrap(&kind, object_name.as_deref(), version, spec);
         // An annotation's value and where its key is.
         let annotation = |key: &str| {
             annotations
@@ -219,9 +235,14 @@ impl Ctx<'_> {
         base.tekton_pipeline_run_spec = Some(Value::Object(by_version));
     }
 
-    /// Reads `path` as one Tekton object of `kind`; reports what is wrong
-    /// and gives nothing then.
-    fn read(&mut self, path: &Path, job: &str, kind: &str) -> Option<Read> {
+    /// Reads `path` as one Tekton object of one of `kinds`; reports what is
+    /// wrong and gives nothing then.
+    fn read(&mut self, path: &Path, job: &str, kinds: &[&str]) -> Option<Read> {
+        let kind = kinds.join(", ");
+        let kind = match kind.rsplit_once(", ") {
+            Some((head, last)) => format!("{head} or {last}"),
+            None => kind,
+        };
         let file: Arc<str> = Arc::from(path.to_string_lossy().as_ref());
         let error = |msg: String, mark: Mark| Diagnostic::error(msg).at(&file, mark).job(job);
         let bytes = match self.fs.read(path) {
@@ -318,8 +339,10 @@ impl Ctx<'_> {
                 }
             },
         };
-        match field("kind") {
-            Some(k) if k.as_str() == Some(kind) => {}
+        let found_kind = match field("kind") {
+            Some(k) if k.as_str().is_some_and(|k| kinds.contains(&k)) => {
+                k.as_str().unwrap_or_default().to_string()
+            }
             found => {
                 let (mark, what) = match &found {
                     Some(k) => (
@@ -329,22 +352,12 @@ impl Ctx<'_> {
                     ),
                     None => (doc.mark, "none".into()),
                 };
-                let mut d = error(format!("kind must be {kind}, found {what}"), mark);
-                if kind == "PipelineRun"
-                    && matches!(
-                        found.as_ref().and_then(|k| k.as_str()),
-                        Some("Pipeline" | "Task" | "TaskRun")
-                    )
-                {
-                    d = d.hint(
-                        "Lighthouse wraps a Pipeline, Task or TaskRun in a PipelineRun; bosun loads \
-                         PipelineRuns: write one whose spec.pipelineSpec holds the pipeline",
-                    );
-                }
-                self.diags.push(d);
+                self.diags
+                    .push(error(format!("kind must be {kind}, found {what}"), mark));
                 return None;
             }
-        }
+        };
+        let kind = found_kind.as_str();
         let spec = match field("spec") {
             Some(s) if matches!(s.value, YamlValue::Map(_)) => s,
             Some(s) if !s.is_null() => {
@@ -364,6 +377,12 @@ impl Ctx<'_> {
         match kind {
             "PipelineRun" => pipeline_run_refusals(&spec, &mut refused),
             "Pipeline" => pipeline_refusals(&spec, "spec", &mut refused),
+            "TaskRun" => {
+                task_refusals(&spec, "spec", &mut refused);
+                if let Some(ts) = spec.go_field("taskSpec") {
+                    task_refusals(&ts, "spec.taskSpec", &mut refused);
+                }
+            }
             _ => task_refusals(&spec, "spec", &mut refused),
         }
         if !refused.is_empty() {
@@ -380,6 +399,10 @@ impl Ctx<'_> {
                 return None;
             }
         };
+        let name = field("metadata")
+            .and_then(|m| m.go_field("name").map(|n| n.into_owned()))
+            .and_then(|n| n.as_str().map(str::to_string))
+            .filter(|n| !n.is_empty());
         let annotations = field("metadata")
             .and_then(|m| m.go_field("annotations").map(|a| a.into_owned()))
             .map(|a| {
@@ -395,6 +418,8 @@ impl Ctx<'_> {
         Some(Read {
             file: file.clone(),
             version,
+            kind: kind.to_string(),
+            name,
             annotations,
             spec,
         })
@@ -421,7 +446,7 @@ impl Ctx<'_> {
             .filter(|n| !n.is_empty() && re.is_match(n))
             .map(str::to_string);
         if let (None, Some(name)) = (obj.get("pipelineSpec"), pipeline_ref) {
-            let read = self.read(&ref_path(dir, &name), job, "Pipeline")?;
+            let read = self.read(&ref_path(dir, &name), job, &["Pipeline"])?;
             if read.version == "v1beta1" {
                 version = "v1beta1";
             }
@@ -448,7 +473,7 @@ impl Ctx<'_> {
             else {
                 continue;
             };
-            let read = self.read(&ref_path(dir, &name), job, "Task")?;
+            let read = self.read(&ref_path(dir, &name), job, &["Task"])?;
             if read.version == "v1beta1" {
                 version = "v1beta1";
             }
@@ -456,6 +481,165 @@ impl Ctx<'_> {
             t.insert("taskSpec".into(), read.spec);
         }
         Some(version)
+    }
+}
+
+/// The spec of the PipelineRun a source of `kind` (`metadata.name` `name`,
+/// API version `version`) stands for, as Lighthouse's
+/// `LoadTektonResourceAsPipelineRun` wraps it:
+/// - a PipelineRun: its spec;
+/// - a Pipeline: `{pipelineSpec: SPEC}`;
+/// - a Task: a pipeline of one task named `name` (`default` without one)
+///   whose `taskSpec` is the Task's spec; the pipeline declares the Task's
+///   params and passes each on (`$(params.NAME)`; `[*]` for arrays and
+///   objects), and declares its workspaces and binds them to the task.
+///   Lighthouse binds the run's workspaces to nothing, which Tekton refuses
+///   ("expected exactly one" volume source); bosun binds each to an
+///   `emptyDir` (the task's files live as long as the run);
+/// - a TaskRun: the same of its `taskSpec` (or `taskRef`), with the run's
+///   workspace bindings, service account, pod template and timeout. Given
+///   `params` are the task's values; without them the task's param specs
+///   are declared and passed on, as for a Task. Lighthouse declares the
+///   given params on the pipeline without a default (a run that never sets
+///   them) and no pipeline workspaces (a task binding to none): Tekton
+///   refuses both, so bosun does neither.
+fn wrap(kind: &str, name: Option<&str>, version: &str, spec: Value) -> Value {
+    let task_name = || Value::String(name.unwrap_or("default").to_string());
+    // Pass the param specs `specs` on as `$(params.NAME)`.
+    let passed = |specs: &[Value]| -> Vec<Value> {
+        specs
+            .iter()
+            .filter_map(|p| {
+                let name = p.get("name")?.as_str()?;
+                let value = match p.get("type").and_then(Value::as_str) {
+                    Some("array") => serde_json::json!([format!("$(params.{name}[*])")]),
+                    Some("object") => Value::String(format!("$(params.{name}[*])")),
+                    _ => Value::String(format!("$(params.{name})")),
+                };
+                Some(serde_json::json!({"name": name, "value": value}))
+            })
+            .collect()
+    };
+    let names = |list: Option<&Value>| -> Vec<String> {
+        list.and_then(Value::as_array)
+            .map(|l| {
+                l.iter()
+                    .filter_map(|w| Some(w.get("name")?.as_str()?.to_string()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let array = |v: Option<&Value>| v.and_then(Value::as_array).cloned().unwrap_or_default();
+    match kind {
+        "Pipeline" => serde_json::json!({ "pipelineSpec": spec }),
+        "Task" => {
+            let params = array(spec.get("params"));
+            let workspaces = names(spec.get("workspaces"));
+            let mut task = Map::new();
+            task.insert("name".into(), task_name());
+            if !params.is_empty() {
+                task.insert("params".into(), Value::Array(passed(&params)));
+            }
+            if !workspaces.is_empty() {
+                let binds = workspaces
+                    .iter()
+                    .map(|w| serde_json::json!({"name": w, "workspace": w}))
+                    .collect();
+                task.insert("workspaces".into(), Value::Array(binds));
+            }
+            task.insert("taskSpec".into(), spec);
+            let mut pipeline = Map::new();
+            if !params.is_empty() {
+                pipeline.insert("params".into(), Value::Array(params));
+            }
+            if !workspaces.is_empty() {
+                let declared = workspaces
+                    .iter()
+                    .map(|w| serde_json::json!({ "name": w }))
+                    .collect();
+                pipeline.insert("workspaces".into(), Value::Array(declared));
+            }
+            pipeline.insert("tasks".into(), Value::Array(vec![Value::Object(task)]));
+            let mut run = Map::new();
+            run.insert("pipelineSpec".into(), Value::Object(pipeline));
+            if !workspaces.is_empty() {
+                let bound = workspaces
+                    .iter()
+                    .map(|w| serde_json::json!({"name": w, "emptyDir": {}}))
+                    .collect();
+                run.insert("workspaces".into(), Value::Array(bound));
+            }
+            Value::Object(run)
+        }
+        "TaskRun" => {
+            let mut task = Map::new();
+            task.insert("name".into(), task_name());
+            let given = array(spec.get("params"));
+            let mut pipeline = Map::new();
+            if !given.is_empty() {
+                task.insert("params".into(), Value::Array(given));
+            } else {
+                let specs = array(spec.get("taskSpec").and_then(|t| t.get("params")));
+                if !specs.is_empty() {
+                    task.insert("params".into(), Value::Array(passed(&specs)));
+                    pipeline.insert("params".into(), Value::Array(specs));
+                }
+            }
+            let bindings = array(spec.get("workspaces"));
+            let workspaces = names(spec.get("workspaces"));
+            if !workspaces.is_empty() {
+                let binds = workspaces
+                    .iter()
+                    .map(|w| serde_json::json!({"name": w, "workspace": w}))
+                    .collect();
+                task.insert("workspaces".into(), Value::Array(binds));
+                let declared = workspaces
+                    .iter()
+                    .map(|w| serde_json::json!({ "name": w }))
+                    .collect();
+                pipeline.insert("workspaces".into(), Value::Array(declared));
+            }
+            for key in ["taskRef", "taskSpec"] {
+                if let Some(v) = spec.get(key) {
+                    task.insert(key.into(), v.clone());
+                }
+            }
+            pipeline.insert("tasks".into(), Value::Array(vec![Value::Object(task)]));
+            let mut run = Map::new();
+            run.insert("pipelineSpec".into(), Value::Object(pipeline));
+            if !bindings.is_empty() {
+                run.insert("workspaces".into(), Value::Array(bindings));
+            }
+            let account = spec.get("serviceAccountName").cloned();
+            let pod = spec.get("podTemplate").cloned();
+            let timeout = spec.get("timeout").cloned();
+            if version == "v1beta1" {
+                for (key, v) in [
+                    ("serviceAccountName", account),
+                    ("podTemplate", pod),
+                    ("timeout", timeout),
+                ] {
+                    if let Some(v) = v {
+                        run.insert(key.into(), v);
+                    }
+                }
+            } else {
+                let mut template = Map::new();
+                for (key, v) in [("serviceAccountName", account), ("podTemplate", pod)] {
+                    if let Some(v) = v {
+                        template.insert(key.into(), v);
+                    }
+                }
+                if !template.is_empty() {
+                    run.insert("taskRunTemplate".into(), Value::Object(template));
+                }
+                if let Some(t) = timeout {
+                    run.insert("timeouts".into(), serde_json::json!({ "pipeline": t }));
+                }
+            }
+            Value::Object(run)
+        }
+        _ => spec,
     }
 }
 
