@@ -101,6 +101,13 @@ pub trait Executor: Send + Sync {
     }
     /// Deletes a finished run's files.
     fn remove(&self, run_id: &str) -> Result<(), ExecError>;
+    /// Drops what the executor caches on this machine and nothing has used
+    /// since `unused_since` (the local executor's clone mirrors); says what
+    /// it removed. Nothing by default.
+    fn prune_caches(&self, unused_since: Timestamp) -> Result<Vec<PathBuf>, ExecError> {
+        let _ = unused_since;
+        Ok(Vec::new())
+    }
     /// The run's log file, if the executor keeps one.
     fn log_path(&self, run_id: &str) -> Option<PathBuf>;
     /// The directory holding the run's artifacts on this machine (a

@@ -600,6 +600,32 @@ impl Executor for LocalExecutor {
     fn artifacts_dir(&self, run_id: &str) -> Option<PathBuf> {
         Some(self.run_dir(run_id).join("logs"))
     }
+
+    /// The clone mirrors (`ROOT/.mirrors`, and each `run_as` user's
+    /// `ROOT/.mirrors/uid-UID`) no clone has used since `unused_since`.
+    fn prune_caches(&self, unused_since: jiff::Timestamp) -> Result<Vec<PathBuf>, ExecError> {
+        let base = self.root.join(MIRRORS);
+        let mut roots = vec![base.clone()];
+        if let Ok(entries) = fs::read_dir(&base) {
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                if name.to_string_lossy().starts_with("uid-") && entry.path().is_dir() {
+                    roots.push(entry.path());
+                }
+            }
+        }
+        let cutoff = std::time::SystemTime::UNIX_EPOCH
+            + Duration::from_millis(u64::try_from(unused_since.as_millisecond()).unwrap_or(0));
+        let mut removed = Vec::new();
+        for root in roots {
+            removed.extend(
+                crate::podutils::mirror::prune(&root, cutoff)
+                    .map_err(io)?
+                    .removed,
+            );
+        }
+        Ok(removed)
+    }
 }
 
 /// The directory of a cluster's clone cache, under its root (a name no run

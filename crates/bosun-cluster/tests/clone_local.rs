@@ -13,7 +13,7 @@ use std::time::Duration;
 use bosun_cluster::podutils::clone::{
     any_failed, clone_log_text, clone_refs, records_json, CloneOptions, Record,
 };
-use bosun_cluster::podutils::mirror::mirror_dir;
+use bosun_cluster::podutils::mirror::{mirror_dir, prune, Pruned};
 use bosun_config::types::{Pull, Refs};
 
 /// A temporary directory, removed when dropped.
@@ -619,6 +619,119 @@ fn the_mirror_serves_known_commits_without_the_remote() {
         .unwrap()
         .command
         .starts_with(&format!("PWD={m}  git fetch")));
+}
+
+/// Sets the modification time of every file and directory of the mirror
+/// of `uri` (and its lock file) `days` days back: a mirror last used then.
+fn age_mirror(mirrors: &Path, uri: &str, days: u64) {
+    let then = std::time::SystemTime::now() - Duration::from_secs(days * 24 * 3600);
+    let dir = mirror_dir(mirrors, uri);
+    let lock = dir.with_extension("lock");
+    let mut paths = vec![lock, dir.clone()];
+    for name in ["FETCH_HEAD", "config"] {
+        paths.push(dir.join(name));
+    }
+    for p in paths.iter().filter(|p| p.exists()) {
+        let f = std::fs::File::options()
+            .read(true)
+            .open(p)
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        f.set_modified(then).unwrap();
+    }
+}
+
+/// A mirror no clone has used since the cutoff is removed (its lock file
+/// stays); one used since, or one a clone holds locked, is kept; the next
+/// clone of a removed mirror's repository makes it again.
+#[test]
+fn unused_mirrors_are_pruned_and_made_again_when_needed() {
+    let tmp = Tmp::new("mirror-prune");
+    let a = origin(&tmp);
+    let mirrors = tmp.path("mirrors");
+    // Two more repositories: copies of the origin under other paths.
+    let copy = |name: &str| {
+        let dir = tmp.path(name);
+        let out = Command::new("cp")
+            .arg("-a")
+            .arg(&a.dir)
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        format!("file://{}", dir.display())
+    };
+    let (b_uri, c_uri) = (copy("b"), copy("c"));
+    let clone_of = |uri: &str, into: &str| {
+        let mut r = refs(&a, "main");
+        r.clone_uri = Some(uri.to_string());
+        let mut opts = options(tmp.path(into), vec![r]);
+        opts.mirror_root = Some(mirrors.clone());
+        let record = clone_one(&opts);
+        assert_ok(&record);
+        record
+    };
+    clone_of(&a.uri, "go-a");
+    clone_of(&b_uri, "go-b");
+    clone_of(&c_uri, "go-c");
+    // a and b were last used ten days ago; c just now. b is being used.
+    age_mirror(&mirrors, &a.uri, 10);
+    age_mirror(&mirrors, &b_uri, 10);
+    let b_lock = std::fs::File::options()
+        .read(true)
+        .write(true)
+        .open(mirror_dir(&mirrors, &b_uri).with_extension("lock"))
+        .unwrap();
+    rustix::fs::flock(&b_lock, rustix::fs::FlockOperation::LockExclusive).unwrap();
+
+    let week_ago = std::time::SystemTime::now() - Duration::from_secs(7 * 24 * 3600);
+    let pruned = prune(&mirrors, week_ago).unwrap();
+    assert_eq!(
+        pruned,
+        Pruned {
+            removed: vec![mirror_dir(&mirrors, &a.uri)],
+            busy: 1,
+            kept: 1,
+        }
+    );
+    assert!(!mirror_dir(&mirrors, &a.uri).exists());
+    assert!(mirror_dir(&mirrors, &a.uri).with_extension("lock").exists());
+    assert!(mirror_dir(&mirrors, &b_uri).join("config").exists());
+    // Nothing is left aside.
+    let aside: Vec<_> = std::fs::read_dir(&mirrors)
+        .unwrap()
+        .filter_map(|e| {
+            let n = e.unwrap().file_name().to_string_lossy().into_owned();
+            n.ends_with(".removing").then_some(n)
+        })
+        .collect();
+    assert!(aside.is_empty(), "{aside:?}");
+
+    // b, once free, goes at the next pass; a is made again by its next clone.
+    drop(b_lock);
+    let pruned = prune(&mirrors, week_ago).unwrap();
+    assert_eq!(pruned.removed, vec![mirror_dir(&mirrors, &b_uri)]);
+    let again = clone_of(&a.uri, "go-a2");
+    assert!(
+        commands(&again)
+            .iter()
+            .any(|c| c.contains("git init --bare")),
+        "{:#?}",
+        commands(&again)
+    );
+    // A clone marks its mirror used: it survives a pass whose cutoff is
+    // older than the clone.
+    let pruned = prune(
+        &mirrors,
+        std::time::SystemTime::now() - Duration::from_secs(60),
+    )
+    .unwrap();
+    assert!(pruned.removed.is_empty(), "{pruned:?}");
+    // A removal cut short (the mirror renamed aside) is finished by the
+    // next pass.
+    let aside = mirrors.join("leftover.git.removing");
+    std::fs::create_dir_all(aside.join("objects")).unwrap();
+    prune(&mirrors, week_ago).unwrap();
+    assert!(!aside.exists());
 }
 
 #[test]

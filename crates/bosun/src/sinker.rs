@@ -1,6 +1,8 @@
 //! Prow's sinker for runs: every `sinker.resync_period` (default 1h), runs
 //! that completed more than `sinker.max_prowjob_age` ago (default 7 days)
 //! are deleted with their logs, except the latest run of each periodic.
+//! The same pass drops the executors' caches nothing has used for as long
+//! (the local clusters' clone mirrors).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,6 +44,15 @@ pub fn sink(shared: &Shared, now: Timestamp) -> Vec<String> {
     else {
         return Vec::new();
     };
+    for (alias, exec) in &shared.clusters().executors {
+        match exec.prune_caches(cutoff) {
+            Ok(removed) if !removed.is_empty() => {
+                tracing::info!(cluster = %alias, removed = ?removed, "sinker removed unused clone mirrors")
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(cluster = %alias, error = %e, "sinker could not prune caches"),
+        }
+    }
     match shared.store.delete_completed_before(cutoff) {
         Ok(ids) => {
             let clusters = shared.clusters();

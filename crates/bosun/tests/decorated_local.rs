@@ -442,6 +442,59 @@ periodics:
     assert_eq!(f["result"], "FAILURE", "{f}");
 }
 
+/// The sinker drops a clone mirror no run has used for
+/// `sinker.max_prowjob_age`.
+#[test]
+fn the_sinker_prunes_unused_clone_mirrors() {
+    let (_d, dir) = tmp();
+    let origin = dir.join("origin");
+    repo(&origin, "main", &[("README", "base\n")]);
+    let jobs = format!(
+        r#"
+periodics:
+- name: clones
+  cron: "0 0 31 2 *"  # never fires: runs only when triggered
+  decorate: true
+  extra_refs:
+  - {{org: example, repo: app, base_ref: main, clone_uri: "file://{}"}}
+  spec:
+    containers:
+    - image: x
+      command: [sh, -c, 'cat README']
+"#,
+        origin.display()
+    );
+    let config = format!("{CONFIG}sinker:\n  resync_period: 1s\n  max_prowjob_age: 3s\n");
+    let daemon = start(&dir, &config, &jobs, &[]);
+    let port = daemon.port;
+    let id = trigger(port, r#"{"job": "clones"}"#);
+    let run = wait_state(port, &id, |s| {
+        !matches!(s, "triggered" | "pending" | "scheduling")
+    });
+    assert_eq!(run["state"], "success", "{run}\n{}", log(port, &id));
+    let mirrors = dir.join("data/runs/default/.mirrors");
+    let repos = || -> Vec<String> {
+        std::fs::read_dir(&mirrors)
+            .map(|d| {
+                d.filter_map(|e| {
+                    let n = e.ok()?.file_name().to_string_lossy().into_owned();
+                    n.ends_with(".git").then_some(n)
+                })
+                .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(repos().len(), 1, "the run's clone made a mirror");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !repos().is_empty() {
+        assert!(Instant::now() < deadline, "the mirror was never pruned");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The run stays: the latest run of a periodic is kept.
+    let (status, _) = request(port, "GET", &format!("/api/v1/runs/{id}"), None, None);
+    assert_eq!(status, 200);
+}
+
 /// The lines of one job of a corpus file: from its `- name:` line to the
 /// next job's.
 fn corpus_job(file: &Path, name: &str) -> String {

@@ -37,9 +37,16 @@
 //! A mirror belongs to the OS user that created it: git refuses to serve a
 //! repository owned by someone else, and the lock and objects must be
 //! writable. Callers that clone as several users give each its own root.
+//!
+//! Each use marks the mirror used (its lock file's modification time, set
+//! under the lock). [`prune`] removes the mirrors no clone has used since a
+//! cutoff, each under its lock taken without waiting, so a mirror in use is
+//! left for the next pass; the lock files stay (a process waiting on one
+//! must find the same file its successor locks).
 
 use std::fs::{self, OpenOptions};
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use super::git::{fetch_head_lines, Failed, Runner, Scope, Step};
 
@@ -80,6 +87,87 @@ fn mirror_name(uri: &str) -> String {
     } else {
         format!("{tail}-{hash:016x}")
     }
+}
+
+/// What a pruning pass did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Pruned {
+    /// The mirrors removed.
+    pub removed: Vec<PathBuf>,
+    /// Mirrors left because a clone held their lock.
+    pub busy: usize,
+    /// Mirrors used since the cutoff, kept.
+    pub kept: usize,
+}
+
+/// When the mirror `dir` (lock file `lock`) was last used: the latest of
+/// its lock file's mark and what a use writes (the mirror directory, its
+/// `FETCH_HEAD`), so a mirror made before uses were marked is not taken for
+/// an unused one.
+fn last_used(dir: &Path, lock: &Path) -> Option<SystemTime> {
+    [
+        lock.to_path_buf(),
+        dir.to_path_buf(),
+        dir.join("FETCH_HEAD"),
+    ]
+    .iter()
+    .filter_map(|p| fs::metadata(p).and_then(|m| m.modified()).ok())
+    .max()
+}
+
+/// Removes the mirrors under `root` that no clone has used since
+/// `unused_since` (see the module's doc). A mirror is first renamed aside
+/// (`NAME.git.removing`), then deleted, so a removal cut short never leaves
+/// a half mirror under its name; leftovers are deleted by the next pass.
+pub fn prune(root: &Path, unused_since: SystemTime) -> std::io::Result<Pruned> {
+    let mut out = Pruned::default();
+    let entries = match fs::read_dir(root) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(e),
+    };
+    let mut names = Vec::new();
+    for entry in entries {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".git.removing") {
+            fs::remove_dir_all(root.join(&name))?;
+        } else if let Some(stem) = name.strip_suffix(".git") {
+            names.push(stem.to_string());
+        }
+    }
+    names.sort();
+    for name in names {
+        let dir = root.join(format!("{name}.git"));
+        let lock_path = root.join(format!("{name}.lock"));
+        // Never made here: a lock file this process made could belong to
+        // the wrong user (a pass runs as the daemon, clones as `run_as`).
+        // A mirror is always made after its lock file.
+        let lock = match OpenOptions::new().read(true).write(true).open(&lock_path) {
+            Ok(l) => l,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                out.kept += 1;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        match rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => {}
+            Err(rustix::io::Errno::WOULDBLOCK) => {
+                out.busy += 1;
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        }
+        if last_used(&dir, &lock_path).is_some_and(|t| t >= unused_since) {
+            out.kept += 1;
+            continue;
+        }
+        let aside = root.join(format!("{name}.git.removing"));
+        fs::rename(&dir, &aside)?;
+        fs::remove_dir_all(&aside)?;
+        out.removed.push(dir);
+    }
+    Ok(out)
 }
 
 /// What a clone will fetch from the mirror.
@@ -180,6 +268,9 @@ pub(crate) fn prepare(
             std::io::Error::from(e).to_string(),
         )
     })?;
+    // Used now (see `prune`); a mark that cannot be set only makes the
+    // mirror look older.
+    let _ = lock.set_modified(SystemTime::now());
 
     let url = format!("file://{}", dir.display());
     let mut mirror = Prepared {
