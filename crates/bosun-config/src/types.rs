@@ -347,6 +347,13 @@ pub struct DispatcherConfig {
     pub prometheus_url: Option<String>,
     /// A file holding the bearer token sent to Prometheus (read at each query).
     pub bearer_token_file: Option<String>,
+    /// The user for HTTP basic auth to Prometheus, with
+    /// `prometheus_password_file` (OpenShift's `--prometheus-username`); not
+    /// with `bearer_token_file`.
+    pub prometheus_username: Option<String>,
+    /// A file holding the basic-auth password (read at each query;
+    /// OpenShift's `--prometheus-password-path`).
+    pub prometheus_password_file: Option<String>,
     /// For an `https://` `prometheus_url`: a PEM file of the CA certificates
     /// its serving certificate is verified against, instead of the system's
     /// trust store (e.g. a cluster's service CA). Read when the daemon

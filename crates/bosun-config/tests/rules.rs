@@ -3108,6 +3108,37 @@ fn build_cluster_and_bosun_sections_pass() {
     clean(&l);
 }
 
+/// Prometheus' basic auth as OpenShift's flags take it: a user and a
+/// password file together, and not with a bearer token.
+#[test]
+fn prometheus_basic_auth_is_a_pair_without_a_token() {
+    for (section, want) in [
+        (
+            "prometheus_username: u",
+            "dispatcher.prometheus_username needs dispatcher.prometheus_password_file",
+        ),
+        (
+            "prometheus_password_file: /p",
+            "dispatcher.prometheus_password_file needs dispatcher.prometheus_username",
+        ),
+        (
+            "prometheus_username: u\n  prometheus_password_file: /p\n  bearer_token_file: /t",
+            "dispatcher.prometheus_username and dispatcher.bearer_token_file exclude each other (basic auth or a bearer token)",
+        ),
+    ] {
+        let l = check(
+            &format!("dispatcher:\n  prometheus_url: https://thanos\n  {section}\n"),
+            "",
+        );
+        assert_diags(&l, &[format!("{CONFIG}:3:3: error: {want}")]);
+    }
+    let l = check(
+        "dispatcher:\n  prometheus_url: https://thanos\n  prometheus_username: u\n  prometheus_password_file: /p\n  prometheus_ca_file: /ca.pem\n",
+        "",
+    );
+    clean(&l);
+}
+
 #[test]
 fn dispatcher_section_fails() {
     let l = check(

@@ -197,7 +197,7 @@ fn an_https_prometheus_is_verified_against_the_configured_ca() {
         ca_pem: pki.ca_pem.clone(),
     };
     let end = history_end();
-    let prom = Prometheus::start_with(&history(end), Some(&tls));
+    let prom = Prometheus::start_with(&history(end), Some(&tls), None);
     assert!(prom.url.starts_with("https://127.0.0.1:"), "{}", prom.url);
     let at = ts(end);
     let config = |ca: Option<&std::path::Path>| bosun_config::types::DispatcherConfig {
@@ -236,6 +236,52 @@ fn an_https_prometheus_is_verified_against_the_configured_ca() {
         .err()
         .unwrap();
     assert!(e.to_string().contains("missing.pem"), "{e}");
+}
+
+/// Basic auth, as OpenShift's `--prometheus-username` and
+/// `--prometheus-password-path`: a real Prometheus asking for a user
+/// (`basic_auth_users`) answers with the password from the file, re-read
+/// at each query, and refuses a wrong one.
+#[test]
+fn basic_auth_reaches_a_prometheus_that_asks_for_it() {
+    // bcrypt (cost 4) of the password, as Prometheus' web config holds it.
+    let user = prom::BasicUser {
+        name: "dispatcher",
+        password: "s3cret-pass",
+        bcrypt: "$2b$04$vXYQu/wrUL.PGBSGYizeX.2KzAbafy4hNBEpSWJvrPmhClMrsMNWi",
+    };
+    let end = history_end();
+    let prom = Prometheus::start_with(&history(end), None, Some(&user));
+    let at = ts(end);
+    let dir = tempfile::tempdir().unwrap();
+    let password = dir.path().join("password");
+    std::fs::write(&password, format!("{}\n", user.password)).unwrap();
+    let config = bosun_config::types::DispatcherConfig {
+        prometheus_url: Some(prom.url.clone()),
+        prometheus_username: Some(user.name.into()),
+        prometheus_password_file: Some(password.display().to_string()),
+        ..Default::default()
+    };
+    let source = DemandSource::prometheus_of(&prom.url, &config).unwrap();
+    assert_eq!(
+        source.measure(at).unwrap().jobs[NIGHTLY],
+        2.0 * 168.0,
+        "{}",
+        prom.log()
+    );
+    // Without credentials, and with a wrong password: Prometheus' 401.
+    let bare = DemandSource::prometheus(&prom.url, None, None, WEEK).unwrap();
+    let e = bare.measure(at).unwrap_err().to_string();
+    assert!(e.contains("401"), "{e}");
+    std::fs::write(&password, "wrong").unwrap();
+    let e = source.measure(at).unwrap_err().to_string();
+    assert!(e.contains("401"), "{e}");
+    // The file is read at each query: the right password works again.
+    std::fs::write(&password, user.password).unwrap();
+    assert!(source.measure(at).is_ok());
+    std::fs::remove_file(&password).unwrap();
+    let e = source.measure(at).unwrap_err().to_string();
+    assert!(e.contains("password file"), "{e}");
 }
 
 #[test]

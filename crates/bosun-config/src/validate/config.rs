@@ -180,6 +180,25 @@ fn dispatcher_check(
             )));
         }
     }
+    // As OpenShift's flags: a user and a password file together, and not
+    // with a bearer token.
+    match (
+        &dispatcher.prometheus_username,
+        &dispatcher.prometheus_password_file,
+    ) {
+        (Some(_), None) => d.push(err(
+            "dispatcher.prometheus_username needs dispatcher.prometheus_password_file".into(),
+        )),
+        (None, Some(_)) => d.push(err(
+            "dispatcher.prometheus_password_file needs dispatcher.prometheus_username".into(),
+        )),
+        (Some(_), Some(_)) if dispatcher.bearer_token_file.is_some() => d.push(err(
+            "dispatcher.prometheus_username and dispatcher.bearer_token_file exclude each other \
+             (basic auth or a bearer token)"
+                .into(),
+        )),
+        _ => {}
+    }
     if let Some(q) = &dispatcher.prometheus_query {
         if q.trim().is_empty() {
             d.push(err("dispatcher.prometheus_query must not be empty".into()));

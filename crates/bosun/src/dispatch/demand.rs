@@ -139,7 +139,8 @@ impl DemandSource {
     }
 
     /// The Prometheus at `url` as the `dispatcher:` config `d` says:
-    /// `bearer_token_file`, `prometheus_ca_file`, `prometheus_query` (else
+    /// `bearer_token_file` (or `prometheus_username` and
+    /// `prometheus_password_file`), `prometheus_ca_file`, `prometheus_query` (else
     /// OpenShift's) and `window`.
     pub fn prometheus_of(
         url: &str,
@@ -147,6 +148,10 @@ impl DemandSource {
     ) -> Result<Self, PromError> {
         let client = PrometheusClient::new(url)?
             .with_token_file(d.bearer_token_file.clone().map(PathBuf::from))
+            .with_basic_auth(
+                d.prometheus_username.clone(),
+                d.prometheus_password_file.clone().map(PathBuf::from),
+            )
             .with_ca_file(d.prometheus_ca_file.clone().map(PathBuf::from))?;
         Ok(DemandSource::Prometheus {
             client,

@@ -3,8 +3,10 @@
 //! a number per `job_name`.
 //!
 //! It blocks (ureq) for at most its timeout (30 s by default, OpenShift's),
-//! so an async caller runs it on a blocking thread. The bearer token file, if
-//! any, is read at every query, so a rotated token is picked up. `https://`
+//! so an async caller runs it on a blocking thread. The bearer token file, or
+//! the basic-auth password file (OpenShift's `--prometheus-username` and
+//! `--prometheus-password-path`), is read at every query, so a rotated
+//! secret is picked up. `https://`
 //! URLs (OpenShift's Thanos querier is one) are verified against the
 //! system's trust store, or against only the CA certificates of
 //! `dispatcher.prometheus_ca_file` when it is set (a cluster's own CA); the
@@ -56,6 +58,14 @@ pub enum PromError {
     /// The CA file cannot be read, or holds no PEM certificate.
     #[error("cannot read the Prometheus CA file {}: {why}", path.display())]
     CaFile {
+        /// The file.
+        path: PathBuf,
+        /// Why not.
+        why: String,
+    },
+    /// The basic-auth password file cannot be read, or is empty.
+    #[error("cannot read the Prometheus password file {}: {why}", path.display())]
+    PasswordFile {
         /// The file.
         path: PathBuf,
         /// Why not.
@@ -144,6 +154,8 @@ pub enum PromError {
 pub struct PrometheusClient {
     endpoint: String,
     token_file: Option<PathBuf>,
+    /// Basic auth: the user and the password's file.
+    basic: Option<(String, PathBuf)>,
     timeout: Duration,
     /// The CA certificates an https Prometheus is verified against (none:
     /// the system's trust store).
@@ -188,6 +200,7 @@ impl PrometheusClient {
         Ok(PrometheusClient {
             endpoint: format!("{}/api/v1/query", url.trim_end_matches('/')),
             token_file: None,
+            basic: None,
             timeout: DEFAULT_TIMEOUT,
             roots: None,
             agent: agent(DEFAULT_TIMEOUT, None),
@@ -228,6 +241,13 @@ impl PrometheusClient {
         self
     }
 
+    /// Sends `Authorization: Basic` with `user` and the content of
+    /// `password_file` (trimmed), unless a bearer token is set.
+    pub fn with_basic_auth(mut self, user: Option<String>, password_file: Option<PathBuf>) -> Self {
+        self.basic = user.zip(password_file);
+        self
+    }
+
     /// Gives up on a query after `timeout` (connection included).
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
@@ -256,6 +276,28 @@ impl PrometheusClient {
         Ok(Some(token.to_string()))
     }
 
+    /// The `Authorization` header's value, if any.
+    fn authorization(&self) -> Result<Option<String>, PromError> {
+        if let Some(t) = self.token()? {
+            return Ok(Some(format!("Bearer {t}")));
+        }
+        let Some((user, path)) = &self.basic else {
+            return Ok(None);
+        };
+        let bad = |why: String| PromError::PasswordFile {
+            path: path.clone(),
+            why,
+        };
+        let password = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+        let password = password.trim();
+        if password.is_empty() {
+            return Err(bad("the file is empty".into()));
+        }
+        use base64::Engine;
+        let pair = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        Ok(Some(format!("Basic {pair}")))
+    }
+
     /// Evaluates `query` at `at` and reads its vector as a number per
     /// `job_name` (see the module's documentation for the rules).
     pub fn job_values(
@@ -275,8 +317,8 @@ impl PrometheusClient {
             .get(url)
             .query("query", query)
             .query("time", prom_time(at));
-        if let Some(t) = self.token()? {
-            req = req.header("Authorization", &format!("Bearer {t}"));
+        if let Some(value) = self.authorization()? {
+            req = req.header("Authorization", &value);
         }
         let transport = |e: ureq::Error| match e {
             ureq::Error::Timeout(_) => PromError::Timeout {

@@ -84,7 +84,16 @@ pub struct Tls {
     pub ca_pem: String,
 }
 
-fn ready(url: &str, tls: Option<&Tls>) -> bool {
+/// A user Prometheus asks for with HTTP basic auth: its name, its
+/// password, and the password's bcrypt hash (Prometheus' web config holds
+/// the hash).
+pub struct BasicUser {
+    pub name: &'static str,
+    pub password: &'static str,
+    pub bcrypt: &'static str,
+}
+
+fn ready(url: &str, tls: Option<&Tls>, basic: Option<&BasicUser>) -> bool {
     use ureq::tls::{Certificate, RootCerts, TlsConfig};
     let mut config = ureq::Agent::config_builder()
         .http_status_as_error(false)
@@ -98,22 +107,27 @@ fn ready(url: &str, tls: Option<&Tls>) -> bool {
         );
     }
     let agent: ureq::Agent = config.build().into();
-    agent
-        .get(format!("{url}/-/ready"))
-        .call()
-        .is_ok_and(|r| r.status() == 200)
+    let mut req = agent.get(format!("{url}/-/ready"));
+    if let Some(u) = basic {
+        use base64::Engine;
+        let pair =
+            base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", u.name, u.password));
+        req = req.header("Authorization", &format!("Basic {pair}"));
+    }
+    req.call().is_ok_and(|r| r.status() == 200)
 }
 
 impl Prometheus {
     /// Backfills `history` (OpenMetrics text) into a new TSDB and starts
     /// Prometheus on it; returns once `/-/ready` answers 200.
     pub fn start(history: &str) -> Prometheus {
-        Prometheus::start_with(history, None)
+        Prometheus::start_with(history, None, None)
     }
 
-    /// As [`Prometheus::start`], serving https with `tls` when given
-    /// (Prometheus' own `--web.config.file` `tls_server_config`).
-    pub fn start_with(history: &str, tls: Option<&Tls>) -> Prometheus {
+    /// As [`Prometheus::start`], serving https with `tls` when given, and
+    /// asking for `basic` with HTTP basic auth when given (Prometheus' own
+    /// `--web.config.file`: `tls_server_config`, `basic_auth_users`).
+    pub fn start_with(history: &str, tls: Option<&Tls>, basic: Option<&BasicUser>) -> Prometheus {
         let (prometheus, promtool) = (find("prometheus"), find("promtool"));
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
@@ -138,21 +152,24 @@ impl Prometheus {
             "global:\n  scrape_interval: 1m\nscrape_configs: []\n",
         )
         .unwrap();
-        let web_config = tls.map(|tls| {
+        let mut web = String::new();
+        if let Some(tls) = tls {
             let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
             std::fs::write(&cert, &tls.cert_pem).unwrap();
             std::fs::write(&key, &tls.key_pem).unwrap();
-            let web = dir.path().join("web.yml");
-            std::fs::write(
-                &web,
-                format!(
-                    "tls_server_config:\n  cert_file: {}\n  key_file: {}\n",
-                    cert.display(),
-                    key.display()
-                ),
-            )
-            .unwrap();
-            web
+            web += &format!(
+                "tls_server_config:\n  cert_file: {}\n  key_file: {}\n",
+                cert.display(),
+                key.display()
+            );
+        }
+        if let Some(u) = basic {
+            web += &format!("basic_auth_users:\n  {}: '{}'\n", u.name, u.bcrypt);
+        }
+        let web_config = (!web.is_empty()).then(|| {
+            let path = dir.path().join("web.yml");
+            std::fs::write(&path, &web).unwrap();
+            path
         });
         let scheme = if tls.is_some() { "https" } else { "http" };
         let log = dir.path().join("prometheus.log");
@@ -184,7 +201,7 @@ impl Prometheus {
             let mut child = cmd.spawn().unwrap();
             let deadline = Instant::now() + Duration::from_secs(60);
             loop {
-                if ready(&url, tls) {
+                if ready(&url, tls, basic) {
                     return Prometheus {
                         child: Some(child),
                         url,
