@@ -740,18 +740,8 @@ fn the_comparison_finds_differences() {
 /// the `git-clone` task's.
 #[test]
 fn a_loaded_source_makes_its_pipeline_run() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("app");
-    let lh = root.join(".lighthouse/jenkins-x");
-    std::fs::create_dir_all(&lh).unwrap();
-    std::fs::write(
-        lh.join("triggers.yaml"),
-        "apiVersion: config.lighthouse.jenkins-x.io/v1alpha1\nkind: TriggerConfig\nspec:\n  periodics:\n  - name: nightly\n    cron: '0 4 * * *'\n    source: nightly.yaml\n",
-    )
-    .unwrap();
-    std::fs::write(
-        lh.join("nightly.yaml"),
-        r#"apiVersion: tekton.dev/v1beta1
+    const TRIGGERS: &str = "apiVersion: config.lighthouse.jenkins-x.io/v1alpha1\nkind: TriggerConfig\nspec:\n  periodics:\n  - name: nightly\n    cron: '0 4 * * *'\n    source: nightly.yaml\n";
+    const NIGHTLY: &str = r#"apiVersion: tekton.dev/v1beta1
 kind: PipelineRun
 metadata:
   name: nightly
@@ -795,32 +785,11 @@ spec:
   workspaces:
   - name: source
     emptyDir: {}
-"#,
-    )
-    .unwrap();
-    let opts = bosun_config::LoadOptions {
-        in_repo: vec![bosun_config::types::InRepoSource {
-            repo: "acme/app".into(),
-            path: root.to_string_lossy().into_owned(),
-            branch: Some("main".into()),
-        }],
-        ..Default::default()
-    };
-    let loaded = bosun_config::load(&opts, &bosun_config::OsFiles);
-    let errors: Vec<String> = loaded
-        .diagnostics
-        .iter()
-        .filter(|d| d.is_error())
-        .map(ToString::to_string)
-        .collect();
-    assert!(errors.is_empty(), "{errors:#?}");
-    let snapshot = loaded.snapshot.expect("a snapshot");
-    let periodic = snapshot.periodic("acme/app:nightly").expect("the periodic");
-    let new = bosun_store::template::RunTemplate::periodic(periodic, None, None).run(None);
-    let spec: SpecSnapshot = serde_json::from_str(new.spec.json()).unwrap();
-    let at = jiff::Timestamp::from_second(1_800_000_000).unwrap();
-    let run = new.into_run(JOB_ID.into(), 42, "hash".into(), at);
-    let pr = pipeline_run_with(&run, &spec, "ci", None).unwrap();
+"#;
+    let pr = loaded_pipeline_run(
+        &[("triggers.yaml", TRIGGERS), ("nightly.yaml", NIGHTLY)],
+        "nightly",
+    );
 
     let param = |name: &str| {
         pr["spec"]["params"]
@@ -929,11 +898,10 @@ fn tekton_takes_every_golden_pipeline_run() {
     );
 }
 
-/// Loads the periodic `name` of a Lighthouse repository whose
+/// Loads the periodic `name` of a Lighthouse repository `acme/app` whose
 /// `.lighthouse/jenkins-x` holds `files` (the triggers name each periodic's
-/// source), and makes the PipelineRun of one run of it, as created on a
-/// cluster (`kube::pipelines::prepare`).
-fn pipeline_run_of_source(files: &[(&str, &str)], name: &str) -> Value {
+/// source), and makes the PipelineRun of one run of it (`pipeline_run_with`).
+fn loaded_pipeline_run(files: &[(&str, &str)], name: &str) -> Value {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("app");
     let lh = root.join(".lighthouse/jenkins-x");
@@ -965,7 +933,13 @@ fn pipeline_run_of_source(files: &[(&str, &str)], name: &str) -> Value {
     let spec: SpecSnapshot = serde_json::from_str(new.spec.json()).unwrap();
     let at = jiff::Timestamp::from_second(1_800_000_000).unwrap();
     let run = new.into_run(JOB_ID.into(), 42, "hash".into(), at);
-    let pr = pipeline_run_with(&run, &spec, "ci", None).unwrap();
+    pipeline_run_with(&run, &spec, "ci", None).unwrap()
+}
+
+/// [`loaded_pipeline_run`]'s PipelineRun as created on a cluster
+/// (`kube::pipelines::prepare`).
+fn pipeline_run_of_source(files: &[(&str, &str)], name: &str) -> Value {
+    let pr = loaded_pipeline_run(files, name);
     serde_json::to_value(bosun_cluster::kube::pipelines::prepare(JOB_ID, &pr, "jx").unwrap())
         .unwrap()
 }

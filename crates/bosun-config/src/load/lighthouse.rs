@@ -533,83 +533,38 @@ fn wrap(kind: &str, name: Option<&str>, version: &str, spec: Value) -> Value {
     match kind {
         "Pipeline" => serde_json::json!({ "pipelineSpec": spec }),
         "Task" => {
-            let params = array(spec.get("params"));
+            let specs = array(spec.get("params"));
             let workspaces = names(spec.get("workspaces"));
+            let bindings = workspaces
+                .iter()
+                .map(|w| serde_json::json!({"name": w, "emptyDir": {}}))
+                .collect();
             let mut task = Map::new();
             task.insert("name".into(), task_name());
-            if !params.is_empty() {
-                task.insert("params".into(), Value::Array(passed(&params)));
-            }
-            if !workspaces.is_empty() {
-                let binds = workspaces
-                    .iter()
-                    .map(|w| serde_json::json!({"name": w, "workspace": w}))
-                    .collect();
-                task.insert("workspaces".into(), Value::Array(binds));
-            }
+            task.insert("params".into(), Value::Array(passed(&specs)));
             task.insert("taskSpec".into(), spec);
-            let mut pipeline = Map::new();
-            if !params.is_empty() {
-                pipeline.insert("params".into(), Value::Array(params));
-            }
-            if !workspaces.is_empty() {
-                let declared = workspaces
-                    .iter()
-                    .map(|w| serde_json::json!({ "name": w }))
-                    .collect();
-                pipeline.insert("workspaces".into(), Value::Array(declared));
-            }
-            pipeline.insert("tasks".into(), Value::Array(vec![Value::Object(task)]));
-            let mut run = Map::new();
-            run.insert("pipelineSpec".into(), Value::Object(pipeline));
-            if !workspaces.is_empty() {
-                let bound = workspaces
-                    .iter()
-                    .map(|w| serde_json::json!({"name": w, "emptyDir": {}}))
-                    .collect();
-                run.insert("workspaces".into(), Value::Array(bound));
-            }
-            Value::Object(run)
+            Value::Object(one_task_run(task, specs, &workspaces, bindings))
         }
         "TaskRun" => {
             let mut task = Map::new();
             task.insert("name".into(), task_name());
             let given = array(spec.get("params"));
-            let mut pipeline = Map::new();
-            if !given.is_empty() {
-                task.insert("params".into(), Value::Array(given));
-            } else {
+            let specs = if given.is_empty() {
                 let specs = array(spec.get("taskSpec").and_then(|t| t.get("params")));
-                if !specs.is_empty() {
-                    task.insert("params".into(), Value::Array(passed(&specs)));
-                    pipeline.insert("params".into(), Value::Array(specs));
-                }
-            }
-            let bindings = array(spec.get("workspaces"));
-            let workspaces = names(spec.get("workspaces"));
-            if !workspaces.is_empty() {
-                let binds = workspaces
-                    .iter()
-                    .map(|w| serde_json::json!({"name": w, "workspace": w}))
-                    .collect();
-                task.insert("workspaces".into(), Value::Array(binds));
-                let declared = workspaces
-                    .iter()
-                    .map(|w| serde_json::json!({ "name": w }))
-                    .collect();
-                pipeline.insert("workspaces".into(), Value::Array(declared));
-            }
+                task.insert("params".into(), Value::Array(passed(&specs)));
+                specs
+            } else {
+                task.insert("params".into(), Value::Array(given));
+                Vec::new()
+            };
             for key in ["taskRef", "taskSpec"] {
                 if let Some(v) = spec.get(key) {
                     task.insert(key.into(), v.clone());
                 }
             }
-            pipeline.insert("tasks".into(), Value::Array(vec![Value::Object(task)]));
-            let mut run = Map::new();
-            run.insert("pipelineSpec".into(), Value::Object(pipeline));
-            if !bindings.is_empty() {
-                run.insert("workspaces".into(), Value::Array(bindings));
-            }
+            let workspaces = names(spec.get("workspaces"));
+            let bindings = array(spec.get("workspaces"));
+            let mut run = one_task_run(task, specs, &workspaces, bindings);
             let account = spec.get("serviceAccountName").cloned();
             let pod = spec.get("podTemplate").cloned();
             let timeout = spec.get("timeout").cloned();
@@ -646,6 +601,47 @@ fn wrap(kind: &str, name: Option<&str>, version: &str, spec: Value) -> Value {
 const RESOURCES_GONE: &str = "PipelineResources were removed from Tekton and tekton.dev/v1 has none: \
      clone with a task (the git-clone catalog task, which Lighthouse fills with REPO_URL and the revision) \
      and share files through workspaces";
+
+/// A PipelineRun spec whose pipeline is the one task `task` (its name,
+/// params and `taskSpec` or `taskRef` set), declaring the param specs
+/// `params` and the workspaces `workspaces`, each bound to the task under
+/// its name, with the run's workspace `bindings`. Empty lists are left out.
+fn one_task_run(
+    mut task: Map<String, Value>,
+    params: Vec<Value>,
+    workspaces: &[String],
+    bindings: Vec<Value>,
+) -> Map<String, Value> {
+    let mut pipeline = Map::new();
+    let put = |obj: &mut Map<String, Value>, key: &str, list: Vec<Value>| {
+        if !list.is_empty() {
+            obj.insert(key.into(), Value::Array(list));
+        }
+    };
+    if task
+        .get("params")
+        .and_then(Value::as_array)
+        .is_some_and(Vec::is_empty)
+    {
+        task.remove("params");
+    }
+    let to_task = workspaces
+        .iter()
+        .map(|w| serde_json::json!({"name": w, "workspace": w}))
+        .collect();
+    put(&mut task, "workspaces", to_task);
+    put(&mut pipeline, "params", params);
+    let declared = workspaces
+        .iter()
+        .map(|w| serde_json::json!({ "name": w }))
+        .collect();
+    put(&mut pipeline, "workspaces", declared);
+    pipeline.insert("tasks".into(), Value::Array(vec![Value::Object(task)]));
+    let mut run = Map::new();
+    run.insert("pipelineSpec".into(), Value::Object(pipeline));
+    put(&mut run, "workspaces", bindings);
+    run
+}
 
 /// What `tekton.dev/v1` cannot express in a PipelineRun spec (bosun's
 /// conversion refuses it when a run starts; reported here with its place).

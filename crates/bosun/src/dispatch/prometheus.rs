@@ -260,39 +260,23 @@ impl PrometheusClient {
         &self.endpoint
     }
 
-    fn token(&self) -> Result<Option<String>, PromError> {
-        let Some(path) = &self.token_file else {
-            return Ok(None);
-        };
-        let bad = |why: String| PromError::TokenFile {
-            path: path.clone(),
-            why,
-        };
-        let token = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
-        let token = token.trim();
-        if token.is_empty() {
-            return Err(bad("the file is empty".into()));
-        }
-        Ok(Some(token.to_string()))
-    }
-
-    /// The `Authorization` header's value, if any.
+    /// The `Authorization` header's value, if any: the bearer token, else
+    /// basic auth.
     fn authorization(&self) -> Result<Option<String>, PromError> {
-        if let Some(t) = self.token()? {
-            return Ok(Some(format!("Bearer {t}")));
+        if let Some(path) = &self.token_file {
+            let token = read_secret(path).map_err(|why| PromError::TokenFile {
+                path: path.clone(),
+                why,
+            })?;
+            return Ok(Some(format!("Bearer {token}")));
         }
         let Some((user, path)) = &self.basic else {
             return Ok(None);
         };
-        let bad = |why: String| PromError::PasswordFile {
+        let password = read_secret(path).map_err(|why| PromError::PasswordFile {
             path: path.clone(),
             why,
-        };
-        let password = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
-        let password = password.trim();
-        if password.is_empty() {
-            return Err(bad("the file is empty".into()));
-        }
+        })?;
         use base64::Engine;
         let pair = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
         Ok(Some(format!("Basic {pair}")))
@@ -389,6 +373,16 @@ pub fn prom_duration(d: Duration) -> String {
 pub fn prom_time(at: Timestamp) -> String {
     let ms = at.as_millisecond();
     format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000))
+}
+
+/// A secret file's content, trimmed; why not when it cannot be read or is
+/// empty.
+fn read_secret(path: &std::path::Path) -> Result<String, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    match text.trim() {
+        "" => Err("the file is empty".into()),
+        t => Ok(t.to_string()),
+    }
 }
 
 fn truncate(s: &str, max: usize) -> String {
