@@ -616,13 +616,21 @@ impl Executor for LocalExecutor {
         }
         let cutoff = std::time::SystemTime::UNIX_EPOCH
             + Duration::from_millis(u64::try_from(unused_since.as_millisecond()).unwrap_or(0));
+        // Each root on its own: one that cannot be read does not keep the
+        // others' unused mirrors.
         let mut removed = Vec::new();
+        let mut errors = Vec::new();
         for root in roots {
-            removed.extend(
-                crate::podutils::mirror::prune(&root, cutoff)
-                    .map_err(io)?
-                    .removed,
-            );
+            match crate::podutils::mirror::prune(&root, cutoff) {
+                Ok(pruned) => {
+                    removed.extend(pruned.removed);
+                    errors.extend(pruned.errors);
+                }
+                Err(e) => errors.push(format!("{}: {e}", root.display())),
+            }
+        }
+        for e in &errors {
+            tracing::warn!(error = %e, "a clone mirror could not be pruned");
         }
         Ok(removed)
     }

@@ -691,6 +691,7 @@ fn unused_mirrors_are_pruned_and_made_again_when_needed() {
             removed: vec![mirror_dir(&mirrors, &a.uri)],
             busy: 1,
             kept: 1,
+            errors: vec![],
         }
     );
     assert!(!mirror_dir(&mirrors, &a.uri).exists());
@@ -718,20 +719,55 @@ fn unused_mirrors_are_pruned_and_made_again_when_needed() {
         "{:#?}",
         commands(&again)
     );
-    // A clone marks its mirror used: it survives a pass whose cutoff is
-    // older than the clone.
-    let pruned = prune(
-        &mirrors,
-        std::time::SystemTime::now() - Duration::from_secs(60),
-    )
-    .unwrap();
+    // A clone marks its mirror used even when it writes nothing there (a
+    // SHA the mirror has): aged, then used so, it survives a pass.
+    age_mirror(&mirrors, &c_uri, 10);
+    let mut by_sha = refs(&a, "main");
+    by_sha.clone_uri = Some(c_uri.clone());
+    by_sha.base_sha = Some(a.first.clone());
+    by_sha.skip_fetch_head = true;
+    let mut opts = options(tmp.path("go-c2"), vec![by_sha]);
+    opts.mirror_root = Some(mirrors.clone());
+    let record = clone_one(&opts);
+    assert_ok(&record);
+    let in_mirror = format!("PWD={}  git fetch", mirror_dir(&mirrors, &c_uri).display());
+    assert!(
+        !commands(&record).iter().any(|c| c.starts_with(&in_mirror)),
+        "the mirror fetched nothing: {:#?}",
+        commands(&record)
+    );
+    let pruned = prune(&mirrors, week_ago).unwrap();
     assert!(pruned.removed.is_empty(), "{pruned:?}");
+    // A mirror a clone is reading (a shared lock on NAME.use, as a clone
+    // holds it until done) is busy.
+    age_mirror(&mirrors, &c_uri, 10);
+    let reading = std::fs::File::open(mirror_dir(&mirrors, &c_uri).with_extension("use")).unwrap();
+    rustix::fs::flock(&reading, rustix::fs::FlockOperation::LockShared).unwrap();
+    let pruned = prune(&mirrors, week_ago).unwrap();
+    assert_eq!((pruned.busy, pruned.removed.len()), (1, 0), "{pruned:?}");
+    drop(reading);
+    // An entry that cannot be handled (a lock file that is a symlink) is
+    // reported and the pass goes on to the others.
+    let odd = mirrors.join("odd.git");
+    std::fs::create_dir_all(&odd).unwrap();
+    std::os::unix::fs::symlink("/etc/hostname", mirrors.join("odd.lock")).unwrap();
+    let pruned = prune(&mirrors, week_ago).unwrap();
+    assert_eq!(
+        pruned.removed,
+        vec![mirror_dir(&mirrors, &c_uri)],
+        "{pruned:?}"
+    );
+    assert_eq!(pruned.errors.len(), 1, "{pruned:?}");
+    assert!(pruned.errors[0].contains("odd.git"), "{pruned:?}");
+    assert!(odd.exists());
     // A removal cut short (the mirror renamed aside) is finished by the
     // next pass.
     let aside = mirrors.join("leftover.git.removing");
     std::fs::create_dir_all(aside.join("objects")).unwrap();
+    let file_aside = mirrors.join("file.git.removing");
+    std::fs::write(&file_aside, "").unwrap();
     prune(&mirrors, week_ago).unwrap();
-    assert!(!aside.exists());
+    assert!(!aside.exists() && !file_aside.exists());
 }
 
 #[test]

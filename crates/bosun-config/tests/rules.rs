@@ -3137,6 +3137,17 @@ fn prometheus_basic_auth_is_a_pair_without_a_token() {
         "",
     );
     clean(&l);
+    let l = check(
+        "dispatcher:\n  prometheus_url: http://prometheus\n  prometheus_ca_file: /ca.pem\n  prometheus_username: 'a:b'\n  prometheus_password_file: /p\n",
+        "",
+    );
+    assert_diags(
+        &l,
+        &[
+            format!("{CONFIG}:3:3: error: dispatcher.prometheus_ca_file is for an https:// dispatcher.prometheus_url"),
+            format!("{CONFIG}:4:3: error: dispatcher.prometheus_username must not contain ':' (basic auth cannot carry it)"),
+        ],
+    );
 }
 
 #[test]

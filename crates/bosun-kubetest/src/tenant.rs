@@ -189,6 +189,10 @@ fn settled(admin: &Client, namespace: &str, pod_verbs: &[&str]) {
     use k8s_openapi::api::authorization::v1::{
         ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
     };
+    assert!(
+        pod_verbs.iter().all(|v| POD_VERBS.contains(v)),
+        "{pod_verbs:?}: only verbs of {POD_VERBS:?} can be waited for"
+    );
     let user = format!("system:serviceaccount:{namespace}:bosun");
     let want: Vec<bool> = POD_VERBS.iter().map(|v| pod_verbs.contains(v)).collect();
     let (admin, ns) = (admin.clone(), namespace.to_string());

@@ -616,12 +616,6 @@ pub fn periodic_job(identity: &str) -> &str {
     identity.rsplit_once(':').map_or(identity, |(_, name)| name)
 }
 
-/// The error of a listing whose cursor run does not exist.
-pub(crate) fn missing_cursor(f: &RunFilter) -> StoreError {
-    let id = f.after.as_ref().or(f.before.as_ref());
-    StoreError::NotFound(id.cloned().unwrap_or_default())
-}
-
 /// A new run id: a lowercase UUIDv4 (DESIGN.md's run identity).
 pub fn new_run_id() -> String {
     uuid::Uuid::new_v4().to_string()

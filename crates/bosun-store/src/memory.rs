@@ -212,7 +212,7 @@ impl Store for MemoryStore {
             g.order
                 .iter()
                 .position(|o| o == id)
-                .ok_or_else(|| crate::missing_cursor(f))
+                .ok_or_else(|| StoreError::NotFound(id.clone()))
         };
         // The window of `order` the cursors leave, in creation order.
         let (mut lo, mut hi) = (0, g.order.len());

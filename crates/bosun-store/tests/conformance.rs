@@ -257,7 +257,20 @@ fn keyset_pages_equal_offset_pages() {
             before: Some("no-such-run".into()),
             ..Default::default()
         });
-        assert!(matches!(gone, Err(StoreError::NotFound(_))), "{gone:?}");
+        assert!(
+            matches!(gone, Err(StoreError::NotFound(ref id)) if id == "no-such-run"),
+            "{gone:?}"
+        );
+        // With both cursors, the one that is gone is named.
+        let gone = s.list(&RunFilter {
+            after: Some(ids[5].clone()),
+            before: Some("no-such-run".into()),
+            ..Default::default()
+        });
+        assert!(
+            matches!(gone, Err(StoreError::NotFound(ref id)) if id == "no-such-run"),
+            "{gone:?}"
+        );
         // A cursor that exists but past which nothing is left: an empty page.
         let oldest = ids[0].clone();
         let empty = s.list(&RunFilter {

@@ -219,6 +219,44 @@ fn every_page_answers_with_its_content() {
         "{}",
         c.body
     );
+    // Counted back with nothing newer beyond (41 newer runs): the newest
+    // runs, page 1, however the link numbered it.
+    let newest = get(
+        port,
+        &format!("/?job=parked-job&before={}&page=3", parked[10]),
+        &[],
+    );
+    assert_eq!(rows(&newest.body).len(), 41);
+    assert!(
+        newest.body.contains("<span>page 1</span>"),
+        "{}",
+        newest.body
+    );
+    assert!(!newest.body.contains(r#"rel="prev""#), "{}", newest.body);
+    assert!(
+        newest
+            .body
+            .contains(&format!("after={}&#38;page=2", parked[11])),
+        "{}",
+        newest.body
+    );
+    // Past the oldest run: no rows, and the way back counts from the cursor.
+    let past = get(
+        port,
+        &format!("/?job=parked-job&after={}&page=3", parked[0]),
+        &[],
+    );
+    assert!(rows(&past.body).is_empty());
+    assert!(
+        past.body
+            .contains(&format!("before={}&#38;page=2", parked[0])),
+        "{}",
+        past.body
+    );
+    assert!(!past.body.contains(r#"rel="next""#), "{}", past.body);
+    // The API takes an empty cursor as none.
+    let api = get(port, "/api/v1/runs?job=parked-job&after=&limit=1", &[]);
+    assert_eq!(api.status, 200, "{}", api.body);
     // A cursor run that is gone: said, with the way back to the newest.
     let gone = get(port, "/?job=parked-job&after=no-such-run&page=2", &[]);
     assert_eq!(gone.status, 404);

@@ -39,10 +39,12 @@
 //! writable. Callers that clone as several users give each its own root.
 //!
 //! Each use marks the mirror used (its lock file's modification time, set
-//! under the lock). [`prune`] removes the mirrors no clone has used since a
-//! cutoff, each under its lock taken without waiting, so a mirror in use is
-//! left for the next pass; the lock files stay (a process waiting on one
-//! must find the same file its successor locks).
+//! under the lock), and a clone reading the mirror holds a shared `flock` on
+//! `NAME.use` from before the update's lock is released until it is done.
+//! [`prune`] removes the mirrors no clone has used since a cutoff, each only
+//! when it gets both locks without waiting (exclusive), so a mirror being
+//! updated or read is left for the next pass; the lock files stay (a process
+//! waiting on one must find the same file its successor locks).
 
 use std::fs::{self, OpenOptions};
 use std::path::{Path, PathBuf};
@@ -94,10 +96,12 @@ fn mirror_name(uri: &str) -> String {
 pub struct Pruned {
     /// The mirrors removed.
     pub removed: Vec<PathBuf>,
-    /// Mirrors left because a clone held their lock.
+    /// Mirrors left because a clone was updating or reading them.
     pub busy: usize,
     /// Mirrors used since the cutoff, kept.
     pub kept: usize,
+    /// What could not be done, per entry (the pass goes on past each).
+    pub errors: Vec<String>,
 }
 
 /// When the mirror `dir` (lock file `lock`) was last used: the latest of
@@ -111,14 +115,58 @@ fn last_used(dir: &Path, lock: &Path) -> Option<SystemTime> {
         dir.join("FETCH_HEAD"),
     ]
     .iter()
-    .filter_map(|p| fs::metadata(p).and_then(|m| m.modified()).ok())
+    .filter_map(|p| fs::symlink_metadata(p).and_then(|m| m.modified()).ok())
     .max()
+}
+
+/// Opens the lock file `path` to lock it: never made here (a lock file this
+/// process made could belong to the wrong user: a pass runs as the daemon,
+/// clones as `run_as`), never through a symlink, a regular file only.
+/// `None` when there is none.
+fn open_lock(path: &Path) -> std::io::Result<Option<fs::File>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = match OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    Ok(Some(file))
+}
+
+/// Takes an exclusive `flock` on `file` without waiting: whether it was
+/// taken.
+fn try_lock(file: &fs::File) -> std::io::Result<bool> {
+    match rustix::fs::flock(file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(true),
+        Err(rustix::io::Errno::WOULDBLOCK) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Removes `path` (a directory, or whatever else was left under its name)
+/// without following a symlink.
+fn remove_entry(path: &Path) -> std::io::Result<()> {
+    if fs::symlink_metadata(path)?.is_dir() {
+        fs::remove_dir_all(path)
+    } else {
+        fs::remove_file(path)
+    }
 }
 
 /// Removes the mirrors under `root` that no clone has used since
 /// `unused_since` (see the module's doc). A mirror is first renamed aside
 /// (`NAME.git.removing`), then deleted, so a removal cut short never leaves
-/// a half mirror under its name; leftovers are deleted by the next pass.
+/// a half mirror under its name; leftovers are deleted by the next pass. An
+/// entry that cannot be handled is reported in [`Pruned::errors`] and the
+/// pass goes on.
 pub fn prune(root: &Path, unused_since: SystemTime) -> std::io::Result<Pruned> {
     let mut out = Pruned::default();
     let entries = match fs::read_dir(root) {
@@ -130,7 +178,10 @@ pub fn prune(root: &Path, unused_since: SystemTime) -> std::io::Result<Pruned> {
     for entry in entries {
         let name = entry?.file_name().to_string_lossy().into_owned();
         if name.ends_with(".git.removing") {
-            fs::remove_dir_all(root.join(&name))?;
+            if let Err(e) = remove_entry(&root.join(&name)) {
+                out.errors
+                    .push(format!("{}: {e}", root.join(&name).display()));
+            }
         } else if let Some(stem) = name.strip_suffix(".git") {
             names.push(stem.to_string());
         }
@@ -138,34 +189,35 @@ pub fn prune(root: &Path, unused_since: SystemTime) -> std::io::Result<Pruned> {
     names.sort();
     for name in names {
         let dir = root.join(format!("{name}.git"));
-        let lock_path = root.join(format!("{name}.lock"));
-        // Never made here: a lock file this process made could belong to
-        // the wrong user (a pass runs as the daemon, clones as `run_as`).
-        // A mirror is always made after its lock file.
-        let lock = match OpenOptions::new().read(true).write(true).open(&lock_path) {
-            Ok(l) => l,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                out.kept += 1;
-                continue;
+        let step = || -> std::io::Result<Option<bool>> {
+            let lock_path = root.join(format!("{name}.lock"));
+            // A clone always makes the lock file before the mirror: without
+            // one, no clone made this; it is left alone.
+            let Some(lock) = open_lock(&lock_path)? else {
+                return Ok(None);
+            };
+            if !try_lock(&lock)? {
+                return Ok(Some(false));
             }
-            Err(e) => return Err(e),
+            if let Some(in_use) = open_lock(&root.join(format!("{name}.use")))? {
+                if !try_lock(&in_use)? {
+                    return Ok(Some(false));
+                }
+            }
+            if last_used(&dir, &lock_path).is_some_and(|t| t >= unused_since) {
+                return Ok(None);
+            }
+            let aside = root.join(format!("{name}.git.removing"));
+            fs::rename(&dir, &aside)?;
+            remove_entry(&aside)?;
+            Ok(Some(true))
         };
-        match rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => {}
-            Err(rustix::io::Errno::WOULDBLOCK) => {
-                out.busy += 1;
-                continue;
-            }
-            Err(e) => return Err(e.into()),
+        match step() {
+            Ok(None) => out.kept += 1,
+            Ok(Some(false)) => out.busy += 1,
+            Ok(Some(true)) => out.removed.push(dir),
+            Err(e) => out.errors.push(format!("{}: {e}", dir.display())),
         }
-        if last_used(&dir, &lock_path).is_some_and(|t| t >= unused_since) {
-            out.kept += 1;
-            continue;
-        }
-        let aside = root.join(format!("{name}.git.removing"));
-        fs::rename(&dir, &aside)?;
-        fs::remove_dir_all(&aside)?;
-        out.removed.push(dir);
     }
     Ok(out)
 }
@@ -188,6 +240,9 @@ pub(crate) struct Prepared {
     mirror_text: String,
     /// How git names the remote in `FETCH_HEAD`, once known.
     origin_text: Option<String>,
+    /// The shared lock on `NAME.use`, held while the clone reads the mirror
+    /// (released when this is dropped): [`prune`] leaves it alone.
+    _in_use: std::fs::File,
 }
 
 impl Prepared {
@@ -271,12 +326,29 @@ pub(crate) fn prepare(
     // Used now (see `prune`); a mark that cannot be set only makes the
     // mirror look older.
     let _ = lock.set_modified(SystemTime::now());
+    // Read from now until the clone is done: taken under the update's lock,
+    // which `prune` holds whenever it takes this one, so it never waits.
+    let use_path = root.join(format!("{name}.use"));
+    let in_use = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&use_path)
+        .map_err(|e| runner.fail(format!("bosun: lock {}", use_path.display()), e.to_string()))?;
+    rustix::fs::flock(&in_use, rustix::fs::FlockOperation::LockShared).map_err(|e| {
+        runner.fail(
+            format!("bosun: lock {}", use_path.display()),
+            std::io::Error::from(e).to_string(),
+        )
+    })?;
 
     let url = format!("file://{}", dir.display());
     let mut mirror = Prepared {
         mirror_text: url.strip_suffix(".git").unwrap_or(&url).to_string(),
         url,
         origin_text: None,
+        _in_use: in_use,
     };
     let git = |args: &[&str], scope: Scope, retry: bool| Step {
         dir: dir.clone(),

@@ -199,6 +199,26 @@ fn dispatcher_check(
         )),
         _ => {}
     }
+    if dispatcher
+        .prometheus_username
+        .as_deref()
+        .is_some_and(|u| u.contains(':'))
+    {
+        d.push(err(
+            "dispatcher.prometheus_username must not contain ':' (basic auth cannot carry it)"
+                .into(),
+        ));
+    }
+    if dispatcher.prometheus_ca_file.is_some()
+        && !dispatcher
+            .prometheus_url
+            .as_deref()
+            .is_some_and(|u| u.starts_with("https://"))
+    {
+        d.push(err(
+            "dispatcher.prometheus_ca_file is for an https:// dispatcher.prometheus_url".into(),
+        ));
+    }
     if let Some(q) = &dispatcher.prometheus_query {
         if q.trim().is_empty() {
             d.push(err("dispatcher.prometheus_query must not be empty".into()));

@@ -352,7 +352,7 @@ impl Store for SqliteStore {
         } else {
             self.read(|c| sql::list(c, f, &sql, &args))?
         };
-        page.ok_or_else(|| crate::missing_cursor(f))
+        page.map_err(StoreError::NotFound)
     }
 
     fn spec(&self, hash: &str) -> Result<Option<serde_json::Value>, StoreError> {

@@ -302,13 +302,13 @@ pub(super) fn list_query(f: &RunFilter) -> (String, ListArgs) {
 }
 
 /// Runs a listing made by [`list_query`] for `f`: its rows in listing
-/// order, or `Ok(None)` when a cursor run of `f` does not exist.
+/// order, or `Err(ID)` when the cursor run `ID` of `f` does not exist.
 pub(super) fn list(
     c: &Connection,
     f: &RunFilter,
     sql: &str,
     args: &ListArgs,
-) -> rusqlite::Result<Option<Vec<Run>>> {
+) -> rusqlite::Result<Result<Vec<Run>, String>> {
     let mut stmt = c.prepare_cached(sql)?;
     let rows = stmt.query_map(rusqlite::params_from_iter(args.iter()), run_from_row)?;
     let mut runs = rows.collect::<rusqlite::Result<Vec<Run>>>()?;
@@ -320,14 +320,14 @@ pub(super) fn list(
                 .optional()?
                 .is_some();
             if !exists {
-                return Ok(None);
+                return Ok(Err(id.clone()));
             }
         }
     }
     if f.before.is_some() && f.after.is_none() {
         runs.reverse();
     }
-    Ok(Some(runs))
+    Ok(Ok(runs))
 }
 
 /// A spec's body by hash.

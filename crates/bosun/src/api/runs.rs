@@ -77,8 +77,9 @@ pub async fn list(State(daemon): State<Arc<Daemon>>, Query(q): Query<ListQuery>)
         job_type: q.job_type,
         limit: q.limit.unwrap_or(100).min(1000),
         offset: q.offset.unwrap_or(0),
-        after: q.after,
-        before: q.before,
+        // An empty cursor is none (as the dashboard's forms send it).
+        after: q.after.filter(|c| !c.trim().is_empty()),
+        before: q.before.filter(|c| !c.trim().is_empty()),
         active: q.active.unwrap_or(false),
         ..RunFilter::default()
     };

@@ -271,18 +271,32 @@ pub async fn list(ctx: Ctx, State(web): State<Arc<Web>>, Query(q): Query<RunsQue
                         (Some(f), Some(l)) => (f.id.clone(), l.id.clone()),
                         _ => Default::default(),
                     };
+                    let backwards = q.backwards();
+                    // Counted back and nothing newer beyond: the newest runs,
+                    // page 1 (however many left the filter meanwhile).
+                    let number = if backwards && !more { 1 } else { q.page() };
+                    page.page = number;
                     // Newer: there are some when this page was counted back
-                    // and found more, or was reached going older.
-                    let newer = if q.backwards() { more } else { q.page() > 1 };
+                    // and found more, or was reached going older. Counted
+                    // from the first row shown, or from this page's cursor
+                    // when it shows none.
+                    let newer = if backwards { more } else { number > 1 };
                     if newer {
-                        let back = q.page().saturating_sub(1).max(1);
-                        page.prev = q.href("/", back, Some(("before", &first)));
+                        let from = if first.is_empty() {
+                            q.after.trim()
+                        } else {
+                            &first
+                        };
+                        let back = number.saturating_sub(1).max(1);
+                        page.prev = q.href("/", back, Some(("before", from)));
                     }
                     // Older: some were found, or this page was counted back
-                    // from a run that is older than all of it.
-                    let older = if q.backwards() { true } else { more };
-                    if older && !last.is_empty() {
-                        page.next = q.href("/", q.page() + 1, Some(("after", &last)));
+                    // from a run older than all of it (with no rows, that run
+                    // is the newest: the first page holds it).
+                    if backwards && last.is_empty() {
+                        page.next = q.href("/", 1, None);
+                    } else if (backwards || more) && !last.is_empty() {
+                        page.next = q.href("/", number + 1, Some(("after", &last)));
                     }
                     page.rows = rows;
                     StatusCode::OK
