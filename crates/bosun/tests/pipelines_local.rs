@@ -47,6 +47,28 @@ spec:
   - name: a-taskrun
     cron: "0 0 31 2 *"
     source: taskrun.yaml
+  - name: timed
+    cron: "0 0 31 2 *"
+    source: timed.yaml
+"#;
+
+/// A pipeline whose step outlives its `timeouts.pipeline`.
+const TIMED: &str = r#"
+apiVersion: tekton.dev/v1
+kind: PipelineRun
+spec:
+  timeouts:
+    pipeline: 3s
+  pipelineSpec:
+    tasks:
+    - name: wait
+      taskSpec:
+        steps:
+        - name: sleep
+          image: alpine
+          script: |
+            echo "sleeping past the timeout"
+            sleep 120
 "#;
 
 /// A Task as the source: wrapped in a PipelineRun of one task, its params
@@ -246,6 +268,11 @@ spec:
 "#;
 
 fn setup(dir: &Path) -> common::Serve {
+    setup_with(dir, 4)
+}
+
+/// As [`setup`], the local cluster running at most `slots` runs at once.
+fn setup_with(dir: &Path, slots: u32) -> common::Serve {
     let app = dir.join("app");
     let at = |f: &str| app.join(".lighthouse/jobs").join(f);
     write(&at("triggers.yaml"), TRIGGERS);
@@ -256,8 +283,9 @@ fn setup(dir: &Path) -> common::Serve {
     write(&at("by-reference.yaml"), BY_REFERENCE);
     write(&at("task.yaml"), TASK);
     write(&at("taskrun.yaml"), TASKRUN);
+    write(&at("timed.yaml"), TIMED);
     let config = format!(
-        "plank:\n  max_concurrency: 4\nbuild_clusters:\n  default: {{kind: local, max_concurrency: 4}}\nin_repo:\n- {{repo: example/app, path: {}, branch: main}}\n",
+        "plank:\n  max_concurrency: 4\nbuild_clusters:\n  default: {{kind: local, max_concurrency: {slots}}}\nin_repo:\n- {{repo: example/app, path: {}, branch: main}}\n",
         app.display()
     );
     write(&dir.join("config.yaml"), &config);
@@ -356,6 +384,47 @@ fn a_task_and_a_taskrun_source_run_as_one_task_pipelines() {
     )
     .unwrap();
     assert_eq!(said.trim(), "taskrun says given");
+}
+
+/// Pipeline runs take the cluster's slots as pod runs do (a second waits
+/// while the only slot is taken), and a run past its `timeouts.pipeline`
+/// ends `failure` and frees its slot.
+#[test]
+fn pipeline_runs_keep_the_clusters_concurrency_and_their_timeouts() {
+    let (_d, dir) = tmp();
+    let daemon = setup_with(&dir, 1);
+    let port = daemon.port;
+    let timed = trigger(port, "timed");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !log_file(&dir, &timed).contains("sleeping past the timeout") {
+        assert!(Instant::now() < deadline, "the timed run never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let waiting = trigger(port, "a-task");
+    // While the timed run holds the only slot, the other waits.
+    std::thread::sleep(Duration::from_secs(1));
+    let (_, body) = request(port, "GET", &format!("/api/v1/runs/{waiting}"), None, None);
+    let run = json(&body);
+    assert_eq!(run["state"], "triggered", "{run}");
+    assert!(run["pending_at"].is_null(), "{run}");
+    let started = Instant::now();
+    let run = wait_end(port, &timed);
+    let log = log_file(&dir, &timed);
+    assert_eq!(run["state"], "failure", "{run}\n{log}");
+    assert!(log.contains("PipelineRunTimeout"), "{log}");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    // Its slot freed, the waiting run runs.
+    let run = wait_end(port, &waiting);
+    assert_eq!(
+        run["state"],
+        "success",
+        "{run}\n{}",
+        log_file(&dir, &waiting)
+    );
 }
 
 #[test]
