@@ -10,6 +10,7 @@
 //! an informer's cache of ProwJobs for the same reason.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::{Before, Run, RunCount, RunFilter, RunState, Store, StoreError, TransitionObserver};
@@ -19,6 +20,9 @@ use crate::{Before, Run, RunCount, RunFilter, RunState, Store, StoreError, Trans
 #[derive(Default)]
 pub struct ActiveRuns {
     inner: Mutex<Inner>,
+    /// The commits this has been told of (creations, transitions, retention
+    /// passes that deleted runs): see [`ActiveRuns::changes`].
+    changes: AtomicU64,
 }
 
 #[derive(Default)]
@@ -110,6 +114,19 @@ impl ActiveRuns {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// How many committed changes to runs this has been told of: creations,
+    /// transitions, and retention passes that deleted some. A reader that
+    /// read the runs after seeing a count has nothing new to read while the
+    /// count stays the same (the dashboard's live streams read again only
+    /// then).
+    pub fn changes(&self) -> u64 {
+        self.changes.load(Ordering::Acquire)
+    }
+
+    fn changed(&self) {
+        self.changes.fetch_add(1, Ordering::Release);
+    }
+
     /// Reads the active runs from `store`, which must already report its
     /// commits to this cache. The lock is held across the read, so a commit
     /// that lands meanwhile is applied after it, never overwritten by it.
@@ -195,10 +212,18 @@ impl ActiveRuns {
 impl TransitionObserver for ActiveRuns {
     fn on_transition(&self, run: &Run, _from: Option<RunState>) {
         self.lock().apply(run);
+        self.changed();
     }
 
     fn on_committed(&self, run: &Arc<Run>, _from: Option<RunState>) {
         self.lock().apply_shared(run);
+        self.changed();
+    }
+
+    fn on_deleted(&self, runs: &[RunCount]) {
+        if !runs.is_empty() {
+            self.changed();
+        }
     }
 }
 

@@ -115,3 +115,40 @@ fn active_runs_follow_commits_and_reload_after_a_restart() {
     assert_eq!(again.load(&store).unwrap(), 3);
     assert_eq!(view(&again), expected);
 }
+
+/// The count of commits moves with every committed creation, transition and
+/// retention pass that deleted runs, and not with a refused change or a
+/// pass that deleted nothing.
+#[test]
+fn the_count_of_changes_moves_with_each_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let at = Timestamp::from_second(1_800_000_000).unwrap();
+    let active = Arc::new(ActiveRuns::default());
+    let store = SqliteStore::open_with(
+        dir.path().join("bosun.db"),
+        SqliteOptions::default(),
+        Some(active.clone()),
+    )
+    .unwrap();
+    assert_eq!(active.changes(), 0);
+    let run = store
+        .create_run(new_run("a", "c"), at)
+        .unwrap()
+        .run()
+        .clone();
+    assert_eq!(active.changes(), 1);
+    let to = |state| Transition::to(state, at, "");
+    store.transition(&run.id, to(RunState::Pending)).unwrap();
+    assert_eq!(active.changes(), 2);
+    // Refused: pending cannot go back to triggered.
+    assert!(store.transition(&run.id, to(RunState::Triggered)).is_err());
+    assert_eq!(active.changes(), 2);
+    store.transition(&run.id, to(RunState::Success)).unwrap();
+    assert_eq!(active.changes(), 3);
+    // Nothing old enough: nothing deleted, nothing changed.
+    assert!(store.delete_completed_before(at).unwrap().is_empty());
+    assert_eq!(active.changes(), 3);
+    let later = Timestamp::from_second(1_800_000_100).unwrap();
+    assert_eq!(store.delete_completed_before(later).unwrap(), vec![run.id]);
+    assert_eq!(active.changes(), 4);
+}

@@ -278,27 +278,55 @@ pub(super) fn see_other(to: &str) -> Response {
     r
 }
 
-/// A page's live fragment as server-sent events: `render` is called every
-/// second (off the runtime's workers); each change is sent as an `html`
-/// event holding the fragment, and when `render` says the thing has ended,
-/// an `end` event closes the stream. It also ends when the daemon stops.
+/// A live fragment as [`live`] sends it.
+pub(super) struct Fragment {
+    /// The HTML.
+    pub html: String,
+    /// The thing shown has ended: this is the last fragment.
+    pub ended: bool,
+    /// The fragment changes with time alone (a running run's duration, a
+    /// log being written): rendered again every second.
+    pub ticking: bool,
+}
+
+/// How long a fragment that neither ticks nor sees a commit goes without
+/// being rendered again (what no commit reports: time-relative text, a
+/// cluster's health).
+const QUIET_RENDER: Duration = Duration::from_secs(30);
+
+/// A page's live fragment as server-sent events: `render` is called (off
+/// the runtime's workers) at first, then at most once a second: every
+/// second while its last fragment ticks, else when the store has committed
+/// a change to runs since (the active runs' count of commits), or after
+/// [`QUIET_RENDER`]. Each new fragment is sent as an `html` event; when
+/// `render` says the thing has ended, an `end` event closes the stream. It
+/// also ends when the daemon stops. An idle dashboard so reads nothing.
 pub(super) fn live(
     web: &Web,
-    render: impl Fn() -> (String, bool) + Send + Sync + 'static,
+    render: impl Fn() -> Fragment + Send + Sync + 'static,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     struct St<F> {
         render: Arc<F>,
+        active: Arc<bosun_store::active::ActiveRuns>,
         last: Option<String>,
         stop: Option<tokio::sync::watch::Receiver<bool>>,
         ended: bool,
         first: bool,
+        ticking: bool,
+        /// The commits seen before the last render, and when it was.
+        seen: u64,
+        rendered: std::time::Instant,
     }
     let state = St {
         render: Arc::new(render),
+        active: web.daemon.shared.active.clone(),
         last: None,
         stop: web.stop.clone(),
         ended: false,
         first: true,
+        ticking: false,
+        seen: 0,
+        rendered: std::time::Instant::now(),
     };
     let stream = futures_util::stream::unfold(state, |mut st| async move {
         if st.ended {
@@ -317,13 +345,22 @@ pub(super) fn live(
                     }
                     None => tick.await,
                 }
+                let changes = st.active.changes();
+                let due = st.ticking || changes != st.seen || st.rendered.elapsed() >= QUIET_RENDER;
+                if !due {
+                    continue;
+                }
             }
             st.first = false;
+            // Read before rendering: a commit after this is seen next time.
+            st.seen = st.active.changes();
+            st.rendered = std::time::Instant::now();
             let render = st.render.clone();
-            let (body, ended) = crate::runs::blocking(move || render()).await;
+            let fragment = crate::runs::blocking(move || render()).await;
+            st.ticking = fragment.ticking;
             // An event's data may not hold a carriage return.
-            let body = body.replace('\r', "");
-            if ended {
+            let body = fragment.html.replace('\r', "");
+            if fragment.ended {
                 st.ended = true;
                 let event = Event::default().event("html").data(body);
                 let end = Event::default().event("end").data("end");

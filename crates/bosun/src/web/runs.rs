@@ -15,7 +15,7 @@ use bosun_store::{Run, RunFilter, RunState, StoreError};
 use jiff::Timestamp;
 use serde::Deserialize;
 
-use super::page::{see_other, Chrome, CsrfForm, Ctx, Web};
+use super::page::{see_other, Chrome, CsrfForm, Ctx, Fragment, Web};
 use super::{fmt, joburl};
 use crate::runs::{blocking, CreateError, RunRequest};
 
@@ -224,9 +224,10 @@ struct RunRows {
     filtered: bool,
 }
 
-/// One page of runs, newest first (and whether there is another beyond it:
-/// older, or newer for a page counted back from a run).
-fn runs_page(web: &Web, filter: &RunFilter) -> Result<(Vec<RunRow>, bool), StoreError> {
+/// One page of runs, newest first, whether there is another beyond it
+/// (older, or newer for a page counted back from a run), and whether one of
+/// them is still active (its row changes with time).
+fn runs_page(web: &Web, filter: &RunFilter) -> Result<(Vec<RunRow>, bool, bool), StoreError> {
     let mut runs = web.daemon.shared.store.list(filter)?;
     let more = runs.len() > PAGE_SIZE;
     if more && filter.before.is_some() && filter.after.is_none() {
@@ -235,7 +236,12 @@ fn runs_page(web: &Web, filter: &RunFilter) -> Result<(Vec<RunRow>, bool), Store
     }
     runs.truncate(PAGE_SIZE);
     let now = web.now();
-    Ok((runs.iter().map(|r| RunRow::of(r, now)).collect(), more))
+    let ticking = runs.iter().any(|r| !r.state.is_final());
+    Ok((
+        runs.iter().map(|r| RunRow::of(r, now)).collect(),
+        more,
+        ticking,
+    ))
 }
 
 /// `GET /`: the runs.
@@ -266,7 +272,7 @@ pub async fn list(ctx: Ctx, State(web): State<Arc<Web>>, Query(q): Query<RunsQue
         Ok(filter) => {
             let w = web.clone();
             match blocking(move || runs_page(&w, &filter)).await {
-                Ok((rows, more)) => {
+                Ok((rows, more, _)) => {
                     let (first, last) = match (rows.first(), rows.last()) {
                         (Some(f), Some(l)) => (f.id.clone(), l.id.clone()),
                         _ => Default::default(),
@@ -327,8 +333,17 @@ pub async fn live_list(State(web): State<Arc<Web>>, Query(q): Query<RunsQuery>) 
     let filtered = q.filtered();
     let w = web.clone();
     super::page::live(&web, move || match runs_page(&w, &filter) {
-        Ok((rows, _)) => (super::page::render(&RunRows { rows, filtered }), false),
-        Err(_) => (String::new(), false),
+        Ok((rows, _, ticking)) => Fragment {
+            html: super::page::render(&RunRows { rows, filtered }),
+            ended: false,
+            ticking,
+        },
+        // Tried again next second.
+        Err(_) => Fragment {
+            html: String::new(),
+            ended: false,
+            ticking: true,
+        },
     })
     .into_response()
 }
@@ -658,15 +673,32 @@ pub async fn live_run(ctx: Ctx, State(web): State<Arc<Web>>, Path(id): Path<Stri
     super::page::live(&web, move || {
         let run = match w.daemon.shared.store.get(&id) {
             Ok(Some(r)) => r,
-            Ok(None) => return (String::new(), true),
-            Err(_) => return (String::new(), false),
+            Ok(None) => {
+                return Fragment {
+                    html: String::new(),
+                    ended: true,
+                    ticking: false,
+                }
+            }
+            Err(_) => {
+                return Fragment {
+                    html: String::new(),
+                    ended: false,
+                    ticking: true,
+                }
+            }
         };
         let ended = run.state.is_final();
         let page = RunDetails {
             chrome: (*chrome).clone(),
             run: RunView::of(&run, w.now()),
         };
-        (super::page::render(&page), ended)
+        // A running run's duration grows every second.
+        Fragment {
+            html: super::page::render(&page),
+            ended,
+            ticking: !ended,
+        }
     })
     .into_response()
 }
