@@ -614,8 +614,7 @@ impl Executor for LocalExecutor {
                 }
             }
         }
-        let cutoff = std::time::SystemTime::UNIX_EPOCH
-            + Duration::from_millis(u64::try_from(unused_since.as_millisecond()).unwrap_or(0));
+        let cutoff = std::time::SystemTime::from(unused_since);
         // Each root on its own: one that cannot be read does not keep the
         // others' unused mirrors.
         let mut removed = Vec::new();

@@ -115,6 +115,14 @@ pub struct RunFilter {
     pub before: Option<String>,
 }
 
+impl RunFilter {
+    /// The listing is counted back from `before` (without `after`): it
+    /// walks away from the listing's order, and its rows are put back in it.
+    pub fn counted_back(&self) -> bool {
+        self.before.is_some() && self.after.is_none()
+    }
+}
+
 /// A periodic's schedule state.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PeriodicState {

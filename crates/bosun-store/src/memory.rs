@@ -227,7 +227,7 @@ impl Store for MemoryStore {
             }
         }
         let window = &g.order[lo..hi.max(lo)];
-        let backwards = f.before.is_some() && f.after.is_none();
+        let backwards = f.counted_back();
         let ids: Box<dyn Iterator<Item = &String>> = if f.oldest_first != backwards {
             Box::new(window.iter())
         } else {

@@ -44,7 +44,8 @@ pub fn sink(shared: &Shared, now: Timestamp) -> Vec<String> {
     else {
         return Vec::new();
     };
-    for (alias, exec) in &shared.clusters().executors {
+    let clusters = shared.clusters();
+    for (alias, exec) in &clusters.executors {
         match exec.prune_caches(cutoff) {
             Ok(removed) if !removed.is_empty() => {
                 tracing::info!(cluster = %alias, removed = ?removed, "sinker removed unused clone mirrors")
@@ -55,7 +56,6 @@ pub fn sink(shared: &Shared, now: Timestamp) -> Vec<String> {
     }
     match shared.store.delete_completed_before(cutoff) {
         Ok(ids) => {
-            let clusters = shared.clusters();
             for id in &ids {
                 for exec in clusters.executors.values() {
                     let _ = exec.remove(id);

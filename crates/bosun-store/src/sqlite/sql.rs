@@ -277,7 +277,7 @@ pub(super) fn list_query(f: &RunFilter) -> (String, ListArgs) {
     // Keyset cursors: the cursor run's `seq` (through the primary key), and
     // the rows beyond it. `before` walks the other way, nearest first; its
     // rows are put back in listing order by `list`.
-    let backwards = f.before.is_some() && f.after.is_none();
+    let backwards = f.counted_back();
     for (cursor, beyond) in [(&f.after, true), (&f.before, false)] {
         if let Some(id) = cursor {
             args.push(Box::new(id.clone()));
@@ -324,7 +324,7 @@ pub(super) fn list(
             }
         }
     }
-    if f.before.is_some() && f.after.is_none() {
+    if f.counted_back() {
         runs.reverse();
     }
     Ok(Ok(runs))

@@ -289,6 +289,27 @@ pub(super) struct Fragment {
     pub ticking: bool,
 }
 
+impl Fragment {
+    /// Nothing could be read: nothing is sent, and it is tried again next
+    /// second.
+    pub fn retry() -> Fragment {
+        Fragment {
+            html: String::new(),
+            ended: false,
+            ticking: true,
+        }
+    }
+
+    /// The thing shown is gone: the stream ends.
+    pub fn gone() -> Fragment {
+        Fragment {
+            html: String::new(),
+            ended: true,
+            ticking: false,
+        }
+    }
+}
+
 /// How long a fragment that neither ticks nor sees a commit goes without
 /// being rendered again (what no commit reports: time-relative text, a
 /// cluster's health).

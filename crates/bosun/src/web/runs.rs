@@ -130,6 +130,7 @@ impl RunsQuery {
             s => Some(s.parse::<RunState>()?),
         };
         let some = |s: &str| (!s.trim().is_empty()).then(|| s.trim().to_string());
+        let (after, before) = (some(&self.after), some(&self.before));
         Ok(RunFilter {
             job: some(&self.job),
             state,
@@ -138,26 +139,15 @@ impl RunsQuery {
             limit: PAGE_SIZE + 1,
             // A cursor page seeks to its run; a bare page number (an old
             // link) skips, which costs more the deeper it is.
-            offset: if self.cursor() {
+            offset: if after.is_some() || before.is_some() {
                 0
             } else {
                 (self.page() - 1) * PAGE_SIZE
             },
-            after: some(&self.after),
-            before: some(&self.before),
+            after,
+            before,
             ..RunFilter::default()
         })
-    }
-
-    /// Whether the page is found by a keyset cursor.
-    fn cursor(&self) -> bool {
-        !self.after.trim().is_empty() || !self.before.trim().is_empty()
-    }
-
-    /// Whether the page is counted back from a run (the rows past the
-    /// limit are newer ones).
-    fn backwards(&self) -> bool {
-        !self.before.trim().is_empty() && self.after.trim().is_empty()
     }
 
     fn pairs(&self) -> [(&'static str, &str); 4] {
@@ -169,30 +159,35 @@ impl RunsQuery {
         ]
     }
 
-    /// The URL of page `page` with the same filters under `base`, found by
-    /// the cursor `(name, run id)` (none for the first page).
-    fn href(&self, base: &str, page: usize, cursor: Option<(&'static str, &str)>) -> String {
+    /// `base` with the same filters, the `cursors` and page `page` (left
+    /// out when 1).
+    fn url(&self, base: &str, cursors: &[(&'static str, &str)], page: usize) -> String {
         let page = page.to_string();
         let mut pairs = self.pairs().to_vec();
+        pairs.extend_from_slice(cursors);
         if page != "1" {
-            pairs.extend(cursor);
             pairs.push(("page", &page));
         }
         format!("{base}{}", fmt::query(&pairs))
     }
 
+    /// The URL of page `page` under `base`, found by the cursor `(name, run
+    /// id)`; the first page is the newest runs, found by none.
+    fn href(&self, base: &str, page: usize, cursor: Option<(&'static str, &str)>) -> String {
+        let cursor: &[_] = match &cursor {
+            Some(c) if page != 1 => std::slice::from_ref(c),
+            _ => &[],
+        };
+        self.url(base, cursor, page)
+    }
+
     /// This page's own URL under `base` (its live rows follow it).
     fn this(&self, base: &str) -> String {
-        let mut pairs = self.pairs().to_vec();
-        pairs.extend([
+        let cursors = [
             ("after", self.after.as_str()),
             ("before", self.before.as_str()),
-        ]);
-        let page = self.page().to_string();
-        if page != "1" {
-            pairs.push(("page", &page));
-        }
-        format!("{base}{}", fmt::query(&pairs))
+        ];
+        self.url(base, &cursors, self.page())
     }
 
     fn filtered(&self) -> bool {
@@ -230,7 +225,7 @@ struct RunRows {
 fn runs_page(web: &Web, filter: &RunFilter) -> Result<(Vec<RunRow>, bool, bool), StoreError> {
     let mut runs = web.daemon.shared.store.list(filter)?;
     let more = runs.len() > PAGE_SIZE;
-    if more && filter.before.is_some() && filter.after.is_none() {
+    if more && filter.counted_back() {
         // Counted back: the extra run is the newest, beyond this page.
         runs.remove(0);
     }
@@ -271,13 +266,13 @@ pub async fn list(ctx: Ctx, State(web): State<Arc<Web>>, Query(q): Query<RunsQue
         }
         Ok(filter) => {
             let w = web.clone();
+            let backwards = filter.counted_back();
             match blocking(move || runs_page(&w, &filter)).await {
                 Ok((rows, more, _)) => {
                     let (first, last) = match (rows.first(), rows.last()) {
                         (Some(f), Some(l)) => (f.id.clone(), l.id.clone()),
                         _ => Default::default(),
                     };
-                    let backwards = q.backwards();
                     // Counted back and nothing newer beyond: the newest runs,
                     // page 1 (however many left the filter meanwhile).
                     let number = if backwards && !more { 1 } else { q.page() };
@@ -338,12 +333,7 @@ pub async fn live_list(State(web): State<Arc<Web>>, Query(q): Query<RunsQuery>) 
             ended: false,
             ticking,
         },
-        // Tried again next second.
-        Err(_) => Fragment {
-            html: String::new(),
-            ended: false,
-            ticking: true,
-        },
+        Err(_) => Fragment::retry(),
     })
     .into_response()
 }
@@ -673,20 +663,8 @@ pub async fn live_run(ctx: Ctx, State(web): State<Arc<Web>>, Path(id): Path<Stri
     super::page::live(&web, move || {
         let run = match w.daemon.shared.store.get(&id) {
             Ok(Some(r)) => r,
-            Ok(None) => {
-                return Fragment {
-                    html: String::new(),
-                    ended: true,
-                    ticking: false,
-                }
-            }
-            Err(_) => {
-                return Fragment {
-                    html: String::new(),
-                    ended: false,
-                    ticking: true,
-                }
-            }
+            Ok(None) => return Fragment::gone(),
+            Err(_) => return Fragment::retry(),
         };
         let ended = run.state.is_final();
         let page = RunDetails {
