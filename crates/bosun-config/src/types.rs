@@ -641,7 +641,8 @@ pub struct JobBase {
     pub pipeline_run_spec: Option<FreeForm>,
     /// Tekton PipelineRun spec by API version (Tekton agent only): Prow's
     /// `{v1beta1: SPEC}`, and bosun's `{v1: SPEC}`. A Lighthouse job's
-    /// `source:` PipelineRun is loaded here, under its own version.
+    /// `source:` (a PipelineRun, or a Pipeline, Task or TaskRun wrapped in
+    /// one) is loaded here, under its own version.
     pub tekton_pipeline_run_spec: Option<FreeForm>,
     /// Annotations copied to the run and its pod.
     pub annotations: BTreeMap<String, String>,

@@ -1,5 +1,6 @@
 //! Lighthouse's pipeline jobs: a job of `.lighthouse/NAME/triggers.yaml` with
-//! `source: FILE` names a Tekton `PipelineRun` file, relative to that
+//! `source: FILE` names a Tekton `PipelineRun` file (or a `Pipeline`,
+//! `Task` or `TaskRun`, wrapped in one: see below), relative to that
 //! triggers.yaml's directory. The loader reads it as Lighthouse does when it
 //! loads in-repo configuration (jenkins-x/lighthouse
 //! `pkg/triggerconfig/inrepo/load_triggers.go` and `load_pipelinerun.go` at
