@@ -62,6 +62,16 @@ pub enum RunStatus {
     /// in progress, a pod pending (being scheduled, its images pulled) or
     /// not yet seen by the watch.
     Starting,
+    /// A pod not running yet, with the instants plank's two pending
+    /// timeouts count from: made at `created`, and, once a node took it
+    /// (its `status.startTime`), `scheduled`. Which timeouts apply is the
+    /// controller's decision (a job may set its own).
+    PodPending {
+        /// The pod's creation.
+        created: Timestamp,
+        /// When a node started it (`status.startTime`), if one has.
+        scheduled: Option<Timestamp>,
+    },
     /// The job runs as `pid` (0 for a pod).
     Running {
         /// The job's pid (also its process group).

@@ -148,24 +148,33 @@ pub struct CheckArgs {
     pub format: Format,
 }
 
-/// Runs the check, writes the report, and returns the exit status.
-pub fn run(args: &CheckArgs, out: &mut dyn Write) -> ExitCode {
-    let mut loaded = load(&args.config.load_options(), &OsFiles);
+/// The configuration as `bosun check` judges it: loaded, then each pipeline
+/// job checked ([`pipeline_diagnostics`]) against the clusters it can land
+/// on, its findings among the loader's in file order. The one judgement
+/// `bosun check`, `bosun serve`'s start and every reload make, so a reload
+/// reports what `bosun check` reports, with the same severity: any error
+/// leaves no snapshot (the last good configuration stays).
+pub fn load_checked(args: &ConfigArgs) -> Loaded {
+    let mut loaded = load(&args.load_options(), &OsFiles);
     if let Some(snapshot) = &loaded.snapshot {
-        let contexts: Vec<String> = args
-            .config
-            .kube_contexts()
-            .into_iter()
-            .map(|c| c.name)
-            .collect();
+        let contexts: Vec<String> = args.kube_contexts().into_iter().map(|c| c.name).collect();
         let found = pipeline_diagnostics(snapshot, &contexts);
         if !found.is_empty() {
             loaded.diagnostics.extend(found);
             loaded
                 .diagnostics
                 .sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+            if loaded.errors() > 0 {
+                loaded.snapshot = None;
+            }
         }
     }
+    loaded
+}
+
+/// Runs the check, writes the report, and returns the exit status.
+pub fn run(args: &CheckArgs, out: &mut dyn Write) -> ExitCode {
+    let loaded = load_checked(&args.config);
     let ok = loaded.errors() == 0 && !(args.strict && loaded.warnings() > 0);
     let written = match args.format {
         Format::Text => write_text(&loaded, out),

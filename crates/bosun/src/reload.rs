@@ -18,8 +18,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bosun_config::{load, OsFiles};
-
 use crate::daemon::Daemon;
 use crate::state::{ConfigStatus, Shared};
 use crate::watch::Watch;
@@ -34,7 +32,7 @@ pub const RESYNC: Duration = Duration::from_secs(300);
 /// Returns whether it was valid. Blocking.
 pub fn reload(daemon: &Daemon, reason: &str) -> bool {
     let app = &*daemon.shared;
-    let loaded = load(&app.config_args.load_options(), &OsFiles);
+    let loaded = crate::check::load_checked(&app.config_args);
     let now = app.clock.now();
     let errors: Vec<String> = loaded
         .diagnostics
@@ -42,7 +40,15 @@ pub fn reload(daemon: &Daemon, reason: &str) -> bool {
         .filter(|d| d.is_error())
         .map(ToString::to_string)
         .collect();
-    let warnings = loaded.diagnostics.len() - errors.len();
+    let warnings: Vec<String> = loaded
+        .diagnostics
+        .iter()
+        .filter(|d| !d.is_error())
+        .map(ToString::to_string)
+        .collect();
+    for w in &warnings {
+        tracing::warn!(reason, "config reload: {w}");
+    }
     // The clusters of a valid configuration (and its kubeconfig files), and
     // the users of its local clusters; any error keeps the last good ones.
     let in_force = loaded.snapshot.ok_or(errors).and_then(|snapshot| {
@@ -76,7 +82,8 @@ pub fn reload(daemon: &Daemon, reason: &str) -> bool {
             status.last_attempt_at = now;
             status.last_attempt_reason = reason.to_string();
             status.errors = errors;
-            status.warnings = warnings;
+            status.warnings = warnings.len();
+            status.warning_messages = warnings;
             app.set_config_status(status);
             return false;
         }

@@ -12,7 +12,6 @@ use bosun_cluster::executor::Executor;
 use bosun_cluster::kube::KubeExecutor;
 use bosun_cluster::local::LocalExecutor;
 use bosun_cluster::registry::{clusters, ClusterDef};
-use bosun_config::{load, OsFiles};
 use bosun_store::active::{ActiveRuns, Observers};
 use bosun_store::clock::SystemClock;
 use bosun_store::sqlite::{SqliteOptions, SqliteStore};
@@ -65,8 +64,13 @@ pub fn run(args: &ServeArgs) -> ExitCode {
         tracing::error!(listen = %args.listen, "refusing to serve a non-loopback address without --api-token-file (or --insecure-no-auth)");
         return ExitCode::FAILURE;
     }
-    let loaded = load(&args.config.load_options(), &OsFiles);
-    let warnings = loaded.diagnostics.iter().filter(|d| !d.is_error()).count();
+    let loaded = crate::check::load_checked(&args.config);
+    let warnings: Vec<String> = loaded
+        .diagnostics
+        .iter()
+        .filter(|d| !d.is_error())
+        .map(ToString::to_string)
+        .collect();
     for d in &loaded.diagnostics {
         if d.is_error() {
             tracing::error!("{d}");

@@ -79,7 +79,7 @@ fn sim_with(start: Timestamp, config: &str, jobs: &str) -> Sim {
         active,
         clusters: clusters(&snapshot.config, &[], 8),
         snapshot,
-        warnings: 0,
+        warnings: Vec::new(),
         users: HashMap::new(),
         make_executor: {
             let exec = exec.clone();

@@ -49,8 +49,10 @@ pub struct ConfigStatus {
     pub last_attempt_reason: String,
     /// The last load's errors (empty when it succeeded).
     pub errors: Vec<String>,
-    /// The last load's warnings.
+    /// The last load's warnings: how many.
     pub warnings: usize,
+    /// The last load's warnings, as `bosun check` prints them.
+    pub warning_messages: Vec<String>,
     /// Jobs in force.
     pub periodics: usize,
     /// Presubmits in force.
@@ -63,7 +65,12 @@ pub struct ConfigStatus {
 
 impl ConfigStatus {
     /// The status of a configuration loaded at `now` for `reason`.
-    pub fn loaded(snapshot: &Snapshot, warnings: usize, now: Timestamp, reason: &str) -> Self {
+    pub fn loaded(
+        snapshot: &Snapshot,
+        warnings: Vec<String>,
+        now: Timestamp,
+        reason: &str,
+    ) -> Self {
         let counts = snapshot.counts();
         ConfigStatus {
             ok: true,
@@ -72,7 +79,8 @@ impl ConfigStatus {
             last_attempt_at: now,
             last_attempt_reason: reason.into(),
             errors: Vec::new(),
-            warnings,
+            warnings: warnings.len(),
+            warning_messages: warnings,
             periodics: counts.periodics,
             presubmits: counts.presubmits,
             postsubmits: counts.postsubmits,
@@ -123,7 +131,7 @@ pub struct SharedParts {
     /// The configuration in force.
     pub snapshot: Snapshot,
     /// Its load's warnings.
-    pub warnings: usize,
+    pub warnings: Vec<String>,
     /// Its build clusters by alias.
     pub clusters: BTreeMap<String, ClusterDef>,
     /// The users its local clusters run jobs as.
@@ -146,7 +154,7 @@ impl Shared {
     /// The shared state, its scheduler loaded from the snapshot.
     pub fn new(p: SharedParts) -> Shared {
         let now = p.clock.now();
-        let status = ConfigStatus::loaded(&p.snapshot, p.warnings, now, "start-up");
+        let status = ConfigStatus::loaded(&p.snapshot, p.warnings.clone(), now, "start-up");
         p.metrics.reload_ok.set(1);
         p.metrics
             .reload_success_time

@@ -494,6 +494,82 @@ fn pods_past_plank_timeouts_end_in_error_and_are_deleted() {
     }
 }
 
+/// What a decorated job needs besides its own settings.
+const DECORATION: &str =
+    "utility_images: {clonerefs: a, initupload: b, entrypoint: c, sidecar: d}, \
+     gcs_configuration: {bucket: b, path_strategy: explicit}";
+
+/// A daemon on cluster `build-a` of namespace `ns` whose plank timeouts are
+/// an hour for the two pending ones and 2s for the running one, with job
+/// `own` whose decoration config sets `timeout` (`FIELD: VALUE`).
+fn own_timeout_daemon(ns: &str, timeout: &str) -> (tempfile::TempDir, Cluster<'static>, Daemon) {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Cluster::new(ControlPlane::shared(), ns, "build-a");
+    let jobs = format!(
+        "periodics:\n- name: own\n  cron: \"0 0 31 2 *\"\n  cluster: build-a\n  decorate: true\n  decoration_config: {{{timeout}, {DECORATION}}}\n  spec: {{containers: [{{image: alpine, command: [\"true\"]}}]}}\n"
+    );
+    let daemon = start_full(
+        &dir.path().join("bosun"),
+        &[a.kubeconfig()],
+        &config_for(
+            ns,
+            "plank: {pod_unscheduled_timeout: 1h, pod_pending_timeout: 1h, pod_running_timeout: 2s}\n",
+        ),
+        &jobs,
+    );
+    (dir, a, daemon)
+}
+
+/// As plank: a job's own `decoration_config.pod_unscheduled_timeout`
+/// replaces plank's, here a shorter one.
+#[test]
+fn a_jobs_own_shorter_unscheduled_timeout_ends_its_pod_at_its_own() {
+    let (_dir, a, daemon) = own_timeout_daemon("k-own-unscheduled", "pod_unscheduled_timeout: 2s");
+    let id = trigger(daemon.port, "own");
+    a.wait_pod(&id);
+    a.plane.kubelet().unschedulable(a.ns(), &id);
+    let run = wait_run(daemon.port, &id, "error");
+    assert_eq!(run["description"], "Pod scheduling timeout.");
+    a.wait_gone(&id, Duration::from_secs(10));
+}
+
+/// As plank: a job's own `decoration_config.pod_pending_timeout` replaces
+/// plank's, here a shorter one.
+#[test]
+fn a_jobs_own_shorter_pending_timeout_ends_its_pod_at_its_own() {
+    let (_dir, a, daemon) = own_timeout_daemon("k-own-pending", "pod_pending_timeout: 1s");
+    let id = trigger(daemon.port, "own");
+    a.wait_pod(&id);
+    a.plane.kubelet().pending_on_node(a.ns(), &id);
+    let run = wait_run(daemon.port, &id, "error");
+    assert_eq!(run["description"], "Pod pending timeout.");
+    a.wait_gone(&id, Duration::from_secs(10));
+}
+
+/// As plank: a job's own `decoration_config.pod_running_timeout` replaces
+/// plank's, here a longer one: the run outlives plank's.
+#[test]
+fn a_jobs_own_longer_running_timeout_outlives_the_global_one() {
+    let (_dir, a, daemon) = own_timeout_daemon("k-own-running", "pod_running_timeout: 8s");
+    let port = daemon.port;
+    let id = trigger(port, "own");
+    a.wait_pod(&id);
+    a.run(&id);
+    let started = Instant::now();
+    wait_run(port, &id, "pending");
+    while started.elapsed() < Duration::from_secs(5) {
+        let run = run_of(port, &id);
+        assert_eq!(
+            run["state"], "pending",
+            "aborted before its own timeout: {run}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let run = wait_run(port, &id, "aborted");
+    assert_eq!(run["description"], "Pod running timeout.");
+    a.wait_gone(&id, Duration::from_secs(10));
+}
+
 #[test]
 fn evicted_and_lost_pods_are_revived_up_to_max_revivals() {
     let dir = tempfile::tempdir().unwrap();

@@ -44,8 +44,6 @@ struct Cluster {
 fn settings(namespace: &str) -> PodSettings {
     PodSettings {
         namespace: namespace.to_string(),
-        unscheduled_timeout: Duration::from_secs(300),
-        pending_timeout: Duration::from_secs(600),
         terminated_pod_ttl: Duration::from_secs(24 * 3600),
         exclude_clusters: Vec::new(),
     }

@@ -1212,6 +1212,42 @@ fn in_repo_lighthouse_periodics_are_scheduled_and_picked_up_on_change() {
         assert!(Instant::now() < deadline, "the change was not picked up");
         std::thread::sleep(Duration::from_millis(50));
     }
+    let before = wait_config(port, "loaded", |v| v["ok"] == true)["warnings"]
+        .as_u64()
+        .unwrap();
+    // A reload reports what `bosun check` reports of pipeline jobs, with
+    // its severity: a pipeline a local cluster cannot run is a warning, and
+    // the configuration goes into force.
+    std::fs::write(
+        checkout.join(".lighthouse/jx/by-ref.yaml"),
+        "apiVersion: tekton.dev/v1\nkind: PipelineRun\nspec:\n  pipelineSpec:\n    tasks:\n    - name: clone\n      taskRef: {name: git-clone}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        checkout.join(".lighthouse/jx/triggers.yaml"),
+        triggers("15 6 * * *")
+            + "  - name: by-ref\n    cron: \"0 7 * * *\"\n    source: by-ref.yaml\n",
+    )
+    .unwrap();
+    let status = wait_config(port, "a pipeline's warning", |v| {
+        v["warnings"].as_u64() != Some(before)
+    });
+    assert_eq!(status["ok"], true, "{status}");
+    assert_eq!(status["warnings"].as_u64(), Some(before + 1), "{status}");
+    let warnings = status["warning_messages"].as_array().unwrap();
+    let by_ref: Vec<_> = warnings
+        .iter()
+        .filter_map(|w| w.as_str())
+        .filter(|w| w.contains("job by-ref"))
+        .collect();
+    assert_eq!(by_ref.len(), 1, "{status}");
+    let w = by_ref[0];
+    assert!(
+        w.contains("job by-ref: runs of this job on local cluster \"default\" end in error")
+            && w.contains("taskRef git-clone cannot be resolved on a local cluster"),
+        "{w}"
+    );
+    assert!(find_periodic(port, "org/app:by-ref").is_some());
 }
 
 #[test]

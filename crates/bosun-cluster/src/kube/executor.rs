@@ -4,7 +4,7 @@
 //! only a creation the API refuses (4xx) ends a run
 //! ([`ExecError::Refused`]); any other failure is [`ExecError::Transient`]
 //! and the controller tries again. A run's state is read from the watch's
-//! cache ([`pod_state`]: plank's pod timeouts; revivable states).
+//! cache ([`pod_state`]: pending pods with their instants; revivable states).
 //!
 //! A pipeline run is a Tekton PipelineRun instead of a pod
 //! ([`Executor::start_pipeline`], `pipelines`): its state, abort and removal
@@ -218,17 +218,12 @@ impl KubeInner {
 }
 
 /// What a Kubernetes executor needs from the configuration: where pods go
-/// and plank's pod timeouts.
+/// and how long finished ones are kept. (Plank's pod timeouts are the
+/// controller's: a job may set its own.)
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PodSettings {
     /// `pod_namespace`.
     pub namespace: String,
-    /// `plank.pod_unscheduled_timeout` (default 5m): longest a pod may wait
-    /// to be scheduled (no start time).
-    pub unscheduled_timeout: Duration,
-    /// `plank.pod_pending_timeout` (default 10m): longest a started pod may
-    /// stay Pending.
-    pub pending_timeout: Duration,
     /// `sinker.terminated_pod_ttl` (default `sinker.max_pod_age`, 24h): how
     /// long a finished pod is kept (its log is copied first).
     pub terminated_pod_ttl: Duration,
@@ -244,8 +239,6 @@ impl PodSettings {
         };
         PodSettings {
             namespace: config.pod_namespace.clone(),
-            unscheduled_timeout: or(config.plank.pod_unscheduled_timeout, 5 * 60),
-            pending_timeout: or(config.plank.pod_pending_timeout, 10 * 60),
             terminated_pod_ttl: or(
                 config
                     .sinker
@@ -374,29 +367,11 @@ impl Drop for KubeExecutor {
     }
 }
 
-/// Where a pod stands, as a run's state, at `now` (plank's scheduling and
-/// pending timeouts apply).
-pub fn pod_state(pod: &Pod, settings: &PodSettings, now: jiff::Timestamp) -> RunStatus {
+/// Where a pod stands, as a run's state. A pod not running yet is
+/// [`RunStatus::PodPending`] with its creation and start instants: plank's
+/// pending timeouts are the controller's to apply.
+pub fn pod_state(pod: &Pod) -> RunStatus {
     let status = pod.status.clone().unwrap_or_default();
-    let older = |t: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
-                 limit: Duration| {
-        t.is_some_and(|t| now.duration_since(t.0).unsigned_abs() > limit)
-    };
-    if status.phase.as_deref().is_none_or(|p| p == "Pending") {
-        match &status.start_time {
-            None if older(
-                pod.metadata.creation_timestamp.as_ref(),
-                settings.unscheduled_timeout,
-            ) =>
-            {
-                return RunStatus::Failed("Pod scheduling timeout.".into());
-            }
-            Some(t) if older(Some(t), settings.pending_timeout) => {
-                return RunStatus::Failed("Pod pending timeout.".into());
-            }
-            _ => {}
-        }
-    }
     if pod.metadata.deletion_timestamp.is_some() {
         return RunStatus::Failed("Pod got deleted unexpectedly".into());
     }
@@ -434,8 +409,14 @@ pub fn pod_state(pod: &Pod, settings: &PodSettings, now: jiff::Timestamp) -> Run
         },
         Some("Unknown") => RunStatus::Revivable("its node being lost".into()),
         // Plank's running timeout counts only for a running pod: a pending
-        // one has its own two timeouts, checked above.
-        None | Some("Pending") => RunStatus::Starting,
+        // one has its own two timeouts, counted from these instants.
+        None | Some("Pending") => match &pod.metadata.creation_timestamp {
+            Some(created) => RunStatus::PodPending {
+                created: created.0,
+                scheduled: status.start_time.as_ref().map(|t| t.0),
+            },
+            None => RunStatus::Starting,
+        },
         _ => RunStatus::Running { pid: 0 },
     }
 }
@@ -529,21 +510,7 @@ impl Executor for KubeExecutor {
         if let Some(state) = self.inner.pipelines.status(run_id) {
             return state;
         }
-        let seen = self.inner.cache.with_pod(run_id, |pod| {
-            pod_state(pod, &self.inner.settings, jiff::Timestamp::now())
-        });
-        if let Some(state) = seen {
-            if matches!(&state, RunStatus::Failed(why) if why.contains("timeout")) {
-                // As plank: a pod past its timeout is deleted (without
-                // holding up the caller).
-                if let Some(rt) = &self.rt {
-                    let (inner, name) = (self.inner.clone(), run_id.to_string());
-                    let uid = inner.uid_of(&name);
-                    rt.spawn(async move {
-                        let _ = inner.delete_pod(&name, uid).await;
-                    });
-                }
-            }
+        if let Some(state) = self.inner.cache.with_pod(run_id, pod_state) {
             return state;
         }
         let recently = self.inner.cache.started_within(run_id, START_GRACE);

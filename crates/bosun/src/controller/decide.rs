@@ -13,6 +13,7 @@ use bosun_cluster::executor::RunStatus;
 use bosun_cluster::kube::Health;
 use bosun_cluster::registry::{unknown_cluster, ClusterDef};
 use bosun_cluster::trust;
+use bosun_config::duration::GoDuration;
 use bosun_store::template::SpecSnapshot;
 use bosun_store::{Run, RunState, Transition};
 use jiff::Timestamp;
@@ -228,13 +229,33 @@ pub fn decide_pending(o: &Observed, p: &PendingRun, now: Timestamp, plan: &mut P
                 queue,
             });
         }
+        // As plank: a pod never scheduled, or scheduled and never running,
+        // ends in error past its timeout (the job's own, else plank's), and
+        // is deleted.
+        RunStatus::PodPending { created, scheduled } => {
+            let timeouts = PlankTimeouts::of(o, run);
+            let past = |since: Timestamp, limit: Duration| {
+                now.duration_since(since).unsigned_abs() >= limit
+            };
+            let why = match scheduled {
+                None if past(*created, timeouts.unscheduled) => Some("Pod scheduling timeout."),
+                Some(at) if past(*at, timeouts.pending) => Some("Pod pending timeout."),
+                _ => None,
+            };
+            if let Some(why) = why {
+                plan.stops.push(stop());
+                plan.end(run, RunState::Error, now, why);
+                return;
+            }
+            plan.hold_slot(&run.job, &p.cluster, queue.as_ref());
+        }
         RunStatus::Running { .. } | RunStatus::Starting | RunStatus::Ending => {
             // As plank: only a running job times out so (a pod still
             // pending has the scheduling and pending timeouts).
             let running = matches!(status, RunStatus::Running { .. });
             if running
                 && run.pending_at.is_some_and(|at| {
-                    now.duration_since(at).unsigned_abs() > running_timeout(o, run)
+                    now.duration_since(at).unsigned_abs() >= PlankTimeouts::of(o, run).running
                 })
             {
                 plan.stops.push(stop());
@@ -514,22 +535,50 @@ pub fn exited(code: i32, now: Timestamp) -> Transition {
     }
 }
 
-/// plank's running timeout of `run`: its job's `decoration_config`'s, at
-/// most the global one (default 48 h).
-fn running_timeout(o: &Observed, run: &Run) -> Duration {
-    let global = o
-        .snapshot
-        .config
-        .plank
-        .pod_running_timeout
-        .map(|d| d.to_std())
-        .unwrap_or(Duration::from_secs(48 * 3600));
-    let own = o
-        .spec(run)
-        .and_then(|s| s.decoration.as_ref().or(s.job.decoration_config.as_ref()))
-        .and_then(|d| d.pod_running_timeout)
-        .map(|d| d.to_std());
-    own.map_or(global, |own| own.min(global))
+/// Plank's three pod timeouts for a run: each is its job's own
+/// (`decoration_config`, as resolved into the run's spec), when set, longer
+/// or shorter than plank's global one, which applies otherwise (defaults:
+/// 5m unscheduled, 10m pending, 48h running).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlankTimeouts {
+    /// `pod_unscheduled_timeout`: from the pod's creation while no node has
+    /// started it.
+    pub unscheduled: Duration,
+    /// `pod_pending_timeout`: from the pod's start while it is pending.
+    pub pending: Duration,
+    /// `pod_running_timeout`: from the run's start while it runs.
+    pub running: Duration,
+}
+
+impl PlankTimeouts {
+    /// `run`'s timeouts under the configuration `o` observed.
+    pub fn of(o: &Observed, run: &Run) -> Self {
+        let plank = &o.snapshot.config.plank;
+        let own = o
+            .spec(run)
+            .and_then(|s| s.decoration.as_ref().or(s.job.decoration_config.as_ref()));
+        let pick = |own: Option<GoDuration>, global: Option<GoDuration>, default: u64| {
+            own.or(global)
+                .map_or(Duration::from_secs(default), |d| d.to_std())
+        };
+        PlankTimeouts {
+            unscheduled: pick(
+                own.and_then(|d| d.pod_unscheduled_timeout),
+                plank.pod_unscheduled_timeout,
+                5 * 60,
+            ),
+            pending: pick(
+                own.and_then(|d| d.pod_pending_timeout),
+                plank.pod_pending_timeout,
+                10 * 60,
+            ),
+            running: pick(
+                own.and_then(|d| d.pod_running_timeout),
+                plank.pod_running_timeout,
+                48 * 3600,
+            ),
+        }
+    }
 }
 
 /// A job's queue (`job_queue_name`), if it names one.

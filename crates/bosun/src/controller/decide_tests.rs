@@ -100,6 +100,15 @@ periodics:
 "#;
 
 /// The time of every pass.
+/// A pod created `created` seconds ago, started by a node `scheduled`
+/// seconds ago.
+fn pod_pending(created: i64, scheduled: Option<i64>) -> RunStatus {
+    RunStatus::PodPending {
+        created: now() - secs(created),
+        scheduled: scheduled.map(|s| now() - secs(s)),
+    }
+}
+
 fn now() -> Timestamp {
     Timestamp::from_second(1_700_000_000).unwrap()
 }
@@ -493,8 +502,8 @@ build_clusters:
 /// `running_for` says otherwise.
 struct PendingRow {
     name: &'static str,
-    /// The job's own `decoration_config.pod_running_timeout`.
-    own_timeout: Option<&'static str>,
+    /// The job's own `decoration_config` timeouts, by field.
+    own: &'static [(&'static str, &'static str)],
     status: Option<RunStatus>,
     pod_revival_count: u32,
     running_for: Option<i64>,
@@ -508,7 +517,7 @@ impl Default for PendingRow {
     fn default() -> Self {
         PendingRow {
             name: "",
-            own_timeout: None,
+            own: &[],
             status: Some(RunStatus::Running { pid: 7 }),
             pod_revival_count: 0,
             running_for: None,
@@ -611,7 +620,7 @@ fn pending_runs() {
         },
         PendingRow {
             name: "running past its job's own, shorter, running timeout",
-            own_timeout: Some("10m"),
+            own: &[("pod_running_timeout", "10m")],
             running_for: Some(601),
             want: nothing()
                 .stop("p", "default")
@@ -620,8 +629,91 @@ fn pending_runs() {
         },
         PendingRow {
             name: "running within its job's own running timeout",
-            own_timeout: Some("10m"),
+            own: &[("pod_running_timeout", "10m")],
             running_for: Some(599),
+            holds: 1,
+            ..PendingRow::default()
+        },
+        PendingRow {
+            name: "running past plank's timeout, within its job's own, longer, one",
+            own: &[("pod_running_timeout", "2h")],
+            running_for: Some(3601),
+            holds: 1,
+            ..PendingRow::default()
+        },
+        PendingRow {
+            name: "running past its job's own, longer, running timeout",
+            own: &[("pod_running_timeout", "2h")],
+            running_for: Some(7200),
+            want: nothing()
+                .stop("p", "default")
+                .to("p", Aborted, "Pod running timeout."),
+            ..PendingRow::default()
+        },
+        PendingRow {
+            name: "a pod unscheduled within plank's default timeout (5m)",
+            status: Some(pod_pending(299, None)),
+            holds: 1,
+            ..PendingRow::default()
+        },
+        PendingRow {
+            name: "a pod unscheduled for plank's default timeout (5m)",
+            status: Some(pod_pending(300, None)),
+            want: nothing()
+                .stop("p", "default")
+                .to("p", Error, "Pod scheduling timeout."),
+            ..PendingRow::default()
+        },
+        PendingRow {
+            name: "a pod unscheduled past its job's own, shorter, timeout",
+            own: &[("pod_unscheduled_timeout", "1m")],
+            status: Some(pod_pending(60, None)),
+            want: nothing()
+                .stop("p", "default")
+                .to("p", Error, "Pod scheduling timeout."),
+            ..PendingRow::default()
+        },
+        PendingRow {
+            name: "a pod unscheduled past plank's timeout, within its job's own, longer, one",
+            own: &[("pod_unscheduled_timeout", "20m")],
+            status: Some(pod_pending(1000, None)),
+            holds: 1,
+            ..PendingRow::default()
+        },
+        PendingRow {
+            name: "a pod scheduled, pending within plank's default timeout (10m)",
+            status: Some(pod_pending(3000, Some(599))),
+            holds: 1,
+            ..PendingRow::default()
+        },
+        PendingRow {
+            name: "a pod scheduled, pending for plank's default timeout (10m)",
+            status: Some(pod_pending(3000, Some(600))),
+            want: nothing()
+                .stop("p", "default")
+                .to("p", Error, "Pod pending timeout."),
+            ..PendingRow::default()
+        },
+        PendingRow {
+            name: "a pod pending past its job's own, shorter, timeout",
+            own: &[("pod_pending_timeout", "30s")],
+            status: Some(pod_pending(31, Some(31))),
+            want: nothing()
+                .stop("p", "default")
+                .to("p", Error, "Pod pending timeout."),
+            ..PendingRow::default()
+        },
+        PendingRow {
+            name: "a pod pending past plank's timeout, within its job's own, longer, one",
+            own: &[("pod_pending_timeout", "1h")],
+            status: Some(pod_pending(3000, Some(3000))),
+            holds: 1,
+            ..PendingRow::default()
+        },
+        PendingRow {
+            name: "a pod pending is not timed out by the running timeout",
+            status: Some(pod_pending(30, Some(30))),
+            running_for: Some(7200),
             holds: 1,
             ..PendingRow::default()
         },
@@ -705,9 +797,14 @@ fn pending_runs() {
     for row in rows {
         let mut w = World::new();
         let mut run = w.run("p", "a", Pending);
-        if let Some(t) = row.own_timeout {
-            let d = serde_json::json!({ "pod_running_timeout": t });
-            w.spec_mut(&run).job.decoration_config = Some(serde_json::from_value(d).unwrap());
+        if !row.own.is_empty() {
+            let d: serde_json::Map<_, _> = row
+                .own
+                .iter()
+                .map(|(k, v)| (k.to_string(), serde_json::json!(v)))
+                .collect();
+            w.spec_mut(&run).job.decoration_config =
+                Some(serde_json::from_value(d.into()).unwrap());
         }
         run.pod_revival_count = row.pod_revival_count;
         if let Some(s) = row.running_for {

@@ -79,6 +79,7 @@ pub fn holds_slot(status: &RunStatus) -> bool {
     matches!(
         status,
         RunStatus::Starting
+            | RunStatus::PodPending { .. }
             | RunStatus::Running { .. }
             | RunStatus::Ending
             | RunStatus::Revivable(_)
