@@ -103,6 +103,7 @@ fn units(clusters: &[ClusterSpec], volumes: &[f64], files: usize, rng: &mut Rng)
             demand,
             eligible,
             pinned,
+            keeps_blocked_pin: false,
             previous: None,
             rule,
         });

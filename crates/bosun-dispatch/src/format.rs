@@ -265,6 +265,7 @@ mod tests {
             demand: d,
             eligible: vec!["a".into(), "b".into(), "c".into()],
             pinned: None,
+            keeps_blocked_pin: false,
             previous: prev.map(str::to_string),
             rule: "default".to_string(),
         };

@@ -37,6 +37,12 @@ pub struct UnitSpec {
     /// A cluster it must be on (a pin), which balancing never changes. Its
     /// demand still counts in that cluster's load.
     pub pinned: Option<String>,
+    /// Its pin holds even when that cluster is blocked (OpenShift's
+    /// `periodic-buildNN-upgrade` jobs): it is assigned there and, like a
+    /// pin outside the inventory, counted nowhere. Otherwise a pin onto a
+    /// blocked cluster cannot be honoured and the unit is unplaced.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keeps_blocked_pin: bool,
     /// Where it was: the previous plan's cluster, else the `cluster:` its
     /// job file writes.
     pub previous: Option<String>,

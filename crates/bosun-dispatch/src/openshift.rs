@@ -34,6 +34,10 @@
 //! (every OpenShift job file writes one), and so are the `buildFarm`
 //! filename lists: switching to bosun moves nothing on day one.
 //!
+//! A pin onto a blocked cluster goes to `_config.yaml`'s `default`, as
+//! `DetermineTargetCluster` sends it, except for `periodic-buildNN-upgrade`
+//! jobs, which keep their blocked cluster ([`pin_target`]).
+//!
 //! Both files may be gzipped (detected by the magic bytes, as
 //! `gzip.ReadFileMaybeGZIP` does). Parsing never reads the file system: the
 //! caller passes the bytes and the file name used in messages.
@@ -966,6 +970,53 @@ pub fn target_cluster(
         );
     }
     determine_target_cluster(file_cluster, determined, default, can_be_relocated, blocked)
+}
+
+/// Where bosun pins a job that OpenShift's rules pin ([`OsDecision::Fixed`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OsPin {
+    /// The cluster the job is pinned to.
+    pub cluster: String,
+    /// `cluster` is blocked and the job stays there all the same
+    /// ([`is_blocked_relocation_exception`]).
+    pub keeps_blocked: bool,
+    /// The explanation (a unit's `rule`): `openshift rule N: pinned`, saying
+    /// where a blocked pin went.
+    pub rule: String,
+}
+
+/// The pin of a job whose rule `rule` pins it to `pin`: [`target_cluster`]
+/// with no file cluster (a pinned job is a unit of its own, not placed with
+/// its file) and not relocatable. So a pin onto a blocked cluster goes to
+/// `default` (`_config.yaml`'s), except for `periodic-buildNN-upgrade` jobs,
+/// which keep their blocked cluster. `blocked` is the blocked set.
+pub fn pin_target(
+    job_name: &str,
+    pin: &str,
+    rule: u8,
+    default: &str,
+    blocked: &BTreeSet<String>,
+) -> OsPin {
+    let cluster = target_cluster(job_name, "", pin, default, false, blocked);
+    let keeps_blocked = blocked.contains(pin) && is_blocked_relocation_exception(job_name);
+    let rule = if !blocked.contains(pin) {
+        format!("openshift rule {rule}: pinned")
+    } else if keeps_blocked {
+        format!(
+            "openshift rule {rule}: pinned to {pin}, which is blocked: kept there \
+             (a periodic-buildNN-upgrade job keeps its blocked cluster)"
+        )
+    } else {
+        format!(
+            "openshift rule {rule}: pinned to {pin}, which is blocked: \
+             sent to _config.yaml's default {cluster}"
+        )
+    };
+    OsPin {
+        cluster,
+        keeps_blocked,
+        rule,
+    }
 }
 
 // ---------------------------------------------------------------------------

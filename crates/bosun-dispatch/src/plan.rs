@@ -10,8 +10,10 @@
 //! * **Demand counted** (`D`): the demand of every unit placed on a
 //!   schedulable cluster of the inventory — balanced units, units pinned
 //!   there, and unplaceable units kept on their previous cluster. Units
-//!   pinned outside the inventory (OpenShift's `app.ci`, `arm01`, ...) are
-//!   assigned there and count nowhere. Negative or non-finite demand is 0.
+//!   pinned outside the inventory (OpenShift's `app.ci`, `arm01`, ...), and
+//!   units that keep a pin onto a blocked cluster
+//!   ([`UnitSpec::keeps_blocked_pin`]), are assigned there and count
+//!   nowhere. Negative or non-finite demand is 0.
 //! * **Target** of a cluster: its *share of the capacity eligible to the
 //!   demand that can reach it*, times that demand. Without eligibility
 //!   constraints that is `capacity / Σ capacity × D`. With them it is the
@@ -46,8 +48,9 @@
 //!
 //! # Steps
 //!
-//! 1. Pinned units go to their pin. Units whose `previous` cluster is
-//!    schedulable and still eligible keep it.
+//! 1. Pinned units go to their pin; a pin onto a blocked cluster leaves the
+//!    unit unplaced unless it keeps a blocked pin. Units whose `previous`
+//!    cluster is schedulable and still eligible keep it.
 //! 2. Forced: units whose previous cluster is blocked, not in the
 //!    inventory, or no longer eligible, and new units (no previous), are
 //!    placed, largest first, on the eligible cluster with the lowest
@@ -290,6 +293,9 @@ enum Status {
     Pinned(usize),
     /// Pinned to a cluster outside the inventory: assigned, not counted.
     PinnedOutside,
+    /// Pinned to a blocked cluster it keeps ([`UnitSpec::keeps_blocked_pin`]):
+    /// assigned, not counted.
+    PinnedBlocked,
     /// Kept on its previous cluster (for now: balancing may move it).
     Kept,
     /// Its previous cluster cannot keep it.
@@ -383,6 +389,7 @@ fn classify(inv: &Inv, spec: &UnitSpec, elig: &[usize], prev: Option<usize>) -> 
         return match inv.find(pin) {
             None => Status::PinnedOutside,
             Some(k) if !inv.blocked[k] => Status::Pinned(k),
+            Some(_) if spec.keeps_blocked_pin => Status::PinnedBlocked,
             Some(_) => unplaced(
                 inv,
                 spec,
@@ -1029,11 +1036,14 @@ pub fn plan_with_report(input: &PlanInput, previous_generation: u64) -> (Plan, P
         let spec = u.spec;
         let prev_name = spec.previous.clone();
         let (cluster, reason) = match &u.status {
-            Status::Pinned(_) | Status::PinnedOutside => {
+            Status::Pinned(_) | Status::PinnedOutside | Status::PinnedBlocked => {
                 let pin = spec.pinned.clone().unwrap_or_default();
                 let mut reason = format!("pinned by {}: {pin}", spec.rule);
                 if u.status == Status::PinnedOutside {
                     reason.push_str(" (not in the inventory: not balanced)");
+                }
+                if u.status == Status::PinnedBlocked {
+                    reason.push_str(" (blocked, kept there: not balanced)");
                 }
                 if let Some(p) = prev_name.as_ref().filter(|p| **p != pin) {
                     reason.push_str(&format!(" (moved from {p})"));
@@ -1180,9 +1190,10 @@ pub fn plan_with_report(input: &PlanInput, previous_generation: u64) -> (Plan, P
 /// cluster not blocked since), the unit's new jobs (those the plan does
 /// not know) go to that unit's cluster, with demand
 /// `unit.demand / unit.jobs.len()` each. Otherwise a pinned unit goes to
-/// its pin, and any other to the eligible schedulable
-/// cluster with the lowest relative load after placement (ties: the stable
-/// hash). A unit with nowhere to go is added to `unplaced`. Nothing new:
+/// its pin (unplaced when it is blocked, unless the unit keeps a blocked
+/// pin: then it is assigned there, counted nowhere), and any other to the
+/// eligible schedulable cluster with the lowest relative load after
+/// placement (ties: the stable hash). A unit with nowhere to go is added to `unplaced`. Nothing new:
 /// the plan is returned unchanged.
 pub fn place_new(plan: &Plan, input: &PlanInput, unit: &UnitSpec) -> Plan {
     let new_jobs: Vec<&String> = unit
@@ -1211,7 +1222,7 @@ pub fn place_new(plan: &Plan, input: &PlanInput, unit: &UnitSpec) -> Plan {
         (Some(c), per_job * new_jobs.len() as f64, reason)
     } else if let Some(pin) = &unit.pinned {
         match inv.find(pin) {
-            Some(k) if inv.blocked[k] => {
+            Some(k) if inv.blocked[k] && !unit.keeps_blocked_pin => {
                 out.unplaced.push((
                     unit.id.clone(),
                     format!("pinned to {pin} by {}, which is blocked", unit.rule),
@@ -1264,7 +1275,9 @@ pub fn place_new(plan: &Plan, input: &PlanInput, unit: &UnitSpec) -> Plan {
     let Some(dest) = dest else {
         return out;
     };
-    if let Some(l) = out.clusters.iter_mut().find(|l| l.name == dest) {
+    // A blocked cluster a pin keeps counts nothing, as in a full plan.
+    let counted = inv.schedulable(&dest).is_some();
+    if let Some(l) = out.clusters.iter_mut().find(|l| counted && l.name == dest) {
         l.load += demand;
         l.relative_load = if l.target > 0.0 {
             l.load / l.target
@@ -1321,6 +1334,7 @@ mod tests {
             demand: d,
             eligible: eligible.iter().map(|c| c.to_string()).collect(),
             pinned: None,
+            keeps_blocked_pin: false,
             previous: previous.map(str::to_string),
             rule: "default".to_string(),
         }
@@ -1413,6 +1427,38 @@ mod tests {
         );
         assert_eq!(at(&p, "x").cluster, "a");
         assert!(at(&p, "x").reason.contains("kept on a"));
+    }
+
+    #[test]
+    fn a_unit_that_keeps_a_blocked_pin_is_assigned_there_counted_nowhere() {
+        let mut upgrade = unit("u", 4.0, &["z"], Some("z"));
+        upgrade.pinned = Some("z".into());
+        upgrade.keeps_blocked_pin = true;
+        upgrade.rule = "upgrade".into();
+        let inp = input(
+            vec![cluster("a"), blocked("z")],
+            vec![upgrade.clone(), unit("r", 1.0, &["a", "z"], None)],
+        );
+        let p = plan(&inp, 0);
+        assert!(p.unplaced.is_empty(), "{:?}", p.unplaced);
+        assert_eq!(at(&p, "u").cluster, "z");
+        assert_eq!(
+            at(&p, "u").reason,
+            "pinned by upgrade: z (blocked, kept there: not balanced)"
+        );
+        assert_eq!(load(&p, "z"), 0.0, "a blocked cluster counts nothing");
+        assert_eq!(at(&p, "r").cluster, "a", "nothing else goes there");
+        // Placed on its own: the same.
+        let base = plan(&input(vec![cluster("a"), blocked("z")], vec![]), 0);
+        let q = place_new(&base, &inp, &upgrade);
+        assert!(q.unplaced.is_empty(), "{:?}", q.unplaced);
+        assert_eq!(at(&q, "u").cluster, "z");
+        assert_eq!(load(&q, "z"), 0.0);
+        // Without the flag, the pin cannot be honoured.
+        upgrade.keeps_blocked_pin = false;
+        let q = place_new(&base, &inp, &upgrade);
+        assert!(q.assignments.is_empty());
+        assert!(q.unplaced[0].1.contains("which is blocked"), "{q:?}");
     }
 
     #[test]

@@ -164,6 +164,7 @@ impl<'a> Rules<'a> {
             demand: 0.0,
             eligible,
             pinned,
+            keeps_blocked_pin: false,
             previous: previous(&jobs),
             rule,
         }

@@ -30,6 +30,7 @@ fn unit(id: &str, jobs: &[&str], d: f64, eligible: &[&str], previous: &str) -> U
         demand: d,
         eligible: eligible.iter().map(|c| c.to_string()).collect(),
         pinned: None,
+        keeps_blocked_pin: false,
         previous: Some(previous.to_string()),
         rule: "default".to_string(),
     }
@@ -38,6 +39,7 @@ fn unit(id: &str, jobs: &[&str], d: f64, eligible: &[&str], previous: &str) -> U
 fn pinned(id: &str, jobs: &[&str], d: f64, pin: &str) -> UnitSpec {
     UnitSpec {
         pinned: Some(pin.to_string()),
+        keeps_blocked_pin: false,
         rule: "cluster: written".to_string(),
         ..unit(id, jobs, d, &[pin], pin)
     }

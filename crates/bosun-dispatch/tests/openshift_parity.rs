@@ -924,6 +924,66 @@ fn periodic_buildnn_upgrade_stays_on_its_blocked_cluster() {
     );
 }
 
+/// What bosun pins a job to (`pin_target`) is OpenShift's target for every
+/// pin of the fixture: a blocked pin goes to `default`, the exception keeps
+/// it, and the explanation says which.
+#[test]
+fn a_pin_onto_a_blocked_cluster_is_a_pin_onto_the_default() {
+    let (config, clusters) = fixture();
+    let blocked = clusters.blocked();
+    let cases = [
+        // (job, label pin, expected cluster, keeps a blocked pin)
+        (
+            "pull-ci-org-repo-main-e2e",
+            Some("build05"),
+            "build03",
+            false,
+        ),
+        (
+            "pull-ci-org-repo-main-unit",
+            Some("build06"),
+            "build06",
+            false,
+        ),
+        ("periodic-build12-upgrade", Some("build12"), "build12", true),
+        ("periodic-build05-upgrade", None, "build05", true),
+        ("periodic-build05-upgrade-extra", None, "build03", false),
+    ];
+    for (name, label, expected, keeps) in cases {
+        let mut j = job(name, "openshift-release-periodics.yaml");
+        if let Some(c) = label {
+            j = j.label(CLUSTER_LABEL, c);
+        }
+        let OsDecision::Fixed { cluster, rule } = decide(&j, &config, &clusters) else {
+            panic!("{name}: not pinned");
+        };
+        let pin = pin_target(name, &cluster, rule, &config.default, &blocked);
+        assert_eq!(
+            pin.cluster,
+            target_cluster(name, "", &cluster, &config.default, false, &blocked),
+            "{name}: OpenShift's target"
+        );
+        assert_eq!((pin.cluster.as_str(), pin.keeps_blocked), (expected, keeps));
+        match (blocked.contains(&cluster), keeps) {
+            (false, _) => assert_eq!(pin.rule, format!("openshift rule {rule}: pinned")),
+            (true, false) => assert_eq!(
+                pin.rule,
+                format!(
+                    "openshift rule {rule}: pinned to {cluster}, which is blocked: \
+                     sent to _config.yaml's default build03"
+                )
+            ),
+            (true, true) => assert!(
+                pin.rule.starts_with(&format!(
+                    "openshift rule {rule}: pinned to {cluster}, which is blocked: kept there"
+                )),
+                "{}",
+                pin.rule
+            ),
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------
 // the daemon's build-farm synchronisation
 

@@ -56,6 +56,7 @@ fn units() -> impl Strategy<Value = Vec<UnitSpec>> {
                 demand,
                 eligible: eligible.into_iter().collect(),
                 pinned,
+                keeps_blocked_pin: false,
                 previous,
                 rule: "test".to_string(),
             })
@@ -280,6 +281,7 @@ fn benchmark_scenarios_meet_the_criterion() {
                 demand,
                 eligible,
                 pinned: (i % 97 == 0).then(|| "aws1".to_string()),
+                keeps_blocked_pin: false,
                 previous: None,
                 rule: "default".to_string(),
             }

@@ -36,6 +36,7 @@ fn input() -> PlanInput {
             demand: 1.0 + (u % 13) as f64,
             eligible: names.clone(),
             pinned: None,
+            keeps_blocked_pin: false,
             previous: None,
             rule: "relocatable".into(),
         })

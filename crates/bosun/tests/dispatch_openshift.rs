@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use bosun_dispatch::openshift::{decide, OsClusters, OsConfig, OsDecision, OsJob};
+use bosun_dispatch::openshift::{decide, target_cluster, OsClusters, OsConfig, OsDecision, OsJob};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../bosun-dispatch/tests/fixtures/openshift")
@@ -111,13 +111,11 @@ const JOBS: &[Job] = &[
     },
 ];
 
-#[test]
-fn openshifts_rules_decide_through_bosun_dispatch_plan() {
-    let d = tempfile::tempdir().unwrap();
-    let dir = d.path();
-    // The tree: one file per job file, Prow's format.
+/// Writes the job-config tree of `jobs` (one file per job file, Prow's
+/// format) below `DIR/jobs`, and bosun's configuration naming `clusters`.
+fn write_tree(dir: &Path, jobs: &[Job], clusters: &[&str]) {
     let mut files: BTreeMap<&str, String> = BTreeMap::new();
-    for j in JOBS {
+    for j in jobs {
         let labels: String = j
             .labels
             .iter()
@@ -142,22 +140,15 @@ fn openshifts_rules_decide_through_bosun_dispatch_plan() {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, text).unwrap();
     }
-    // bosun's own configuration names the clusters the jobs write.
-    let clusters = [
-        "app.ci",
-        "hive-manual",
-        "vsphere02",
-        "build01",
-        "build02",
-        "build03",
-        "build04",
-        "build06",
-        "build09",
-    ];
     let config: String = std::iter::once("build_clusters:\n".to_string())
         .chain(clusters.iter().map(|c| format!("  {c}: {{kind: local}}\n")))
         .collect();
     std::fs::write(dir.join("config.yaml"), config).unwrap();
+}
+
+/// `bosun dispatch plan --format json` of the tree in `dir` under the
+/// fixture's `_config.yaml` and `_clusters.yaml`.
+fn plan_json(dir: &Path) -> serde_json::Value {
     let out = Command::new(env!("CARGO_BIN_EXE_bosun"))
         .args(["dispatch", "plan", "--format", "json", "--config"])
         .arg(dir.join("config.yaml"))
@@ -171,7 +162,27 @@ fn openshifts_rules_decide_through_bosun_dispatch_plan() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn openshifts_rules_decide_through_bosun_dispatch_plan() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    // bosun's own configuration names the clusters the jobs write.
+    let clusters = [
+        "app.ci",
+        "hive-manual",
+        "vsphere02",
+        "build01",
+        "build02",
+        "build03",
+        "build04",
+        "build06",
+        "build09",
+    ];
+    write_tree(dir, JOBS, &clusters);
+    let plan = plan_json(dir);
     let assigned = |job: &str| plan["assignments"][job].as_str().map(String::from);
 
     // OpenShift's own decision for each job, as its rules give it.
@@ -232,4 +243,91 @@ fn openshifts_rules_decide_through_bosun_dispatch_plan() {
         (2..=13).collect::<Vec<u8>>(),
         "{plan}"
     );
+}
+
+/// A pin onto a cluster `_clusters.yaml` blocks (build05, and build12 by its
+/// negative capacity) goes to `_config.yaml`'s `default` (build03), as
+/// OpenShift's `target_cluster` sends it, and the explanation says so; a
+/// `periodic-buildNN-upgrade` job keeps its blocked cluster.
+#[test]
+fn a_pin_onto_a_blocked_cluster_goes_to_the_default_through_bosun_dispatch_plan() {
+    const FILE: &str = "openshift/ops/openshift-ops-main-periodics.yaml";
+    const BLOCKED: &[Job] = &[
+        // Rule 5 onto build05.
+        Job {
+            file: FILE,
+            name: "periodic-ci-openshift-ops-main-on-build05",
+            labels: &[("ci-operator.openshift.io/cluster", "build05")],
+            cluster: Some("build05"),
+        },
+        // Rule 10 (groups.build05.jobs) onto build05.
+        Job {
+            file: FILE,
+            name: "periodic-build05-upgrade-extra",
+            labels: &[],
+            cluster: Some("build05"),
+        },
+        // Rule 10 onto build05, and rule 5 onto build12: the exception.
+        Job {
+            file: FILE,
+            name: "periodic-build05-upgrade",
+            labels: &[],
+            cluster: Some("build05"),
+        },
+        Job {
+            file: FILE,
+            name: "periodic-build12-upgrade",
+            labels: &[("ci-operator.openshift.io/cluster", "build12")],
+            cluster: Some("build12"),
+        },
+    ];
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    write_tree(dir, BLOCKED, &["build01", "build03", "build05", "build12"]);
+    let plan = plan_json(dir);
+    assert_eq!(plan["unplaced"], serde_json::json!([]), "{plan}");
+
+    let read = |name: &str| std::fs::read(fixtures().join(name)).unwrap();
+    let os_config = OsConfig::parse("_config.yaml", &read("_config.yaml")).unwrap();
+    let os_clusters = OsClusters::parse("_clusters.yaml", &read("_clusters.yaml")).unwrap();
+    let blocked = os_clusters.blocked();
+    let expected = [
+        ("periodic-ci-openshift-ops-main-on-build05", "build03"),
+        ("periodic-build05-upgrade-extra", "build03"),
+        ("periodic-build05-upgrade", "build05"),
+        ("periodic-build12-upgrade", "build12"),
+    ];
+    for (j, (name, cluster)) in BLOCKED.iter().zip(expected) {
+        assert_eq!(j.name, name);
+        // OpenShift's target for the job.
+        let mut job = OsJob::new(j.name, j.file);
+        job.labels = j
+            .labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let decision = decide(&job, &os_config, &os_clusters);
+        let (determined, relocatable) = decision.openshift_pick().unwrap();
+        assert!(blocked.contains(determined), "{name}: {decision:?}");
+        let target = target_cluster(
+            name,
+            "",
+            determined,
+            &os_config.default,
+            relocatable,
+            &blocked,
+        );
+        assert_eq!(target, cluster, "{name}");
+        // bosun's plan gives it, and says why.
+        assert_eq!(plan["assignments"][name], cluster, "{name}: {plan}");
+        let rule = plan["explanations"][name]["rule"].as_str().unwrap();
+        let why = if cluster == determined {
+            format!("pinned to {determined}, which is blocked: kept there")
+        } else {
+            format!(
+                "pinned to {determined}, which is blocked: sent to _config.yaml's default build03"
+            )
+        };
+        assert!(rule.contains(&why), "{name}: {rule}");
+    }
 }

@@ -48,6 +48,11 @@ fn start(dir: &Path, n: usize) -> Dispatcher {
 }
 
 fn start_in(dir: &Path, data: &Path, n: usize) -> Dispatcher {
+    start_with(dir, data, n, &[])
+}
+
+/// [`start_in`] with `extra` arguments.
+fn start_with(dir: &Path, data: &Path, n: usize, extra: &[&std::ffi::OsStr]) -> Dispatcher {
     let log = dir.join(format!("dispatcher-{n}.log"));
     let mut child = Command::new(env!("CARGO_BIN_EXE_bosun"))
         .arg("dispatcher")
@@ -61,6 +66,7 @@ fn start_in(dir: &Path, data: &Path, n: usize) -> Dispatcher {
         .arg(data)
         .arg("--listen")
         .arg("127.0.0.1:0")
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
@@ -296,4 +302,87 @@ fn overrides_drain_a_cluster_until_cancelled_and_survive_a_restart() {
     let (ok, _, err) = cli(&["cancel", "--server", &server, &id]);
     assert!(ok, "{err}");
     assert_eq!(on_a(&assignments(port)), on_a(&plan));
+}
+
+/// With OpenShift's files, a job whose `ci-operator.openshift.io/cluster`
+/// label names a cluster `_clusters.yaml` blocks is answered
+/// `_config.yaml`'s `default`, and explained so; a
+/// `periodic-buildNN-upgrade` job keeps its blocked cluster.
+#[test]
+fn a_job_pinned_to_a_blocked_cluster_is_answered_the_openshift_default() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    std::fs::create_dir_all(dir.join("jobs")).unwrap();
+    std::fs::write(
+        dir.join("config.yaml"),
+        "build_clusters:\n  build-a: {kind: local}\n  build-b: {kind: local}\n  build-c: {kind: local}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("_config.yaml"),
+        "default: build-a\nbuildFarm:\n  aws:\n    build-a: {}\n    build-b: {}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("_clusters.yaml"),
+        "aws:\n- name: build-a\n- name: build-b\n- name: build-c\n  blocked: true\n",
+    )
+    .unwrap();
+    let pinned = |name: &str| {
+        format!(
+            "- name: {name}\n  interval: 1h\n  cluster: build-c\n  labels:\n    ci-operator.openshift.io/cluster: build-c\n  spec: {{containers: [{{image: x, command: [\"true\"]}}]}}\n"
+        )
+    };
+    std::fs::write(
+        dir.join("jobs/org-repo-main-periodics.yaml"),
+        format!(
+            "periodics:\n{}{}",
+            pinned("periodic-on-c"),
+            pinned("periodic-build07-upgrade")
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.join("demand.json"), "{}").unwrap();
+    let config = dir.join("_config.yaml");
+    let clusters = dir.join("_clusters.yaml");
+    let dispatcher = start_with(
+        dir,
+        &dir.join("data"),
+        0,
+        &[
+            "--openshift-config".as_ref(),
+            config.as_os_str(),
+            "--openshift-clusters".as_ref(),
+            clusters.as_os_str(),
+        ],
+    );
+    let port = dispatcher.port;
+    assert_eq!(
+        cluster_of(port, "periodic-on-c"),
+        (200, r#"{"cluster":"build-a"}"#.to_string())
+    );
+    assert_eq!(
+        cluster_of(port, "rehearse-7-periodic-on-c"),
+        (200, r#"{"cluster":"build-a"}"#.to_string())
+    );
+    let (status, body) = request(port, "GET", "/explain?job=periodic-on-c", None, None);
+    assert_eq!(status, 200, "{body}");
+    let explained: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let rule = explained["rule"].as_str().unwrap();
+    assert_eq!(
+        rule,
+        "openshift rule 5: pinned to build-c, which is blocked: sent to _config.yaml's default build-a"
+    );
+    assert!(
+        explained["explanation"]
+            .as_str()
+            .unwrap()
+            .contains("sent to _config.yaml's default build-a"),
+        "{body}"
+    );
+    // The exception stays on its blocked cluster.
+    assert_eq!(
+        cluster_of(port, "periodic-build07-upgrade"),
+        (200, r#"{"cluster":"build-c"}"#.to_string())
+    );
 }

@@ -388,3 +388,94 @@ fn bosun_serve_places_runs_by_its_own_plan_and_takes_overrides() {
         "{metrics}"
     );
 }
+
+/// `bosun dispatcher` over `DIR/dispatcher.yaml` and `DIR/jobs`, its plan in
+/// `DIR/dispatcher-data`, with `extra` arguments; returns once it has a
+/// plan.
+fn start_dispatcher(dir: &Path, extra: &[&std::ffi::OsStr]) -> Daemon {
+    let log = dir.join("dispatcher.log");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_bosun"))
+        .arg("dispatcher")
+        .arg("--config")
+        .arg(dir.join("dispatcher.yaml"))
+        .arg("--job-config")
+        .arg(dir.join("jobs"))
+        .arg("--data-dir")
+        .arg(dir.join("dispatcher-data"))
+        .arg("--listen")
+        .arg("127.0.0.1:0")
+        .args(extra)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let port = common::logged_port(&mut child, &log, deadline);
+    let dispatcher = Daemon { child, port, log };
+    while request(port, "GET", "/readyz", None, None).0 != 200 {
+        assert!(Instant::now() < deadline, "the dispatcher made no plan");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    dispatcher
+}
+
+/// Prow's deployment with OpenShift's files: `bosun serve` asks `bosun
+/// dispatcher` (`scheduler.external`), which reads `_config.yaml` and
+/// `_clusters.yaml`. A run of a job whose `ci-operator.openshift.io/cluster`
+/// label names a blocked cluster lands on `_config.yaml`'s `default`; a
+/// `periodic-buildNN-upgrade` job's run stays on its blocked cluster.
+#[test]
+fn a_run_pinned_to_a_blocked_openshift_cluster_lands_on_the_default() {
+    let d = setup(CLUSTERS, &[]);
+    let dir = d.path();
+    let pinned = |name: &str| {
+        format!(
+            "- name: {name}\n  cron: \"0 0 31 2 *\"\n  cluster: build-c\n  labels:\n    ci-operator.openshift.io/cluster: build-c\n  spec: {{containers: [{{image: x, command: [\"true\"]}}]}}\n"
+        )
+    };
+    std::fs::write(
+        dir.join("jobs/jobs.yaml"),
+        format!(
+            "periodics:\n{}{}",
+            pinned("on-c"),
+            pinned("periodic-build07-upgrade")
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.join("dispatcher.yaml"), CLUSTERS).unwrap();
+    std::fs::write(
+        dir.join("_config.yaml"),
+        "default: build-a\nbuildFarm:\n  aws:\n    build-a: {}\n    build-b: {}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("_clusters.yaml"),
+        "aws:\n- name: build-a\n- name: build-b\n- name: build-c\n  blocked: true\n",
+    )
+    .unwrap();
+    let (config, clusters) = (dir.join("_config.yaml"), dir.join("_clusters.yaml"));
+    let dispatcher = start_dispatcher(
+        dir,
+        &[
+            "--openshift-config".as_ref(),
+            config.as_os_str(),
+            "--openshift-clusters".as_ref(),
+            clusters.as_os_str(),
+        ],
+    );
+    std::fs::write(
+        dir.join("config.yaml"),
+        format!(
+            "scheduler:\n  enabled: true\n  external: {{url: \"http://127.0.0.1:{}/\"}}\n{CLUSTERS}",
+            dispatcher.port
+        ),
+    )
+    .unwrap();
+    let daemon = start(dir, &[]);
+    let port = daemon.port;
+    let run = wait_state(port, &trigger(port, "on-c"), "success");
+    assert_eq!(run["configured_cluster"], "build-c", "{run}");
+    assert_eq!(run["cluster"], "build-a", "{run}");
+    let run = wait_state(port, &trigger(port, "periodic-build07-upgrade"), "success");
+    assert_eq!(run["cluster"], "build-c", "{run}");
+}

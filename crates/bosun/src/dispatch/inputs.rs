@@ -8,7 +8,9 @@
 //! what is pinned and what is relocatable, and a job file's written
 //! `cluster:` (or its `buildFarm` entry) is the previous assignment, not a
 //! pin; where OpenShift would pick `len(filename) % n` among several
-//! candidates, bosun balances among the same candidates.
+//! candidates, bosun balances among the same candidates. A pin onto a
+//! blocked cluster goes to `_config.yaml`'s `default` (a
+//! `periodic-buildNN-upgrade` job keeps its blocked cluster).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
@@ -19,7 +21,9 @@ use bosun_dispatch::inventory::Inventory;
 use bosun_dispatch::jobs::{facts, JobFacts};
 use bosun_dispatch::lookup::JobRepo;
 use bosun_dispatch::model::{Options, PlanInput, UnitSpec};
-use bosun_dispatch::openshift::{decide, OsCluster, OsClusters, OsConfig, OsDecision, OsJob};
+use bosun_dispatch::openshift::{
+    decide, pin_target, OsCluster, OsClusters, OsConfig, OsDecision, OsJob,
+};
 
 /// Where the dispatcher's input comes from.
 #[derive(clap::Args, Debug, Clone)]
@@ -131,7 +135,8 @@ pub fn inputs(
 }
 
 /// Units under OpenShift's rules: a job's decision makes it pinned (rules
-/// 2-5, 10, 11 and candidate rules with one candidate), balanced among
+/// 2-5, 10, 11 and candidate rules with one candidate; a pin onto a blocked
+/// cluster is a pin onto `default`, see `pin_target`), balanced among
 /// candidates (rules 6-9), or relocatable anywhere in the build farm (rules
 /// 12-13); relocatable jobs of one file are one unit, and so are all jobs
 /// sharing a name. A job OpenShift fails (rules 6 and 12) is unplaceable,
@@ -158,12 +163,24 @@ fn openshift_units(
     } else {
         farm.into_iter().collect()
     };
+    // Blocked in `_clusters.yaml` or in bosun's inventory.
+    let blocked: BTreeSet<String> = clusters
+        .blocked()
+        .into_iter()
+        .chain(
+            inventory
+                .clusters()
+                .filter(|c| c.blocked)
+                .map(|c| c.name.clone()),
+        )
+        .collect();
     // Each job's class: what it may go to, and why; jobs of one file and
     // class are one unit.
     struct Class {
         key: String,
         eligible: Vec<String>,
         pinned: Option<String>,
+        keeps_blocked_pin: bool,
         previous: Option<String>,
         rule: String,
     }
@@ -176,13 +193,19 @@ fn openshift_units(
         job.written_cluster = f.cluster_written.then(|| f.cluster.clone());
         let class = match decide(&job, config, clusters) {
             OsDecision::NotDispatched => continue,
-            OsDecision::Fixed { cluster, rule } => Class {
-                key: format!("job:{}", f.name),
-                eligible: vec![cluster.clone()],
-                pinned: Some(cluster.clone()),
-                previous: Some(cluster),
-                rule: format!("openshift rule {rule}: pinned"),
-            },
+            OsDecision::Fixed { cluster, rule } => {
+                let pin = pin_target(&f.name, &cluster, rule, &config.default, &blocked);
+                Class {
+                    key: format!("job:{}", f.name),
+                    eligible: vec![pin.cluster.clone()],
+                    pinned: Some(pin.cluster),
+                    keeps_blocked_pin: pin.keeps_blocked,
+                    // Where OpenShift's rule pins it (moved from there when
+                    // that is blocked).
+                    previous: Some(cluster),
+                    rule: pin.rule,
+                }
+            }
             OsDecision::Candidates {
                 clusters: candidates,
                 rule,
@@ -201,12 +224,14 @@ fn openshift_units(
                     ),
                     eligible,
                     pinned: None,
+                    keeps_blocked_pin: false,
                 }
             }
             OsDecision::Relocatable { previous, rule, .. } => Class {
                 key: f.file.clone(),
                 eligible: relocatable_to.clone(),
                 pinned: None,
+                keeps_blocked_pin: false,
                 previous: previous.or_else(|| job.written_cluster.clone()),
                 rule: format!("openshift rule {rule}: relocatable"),
             },
@@ -216,6 +241,7 @@ fn openshift_units(
                     key: format!("job:{}", f.name),
                     eligible: Vec::new(),
                     pinned: None,
+                    keeps_blocked_pin: false,
                     previous: job.written_cluster.clone(),
                     rule: format!("openshift: {message}"),
                 }
@@ -258,7 +284,8 @@ fn openshift_units(
             // A unit's constraints are its members' together: the
             // intersection of what they may go to; a pin wins.
             let mut eligible: BTreeSet<String> = lead.eligible.iter().cloned().collect();
-            let mut pinned = None;
+            let mut pinned: Option<String> = None;
+            let mut keeps_blocked_pin = false;
             let mut rules = BTreeSet::new();
             let mut previous: BTreeMap<String, usize> = BTreeMap::new();
             let mut jobs = BTreeSet::new();
@@ -266,7 +293,10 @@ fn openshift_units(
                 let c = &classes[n].1;
                 let set: BTreeSet<String> = c.eligible.iter().cloned().collect();
                 eligible = eligible.intersection(&set).cloned().collect();
-                pinned = pinned.or_else(|| c.pinned.clone());
+                if pinned.is_none() && c.pinned.is_some() {
+                    pinned = c.pinned.clone();
+                    keeps_blocked_pin = c.keeps_blocked_pin;
+                }
                 rules.insert(c.rule.clone());
                 if let Some(p) = &c.previous {
                     *previous.entry(p.clone()).or_default() += 1;
@@ -288,6 +318,7 @@ fn openshift_units(
                 demand,
                 eligible: eligible.into_iter().collect(),
                 pinned,
+                keeps_blocked_pin,
                 previous,
                 rule: rules.into_iter().collect::<Vec<_>>().join("; "),
             }
