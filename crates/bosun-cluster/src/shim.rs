@@ -28,8 +28,8 @@
 //! `RUN_ID.state` instead, with the same lines, each written in one write
 //! (readers take only whole lines, so a line is seen complete or not at all).
 //! Readers take the attribute, and the file when the attribute has no exit.
-//! `BOSUN_RUN_STATE_FILES=1` in the supervisor's environment keeps states in
-//! files everywhere.
+//! The hidden `--state-files` flag (`bosun run-shim --state-files --root
+//! ROOT`) keeps states in files everywhere.
 //!
 //! A supervisor exits when no daemon is connected and none of its jobs runs
 //! (checked when either ends, and every 10 s). `ROOT/.supervisor.lock` (flock)
@@ -228,6 +228,10 @@ pub fn start_time(pid: u32) -> Option<u64> {
 pub struct ShimArgs {
     /// The cluster's root directory.
     pub root: PathBuf,
+    /// States go to `ROOT/ID.state` files even where the log could carry
+    /// them as an attribute (`--state-files`, hidden: what a filesystem
+    /// without user attributes gets, for tests).
+    pub state_files: bool,
 }
 
 /// The supervisor's arguments are not `--root ROOT`.
@@ -235,11 +239,16 @@ pub struct ShimArgs {
 #[error("usage: bosun run-shim --root DIR")]
 pub struct UsageError;
 
-/// Parses `--root ROOT`.
+/// Parses `[--state-files] --root ROOT`.
 pub fn parse_args(args: &[String]) -> Result<ShimArgs, UsageError> {
+    let (state_files, args) = match args {
+        [flag, rest @ ..] if flag == "--state-files" => (true, rest),
+        _ => (false, args),
+    };
     match args {
         [flag, root] if flag == "--root" => Ok(ShimArgs {
             root: PathBuf::from(root),
+            state_files,
         }),
         _ => Err(UsageError),
     }
@@ -271,8 +280,8 @@ struct Supervisor {
     root: PathBuf,
     /// This process: pid and start time, written into every run's state.
     me: (u32, u64),
-    /// Keep states in files only (`BOSUN_RUN_STATE_FILES=1`: what a
-    /// filesystem without user attributes gets; tests use it).
+    /// Keep states in files only (`--state-files`: what a filesystem
+    /// without user attributes gets; tests use it).
     state_files: bool,
     state: Mutex<State>,
     /// Signalled when a job is started (the reaper waits for one).
@@ -582,7 +591,7 @@ fn supervise(args: &ShimArgs) -> std::io::Result<()> {
     let sup = Arc::new(Supervisor {
         root: args.root.clone(),
         me: (pid, start_time(pid).unwrap_or(0)),
-        state_files: std::env::var_os("BOSUN_RUN_STATE_FILES").is_some_and(|v| v == "1"),
+        state_files: args.state_files,
         state: Mutex::new(State {
             children: HashMap::new(),
             early: HashMap::new(),

@@ -1,4 +1,4 @@
-//! Build cluster health. Every [`probe_interval`] (30 s) each Kubernetes
+//! Build cluster health. Every `--health-interval` (30 s) each Kubernetes
 //! cluster is probed by a task of its own, which keeps its client
 //! (`/version`, then access reviews for the pod verbs, and the
 //! `pipelineruns.tekton.dev` verbs for a cluster that has pipeline jobs; see
@@ -14,15 +14,6 @@ use bosun_cluster::kube::Health;
 use bosun_cluster::registry::ClusterDef;
 
 use crate::state::Shared;
-
-/// How often clusters are probed: 30 s (`BOSUN_HEALTH_INTERVAL_MS` sets it,
-/// for tests).
-pub fn probe_interval() -> Duration {
-    std::env::var("BOSUN_HEALTH_INTERVAL_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .map_or(Duration::from_secs(30), Duration::from_millis)
-}
 
 /// Probes one Kubernetes cluster and records the result (a client is made
 /// when there is none yet; a failure to make one counts in
@@ -118,15 +109,15 @@ fn export(shared: &Shared) {
     }
 }
 
-/// One Kubernetes cluster's probes, every [`probe_interval`], on a task of
-/// its own: a cluster that hangs delays only its own next answer.
+/// One Kubernetes cluster's probes, `every` so often, on a task of its own:
+/// a cluster that hangs delays only its own next answer.
 async fn cluster_loop(
     shared: Arc<Shared>,
     alias: String,
     def: ClusterDef,
+    every: Duration,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
-    let every = probe_interval();
     let mut client = None;
     loop {
         tokio::select! {
@@ -142,7 +133,11 @@ async fn cluster_loop(
 
 /// Keeps one probing task per Kubernetes cluster in force: started for a new
 /// or changed cluster, stopped for a removed one (a reload wakes it).
-pub async fn health_loop(shared: Arc<Shared>, mut stop: tokio::sync::watch::Receiver<bool>) {
+pub async fn health_loop(
+    shared: Arc<Shared>,
+    every: Duration,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
     let mut tasks: HashMap<String, (ClusterDef, tokio::task::JoinHandle<()>)> = HashMap::new();
     loop {
         let clusters = shared.clusters();
@@ -163,6 +158,7 @@ pub async fn health_loop(shared: Arc<Shared>, mut stop: tokio::sync::watch::Rece
                     shared.clone(),
                     alias.clone(),
                     def.clone(),
+                    every,
                     stop.clone(),
                 ));
                 tasks.insert(alias.clone(), (def.clone(), task));

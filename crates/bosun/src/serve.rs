@@ -49,6 +49,19 @@ pub struct ServeArgs {
     /// Log format.
     #[arg(long, value_enum, default_value_t)]
     pub log_format: LogFormat,
+    /// How often each Kubernetes cluster's health is probed (hidden: tests
+    /// shorten it).
+    #[arg(long, hide = true, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    pub health_interval: std::time::Duration,
+    /// How many fires of a batch take the store's fire log (hidden: tests
+    /// set 1, every fire, as in a burst).
+    #[arg(long, hide = true, value_name = "N")]
+    pub fire_log_min: Option<usize>,
+}
+
+/// A Go duration (`200ms`, `30s`) as a command-line value.
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    bosun_config::duration::GoDuration::parse(s).map(|d| d.to_std())
 }
 
 /// Runs the daemon until SIGINT or SIGTERM.
@@ -88,12 +101,9 @@ pub fn run(args: &ServeArgs) -> ExitCode {
     }
     let metrics = Metrics::new(&snapshot.config.prowjob_namespace);
     let active = Arc::new(ActiveRuns::default());
-    // `BOSUN_FIRE_LOG_MIN` (tests) sets how many fires of a batch take the
-    // store's fire log (1: every fire, as in a burst).
     let store_options = SqliteOptions {
-        fire_log_min: std::env::var("BOSUN_FIRE_LOG_MIN")
-            .ok()
-            .and_then(|v| v.parse().ok())
+        fire_log_min: args
+            .fire_log_min
             .unwrap_or(SqliteOptions::default().fire_log_min),
         ..SqliteOptions::default()
     };
@@ -204,7 +214,7 @@ pub fn run(args: &ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    rt.block_on(serve(daemon, args.listen, read_token))
+    rt.block_on(serve(daemon, args, read_token))
 }
 
 /// The token in `file` (trimmed), if a file is given; an error (logged)
@@ -229,7 +239,8 @@ fn read_token(file: Option<&std::path::Path>, what: &str) -> Result<Option<Strin
 /// Starts the daemon's tasks and serves the API and the dashboard until a
 /// signal; then stops the tasks (the controller commits what it holds) and
 /// returns.
-async fn serve(daemon: Arc<Daemon>, listen: SocketAddr, read_token: Option<String>) -> ExitCode {
+async fn serve(daemon: Arc<Daemon>, args: &ServeArgs, read_token: Option<String>) -> ExitCode {
+    let listen = args.listen;
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(l) => l,
         Err(e) => {
@@ -249,7 +260,11 @@ async fn serve(daemon: Arc<Daemon>, listen: SocketAddr, read_token: Option<Strin
             stop.clone(),
         )),
         tokio::spawn(crate::reload::reload_loop(daemon.clone(), stop.clone())),
-        tokio::spawn(crate::health::health_loop(shared.clone(), stop.clone())),
+        tokio::spawn(crate::health::health_loop(
+            shared.clone(),
+            args.health_interval,
+            stop.clone(),
+        )),
         tokio::spawn(crate::plans::plan_loop(
             shared,
             daemon.controller.clone(),

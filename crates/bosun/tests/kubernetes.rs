@@ -87,7 +87,9 @@ fn start_full(
         args.push("--kubeconfig".as_ref());
         args.push(k.as_os_str());
     }
-    common::serve(dir, &args, &[("BOSUN_HEALTH_INTERVAL_MS", "200")])
+    args.push("--health-interval".as_ref());
+    args.push("200ms".as_ref());
+    common::serve(dir, &args, &[])
 }
 
 fn get(port: u16, path: &str) -> Option<String> {

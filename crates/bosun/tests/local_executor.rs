@@ -275,10 +275,9 @@ fn without_user_attributes_states_live_in_files() {
     let ex = LocalExecutor::new(
         root.path(),
         vec![
-            "/usr/bin/env".to_string(),
-            "BOSUN_RUN_STATE_FILES=1".to_string(),
             env!("CARGO_BIN_EXE_bosun").to_string(),
             "run-shim".to_string(),
+            "--state-files".to_string(),
         ],
     );
     ex.start("f", &job("exit 6")).unwrap();

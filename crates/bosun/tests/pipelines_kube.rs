@@ -523,8 +523,13 @@ fn the_health_probe_asks_for_the_pipeline_verbs_of_a_cluster_with_pipeline_jobs(
     .unwrap();
     let daemon = common::serve(
         dir.path(),
-        &["--kubeconfig".as_ref(), missing.kubeconfig.as_os_str()],
-        &[("BOSUN_HEALTH_INTERVAL_MS", "200")],
+        &[
+            "--kubeconfig".as_ref(),
+            missing.kubeconfig.as_os_str(),
+            "--health-interval".as_ref(),
+            "200ms".as_ref(),
+        ],
+        &[],
     );
     let cluster = |want: &str| -> Value {
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -743,8 +748,13 @@ impl Served {
         .unwrap();
         let daemon = common::serve(
             dir.path(),
-            &["--kubeconfig".as_ref(), tenant.kubeconfig.as_os_str()],
-            &[("BOSUN_HEALTH_INTERVAL_MS", "200")],
+            &[
+                "--kubeconfig".as_ref(),
+                tenant.kubeconfig.as_os_str(),
+                "--health-interval".as_ref(),
+                "200ms".as_ref(),
+            ],
+            &[],
         );
         Served {
             plane,
@@ -765,8 +775,13 @@ impl Served {
         let _ = self.daemon.child.wait();
         self.daemon = common::serve(
             self.dir.path(),
-            &["--kubeconfig".as_ref(), self.tenant.kubeconfig.as_os_str()],
-            &[("BOSUN_HEALTH_INTERVAL_MS", "200")],
+            &[
+                "--kubeconfig".as_ref(),
+                self.tenant.kubeconfig.as_os_str(),
+                "--health-interval".as_ref(),
+                "200ms".as_ref(),
+            ],
+            &[],
         );
     }
 

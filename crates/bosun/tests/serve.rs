@@ -58,12 +58,8 @@ fn setup(dir: &Path) {
 }
 
 fn start(dir: &Path, extra: &[&str]) -> Daemon {
-    start_with(dir, extra, &[])
-}
-
-fn start_with(dir: &Path, extra: &[&str], envs: &[(&str, &str)]) -> Daemon {
     let args: Vec<&std::ffi::OsStr> = extra.iter().map(|a| a.as_ref()).collect();
-    common::serve(dir, &args, envs)
+    common::serve(dir, &args, &[])
 }
 
 fn json(s: &str) -> serde_json::Value {
@@ -1011,10 +1007,10 @@ fn kill_9_while_periodics_fire_every_second_accounts_for_every_tick_once() {
 /// burst), so that kills also land between a log's commit and its fold.
 #[test]
 fn kill_9_while_periodics_fire_through_the_fire_log_accounts_for_every_tick_once() {
-    kill_9_while_periodics_fire(&[("BOSUN_FIRE_LOG_MIN", "1")]);
+    kill_9_while_periodics_fire(&["--fire-log-min", "1"]);
 }
 
-fn kill_9_while_periodics_fire(envs: &[(&str, &str)]) {
+fn kill_9_while_periodics_fire(extra: &[&str]) {
     use jiff::{SignedDuration, Timestamp};
     let (_d, dir) = tmp();
     setup(&dir);
@@ -1036,7 +1032,7 @@ fn kill_9_while_periodics_fire(envs: &[(&str, &str)]) {
         .unwrap_or(3);
     let mut up: Vec<(Timestamp, Timestamp)> = Vec::new();
     for cycle in 0..cycles {
-        let daemon = start_with(&dir, &[], envs);
+        let daemon = start(&dir, extra);
         let t_up = Timestamp::now();
         std::thread::sleep(Duration::from_millis(700 + (cycle * 613) % 1800));
         let t_down = Timestamp::now();
@@ -1044,7 +1040,7 @@ fn kill_9_while_periodics_fire(envs: &[(&str, &str)]) {
         up.push((t_up, t_down));
         std::thread::sleep(Duration::from_millis((cycle * 389) % 1200));
     }
-    let daemon = start_with(&dir, &[], envs);
+    let daemon = start(&dir, extra);
     let t_up = Timestamp::now();
     std::thread::sleep(Duration::from_millis(2500));
     let port = daemon.port;
@@ -1645,10 +1641,14 @@ fn clusters_report_their_health() {
     .unwrap();
     std::fs::write(dir.join("jobs/jobs.yaml"), "periodics: []\n").unwrap();
     let kube = dir.join("kube");
-    let daemon = start_with(
+    let daemon = start(
         &dir,
-        &["--kubeconfig-dir", kube.to_str().unwrap()],
-        &[("BOSUN_HEALTH_INTERVAL_MS", "100")],
+        &[
+            "--kubeconfig-dir",
+            kube.to_str().unwrap(),
+            "--health-interval",
+            "100ms",
+        ],
     );
     let deadline = Instant::now() + Duration::from_secs(30);
     let clusters = loop {
@@ -1724,7 +1724,7 @@ fn runs_of_an_unreachable_cluster_wait_or_fail_over() {
         "periodics:\n- name: moved\n  cron: \"0 0 31 2 *\"\n  cluster: gone\n  spec: {containers: [{image: x, command: [\"true\"]}]}\n- name: waits\n  cron: \"0 0 31 2 *\"\n  cluster: stuck\n  spec: {containers: [{image: x, command: [\"true\"]}]}\n",
     )
     .unwrap();
-    let daemon = start_with(&dir, &[], &[("BOSUN_HEALTH_INTERVAL_MS", "100")]);
+    let daemon = start(&dir, &["--health-interval", "100ms"]);
     let port = daemon.port;
     let moved = trigger(port, r#"{"job": "moved"}"#);
     let run = wait_state(port, &moved, |s| s == "success");

@@ -6,7 +6,7 @@
 //! per pass rather than one more per start); if its local job has already
 //! exited, its end is committed with it.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,6 +25,20 @@ use crate::clusters::Clusters;
 /// How long a start that failed for a reason that may pass (see
 /// `ExecError::Transient`) keeps its run's slot before a pass tries again.
 const START_RETRY: Duration = Duration::from_secs(1);
+
+/// The longest wait between two tries of a start.
+const START_RETRY_MAX: Duration = Duration::from_secs(60);
+
+/// How long a start that failed for a reason that may pass waits before it
+/// is tried again, after `failures` such failures in a row: [`START_RETRY`]
+/// after the first, twice as long after each next one, at most
+/// [`START_RETRY_MAX`] (a cluster that is down is not asked once a second).
+pub fn start_retry_delay(failures: u32) -> Duration {
+    let doublings = failures.saturating_sub(1).min(16);
+    START_RETRY
+        .saturating_mul(1 << doublings)
+        .min(START_RETRY_MAX)
+}
 
 /// What a start hands its executor.
 enum Start {
@@ -245,6 +259,7 @@ impl Controller {
                         format!("Pod can not be revived after {why}: {e}"),
                     ),
                 };
+                c.start_failures().remove(&run.id);
                 c.finish_start(vec![(run.id.clone(), t)]);
             });
         }
@@ -315,14 +330,15 @@ impl Controller {
                         // As plank requeues it: the run stays `triggered`
                         // and keeps its slot for a while, then a pass
                         // starts it again.
-                        tracing::warn!(run = %run.id, cluster = %target, error = %e, "cannot create the pod yet; trying again");
-                        c.retry_later(run.id.clone());
+                        let delay = c.retry_later(run.id.clone());
+                        tracing::warn!(run = %run.id, cluster = %target, error = %e, retry_in = ?delay, "cannot create the pod yet; trying again");
                         return;
                     }
                     Err(e) => {
                         Transition::to(RunState::Error, at, format!("Pod can not be created: {e}"))
                     }
                 };
+                c.start_failures().remove(&run.id);
                 c.finish_start(vec![(run.id.clone(), t)]);
             });
         }
@@ -344,10 +360,17 @@ impl Controller {
         n_started
     }
 
-    /// A start to try again: after [`START_RETRY`] the run is released, to
-    /// be started again by the next pass. A timer, not a thread, waits
-    /// (outside a runtime, a simulation, the next pass tries again).
-    fn retry_later(self: &Arc<Self>, id: String) {
+    /// A start to try again: after [`start_retry_delay`] of its failures in
+    /// a row the run is released, to be started again by the next pass;
+    /// returns the delay. A timer, not a thread, waits (outside a runtime,
+    /// a simulation, the next pass tries again).
+    fn retry_later(self: &Arc<Self>, id: String) -> Duration {
+        let delay = {
+            let mut failures = self.start_failures();
+            let n = failures.entry(id.clone()).or_default();
+            *n = n.saturating_add(1);
+            start_retry_delay(*n)
+        };
         let c = self.clone();
         let release = move || {
             c.retry.lock().unwrap_or_else(|e| e.into_inner()).push(id);
@@ -355,11 +378,20 @@ impl Controller {
         };
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => drop(rt.spawn(async move {
-                tokio::time::sleep(START_RETRY).await;
+                tokio::time::sleep(delay).await;
                 release();
             })),
             Err(_) => release(),
         }
+        delay
+    }
+
+    /// Runs whose starts failed for reasons that may pass, with how many
+    /// times in a row (a start that succeeds or fails for good forgets).
+    fn start_failures(&self) -> std::sync::MutexGuard<'_, HashMap<String, u32>> {
+        self.start_failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     /// Hands what a start or revival decided to the controller's next pass,
@@ -487,4 +519,16 @@ fn decorated(run: &Run, spec: &SpecSnapshot, namespace: &str) -> Option<Decorate
         mirror_root: None,
         prowjob: Some(crate::prowjob::document(run, spec, namespace)),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_start_that_keeps_failing_waits_twice_as_long_each_time_up_to_a_minute() {
+        let secs: Vec<u64> = (1..=9).map(|n| start_retry_delay(n).as_secs()).collect();
+        assert_eq!(secs, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
+        assert_eq!(start_retry_delay(u32::MAX), START_RETRY_MAX);
+    }
 }

@@ -39,6 +39,9 @@ pub struct Controller {
     /// Starts that failed for a reason that may pass: the next pass
     /// releases their runs, which stay `triggered`, to be started again.
     pub(super) retry: Mutex<Vec<String>>,
+    /// How many times in a row each run's start failed so (its next try
+    /// waits longer each time).
+    pub(super) start_failures: Mutex<HashMap<String, u32>>,
     /// Transitions held for the next commit.
     pub(super) held: Mutex<Held>,
     /// Parsed spec snapshots by content hash (immutable, so never stale).
@@ -82,6 +85,7 @@ impl Controller {
             starting: Mutex::default(),
             started: Mutex::default(),
             retry: Mutex::default(),
+            start_failures: Mutex::default(),
             held: Mutex::default(),
             specs: Mutex::default(),
         }
