@@ -49,10 +49,10 @@ pub struct JobProcess {
     /// A decorated run: `command` is the test command, which the executor
     /// runs under Prow's pod utilities (refs cloned first, the command
     /// wrapped with its timeout, Prow's artifact files laid out).
-    pub decoration: Option<Box<crate::podutils::job::DecoratedJob>>,
+    pub decoration: Option<Box<bosun_job::job::DecoratedJob>>,
     /// A pipeline run: the executor runs the pipeline step by step (the
     /// `command` is unused), in the run's directory.
-    pub pipeline: Option<Box<crate::tekton::local::PipelineOptions>>,
+    pub pipeline: Option<Box<bosun_tekton::local::PipelineOptions>>,
 }
 
 /// Where a run stands.

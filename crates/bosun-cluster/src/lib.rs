@@ -23,8 +23,6 @@ pub mod admit;
 pub mod executor;
 pub mod kube;
 pub mod local;
-pub mod podutils;
 pub mod registry;
 pub mod shim;
-pub mod tekton;
 pub mod trust;

@@ -22,13 +22,13 @@ use k8s_openapi::api::core::v1::PodSpec;
 use rustix::process::{kill_process_group, Pid, Signal};
 
 use crate::executor::{ExecError, Executor, JobProcess, RunStatus};
-use crate::podutils::job::{DecoratedJob, OPTIONS_ENV};
 use crate::shim::{
     self, start_time, Event, Reply, Request, RunAs, StartRequest, LOG_SUFFIX, SOCKET, STATE_SUFFIX,
     STATE_XATTR,
 };
-use crate::tekton::command::OPTIONS_ENV as PIPELINE_OPTIONS_ENV;
-use crate::tekton::local::PipelineOptions;
+use bosun_job::job::{DecoratedJob, OPTIONS_ENV};
+use bosun_tekton::local::PipelineOptions;
+use bosun_tekton::local::OPTIONS_ENV as PIPELINE_OPTIONS_ENV;
 
 fn io(e: impl std::fmt::Display) -> ExecError {
     ExecError::Refused(format!("local executor: {e}"))
@@ -620,7 +620,7 @@ impl Executor for LocalExecutor {
         let mut removed = Vec::new();
         let mut errors = Vec::new();
         for root in roots {
-            match crate::podutils::mirror::prune(&root, cutoff) {
+            match bosun_git::mirror::prune(&root, cutoff) {
                 Ok(pruned) => {
                     removed.extend(pruned.removed);
                     errors.extend(pruned.errors);

@@ -22,11 +22,11 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use bosun_cluster::tekton::convert;
-use bosun_cluster::tekton::pipelinerun::{pipeline_run_with, unresolved_references};
 use bosun_config::types::{JobBase, JobType, Refs};
 use bosun_store::template::{new_run, SpecSnapshot};
 use bosun_store::Run;
+use bosun_tekton::convert;
+use bosun_tekton::pipelinerun::{pipeline_run_with, unresolved_references};
 use serde_json::{json, Value};
 
 /// The Lighthouse commit whose `makePipelineRun` (`pkg/engines/tekton/utils.go`)

@@ -10,20 +10,20 @@
 //! the refs such a run gets, Jenkins X `uses:` catalog references (which
 //! bosun resolves on no cluster), and, when the job can land on a local
 //! cluster, what a local cluster cannot run (`taskRef`, `pipelineRef`,
-//! Secrets, ...; what [`bosun_cluster::tekton::local::check`] finds).
+//! Secrets, ...; what [`bosun_tekton::local::check`] finds).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use bosun_cluster::tekton::gotemplate::Template;
-use bosun_cluster::tekton::local;
-use bosun_cluster::tekton::model::PipelineRunSpec;
-use bosun_cluster::tekton::pipelinerun::{self, PipelineRunError};
 use bosun_config::types::{InRepoSource, JobSource, JobType, Pull, Refs};
 use bosun_config::validate::{is_local_cluster, reachable_clusters};
 use bosun_config::{load, Diagnostic, Job, LoadOptions, Loaded, OsFiles, Snapshot};
 use bosun_store::template::{RunTemplate, SpecSnapshot};
+use bosun_tekton::gotemplate::Template;
+use bosun_tekton::local;
+use bosun_tekton::model::PipelineRunSpec;
+use bosun_tekton::pipelinerun::{self, PipelineRunError};
 use clap::{Args, ValueEnum};
 
 /// Where the configuration comes from (shared by `check` and, later, `serve`).

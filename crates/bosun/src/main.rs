@@ -89,12 +89,12 @@ fn main() -> ExitCode {
             ExitCode::from(u8::try_from(code).unwrap_or(2))
         }
         Command::RunPipeline => {
-            let code = bosun_cluster::tekton::command::main();
+            let code = bosun_injob::pipeline::command::main();
             ExitCode::from(code as u8)
         }
         Command::RunDecorated => {
             // entrypoint's codes: 255 for a test killed by a signal (-1).
-            let code = bosun_cluster::podutils::decorated::main();
+            let code = bosun_injob::decorated::main();
             ExitCode::from(code as u8)
         }
     }

@@ -75,8 +75,8 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::podutils::gojson::{empty_str, go_json, is_false, RefsJson};
-use crate::podutils::refs::relative_path;
+use bosun_job::gojson::{empty_str, go_json, is_false, RefsJson};
+use bosun_job::refs::relative_path;
 
 /// Why a run's decoration config cannot decorate its pod: Prow's text (a
 /// config Prow would refuse, a container that does not say what to run).

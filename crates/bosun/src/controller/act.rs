@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use bosun_cluster::executor::{ExecError, JobProcess, RunStatus};
 use bosun_cluster::local::command_of;
-use bosun_cluster::podutils::job::DecoratedJob;
+use bosun_job::job::DecoratedJob;
 use bosun_store::template::SpecSnapshot;
 use bosun_store::{Run, RunState, Transition};
 use jiff::Timestamp;
@@ -71,7 +71,7 @@ fn process_start(
     let decoration = decorated(run, spec, prowjob_namespace);
     if let Some(d) = spec.decoration.as_ref().filter(|_| decoration.is_some()) {
         let d = bosun_cluster::kube::decorate::Decoration::from_config(d).ok();
-        let job_spec = bosun_cluster::kube::pod::job_spec_json(run, d.as_ref());
+        let job_spec = bosun_job::env::job_spec_json(run, d.as_ref());
         for (k, v) in env.iter_mut() {
             if k == "JOB_SPEC" {
                 v.clone_from(&job_spec);
@@ -99,7 +99,7 @@ fn pipeline_start(
     pods: bool,
     path: &str,
 ) -> Result<Start, String> {
-    use bosun_cluster::tekton::{local, model, pipelinerun};
+    use bosun_tekton::{local, model, pipelinerun};
     let pr = pipelinerun::pipeline_run(run, spec, namespace).map_err(|e| e.to_string())?;
     let typed: model::PipelineRunSpec = serde_json::from_value(pr["spec"].clone())
         .map_err(|e| format!("the pipeline spec is not valid: {e}"))?;
@@ -494,7 +494,7 @@ fn abort_grace(spec: &SpecSnapshot) -> Duration {
                 .grace_period
                 .map(|g| g.to_std())
                 .filter(|g| !g.is_zero())
-                .unwrap_or(bosun_cluster::podutils::entrypoint::DEFAULT_GRACE_PERIOD);
+                .unwrap_or(bosun_job::job::DEFAULT_GRACE_PERIOD);
             (grace * 5 / 4).max(ABORT_GRACE)
         }
     }

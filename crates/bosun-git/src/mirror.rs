@@ -1,5 +1,5 @@
 //! The per-cluster git mirrors the local executor's clones read from
-//! ([`clone`](super::clone) has how a clone uses one).
+//! (`bosun_injob::clone` has how a clone uses one).
 //!
 //! A mirror is a bare repository, one per clone URI, at
 //! `MIRROR_ROOT/NAME.git` ([`mirror_dir`]; NAME is the URI made
@@ -50,7 +50,7 @@ use std::fs::{self, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use super::git::{fetch_head_lines, Failed, Runner, Scope, Step};
+use crate::runner::{fetch_head_lines, Failed, Runner, Scope, Step};
 
 /// The mirror of `uri` under `root`: `root/NAME.git`.
 pub fn mirror_dir(root: &Path, uri: &str) -> PathBuf {
@@ -223,7 +223,7 @@ pub fn prune(root: &Path, unused_since: SystemTime) -> std::io::Result<Pruned> {
 }
 
 /// What a clone will fetch from the mirror.
-pub(crate) struct Want {
+pub struct Want {
     /// The clone fetches the tags (and `HEAD`).
     pub heads_and_tags: bool,
     /// Its base: `base_sha`, else `base_ref`.
@@ -233,7 +233,7 @@ pub(crate) struct Want {
 }
 
 /// A mirror ready for one clone.
-pub(crate) struct Prepared {
+pub struct Prepared {
     /// `file://MIRROR`.
     url: String,
     /// How git names the mirror in `FETCH_HEAD` (the URL without `.git`).
@@ -248,14 +248,14 @@ pub(crate) struct Prepared {
 impl Prepared {
     /// The clone's configuration key sending the remote's URI to the
     /// mirror: `url.file://MIRROR.insteadOf`.
-    pub(crate) fn insteadof_key(&self) -> String {
+    pub fn insteadof_key(&self) -> String {
         format!("url.{}.insteadOf", self.url)
     }
 
     /// Replaces the mirror's URL by the remote's in a clone's `FETCH_HEAD`,
     /// so that `git merge FETCH_HEAD` writes the message a fetch from the
     /// remote would have given.
-    pub(crate) fn rewrite_fetch_head(&self, path: &Path) {
+    pub fn rewrite_fetch_head(&self, path: &Path) {
         let Some(origin) = &self.origin_text else {
             return;
         };
@@ -284,7 +284,7 @@ impl Prepared {
 
 /// Brings `uri`'s mirror under `root` up to date for a clone wanting
 /// `want`, recording the commands in `runner` (see the module's doc).
-pub(crate) fn prepare(
+pub fn prepare(
     root: &Path,
     uri: &str,
     want: &Want,

@@ -4,15 +4,23 @@
 //! it to `bosun run-decorated` as JSON in [`OPTIONS_ENV`].
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use bosun_config::types::Refs;
 use serde::{Deserialize, Serialize};
 
-use super::artifacts::ProwJob;
+use crate::artifacts::ProwJob;
 
 /// The environment variable `bosun run-decorated` reads its options from
 /// (removed from the test process's environment).
 pub const OPTIONS_ENV: &str = "BOSUN_DECORATED_OPTIONS";
+
+/// entrypoint's timeout when none is set (Prow's `DefaultTimeout`).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2 * 60 * 60);
+
+/// entrypoint's grace period when none is set (Prow's
+/// `DefaultGracePeriod`).
+pub const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(15);
 
 /// The directory of a run's job-path files (`started.json`, `build-log.txt`,
 /// `artifacts/`, ...), relative to the run's directory.

@@ -60,17 +60,17 @@ pub fn go_float(f: f64) -> String {
 }
 
 /// `omitempty` of a Go string.
-pub(crate) fn empty_str(s: &str) -> bool {
+pub fn empty_str(s: &str) -> bool {
     s.is_empty()
 }
 
 /// `omitempty` of a Go `bool`.
-pub(crate) fn is_false(b: &bool) -> bool {
+pub fn is_false(b: &bool) -> bool {
     !*b
 }
 
 /// `omitempty` of a Go integer.
-pub(crate) fn is_zero(n: &i64) -> bool {
+pub fn is_zero(n: &i64) -> bool {
     *n == 0
 }
 
@@ -82,7 +82,7 @@ fn opt(s: &Option<String>) -> &str {
 /// Prow's `Refs` as Go writes it: its fields in Prow's order, the
 /// `omitempty` ones left out when empty (`org`, `repo` always written).
 #[derive(Serialize)]
-pub(crate) struct RefsJson<'a> {
+pub struct RefsJson<'a> {
     org: &'a str,
     repo: &'a str,
     #[serde(skip_serializing_if = "empty_str")]

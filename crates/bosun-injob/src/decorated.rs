@@ -23,11 +23,11 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
-use super::artifacts::{self, Finished, ProwJob, Started};
-use super::clone::{self, CloneOptions};
-use super::entrypoint::{self, WrapOptions};
-use super::job::{take_options, DecoratedJob, GOPATH_DIR, LOGS_DIR, OPTIONS_ENV};
-use super::refs::work_dir;
+use crate::clone::{self, CloneOptions};
+use crate::entrypoint::{self, WrapOptions};
+use bosun_job::artifacts::{self, Finished, ProwJob, Started};
+use bosun_job::job::{take_options, DecoratedJob, GOPATH_DIR, LOGS_DIR, OPTIONS_ENV};
+use bosun_job::refs::work_dir;
 
 /// entrypoint's exit code when it could not do its part (no options, an
 /// unwritable run directory).

@@ -47,14 +47,11 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use bosun_config::duration::GoDuration;
-use rustix::process::{
-    getpid, getppid, kill_process_group, set_parent_process_death_signal, waitid, Pid, Signal,
-    WaitId, WaitIdOptions,
-};
+use rustix::process::{kill_process_group, waitid, Pid, Signal, WaitId, WaitIdOptions};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
-use super::artifacts::{go_json, write_atomic, ABORTED_CODE};
+use bosun_job::artifacts::{go_json, write_atomic, ABORTED_CODE};
 
 /// The code entrypoint records when it could not run the test, or stopped
 /// it at its timeout.
@@ -63,11 +60,7 @@ pub const INTERNAL_ERROR_CODE: i32 = 127;
 /// The code entrypoint records when it was interrupted (the run aborted).
 pub const ABORTED_ERROR_CODE: i32 = ABORTED_CODE;
 
-/// The timeout when none is set (Prow's `DefaultTimeout`).
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2 * 60 * 60);
-
-/// The grace period when none is set (Prow's `DefaultGracePeriod`).
-pub const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(15);
+pub use bosun_job::job::{DEFAULT_GRACE_PERIOD, DEFAULT_TIMEOUT};
 
 /// How to run one test command (Prow's entrypoint options, as the local
 /// executor sets them).
@@ -247,7 +240,7 @@ fn supervise(
             output.log(
                 &format!(
                     "Entrypoint received interrupt: {}",
-                    super::git::signal_name(sig)
+                    bosun_git::runner::signal_name(sig)
                 ),
                 None,
             );
@@ -265,8 +258,12 @@ fn supervise(
         Ending::Exited => match status {
             Ok(status) => {
                 let code = status.code().unwrap_or(-1);
-                let error = (code != 0)
-                    .then(|| format!("wrapped process failed: {}", super::git::exit_error(status)));
+                let error = (code != 0).then(|| {
+                    format!(
+                        "wrapped process failed: {}",
+                        bosun_git::runner::exit_error(status)
+                    )
+                });
                 (code, error)
             }
             Err(e) => (1, Some(format!("wrapped process failed: {e}"))),
@@ -295,7 +292,7 @@ fn terminate(
             output.log(
                 &format!(
                     "Could not send signal {} to process after timeout",
-                    super::git::signal_name(sig.as_raw())
+                    bosun_git::runner::signal_name(sig.as_raw())
                 ),
                 Some(&go_error(&e.into())),
             );
@@ -366,20 +363,7 @@ fn start(opts: &WrapOptions) -> Result<(std::process::Child, io::PipeReader), St
     if !opts.dir.as_os_str().is_empty() {
         cmd.current_dir(&opts.dir);
     }
-    let parent = getpid();
-    // SAFETY: the closure makes two system calls and builds an error from a
-    // constant, all async-signal-safe, as `pre_exec` requires.
-    unsafe {
-        cmd.pre_exec(move || {
-            set_parent_process_death_signal(Some(Signal::KILL))?;
-            // This process may have ended before the line above took
-            // effect; then no signal would come.
-            if getppid() != Some(parent) {
-                return Err(rustix::io::Errno::SRCH.into());
-            }
-            Ok(())
-        });
-    }
+    bosun_base::process::die_with_parent(&mut cmd);
     let child = cmd.spawn().map_err(|e| spawn_error(program, &e))?;
     // `cmd` holds the writing ends; the copier sees the end of the output
     // only once they are closed.
@@ -458,7 +442,10 @@ impl Output {
         line.insert("level", "error".into());
         line.insert("msg", msg.into());
         line.insert("severity", "error".into());
-        line.insert("time", super::artifacts::go_time(jiff::Timestamp::now()));
+        line.insert(
+            "time",
+            bosun_job::artifacts::go_time(jiff::Timestamp::now()),
+        );
         let mut json = go_json(&line);
         json.push('\n');
         self.write_both(json.as_bytes());

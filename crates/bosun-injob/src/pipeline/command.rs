@@ -3,12 +3,11 @@
 //! ([`PipelineOptions`]) as JSON in [`OPTIONS_ENV`]; its stdout and stderr are
 //! the run's log; its exit code is [`run_pipeline`]'s.
 
-use super::local::{run_pipeline, PipelineOptions, INTERNAL_ERROR};
-use crate::podutils::job::take_options;
+use super::run::run_pipeline;
+use bosun_job::job::take_options;
+use bosun_tekton::local::{PipelineOptions, INTERNAL_ERROR};
 
-/// The environment variable `bosun run-pipeline` reads its options from
-/// (removed from the steps' environment).
-pub const OPTIONS_ENV: &str = "BOSUN_PIPELINE_OPTIONS";
+pub use bosun_tekton::local::OPTIONS_ENV;
 
 /// The `bosun run-pipeline` command.
 pub fn main() -> i32 {

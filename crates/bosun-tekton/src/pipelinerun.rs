@@ -63,9 +63,9 @@ use bosun_store::template::SpecSnapshot;
 use bosun_store::Run;
 use serde_json::{json, Map, Value};
 
-use super::convert::{self, ConvertError};
-use super::gotemplate::{Template, TemplateError};
-use crate::kube::pod::job_spec_json;
+use crate::convert::{self, ConvertError};
+use crate::gotemplate::{Template, TemplateError};
+use bosun_job::env::job_spec_json;
 
 /// The PipelineRun's API version.
 pub const API_VERSION: &str = "tekton.dev/v1";
@@ -226,7 +226,7 @@ pub fn pipeline_run_with(
 
     // Parameters instead of environment variables.
     let mut env: BTreeMap<String, String> = run.job_env().into_iter().collect();
-    env.insert("JOB_SPEC".into(), job_spec_json(run, None));
+    env.insert("JOB_SPEC".into(), job_spec_json(run, None::<&()>));
     env.insert("BUILD_ID".into(), run.build_id.clone());
     let clone_uri = refs
         .as_ref()

@@ -89,11 +89,11 @@ use bosun_config::types::{Pull, Refs};
 use bosun_config::GoDuration;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-pub use super::git::Command;
-use super::git::{from_nanos, nanos, Failed, Runner, Scope, Step};
-use super::gojson::{empty_str, go_json, is_false, is_zero, RefsJson};
-use super::mirror;
-use super::refs::{clone_uri, path_for_refs};
+use bosun_git::mirror;
+pub use bosun_git::runner::Command;
+use bosun_git::runner::{from_nanos, nanos, Failed, Runner, Scope, Step};
+use bosun_job::gojson::{empty_str, go_json, is_false, is_zero, RefsJson};
+use bosun_job::refs::{clone_uri, path_for_refs};
 
 /// What [`clone_refs`] clones, where, and how.
 #[derive(Debug, Clone)]
@@ -201,7 +201,7 @@ pub fn clone_ref(opts: &CloneOptions, refs: &Refs) -> Record {
     // A repository on this machine answers at once or not at all: a fetch
     // from it is not retried (a missing branch fails in milliseconds, not
     // after Prow's minute of network retries).
-    let uri = crate::podutils::refs::clone_uri(refs);
+    let uri = bosun_job::refs::clone_uri(refs);
     let local = uri.starts_with("file://") || uri.starts_with('/');
     let backoff: &[Duration] = if local { &[] } else { &opts.fetch_backoff };
     let mut runner = Runner::new(backoff, &opts.env);

@@ -1,4 +1,4 @@
-//! The local runner of Tekton pipelines (`tekton::local::run_pipeline`) with
+//! The local runner of Tekton pipelines (`bosun_injob::pipeline::run_pipeline`) with
 //! real processes: ordering, parallelism, workspaces, params, results,
 //! `when`, `finally`, failures, timeouts, abort, and what it refuses.
 //!
@@ -12,11 +12,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use bosun_cluster::tekton::local::{
-    check, run_pipeline, PipelineOptions, ProblemKind, RunStatus, ABORTED, FAILED, INVALID,
-    REFUSED, SUCCEEDED,
+use bosun_injob::pipeline::run_pipeline;
+use bosun_tekton::local::{
+    check, PipelineOptions, ProblemKind, RunStatus, ABORTED, FAILED, INVALID, REFUSED, SUCCEEDED,
 };
-use bosun_cluster::tekton::model::{ParamValue, PipelineRunSpec};
+use bosun_tekton::model::{ParamValue, PipelineRunSpec};
 use serde_json::{json, Value};
 
 /// Set in the runner process: the options, as JSON.
@@ -50,7 +50,7 @@ struct Ended {
 }
 
 impl Ended {
-    fn task(&self, name: &str) -> &bosun_cluster::tekton::local::TaskStatus {
+    fn task(&self, name: &str) -> &bosun_tekton::local::TaskStatus {
         self.status
             .tasks
             .iter()

@@ -3,7 +3,8 @@
 //! `clone.Command`: the working directory and environment written into the
 //! command string, output and error captured, fetches retried with a
 //! backoff, the environment scrubbed of what would point git elsewhere.
-//! Shared by [`super::clone`] and [`super::mirror`].
+//! Shared by the clone of a decorated run (`bosun_injob::clone`) and
+//! [`crate::mirror`].
 
 use std::fs;
 use std::io::Read;
@@ -13,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::gojson::{empty_str, is_zero};
+use bosun_job::gojson::{empty_str, is_zero};
 
 /// One command of a clone record: Prow's `clone.Command`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -29,11 +30,11 @@ pub struct Command {
 }
 
 /// A clone stopped at a failed command (recorded in the runner).
-pub(crate) struct Failed;
+pub struct Failed;
 
 /// Which git configuration a command sees (see the module's doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Scope {
+pub enum Scope {
     /// Works on the local repository only: no system or user configuration.
     Local,
     /// Reaches a remote: this machine's git configuration applies.
@@ -42,7 +43,7 @@ pub(crate) enum Scope {
 
 /// A command to run and record.
 #[derive(Debug, Clone)]
-pub(crate) struct Step {
+pub struct Step {
     /// Its working directory.
     pub dir: PathBuf,
     /// Extra `NAME=VALUE` environment, also written into the record.
@@ -83,7 +84,7 @@ const SCRUBBED: &[&str] = &[
 ];
 
 /// Runs [`Step`]s and keeps the record of those that count.
-pub(crate) struct Runner<'a> {
+pub struct Runner<'a> {
     /// The recorded commands so far.
     pub commands: Vec<Command>,
     backoff: &'a [Duration],
@@ -91,7 +92,9 @@ pub(crate) struct Runner<'a> {
 }
 
 impl<'a> Runner<'a> {
-    pub(crate) fn new(backoff: &'a [Duration], env: &'a [String]) -> Self {
+    /// A runner retrying fetches after each delay of `backoff`, giving
+    /// every command `env` (`NAME=VALUE`) besides its own.
+    pub fn new(backoff: &'a [Duration], env: &'a [String]) -> Self {
         Runner {
             commands: Vec::new(),
             backoff,
@@ -101,7 +104,7 @@ impl<'a> Runner<'a> {
 
     /// Runs `step` (with retries if it asks for them) and records it; its
     /// output, or [`Failed`] when it failed.
-    pub(crate) fn run(&mut self, step: Step) -> Result<String, Failed> {
+    pub fn run(&mut self, step: Step) -> Result<String, Failed> {
         let start = Instant::now();
         let mut result = self.execute(&step);
         if step.retry {
@@ -129,7 +132,7 @@ impl<'a> Runner<'a> {
 
     /// Records a step of bosun's own that failed (`bosun: WHAT`, no
     /// process ran), and fails.
-    pub(crate) fn fail(&mut self, what: String, error: String) -> Failed {
+    pub fn fail(&mut self, what: String, error: String) -> Failed {
         self.commands.push(Command {
             command: what,
             error,
@@ -140,7 +143,7 @@ impl<'a> Runner<'a> {
 
     /// Runs `step` once without recording it; its output, or its output
     /// and error when it failed.
-    pub(crate) fn quiet(&self, step: &Step) -> Result<String, String> {
+    pub fn quiet(&self, step: &Step) -> Result<String, String> {
         let (output, error) = self.execute(step);
         if error.is_empty() {
             Ok(output)
@@ -228,7 +231,7 @@ fn spawn_error(program: &str, dir: &Path, e: &std::io::Error) -> String {
 }
 
 /// A signal's name as Go prints it (`interrupt`, `terminated`, `killed`).
-pub(crate) fn signal_name(sig: i32) -> String {
+pub fn signal_name(sig: i32) -> String {
     let name = match sig {
         1 => "hangup",
         2 => "interrupt",
@@ -252,7 +255,7 @@ pub(crate) fn signal_name(sig: i32) -> String {
 
 /// A failed exit status as Go's `ProcessState.String()` prints it (`exit
 /// status 1`, `signal: killed`); empty for success.
-pub(crate) fn exit_error(status: ExitStatus) -> String {
+pub fn exit_error(status: ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt;
     if status.success() {
         return String::new();
@@ -271,7 +274,8 @@ pub(crate) fn exit_error(status: ExitStatus) -> String {
     }
 }
 
-pub(crate) fn nanos(d: Duration) -> i64 {
+/// A duration in Go's nanoseconds (saturating).
+pub fn nanos(d: Duration) -> i64 {
     i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
 }
 
@@ -308,7 +312,8 @@ struct CommandIn {
     duration: i64,
 }
 
-pub(crate) fn from_nanos(n: i64) -> Duration {
+/// Go's nanoseconds as a duration (negative: zero).
+pub fn from_nanos(n: i64) -> Duration {
     Duration::from_nanos(n.max(0) as u64)
 }
 
@@ -330,7 +335,7 @@ impl<'de> Deserialize<'de> for Command {
 }
 
 /// Reads a `FETCH_HEAD` file's lines as (object, flag, description).
-pub(crate) fn fetch_head_lines(path: &Path) -> Vec<(String, String, String)> {
+pub fn fetch_head_lines(path: &Path) -> Vec<(String, String, String)> {
     let Ok(text) = fs::read_to_string(path) else {
         return Vec::new();
     };

@@ -12,12 +12,12 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use bosun_cluster::podutils::artifacts::{
+use bosun_config::types::{Pull, Refs};
+use bosun_injob::entrypoint::{run_wrapped, WrapOptions};
+use bosun_job::artifacts::{
     self, combine_metadata, go_float, go_json, prowjob_json, read_metadata, revision, Finished,
     ProwJob, Started,
 };
-use bosun_cluster::podutils::entrypoint::{run_wrapped, WrapOptions};
-use bosun_config::types::{Pull, Refs};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 

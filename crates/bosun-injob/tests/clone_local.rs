@@ -10,11 +10,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
-use bosun_cluster::podutils::clone::{
+use bosun_config::types::{Pull, Refs};
+use bosun_git::mirror::{mirror_dir, prune, Pruned};
+use bosun_injob::clone::{
     any_failed, clone_log_text, clone_refs, records_json, CloneOptions, Record,
 };
-use bosun_cluster::podutils::mirror::{mirror_dir, prune, Pruned};
-use bosun_config::types::{Pull, Refs};
 
 /// A temporary directory, removed when dropped.
 struct Tmp(PathBuf);
@@ -890,12 +890,12 @@ fn records_are_written_as_prow_writes_them() {
             ..Refs::default()
         },
         commands: vec![
-            bosun_cluster::podutils::clone::Command {
+            bosun_injob::clone::Command {
                 command: "PWD=/  mkdir -p /go/src/x".into(),
                 duration: Duration::from_nanos(1500),
                 ..Default::default()
             },
-            bosun_cluster::podutils::clone::Command {
+            bosun_injob::clone::Command {
                 command: "PWD=/x  git fetch https://x main".into(),
                 output: "fatal: <nope> & more\n".into(),
                 error: "exit status 128".into(),
@@ -942,12 +942,12 @@ fn the_clone_log_reads_as_prows() {
             ..Refs::default()
         },
         commands: vec![
-            bosun_cluster::podutils::clone::Command {
+            bosun_injob::clone::Command {
                 command: "PWD=/  mkdir -p /go/src/x".into(),
                 duration: Duration::from_micros(1500),
                 ..Default::default()
             },
-            bosun_cluster::podutils::clone::Command {
+            bosun_injob::clone::Command {
                 command: "PWD=/go/src/x  git init".into(),
                 output: "Initialized empty Git repository\n".into(),
                 ..Default::default()

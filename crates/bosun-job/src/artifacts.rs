@@ -18,16 +18,15 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use bosun_config::types::Refs;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::gojson::is_false;
-pub use super::gojson::{go_float, go_json, go_json_indent};
+use crate::gojson::is_false;
+pub use crate::gojson::{go_float, go_json, go_json_indent};
 use bosun_store::run::refs_string;
 
 /// The exit code entrypoint records when the test was aborted (SIGINT or
@@ -446,42 +445,4 @@ pub fn write_json_atomic<T: Serialize + ?Sized>(path: &Path, value: &T) -> io::R
     write_atomic(path, go_json(value).as_bytes())
 }
 
-/// Writes `bytes` to `path` atomically: readers see the old file or the new
-/// one, never a part. The temporary file is written and synced in `path`'s
-/// directory, renamed over `path`, and the directory synced.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let name = path
-        .file_name()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
-    let temp = dir.join(format!(
-        ".{}.tmp-{}-{}",
-        name.to_string_lossy(),
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    let result = (|| {
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        drop(f);
-        fs::rename(&temp, path)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&temp);
-        return result;
-    }
-    // The rename is durable once the directory is; a failure here does not
-    // undo the write.
-    if let Ok(d) = fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
-}
+pub use bosun_base::fs::write_atomic;

@@ -1,0 +1,16 @@
+//! bosun's one git module, for every place that runs git:
+//!
+//! - [`runner`]: git (and the few other commands a clone needs) run as
+//!   Prow's clonerefs runs them and recorded as its `clone.Command`, fetches
+//!   retried with a backoff, the environment scrubbed of what would point
+//!   git elsewhere;
+//! - [`mirror`]: the bare mirrors clones fetch through, one per clone URI
+//!   under a root, each under a `flock`, and their pruning.
+//!
+//! Blocking code over `std::process`: no async runtime.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod mirror;
+pub mod runner;
