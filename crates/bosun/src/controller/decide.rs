@@ -76,12 +76,28 @@ pub struct Plan {
     pub running: Running,
     /// Runs that wait (admitted or not), for the log.
     pub waiting: usize,
+    /// The earliest instant at which this plan's decisions change with no
+    /// event: a pod's or a run's timeout. The controller's next pass comes
+    /// then at the latest.
+    pub wake_at: Option<Timestamp>,
 }
 
 impl Plan {
     fn end(&mut self, run: &Run, to: RunState, now: Timestamp, why: impl Into<String>) {
         self.transitions
             .push((run.id.clone(), Transition::to(to, now, why)));
+    }
+
+    /// Asks for a pass by `since + limit`, when a timeout counted from
+    /// `since` runs out.
+    fn wake_by(&mut self, since: Timestamp, limit: Duration) {
+        let Ok(limit) = jiff::SignedDuration::try_from(limit) else {
+            return;
+        };
+        let Ok(at) = since.checked_add(limit) else {
+            return;
+        };
+        self.wake_at = Some(self.wake_at.map_or(at, |w| w.min(at)));
     }
 
     fn hold_slot(&mut self, job: &str, cluster: &str, queue: Option<&String>) {
@@ -237,30 +253,30 @@ pub fn decide_pending(o: &Observed, p: &PendingRun, now: Timestamp, plan: &mut P
             let past = |since: Timestamp, limit: Duration| {
                 now.duration_since(since).unsigned_abs() >= limit
             };
-            let why = match scheduled {
-                None if past(*created, timeouts.unscheduled) => Some("Pod scheduling timeout."),
-                Some(at) if past(*at, timeouts.pending) => Some("Pod pending timeout."),
-                _ => None,
+            let (since, limit, why) = match scheduled {
+                None => (*created, timeouts.unscheduled, "Pod scheduling timeout."),
+                Some(at) => (*at, timeouts.pending, "Pod pending timeout."),
             };
-            if let Some(why) = why {
+            if past(since, limit) {
                 plan.stops.push(stop());
                 plan.end(run, RunState::Error, now, why);
                 return;
             }
+            plan.wake_by(since, limit);
             plan.hold_slot(&run.job, &p.cluster, queue.as_ref());
         }
         RunStatus::Running { .. } | RunStatus::Starting | RunStatus::Ending => {
             // As plank: only a running job times out so (a pod still
             // pending has the scheduling and pending timeouts).
             let running = matches!(status, RunStatus::Running { .. });
-            if running
-                && run.pending_at.is_some_and(|at| {
-                    now.duration_since(at).unsigned_abs() >= PlankTimeouts::of(o, run).running
-                })
-            {
-                plan.stops.push(stop());
-                plan.end(run, RunState::Aborted, now, "Pod running timeout.");
-                return;
+            if let Some(at) = run.pending_at.filter(|_| running) {
+                let limit = PlankTimeouts::of(o, run).running;
+                if now.duration_since(at).unsigned_abs() >= limit {
+                    plan.stops.push(stop());
+                    plan.end(run, RunState::Aborted, now, "Pod running timeout.");
+                    return;
+                }
+                plan.wake_by(at, limit);
             }
             plan.hold_slot(&run.job, &p.cluster, queue.as_ref());
         }
@@ -300,29 +316,28 @@ pub fn decide_scheduling(o: &Observed, run: &Arc<Run>, now: Timestamp, plan: &mu
     let mut to = run.configured_cluster.clone();
     // Step 2: bosun's plan, else the external dispatcher.
     let mut how = Vec::new();
-    if let Some(placer) = &o.placer {
-        match placer.place(run, config, now) {
-            Decision::Ready(placed) => {
-                match placed.cluster {
-                    Some(c) if c != to => match trust_refusal(o, &c, run) {
-                        None => to = c,
-                        Some(why) => {
-                            tracing::warn!(run = %run.id, to = %c, "dispatcher's cluster ignored: {why}");
-                            how.push(format!("{c} refused: {why}"));
-                        }
-                    },
-                    _ => {}
-                }
-                if !placed.why.is_empty() {
-                    how.push(placed.why);
-                }
+    match o.placements.get(&run.id).cloned() {
+        Some(Decision::Ready(placed)) => {
+            match placed.cluster {
+                Some(c) if c != to => match trust_refusal(o, &c, run) {
+                    None => to = c,
+                    Some(why) => {
+                        tracing::warn!(run = %run.id, to = %c, "dispatcher's cluster ignored: {why}");
+                        how.push(format!("{c} refused: {why}"));
+                    }
+                },
+                _ => {}
             }
-            Decision::LookUp => {
-                plan.lookups.push(run.clone());
-                return;
+            if !placed.why.is_empty() {
+                how.push(placed.why);
             }
-            Decision::NotYet => return,
         }
+        Some(Decision::LookUp) => {
+            plan.lookups.push(run.clone());
+            return;
+        }
+        Some(Decision::NotYet) => return,
+        None => {}
     }
     // Step 3: Prow's failover mappings.
     if let Some(mapped) = config.scheduler.failover.mappings.get(&to) {
@@ -467,20 +482,18 @@ pub fn decide_triggered(
 /// when the dispatcher's health overlay serves its job from another cluster
 /// (Reachable, and admitting it if trusted).
 fn overlay_target(o: &Observed, alias: &str, run: &Run) -> Option<String> {
-    o.snapshot.config.dispatcher.as_ref()?;
-    let (a, _) = o.placer.as_ref()?.engine.service.assignment(&run.job)?;
-    if a.cluster == alias
-        || a.rule != "health overlay"
-        || o.health.get(&a.cluster) != Some(&Health::Reachable)
-        || !o.clusters.executors.contains_key(&a.cluster)
+    let cluster = o.overlay.get(&run.job)?;
+    if cluster == alias
+        || o.health.get(cluster) != Some(&Health::Reachable)
+        || !o.clusters.executors.contains_key(cluster)
     {
         return None;
     }
-    if let Some(why) = trust_refusal(o, &a.cluster, run) {
-        tracing::warn!(run = %run.id, to = %a.cluster, "health overlay ignored: {why}");
+    if let Some(why) = trust_refusal(o, cluster, run) {
+        tracing::warn!(run = %run.id, to = %cluster, "health overlay ignored: {why}");
         return None;
     }
-    Some(a.cluster)
+    Some(cluster.clone())
 }
 
 /// Where the runs of `alias`, which is not Reachable, go instead: its

@@ -184,7 +184,8 @@ impl World {
                 unstarted_aborts: Vec::new(),
                 specs: HashMap::new(),
                 held_notes: HashMap::new(),
-                placer: None,
+                placements: HashMap::new(),
+                overlay: HashMap::new(),
             },
             build: 0,
         }
@@ -1694,4 +1695,25 @@ fn a_whole_pass() {
             .start("t2", "default")
     );
     assert_eq!(plan.waiting, 3);
+}
+
+#[test]
+fn a_plan_asks_for_a_pass_when_its_earliest_timeout_runs_out() {
+    use RunState::*;
+    let mut w = World::new();
+    // Unscheduled for 100 s: plank's 5 m runs out in 200 s.
+    let a = w.run("a", "a", Pending);
+    w.pending(a, Some(pod_pending(100, None)));
+    // Running for 30 min under plank's 1 h here: 30 min to go.
+    let mut b = w.run("b", "a", Pending);
+    b.pending_at = Some(now() - secs(1800));
+    w.pending(b, Some(RunStatus::Running { pid: 7 }));
+    let (plan, _) = w.decided();
+    assert_eq!(plan.wake_at, Some(now() + secs(200)));
+    // Nothing timed: no instant asked for.
+    let mut w = World::new();
+    let c = w.run("c", "a", Pending);
+    w.pending(c, Some(RunStatus::Starting));
+    let (plan, _) = w.decided();
+    assert_eq!(plan.wake_at, None);
 }

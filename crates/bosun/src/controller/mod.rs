@@ -24,13 +24,18 @@ use std::time::Duration;
 pub use handle::{Controller, Starting};
 pub use held::COMMIT_EVERY;
 
+/// How often passes run with no event: the executors' state of runs
+/// started by an earlier daemon is read from their files.
+const POLL: Duration = Duration::from_secs(1);
+
 /// How long a new run may wait for the controller's next pass.
 pub const NEW_RUN_DELAY: Duration = Duration::from_millis(5);
 
 impl Controller {
     /// One pass over the active runs: observe, decide, act. Blocking (the
-    /// store and executors are synchronous).
-    pub fn pass(self: &Arc<Self>) {
+    /// store and executors are synchronous). Returns when the next pass is
+    /// due at the latest, if a timeout says so.
+    pub fn pass(self: &Arc<Self>) -> Option<jiff::Timestamp> {
         let t0 = std::time::Instant::now();
         // Runs being started right now (still `triggered` in the store, or
         // just committed `pending`): read before the store, so none is missed.
@@ -57,7 +62,7 @@ impl Controller {
         let limits = decide::limits(&observed);
         let t1 = t0.elapsed();
         let plan = decide::decide(&observed, &limits, now);
-        let (running, waiting) = (plan.running.total, plan.waiting);
+        let (running, waiting, wake_at) = (plan.running.total, plan.waiting, plan.wake_at);
         let started = self.act(&observed, plan, early, rechecked);
         tracing::debug!(
             running,
@@ -67,6 +72,7 @@ impl Controller {
             total_us = t0.elapsed().as_micros() as u64,
             "controller pass"
         );
+        wake_at
     }
 
     /// Runs passes when woken (a job ended, an abort, new runs) and at
@@ -78,7 +84,14 @@ impl Controller {
     pub async fn run(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
         loop {
             let c = self.clone();
-            let _ = tokio::task::spawn_blocking(move || c.pass()).await;
+            let wake_at = tokio::task::spawn_blocking(move || c.pass())
+                .await
+                .ok()
+                .flatten();
+            // A timeout that runs out before the next poll is met on time.
+            let until = wake_at
+                .map(|at| at.duration_since(self.shared.clock.now()).unsigned_abs())
+                .map_or(POLL, |d| d.min(POLL));
             tokio::select! {
                 _ = self.wake.notified() => {}
                 _ = self.new_runs.notified() => {
@@ -87,7 +100,7 @@ impl Controller {
                         _ = tokio::time::sleep(NEW_RUN_DELAY) => {}
                     }
                 }
-                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                _ = tokio::time::sleep(until) => {}
                 _ = stop.changed() => {
                     let c = self.clone();
                     let _ = tokio::task::spawn_blocking(move || c.flush()).await;

@@ -62,8 +62,12 @@ pub struct Observed {
     pub specs: HashMap<String, Arc<SpecSnapshot>>,
     /// Why waiting runs wait, as held for the next commit.
     pub held_notes: HashMap<String, String>,
-    /// Where runs in `scheduling` go (none: their configured cluster).
-    pub placer: Option<Arc<crate::placement::Placer>>,
+    /// Where each run in `scheduling` goes, as the placer answered from
+    /// memory (a run without an answer keeps its configured cluster).
+    pub placements: HashMap<String, crate::placement::Decision>,
+    /// The clusters the dispatcher's health overlay serves jobs from, by
+    /// job, for the jobs of waiting runs (empty without `dispatcher:`).
+    pub overlay: HashMap<String, String>,
 }
 
 impl Observed {
@@ -169,11 +173,16 @@ impl Controller {
             .filter(|id| idle(id))
             .map(|id| (id.clone(), shared.active.get(id)))
             .collect();
-        let scheduling = shared
+        let scheduling: Vec<Arc<Run>> = shared
             .active
             .scheduling()
             .into_iter()
             .filter(|r| !held.contains(&r.id))
+            .collect();
+        // The placer is asked here, so that deciding reads plain answers.
+        let placements = scheduling
+            .iter()
+            .map(|r| (r.id.clone(), shared.placer.place(r, &snapshot.config, now)))
             .collect();
         // Each cluster's oldest waiting runs: for a local cluster, a few
         // times as many as it has free slots (a pass starts at most that
@@ -208,6 +217,19 @@ impl Controller {
         for run in &waiting {
             self.spec_into(run, &mut specs);
         }
+        let mut overlay = HashMap::new();
+        if snapshot.config.dispatcher.is_some() {
+            for run in &waiting {
+                if overlay.contains_key(&run.job) {
+                    continue;
+                }
+                if let Some((a, _)) = shared.placer.engine.service.assignment(&run.job) {
+                    if a.rule == "health overlay" {
+                        overlay.insert(run.job.clone(), a.cluster);
+                    }
+                }
+            }
+        }
         Observed {
             now,
             snapshot,
@@ -221,7 +243,8 @@ impl Controller {
             unstarted_aborts,
             specs,
             held_notes,
-            placer: Some(shared.placer.clone()),
+            placements,
+            overlay,
         }
     }
 
