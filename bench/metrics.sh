@@ -3,7 +3,7 @@
 # every state, so JOBS x 7 `prowjobs` series), side by side with Prow's
 # client_golang: bosun's `Metrics::render` as the daemon's handler calls it,
 # over metrics seeded from a SQLite store at start and kept up to date from
-# its commits since (crates/bosun/examples/metrics_bench.rs), and a
+# its commits since (crates/bosun-daemon/examples/metrics_bench.rs), and a
 # client_golang GaugeVec `prowjobs` with the same nine labels and label values
 # rendered as promhttp renders a text scrape (bench/peers/metrics-go). In
 # turns, ROUNDS times; each run times ITERS renders after one to warm up and
@@ -25,7 +25,7 @@ command -v go >/dev/null || { echo "needs go (>= 1.25, for client_golang v1.24.0
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-cargo build --quiet --release --example metrics_bench -p bosun --manifest-path "$root/Cargo.toml"
+cargo build --quiet --release --example metrics_bench -p bosun-daemon --manifest-path "$root/Cargo.toml"
 (cd "$here/peers/metrics-go" && go build -o "$work/metrics-go" .)
 bosun="${CARGO_TARGET_DIR:-$root/target}/release/examples/metrics_bench"
 

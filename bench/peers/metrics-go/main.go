@@ -1,4 +1,4 @@
-// Peer of bosun's /metrics benchmark (crates/bosun/examples/metrics_bench.rs):
+// Peer of bosun's /metrics benchmark (crates/bosun-daemon/examples/metrics_bench.rs):
 // Prow's `prowjobs` gauge as Prow declares it (a GaugeVec in the default
 // registry, beside client_golang's Go and process collectors), filled with
 // JOBS jobs x 7 states under the same nine labels and the same label values

@@ -1,7 +1,7 @@
 //! Prow's job vocabulary, as bosun's runs carry it to their jobs, whatever
 //! runs them (a pod, a PipelineRun, a local process):
 //!
-//! - [`env`]: Prow's run environment and `JOB_SPEC`;
+//! - [`env`](mod@env): Prow's run environment and `JOB_SPEC`;
 //! - [`refs`]: where refs are cloned, which clone is the working directory;
 //! - [`artifacts`]: the documents Prow's utilities write (`started.json`,
 //!   `finished.json`, metadata, `prowjob.json`) and the ProwJob itself;

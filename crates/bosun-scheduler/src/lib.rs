@@ -1,6 +1,6 @@
 //! The periodic scheduler's core: one timer entry per periodic in a queue
 //! ordered by the next due instant, and the schedule engine's decisions applied
-//! to the store. The daemon runs it (`bosun/src/periodics.rs`: the scheduler
+//! to the store. The daemon runs it (`bosun-daemon/src/periodics.rs`: the scheduler
 //! task); time is an argument, so tests run simulated time.
 //!
 //! Every fire inserts its run under the store's unique key (periodic,

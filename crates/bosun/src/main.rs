@@ -1,8 +1,19 @@
-//! The `bosun` command: the daemon and its command-line tools.
+//! The `bosun` command: the daemon and its command-line tools. A thin
+//! binary: it sets the allocator, parses the command line and hands each
+//! command to its crate (`bosun-daemon` serves, `bosun-dispatcher` plans and
+//! dispatches, `bosun-cluster` runs the in-job programs); the commands that
+//! are neither (`check`, `schedule`, and `run`, `runs`, `periodics` over the
+//! API) are its own modules.
 
 use std::process::ExitCode;
 
+use bosun_daemon::serve;
+use bosun_dispatcher::cli as dispatch;
 use clap::{Parser, Subcommand};
+
+mod check;
+mod client;
+mod schedule;
 
 /// mimalloc rather than the system allocator: the daemon allocates and frees
 /// many small objects per run (requests, rows, transitions) on several
@@ -10,9 +21,6 @@ use clap::{Parser, Subcommand};
 /// (measured with `examples/run_bench`).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-use bosun::dispatch::cli as dispatch;
-use bosun::{check, client, schedule, serve};
 
 /// bosun: a CI job orchestrator for Prow-style job configuration.
 #[derive(Parser, Debug)]

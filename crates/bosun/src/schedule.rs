@@ -5,11 +5,10 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use bosun_config::{load, OsFiles, Periodic};
+use bosun_host::args::ConfigArgs;
 use bosun_schedule::{describe, ParseOptions, Schedule};
 use clap::Args;
 use jiff::Timestamp;
-
-use crate::check::ConfigArgs;
 
 /// `bosun schedule` arguments.
 #[derive(Args, Debug, Clone)]

@@ -826,10 +826,10 @@ struct Cli {
 
 #[derive(clap::Subcommand, Debug)]
 enum Command {
-    Serve(bosun::serve::ServeArgs),
+    Serve(bosun_daemon::serve::ServeArgs),
 }
 
-fn serve_args(args: &[String]) -> bosun::serve::ServeArgs {
+fn serve_args(args: &[String]) -> bosun_daemon::serve::ServeArgs {
     let cli = Cli::try_parse_from(std::iter::once("bosun".to_string()).chain(args.iter().cloned()))
         .unwrap_or_else(|e| panic!("{args:?}: {e}"));
     let Command::Serve(serve) = cli.command;

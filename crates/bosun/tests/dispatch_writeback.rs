@@ -1003,7 +1003,7 @@ fn the_whole_corpus_changes_only_cluster_lines() {
         .map(|(job, (cluster, _))| (job, other(&cluster)))
         .collect();
     let report =
-        bosun::dispatch::writeback::write_back(&before, &[dir.join("jobs")], None, &plan, false);
+        bosun_dispatcher::writeback::write_back(&before, &[dir.join("jobs")], None, &plan, false);
     assert!(report.errors.is_empty(), "{:?}", report.errors);
     assert!(report.left.is_empty(), "{}", report.to_text());
     assert!(report.changes.len() > 3000, "{}", report.changes.len());

@@ -24,8 +24,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bosun::dispatch::demand::{CachedDemand, DemandSource, DemandUnit, Refresh};
-use bosun::dispatch::prometheus::{PromError, PrometheusClient, OPENSHIFT_QUERY, WINDOW};
+use bosun_dispatcher::demand::{CachedDemand, DemandSource, DemandUnit, Refresh};
+use bosun_dispatcher::prometheus::{PromError, PrometheusClient, OPENSHIFT_QUERY, WINDOW};
 use bosun_store::sqlite::SqliteStore;
 use bosun_store::{NewRun, RunState, SharedStore, Store, Transition};
 use jiff::{SignedDuration, Timestamp};

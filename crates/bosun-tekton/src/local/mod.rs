@@ -216,7 +216,7 @@ pub struct TaskStatus {
     pub results: BTreeMap<String, ParamValue>,
 }
 
-/// Checks `spec` as [`run_pipeline`] does before running anything: every
+/// Checks `spec` as `bosun_injob::pipeline::run_pipeline` does before running anything: every
 /// problem found (none: it can run here).
 pub fn check(spec: &PipelineRunSpec) -> Vec<Problem> {
     let opts = PipelineOptions {

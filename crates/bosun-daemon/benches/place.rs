@@ -4,18 +4,18 @@
 //! call with no `dispatcher:` section (the configured cluster is kept).
 //! The target: under 20 us per run.
 //!
-//! `cargo bench -p bosun --bench place`
+//! `cargo bench -p bosun-daemon --bench place`
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use bosun::dispatch::demand::{CachedDemand, DemandSource};
-use bosun::dispatch::engine::Engine;
-use bosun::dispatch::inputs::Inputs;
-use bosun::dispatch::service::Service;
-use bosun::placement::{Decision, Placer};
 use bosun_config::types::{DispatcherConfig, JobType, ProwConfig};
+use bosun_daemon::placement::{Decision, Placer};
 use bosun_dispatch::model::{ClusterSpec, Options, PlanInput, UnitSpec};
+use bosun_dispatcher::demand::{CachedDemand, DemandSource};
+use bosun_dispatcher::engine::Engine;
+use bosun_dispatcher::inputs::Inputs;
+use bosun_dispatcher::service::Service;
 use bosun_store::{NewRun, RunState};
 use criterion::{criterion_group, criterion_main, Criterion};
 

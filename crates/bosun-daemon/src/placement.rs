@@ -18,11 +18,10 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use bosun_config::types::{ExternalScheduler, ProwConfig};
+use bosun_dispatcher::client::{ExternalClient, Source};
+use bosun_dispatcher::engine::Engine;
 use bosun_store::Run;
 use jiff::Timestamp;
-
-use crate::dispatch::client::{ExternalClient, Source};
-use crate::dispatch::engine::Engine;
 
 /// Where a run goes, and why (for its description).
 #[derive(Debug, Clone, PartialEq, Eq)]

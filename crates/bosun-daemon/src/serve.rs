@@ -12,15 +12,15 @@ use bosun_cluster::executor::Executor;
 use bosun_cluster::kube::KubeExecutor;
 use bosun_cluster::local::LocalExecutor;
 use bosun_cluster::registry::{clusters, ClusterDef};
+use bosun_host::args::ConfigArgs;
+use bosun_host::logging::{init_logging, LogFormat};
 use bosun_store::active::{ActiveRuns, Observers};
 use bosun_store::clock::SystemClock;
 use bosun_store::sqlite::{SqliteOptions, SqliteStore};
 use clap::Args;
 
-use crate::check::ConfigArgs;
 use crate::clusters::{check_run_dirs, local_users, ExecutorFactory};
 use crate::daemon::Daemon;
-use crate::logging::{init_logging, LogFormat};
 use crate::metrics::Metrics;
 use crate::state::{Shared, SharedParts};
 
@@ -77,7 +77,7 @@ pub fn run(args: &ServeArgs) -> ExitCode {
         tracing::error!(listen = %args.listen, "refusing to serve a non-loopback address without --api-token-file (or --insecure-no-auth)");
         return ExitCode::FAILURE;
     }
-    let loaded = crate::check::load_checked(&args.config);
+    let loaded = bosun_host::load::load_checked(&args.config);
     let warnings: Vec<String> = loaded
         .diagnostics
         .iter()

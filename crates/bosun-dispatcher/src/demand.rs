@@ -34,7 +34,7 @@ use bosun_store::{SharedStore, StoreError};
 use jiff::Timestamp;
 use serde::Serialize;
 
-use super::prometheus::{window_query, PromError, PrometheusClient, OPENSHIFT_QUERY};
+use crate::prometheus::{window_query, PromError, PrometheusClient, OPENSHIFT_QUERY};
 
 /// The least a run counts in history demand, in seconds.
 pub const MIN_RUN_SECONDS: f64 = 60.0;
@@ -168,12 +168,12 @@ impl DemandSource {
     pub fn describe(&self) -> String {
         match self {
             DemandSource::History { window, .. } => {
-                format!("history over {}", super::prometheus::prom_duration(*window))
+                format!("history over {}", crate::prometheus::prom_duration(*window))
             }
             DemandSource::Prometheus { client, window, .. } => format!(
                 "prometheus {} over {}",
                 client.endpoint(),
-                super::prometheus::prom_duration(*window)
+                crate::prometheus::prom_duration(*window)
             ),
             DemandSource::File(path) => format!("file {}", path.display()),
             DemandSource::Ones => "1 per job".to_string(),

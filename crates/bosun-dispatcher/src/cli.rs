@@ -20,16 +20,16 @@ use std::time::Duration;
 use bosun_config::{load, OsFiles, Snapshot};
 use bosun_dispatch::format;
 use bosun_dispatch::openshift::{OsClusters, OsConfig};
+use bosun_host::args::ConfigArgs;
+use bosun_host::watch::Watch;
 use clap::{Args, Subcommand, ValueEnum};
 use jiff::Timestamp;
 
-use super::demand::{read_job_volume, CachedDemand, DemandSource};
-use super::inputs::{inputs, Inputs, OpenShift};
-use super::service::Service;
-use crate::check::ConfigArgs;
-use crate::watch::Watch;
+use crate::demand::{read_job_volume, CachedDemand, DemandSource};
+use crate::inputs::{inputs, Inputs, OpenShift};
+use crate::service::Service;
 
-pub use super::inputs::Sources;
+pub use crate::inputs::Sources;
 
 /// How `bosun dispatch plan` prints the plan.
 #[derive(ValueEnum, Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -71,9 +71,9 @@ pub enum DispatchCommand {
     Plan(PlanArgs),
     /// Write the plan into the job files' `cluster:` values (relocatable
     /// jobs only; with `--openshift-config`, also its `buildFarm` lists).
-    WriteBack(super::writeback::WriteBackArgs),
+    WriteBack(crate::writeback::WriteBackArgs),
     /// Overrides of a running dispatcher: create, list, cancel.
-    Override(super::override_cli::OverrideArgs),
+    Override(crate::override_cli::OverrideArgs),
 }
 
 /// `bosun dispatch` arguments.
@@ -185,8 +185,8 @@ fn plan_inputs(
 pub fn plan_command(args: &DispatchArgs, out: &mut dyn Write) -> ExitCode {
     let args = match &args.command {
         DispatchCommand::Plan(args) => args,
-        DispatchCommand::WriteBack(args) => return super::writeback::command(args, out),
-        DispatchCommand::Override(args) => return super::override_cli::command(args, out),
+        DispatchCommand::WriteBack(args) => return crate::writeback::command(args, out),
+        DispatchCommand::Override(args) => return crate::override_cli::command(args, out),
     };
     match plan_once(args, out) {
         Ok(()) => ExitCode::SUCCESS,
@@ -234,7 +234,7 @@ fn plan_once(args: &PlanArgs, out: &mut dyn Write) -> Result<(), PlanError> {
     };
     let _ = writeln!(out, "{}", text.trim_end());
     if let Some(path) = &args.plot {
-        super::plot::write_svg(&plan, path).map_err(|e| PlanError::File(e.to_string()))?;
+        crate::plot::write_svg(&plan, path).map_err(|e| PlanError::File(e.to_string()))?;
     }
     Ok(())
 }
@@ -243,7 +243,7 @@ fn plan_once(args: &PlanArgs, out: &mut dyn Write) -> Result<(), PlanError> {
 /// the service answering from the effective plan).
 struct Dispatcher {
     args: DispatcherArgs,
-    engine: Arc<super::engine::Engine>,
+    engine: Arc<crate::engine::Engine>,
 }
 
 impl Dispatcher {
@@ -306,7 +306,7 @@ fn watched(args: &DispatcherArgs) -> Vec<Watch> {
 
 /// `bosun dispatcher`: runs the service until SIGINT or SIGTERM.
 pub fn dispatcher_command(args: &DispatcherArgs) -> ExitCode {
-    crate::logging::init_logging(crate::logging::LogFormat::Text);
+    bosun_host::logging::init_logging(bosun_host::logging::LogFormat::Text);
     let token = match &args.api_token_file {
         Some(p) => match std::fs::read_to_string(p) {
             Ok(t) if !t.trim().is_empty() => Some(t.trim().to_string()),
@@ -356,7 +356,7 @@ pub fn dispatcher_command(args: &DispatcherArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let engine = Arc::new(super::engine::Engine::new(
+    let engine = Arc::new(crate::engine::Engine::new(
         Service::new(token),
         CachedDemand::new(source.unwrap_or(DemandSource::Ones)),
         plan_file,
@@ -379,7 +379,7 @@ pub fn dispatcher_command(args: &DispatcherArgs) -> ExitCode {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
         // Only the input's files count: the plan file, logs or anything
         // else beside a watched file are not changes of the input.
-        let _watcher = crate::watch::start(
+        let _watcher = bosun_host::watch::start(
             watched(&d.args),
             tx,
             "it plans again on its schedule and on POST /replan",
@@ -419,7 +419,7 @@ pub fn dispatcher_command(args: &DispatcherArgs) -> ExitCode {
                 let _ = tokio::task::spawn_blocking(move || d.replan(full, reason)).await;
             }
         });
-        let server = axum::serve(listener, super::engine::router(engine)).with_graceful_shutdown(async {
+        let server = axum::serve(listener, crate::engine::router(engine)).with_graceful_shutdown(async {
             let mut term =
                 tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
             tokio::select! {

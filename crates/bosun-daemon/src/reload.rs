@@ -18,9 +18,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use bosun_host::watch::Watch;
+
 use crate::daemon::Daemon;
 use crate::state::{ConfigStatus, Shared};
-use crate::watch::Watch;
 
 /// How long changes must settle before a reload.
 pub const DEBOUNCE: Duration = Duration::from_millis(300);
@@ -32,7 +33,7 @@ pub const RESYNC: Duration = Duration::from_secs(300);
 /// Returns whether it was valid. Blocking.
 pub fn reload(daemon: &Daemon, reason: &str) -> bool {
     let app = &*daemon.shared;
-    let loaded = crate::check::load_checked(&app.config_args);
+    let loaded = bosun_host::load::load_checked(&app.config_args);
     let now = app.clock.now();
     let errors: Vec<String> = loaded
         .diagnostics
@@ -195,7 +196,7 @@ fn start_watcher(
     app: &Shared,
     tx: tokio::sync::mpsc::UnboundedSender<()>,
 ) -> Option<notify::RecommendedWatcher> {
-    crate::watch::start(
+    bosun_host::watch::start(
         watches(app),
         tx,
         "it is reloaded every 5 minutes and on SIGHUP",

@@ -10,13 +10,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bosun_cluster::registry::ClusterDef;
+use bosun_dispatcher::demand::{CachedDemand, DemandSource};
+use bosun_dispatcher::engine::Engine;
+use bosun_dispatcher::inputs::{inputs, Inputs, OpenShift};
+use bosun_dispatcher::service::Service;
 use jiff::Timestamp;
 
 use crate::controller::Controller;
-use crate::dispatch::demand::{CachedDemand, DemandSource};
-use crate::dispatch::engine::Engine;
-use crate::dispatch::inputs::{inputs, Inputs, OpenShift};
-use crate::dispatch::service::Service;
 use crate::state::{InForce, Shared};
 
 /// The engine of a daemon whose data directory is `data_dir`: its plan in

@@ -16,13 +16,13 @@ use bosun_cluster::kube::{Health, PodSettings};
 use bosun_cluster::registry::{clusters, ClusterDef};
 use bosun_cluster::shim::RunAs;
 use bosun_config::Snapshot;
+use bosun_host::args::ConfigArgs;
 use bosun_store::active::ActiveRuns;
 use bosun_store::clock::Clock;
 use bosun_store::Store;
 use jiff::Timestamp;
 use serde::Serialize;
 
-use crate::check::ConfigArgs;
 use crate::clusters::{Clusters, ExecutorFactory, HealthBook};
 use crate::metrics::Metrics;
 

@@ -29,7 +29,7 @@ use bosun_dispatch::openshift::{
 #[derive(clap::Args, Debug, Clone)]
 pub struct Sources {
     #[command(flatten)]
-    pub config: crate::check::ConfigArgs,
+    pub config: bosun_host::args::ConfigArgs,
     /// OpenShift's `_config.yaml` (may be gzipped): its rules decide.
     #[arg(long, value_name = "FILE")]
     pub openshift_config: Option<PathBuf>,

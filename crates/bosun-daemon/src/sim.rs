@@ -9,13 +9,13 @@ use std::sync::Arc;
 use bosun_cluster::executor::{Executor, SimulatedExecutor};
 use bosun_cluster::registry::clusters;
 use bosun_config::{load, OsFiles};
+use bosun_host::args::ConfigArgs;
 use bosun_store::active::{ActiveRuns, Observers};
 use bosun_store::clock::{Clock, ManualClock};
 use bosun_store::memory::MemoryStore;
 use bosun_store::{RunFilter, RunState, Store};
 use jiff::{SignedDuration, Timestamp};
 
-use crate::check::ConfigArgs;
 use crate::daemon::Daemon;
 use crate::metrics::Metrics;
 use crate::state::{Shared, SharedParts};
@@ -92,7 +92,7 @@ fn sim_with(start: Timestamp, config: &str, jobs: &str) -> Sim {
         placer: Arc::new(crate::placement::Placer::new(crate::plans::engine(
             &bosun_config::types::ProwConfig::default(),
             dir.path(),
-            crate::dispatch::demand::DemandSource::Ones,
+            bosun_dispatcher::demand::DemandSource::Ones,
             None,
         ))),
     }));
@@ -432,7 +432,7 @@ periodics:
     // expires in an hour).
     let o = engine
         .add_override(
-            crate::dispatch::engine::OverrideRequest {
+            bosun_dispatcher::engine::OverrideRequest {
                 job: Some("reloc".into()),
                 file: None,
                 drain: None,

@@ -31,9 +31,9 @@ use std::collections::BTreeMap;
 use std::sync::mpsc;
 use std::time::Instant;
 
-use bosun::metrics::prowjobs::ProwJobs;
-use bosun::metrics::Metrics;
 use bosun_config::types::{JobType, Refs};
+use bosun_daemon::metrics::prowjobs::ProwJobs;
+use bosun_daemon::metrics::Metrics;
 use bosun_store::sqlite::{SqliteOptions, SqliteStore};
 use bosun_store::{Before, NewRun, RunFilter, RunState, Store, Transition, TransitionObserver};
 use jiff::Timestamp;
@@ -276,7 +276,7 @@ fn main() {
     let gauge_transition = t0.elapsed().as_nanos() as f64 / ended.len().max(1) as f64;
 
     let counts = store.count_runs().unwrap();
-    let registry = bosun::metrics::reference_prowjobs("default", &counts);
+    let registry = bosun_daemon::metrics::reference_prowjobs("default", &counts);
     let (encode_only, _) = time(iters, || {
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();

@@ -20,9 +20,9 @@ use bosun_dispatch::lookup::JobRepo;
 use bosun_dispatch::model::{Plan, PlanInput};
 use jiff::Timestamp;
 
-use super::demand::CachedDemand;
-use super::inputs::Inputs;
-use super::service::Service;
+use crate::demand::CachedDemand;
+use crate::inputs::Inputs;
+use crate::service::Service;
 
 /// The last base plan and what it was made from (shared, never copied:
 /// the input of a large configuration is big).
@@ -141,7 +141,7 @@ impl Engine {
                 .collect();
             return (map, b.plan.generation);
         }
-        let text = super::persist::read(&self.plan_file).ok().flatten();
+        let text = crate::persist::read(&self.plan_file).ok().flatten();
         let map = text
             .as_deref()
             .and_then(|t| format::previous_from_json(t).ok())
@@ -191,7 +191,7 @@ impl Engine {
         let unchanged = last.as_ref().is_some_and(|b| *b.plan == plan);
         if !unchanged {
             if let Err(e) =
-                super::persist::write_atomically(&self.plan_file, format::to_json(&plan).as_bytes())
+                crate::persist::write_atomically(&self.plan_file, format::to_json(&plan).as_bytes())
             {
                 tracing::error!(file = %self.plan_file.display(), error = %e, "cannot write the plan");
             }
@@ -373,7 +373,7 @@ impl Engine {
 
     fn try_persist_overrides(&self, all: &[Override]) -> std::io::Result<()> {
         let text = serde_json::to_string_pretty(all).map_err(std::io::Error::other)?;
-        super::persist::write_atomically(&self.overrides_file, text.as_bytes())
+        crate::persist::write_atomically(&self.overrides_file, text.as_bytes())
     }
 
     fn persist_overrides(&self, all: &[Override]) {
@@ -422,14 +422,14 @@ pub fn incremental(plan: &Plan, input: &PlanInput) -> Plan {
 ///   422 when it is refused (why), 503 before the first plan;
 /// - `DELETE /overrides/{id}` (token): 204, or 404.
 pub fn router(engine: Arc<Engine>) -> axum::Router {
-    router_at(engine.clone(), "").merge(super::service::router(engine.service.clone()))
+    router_at(engine.clone(), "").merge(crate::service::router(engine.service.clone()))
 }
 
 /// [`router`]'s overrides routes under `prefix`, beside the service's
 /// (`router_at`), with no fallback: `bosun serve` mounts them at
 /// `/api/v1/dispatch`.
 pub fn router_at(engine: Arc<Engine>, prefix: &str) -> axum::Router {
-    use super::service::{text, unauthorized};
+    use crate::service::{text, unauthorized};
     use axum::extract::{Path as UrlPath, State};
     use axum::http::{HeaderMap, StatusCode};
     use axum::response::IntoResponse;
@@ -486,6 +486,6 @@ pub fn router_at(engine: Arc<Engine>, prefix: &str) -> axum::Router {
     if prefix.is_empty() {
         overrides
     } else {
-        super::service::router_at(engine.service.clone(), prefix).merge(overrides)
+        crate::service::router_at(engine.service.clone(), prefix).merge(overrides)
     }
 }

@@ -8,11 +8,11 @@
 //!   (the plan, its moves, overrides, "why is job X on cluster Y") and
 //!   `/config` (the snapshot in force, the last load's errors).
 //! - Pages are HTML from templates compiled into the binary (askama,
-//!   `crates/bosun/templates/`); the stylesheet and the one small script are
-//!   embedded too (`assets`), nothing comes from elsewhere. Every page reads
-//!   without JavaScript; the script only makes lists and runs live
-//!   (server-sent events from `/live/...`, each a server-rendered fragment)
-//!   and follows a running run's log.
+//!   `crates/bosun-daemon/templates/`); the stylesheet and the one small
+//!   script are embedded too (`assets`), nothing comes from elsewhere. Every
+//!   page reads without JavaScript; the script only makes lists and runs
+//!   live (server-sent events from `/live/...`, each a server-rendered
+//!   fragment) and follows a running run's log.
 //! - Actions are HTML forms posting to the dashboard's own routes, which
 //!   call the daemon as the API does (`runs::RunFactory`, the controller,
 //!   `periodics`, the dispatcher's engine), behind `auth`'s checks.

@@ -12,11 +12,11 @@ use axum::response::Response;
 use axum::Form;
 use bosun_dispatch::adjust::OverrideTarget;
 use bosun_dispatch::model::Plan;
+use bosun_dispatcher::engine::{OverrideError, OverrideRequest};
 use serde::Deserialize;
 
 use super::page::{see_other, Chrome, CsrfForm, Ctx, Web};
 use super::{fmt, svg};
-use crate::dispatch::engine::{OverrideError, OverrideRequest};
 use crate::runs::blocking;
 
 /// The plan's load against target per cluster, as bars with a target mark.

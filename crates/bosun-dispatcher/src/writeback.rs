@@ -50,7 +50,7 @@ use bosun_dispatch::openshift::{
 use clap::Args;
 use saphyr_parser::{Event, Parser, ScalarStyle};
 
-use super::inputs::Sources;
+use crate::inputs::Sources;
 
 /// How long `--server` may take to answer `GET /plan`.
 const SERVER_TIMEOUT: Duration = Duration::from_secs(30);

@@ -114,7 +114,7 @@ fn api_routes(daemon: Arc<Daemon>) -> Router {
         .with_state(daemon.clone())
         // The dispatcher, as the standalone service answers (lookups need
         // no token; re-plans and overrides need the API token).
-        .merge(crate::dispatch::engine::router_at(
+        .merge(bosun_dispatcher::engine::router_at(
             daemon.shared.placer.engine.clone(),
             "/api/v1/dispatch",
         ))

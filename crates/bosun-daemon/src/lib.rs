@@ -1,0 +1,43 @@
+//! bosun's daemon, `bosun serve`, as a library: the controller, the
+//! scheduler's task, run creation, reloads, the JSON API and the dashboard.
+//! The `bosun` binary runs it (`serve::run`); it builds on `bosun-host` (the
+//! configuration's arguments and checked load, file watches, logs) and on
+//! `bosun-dispatcher` (the dispatcher's engine and service, which it mounts
+//! and places its runs by).
+//!
+//! The daemon's layers, each importing only those above it:
+//! - `metrics`, `clusters` (the build clusters in force, their health),
+//!   `prowjob` (a run as a ProwJob document): know nothing of the daemon;
+//! - `placement` (where a run in `scheduling` goes);
+//! - `state`: the shared state (store, active runs, clock, metrics,
+//!   scheduler, placer, and the configuration with its clusters, swapped
+//!   together);
+//! - `controller` (observe, decide, act), `health` (cluster probes),
+//!   `sinker` (retention): tasks over the shared state;
+//! - `periodics` (the scheduler task), `runs` (the one run-creation path)
+//!   and `plans` (the dispatcher's task): use the controller's handle;
+//! - `daemon` (what the API sees), `reload` (the config watcher), `web`
+//!   (the dashboard and the HTTP layer's authentication), `api` (the HTTP
+//!   layer, which mounts the dashboard), and `serve`, which wires them.
+
+#![forbid(unsafe_code)]
+
+pub mod api;
+pub mod clusters;
+pub mod controller;
+pub mod daemon;
+pub mod health;
+pub mod metrics;
+pub mod periodics;
+pub mod placement;
+pub mod plans;
+pub mod prowjob;
+pub mod reload;
+pub mod runs;
+pub mod serve;
+pub mod sinker;
+pub mod state;
+pub mod web;
+
+#[cfg(test)]
+mod sim;
