@@ -3,7 +3,7 @@
 //! every await or return point (a panic leaves nothing half-changed that a
 //! later holder would misread), so every lock is taken past the poison.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// [`Mutex::lock`] that takes the lock even when a panicking holder
 /// poisoned it.
@@ -15,6 +15,24 @@ pub trait Lock<T: ?Sized> {
 impl<T: ?Sized> Lock<T> for Mutex<T> {
     fn locked(&self) -> MutexGuard<'_, T> {
         self.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// [`RwLock::read`] and [`RwLock::write`] past the poison, as [`Lock`].
+pub trait ReadWrite<T: ?Sized> {
+    /// The read guard, poisoned or not.
+    fn read_locked(&self) -> RwLockReadGuard<'_, T>;
+    /// The write guard, poisoned or not.
+    fn write_locked(&self) -> RwLockWriteGuard<'_, T>;
+}
+
+impl<T: ?Sized> ReadWrite<T> for RwLock<T> {
+    fn read_locked(&self) -> RwLockReadGuard<'_, T> {
+        self.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write_locked(&self) -> RwLockWriteGuard<'_, T> {
+        self.write().unwrap_or_else(|e| e.into_inner())
     }
 }
 

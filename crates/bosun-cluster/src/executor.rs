@@ -8,6 +8,7 @@
 //! with a [`ManualClock`](bosun_store::clock::ManualClock), the whole daemon
 //! logic (scheduler, controller, store) runs a day in seconds.
 
+use bosun_base::sync::Lock;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -192,7 +193,7 @@ impl SimulatedExecutor {
     }
 
     fn runs(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Timestamp, Option<i32>)>> {
-        self.runs.lock().unwrap_or_else(|e| e.into_inner())
+        self.runs.locked()
     }
 
     /// When the next running run ends (for a simulation's event loop).

@@ -9,6 +9,7 @@
 //! nothing of Kubernetes (`kube`): a local cluster runs one container's
 //! command ([`command_of`]), never a pod.
 
+use bosun_base::sync::Lock;
 use std::collections::HashMap;
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
@@ -254,7 +255,7 @@ impl LocalExecutor {
     fn subscribe(&self) -> Result<(), ExecError> {
         let notify = self.on_exit.clone();
         let known = self.known.clone();
-        let mut events = self.events.lock().unwrap_or_else(|e| e.into_inner());
+        let mut events = self.events.locked();
         if self.subscribed.load(std::sync::atomic::Ordering::Acquire) {
             return Ok(()); // another thread subscribed meanwhile
         }
@@ -269,7 +270,7 @@ impl LocalExecutor {
             .name("bosun-run-events".into())
             .stack_size(64 * 1024)
             .spawn(move || {
-                let lock = || known.lock().unwrap_or_else(|e| e.into_inner());
+                let lock = || known.locked();
                 for line in BufReader::new(reader).lines() {
                     let Ok(line) = line else { break };
                     match serde_json::from_str::<Event>(&line) {
@@ -303,7 +304,7 @@ impl LocalExecutor {
     }
 
     fn known(&self) -> std::sync::MutexGuard<'_, Known> {
-        self.known.lock().unwrap_or_else(|e| e.into_inner())
+        self.known.locked()
     }
 
     /// Sends a request and reads its reply, reconnecting once if the
@@ -315,7 +316,7 @@ impl LocalExecutor {
         line.push('\n');
         let mut last = None;
         for _ in 0..2 {
-            let idle = self.conns.lock().unwrap_or_else(|e| e.into_inner()).pop();
+            let idle = self.conns.locked().pop();
             let mut c = match idle {
                 Some(c) => c,
                 None => BufReader::new(self.connect()?),
@@ -334,7 +335,7 @@ impl LocalExecutor {
                 .and_then(|()| c.read_line(&mut reply));
             match sent {
                 Ok(n) if n > 0 => {
-                    self.conns.lock().unwrap_or_else(|e| e.into_inner()).push(c);
+                    self.conns.locked().push(c);
                     let reply = serde_json::from_str(&reply).map_err(io)?;
                     return Ok((reply, generation));
                 }
@@ -343,7 +344,7 @@ impl LocalExecutor {
             }
             // A broken connection (the supervisor went away): drop every idle
             // one too, they are as dead.
-            self.conns.lock().unwrap_or_else(|e| e.into_inner()).clear();
+            self.conns.locked().clear();
         }
         Err(io(last.unwrap_or_default()))
     }

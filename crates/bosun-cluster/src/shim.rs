@@ -38,6 +38,7 @@
 //! It knows nothing of the executor's vocabulary or of Kubernetes: the local
 //! executor ([`crate::local`]) is its only client, over the socket.
 
+use bosun_base::sync::Lock;
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
@@ -290,7 +291,7 @@ struct Supervisor {
 
 impl Supervisor {
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.locked()
     }
 
     /// Exits the process when nothing needs it any more.

@@ -6,6 +6,7 @@
 //! never another's. The results go to [`Shared::health`] and are exported as
 //! `bosun_build_cluster_status`.
 
+use bosun_base::sync::Lock;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -71,8 +72,7 @@ fn has_pipeline_jobs(snapshot: &bosun_config::model::Snapshot, alias: &str) -> b
 pub fn record(shared: &Shared, alias: &str, probe: bosun_cluster::kube::Probe) {
     let health = shared
         .health
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
+        .locked()
         .trackers
         .entry(alias.to_string())
         .or_default()
@@ -149,7 +149,7 @@ pub async fn health_loop(
             keep
         });
         {
-            let mut book = shared.health.lock().unwrap_or_else(|e| e.into_inner());
+            let mut book = shared.health.locked();
             book.trackers.retain(|a, _| tasks.contains_key(a));
         }
         for (alias, def) in &clusters.defs {

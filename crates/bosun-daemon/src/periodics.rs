@@ -13,6 +13,7 @@
 //! recorded as skipped (`paused`). The daemon is ready once every periodic
 //! has been evaluated once.
 
+use bosun_base::sync::Lock;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,8 +42,7 @@ pub async fn scheduler_loop(
     // The periodics not evaluated yet (readiness).
     let mut unevaluated: HashSet<String> = shared
         .scheduler
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
+        .locked()
         .jobs()
         .map(|j| j.identity.to_string())
         .collect();
@@ -57,7 +57,7 @@ pub async fn scheduler_loop(
         }
         if !unevaluated.is_empty() {
             // Removed by a reload: nothing left to evaluate.
-            let scheduler = shared.scheduler.lock().unwrap_or_else(|e| e.into_inner());
+            let scheduler = shared.scheduler.locked();
             unevaluated.retain(|id| scheduler.job(id).is_some());
         }
         if unevaluated.is_empty() && !shared.periodics_evaluated() {
@@ -73,11 +73,7 @@ pub async fn scheduler_loop(
             let jitter = (now.subsec_nanosecond() as u64) % (base * 500 + 1);
             let retry_at = now + Duration::from_millis(base * 1000 + jitter);
             tracing::warn!(periodic = %identity, error = %e, "could not fire; retrying later");
-            shared
-                .scheduler
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .poke(&identity, retry_at);
+            shared.scheduler.locked().poke(&identity, retry_at);
         }
         // Fires due within PREPARE_LEAD are decided now, so that at their
         // instant only their commit is left.
@@ -85,15 +81,13 @@ pub async fn scheduler_loop(
         let _ = tokio::task::spawn_blocking(move || {
             let now = a.clock.now();
             a.scheduler
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
+                .locked()
                 .prepare(a.store.as_ref(), now, PREPARE_LEAD)
         })
         .await;
         let wake = shared
             .scheduler
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .locked()
             .next_wake_ahead(shared.clock.now(), PREPARE_LEAD);
         // An entry already due (it fell due while a fire ran) means no sleep.
         let sleep = wake.map_or(Duration::from_secs(3600), |w| {
@@ -114,7 +108,7 @@ pub async fn scheduler_loop(
 /// fired and those whose store calls failed. Blocking.
 pub fn fire(a: &Shared, controller: &Controller) -> (Vec<String>, Vec<(String, StoreError)>) {
     let now = a.clock.now();
-    let mut s = a.scheduler.lock().unwrap_or_else(|e| e.into_inner());
+    let mut s = a.scheduler.locked();
     let (report, failed) = s.fire_due(a.store.as_ref(), now);
     if !report.created.is_empty() {
         controller.wake();
@@ -179,7 +173,7 @@ pub fn set_paused(
     paused: bool,
 ) -> Result<Option<PeriodicState>, StoreError> {
     let now = shared.clock.now();
-    let mut scheduler = shared.scheduler.lock().unwrap_or_else(|e| e.into_inner());
+    let mut scheduler = shared.scheduler.locked();
     let Some(job) = scheduler.job(identity) else {
         return Ok(None);
     };

@@ -14,6 +14,7 @@
 //! cluster not Reachable for `dispatcher.unhealthy_after` enters the
 //! overlay, and leaves it once Reachable again for `dispatcher.recover_after`.
 
+use bosun_base::sync::{Lock, ReadWrite};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
@@ -76,7 +77,7 @@ impl Placer {
     /// changes, its cache kept unless the URL changed).
     pub fn external(&self, config: &ProwConfig) -> Option<Arc<ExternalClient>> {
         let wanted: &ExternalScheduler = config.scheduler.external.as_ref()?;
-        let mut current = self.external.lock().unwrap_or_else(|e| e.into_inner());
+        let mut current = self.external.locked();
         match current.as_mut() {
             Some((given, client)) => {
                 if given != wanted {
@@ -88,7 +89,7 @@ impl Placer {
             None => {
                 let known = self.known.clone();
                 let client = Arc::new(ExternalClient::new(wanted, move |c: &str| {
-                    known.read().unwrap_or_else(|e| e.into_inner()).contains(c)
+                    known.read_locked().contains(c)
                 }));
                 if let Some(e) = client.url_error() {
                     tracing::warn!(
@@ -127,12 +128,7 @@ impl Placer {
                 why: String::new(),
             });
         };
-        if let Some(answer) = self
-            .answers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&run.id)
-        {
+        if let Some(answer) = self.answers.locked().remove(&run.id) {
             return Decision::Ready(answer);
         }
         if let Some(cluster) = client.cached(&run.job, now) {
@@ -152,12 +148,7 @@ impl Placer {
         let Some(client) = self.external(config) else {
             return false;
         };
-        if !self
-            .in_flight
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(run.id.clone())
-        {
+        if !self.in_flight.locked().insert(run.id.clone()) {
             return false;
         }
         let answer = client.cluster_for(&run.job, now);
@@ -178,14 +169,8 @@ impl Placer {
                 why: format!("the dispatcher at {}", client.url()),
             },
         };
-        self.answers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(run.id.clone(), placed);
-        self.in_flight
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&run.id);
+        self.answers.locked().insert(run.id.clone(), placed);
+        self.in_flight.locked().remove(&run.id);
         true
     }
 
@@ -202,7 +187,7 @@ impl Placer {
         let reachable: Vec<(String, bool)> = reachable.into_iter().collect();
         {
             let known: BTreeSet<String> = reachable.iter().map(|(c, _)| c.clone()).collect();
-            let mut k = self.known.write().unwrap_or_else(|e| e.into_inner());
+            let mut k = self.known.write_locked();
             if *k != known {
                 *k = known;
             }
@@ -210,16 +195,12 @@ impl Placer {
         let Some(dispatcher) = &config.dispatcher else {
             return false;
         };
-        let unhealthy = self
-            .window
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .observe(
-                reachable,
-                now,
-                dispatcher.unhealthy_after().to_std(),
-                dispatcher.recover_after().to_std(),
-            );
+        let unhealthy = self.window.locked().observe(
+            reachable,
+            now,
+            dispatcher.unhealthy_after().to_std(),
+            dispatcher.recover_after().to_std(),
+        );
         if self.engine.set_unhealthy(unhealthy, now) {
             return true;
         }

@@ -13,6 +13,7 @@
 //! replaced with it: a new cluster takes runs at once, a removed one's pending
 //! runs end in error, and an unchanged local cluster keeps its executor.
 
+use bosun_base::sync::Lock;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -92,7 +93,7 @@ pub fn reload(daemon: &Daemon, reason: &str) -> bool {
     let jobs = bosun_scheduler::config::jobs(&snapshot);
     let keep: HashSet<String> = jobs.iter().map(|j| j.identity.to_string()).collect();
     {
-        let mut scheduler = app.scheduler.lock().unwrap_or_else(|e| e.into_inner());
+        let mut scheduler = app.scheduler.locked();
         let gone: Vec<String> = scheduler
             .jobs()
             .map(|j| j.identity.to_string())

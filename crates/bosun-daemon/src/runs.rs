@@ -9,6 +9,7 @@
 //! Run templates are kept per configuration snapshot (made on a job's first
 //! trigger, dropped when another snapshot is in force).
 
+use bosun_base::sync::Lock;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -368,7 +369,7 @@ impl RunFactory {
         key: TemplateKey,
         make: impl FnOnce() -> (RunTemplate, Option<String>),
     ) -> Arc<JobTemplate> {
-        let mut cache = self.templates.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cache = self.templates.locked();
         if !cache
             .snapshot
             .as_ref()

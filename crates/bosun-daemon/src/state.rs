@@ -7,6 +7,7 @@
 //! This module knows nothing of HTTP, of the controller's working state or of
 //! how runs are created; those build on it.
 
+use bosun_base::sync::{Lock, ReadWrite};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -188,10 +189,7 @@ impl Shared {
 
     /// The configuration in force.
     pub fn in_force(&self) -> Arc<InForce> {
-        self.in_force
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.in_force.read_locked().clone()
     }
 
     /// The snapshot in force.
@@ -224,7 +222,7 @@ impl Shared {
         users: HashMap<String, RunAs>,
     ) -> (Vec<String>, Vec<String>) {
         let pods = PodSettings::of(&snapshot.config);
-        let mut slot = self.in_force.write().unwrap_or_else(|e| e.into_inner());
+        let mut slot = self.in_force.write_locked();
         let old = &slot.clusters;
         let added = defs
             .keys()
@@ -239,7 +237,7 @@ impl Shared {
             .collect();
         let changed = old.defs != defs;
         {
-            let mut retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
+            let mut retired = self.retired.locked();
             for alias in &removed {
                 if let Some(exec) = old.executors.get(alias) {
                     retired.insert(alias.clone(), exec.clone());
@@ -261,46 +259,35 @@ impl Shared {
 
     /// The executor of the removed cluster `alias`, if it is still kept.
     pub fn retired_executor(&self, alias: &str) -> Option<Arc<dyn Executor>> {
-        self.retired
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(alias)
-            .cloned()
+        self.retired.locked().get(alias).cloned()
     }
 
     /// Drops the executors of removed clusters that no run is pending on.
     pub fn prune_retired(&self, in_use: impl Fn(&str) -> bool) {
-        self.retired
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .retain(|alias, _| in_use(alias));
+        self.retired.locked().retain(|alias, _| in_use(alias));
     }
 
     /// A cluster's health now, in the configuration `snapshot`.
     pub fn health_of(&self, snapshot: &Snapshot, alias: &str, def: &ClusterDef) -> Health {
-        let book = self.health.lock().unwrap_or_else(|e| e.into_inner());
+        let book = self.health.locked();
         crate::clusters::health_of(&book, snapshot, alias, def)
     }
 
     /// The configuration's status.
     pub fn config_status(&self) -> ConfigStatus {
-        self.config_status
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.config_status.locked().clone()
     }
 
     /// Records the configuration's status.
     pub fn set_config_status(&self, status: ConfigStatus) {
-        *self.config_status.lock().unwrap_or_else(|e| e.into_inner()) = status;
+        *self.config_status.locked() = status;
     }
 
     /// A run of `periodic` ended: its scheduler entry looks again.
     pub fn periodic_run_ended(&self, periodic: &str) {
         let evaluate = self
             .scheduler
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .locked()
             .run_ended(periodic, self.clock.now());
         if evaluate {
             self.scheduler_wake.notify_one();

@@ -25,6 +25,7 @@
 //! The planner balances shares of the total, so only the ratios between jobs
 //! of one source matter; the unit is said for people.
 
+use bosun_base::sync::Lock;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -306,7 +307,7 @@ pub struct CachedDemand {
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+    m.locked()
 }
 
 impl CachedDemand {

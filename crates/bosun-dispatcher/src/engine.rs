@@ -10,6 +10,7 @@
 //! service reads its configuration files, the daemon uses the configuration
 //! in force.
 
+use bosun_base::sync::Lock;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -132,7 +133,7 @@ impl Engine {
     /// The last base plan's previous assignment (job -> cluster): the plan in
     /// memory, else the persisted one.
     pub fn previous(&self) -> (BTreeMap<String, String>, u64) {
-        if let Some(b) = self.base.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        if let Some(b) = self.base.locked().as_ref() {
             let map = b
                 .plan
                 .assignments
@@ -167,17 +168,13 @@ impl Engine {
             Ok(i) => i,
             Err(e) => {
                 tracing::error!(reason, error = %e, "cannot plan; the last plan stays in force");
-                return self
-                    .base
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .is_some();
+                return self.base.locked().is_some();
             }
         };
         for w in &inputs.warnings {
             tracing::warn!("{w}");
         }
-        let last = self.base.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let last = self.base.locked().clone();
         let (_, generation) = self.previous();
         let plan = match &last {
             // The same inventory: new jobs are placed, gone ones dropped,
@@ -204,7 +201,7 @@ impl Engine {
             unplaced = plan.unplaced.len(),
             "plan in force"
         );
-        *self.base.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(Base {
+        *self.base.locked() = Some(Arc::new(Base {
             plan: Arc::new(plan),
             input: inputs.input,
             repos: inputs.repos,
@@ -218,11 +215,11 @@ impl Engine {
     /// at `now` and the clusters in the health overlay, and puts it in
     /// force. Expired overrides are dropped (and the file rewritten).
     pub fn publish(&self, now: Timestamp) {
-        let Some(base) = self.base.lock().unwrap_or_else(|e| e.into_inner()).clone() else {
+        let Some(base) = self.base.locked().clone() else {
             return;
         };
         let overrides = {
-            let mut all = self.overrides.lock().unwrap_or_else(|e| e.into_inner());
+            let mut all = self.overrides.locked();
             let before = all.len();
             all.retain(|o| o.expires_at > now);
             if all.len() != before {
@@ -231,11 +228,7 @@ impl Engine {
             }
             all.clone()
         };
-        let unhealthy = self
-            .unhealthy
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let unhealthy = self.unhealthy.locked().clone();
         let adjusted = adjust::adjust_with_files(
             &base.plan,
             &base.input,
@@ -258,18 +251,14 @@ impl Engine {
 
     /// The base plan in force (before adjustments).
     pub fn base_plan(&self) -> Option<Arc<Plan>> {
-        self.base
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .map(|b| b.plan.clone())
+        self.base.locked().as_ref().map(|b| b.plan.clone())
     }
 
     /// Sets the clusters in the health overlay; re-publishes when it changed.
     /// Returns whether it changed.
     pub fn set_unhealthy(&self, clusters: BTreeSet<String>, now: Timestamp) -> bool {
         {
-            let mut current = self.unhealthy.lock().unwrap_or_else(|e| e.into_inner());
+            let mut current = self.unhealthy.locked();
             if *current == clusters {
                 return false;
             }
@@ -283,18 +272,13 @@ impl Engine {
     /// Whether an override kept in memory has expired at `now` (the
     /// effective plan is then made again).
     pub fn expired_overrides(&self, now: Timestamp) -> bool {
-        self.overrides
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .any(|o| o.expires_at <= now)
+        self.overrides.locked().iter().any(|o| o.expires_at <= now)
     }
 
     /// The overrides in force at `now`.
     pub fn overrides(&self, now: Timestamp) -> Vec<Override> {
         self.overrides
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .locked()
             .iter()
             .filter(|o| o.expires_at > now)
             .cloned()
@@ -338,11 +322,11 @@ impl Engine {
             actor: req.actor,
         };
         {
-            let base = self.base.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let base = self.base.locked().clone();
             let base = base.ok_or(OverrideError::NoPlan)?;
             adjust::validate_with_files(&base.input, &base.plan, &o, now, &base.files)
                 .map_err(OverrideError::Invalid)?;
-            let mut all = self.overrides.lock().unwrap_or_else(|e| e.into_inner());
+            let mut all = self.overrides.locked();
             let mut next = all.clone();
             next.push(o.clone());
             self.try_persist_overrides(&next)
@@ -357,7 +341,7 @@ impl Engine {
     /// Cancels override `id`; whether it existed.
     pub fn cancel_override(&self, id: &str, now: Timestamp) -> Result<bool, OverrideError> {
         {
-            let mut all = self.overrides.lock().unwrap_or_else(|e| e.into_inner());
+            let mut all = self.overrides.locked();
             if !all.iter().any(|o| o.id == id) {
                 return Ok(false);
             }

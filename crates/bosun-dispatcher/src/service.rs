@@ -22,6 +22,7 @@
 //! Lookups never need a token. A lookup is one hash probe over the plan in
 //! force, whose answer bodies are made once per plan.
 
+use bosun_base::sync::{Lock, ReadWrite};
 use std::sync::{Arc, RwLock};
 
 use axum::body::{Body, Bytes};
@@ -212,7 +213,7 @@ impl Service {
             lookup,
             plan_json,
         });
-        *self.in_force.write().unwrap_or_else(|e| e.into_inner()) = Some(next);
+        *self.in_force.write_locked() = Some(next);
     }
 
     /// Records what the effective plan's adjustments do (metrics).
@@ -244,10 +245,7 @@ impl Service {
     }
 
     fn current(&self) -> Option<Arc<InForce>> {
-        self.in_force
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.in_force.read_locked().clone()
     }
 }
 
@@ -318,8 +316,7 @@ async fn lookup(State(service): State<Arc<Service>>, method: Method, body: Bytes
     if let Some(name) = req.job.as_deref().filter(|j| is_ephemeral(j)) {
         let picked = current
             .ephemeral
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .locked()
             .pick(name, std::time::SystemTime::now());
         return match picked {
             Some(cluster) => axum::Json(serde_json::json!({ "cluster": cluster })).into_response(),

@@ -26,6 +26,7 @@
 //! active any more, and to the moment the last pod was gone (the sinker's
 //! deletions; 1 s after the pod ended at the earliest).
 
+use bosun_base::sync::Lock;
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -103,10 +104,7 @@ fn main() {
             if stop.load(Ordering::Relaxed) {
                 return;
             }
-            let next = pods
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .recv_timeout(Duration::from_millis(200));
+            let next = pods.locked().recv_timeout(Duration::from_millis(200));
             let pod = match next {
                 Ok(p) => p,
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,

@@ -27,6 +27,7 @@
 //! `pods/log` read `CONNECT`: compare the two over windows long against a
 //! watch's life, or say which one a figure is.
 
+use bosun_base::sync::Lock;
 use std::collections::{BTreeMap, HashSet};
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -206,7 +207,7 @@ impl AuditLog {
     /// Every request counted so far (the log is read on from the last call;
     /// a last line still being written waits for the next).
     pub fn counts(&self) -> Counts {
-        let mut guard = self.read.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.read.locked();
         let (offset, tally) = &mut *guard;
         let mut text = Vec::new();
         if let Ok(mut file) = std::fs::File::open(&self.path) {

@@ -14,6 +14,7 @@
 //! the test gives them logs of their own ([`Kubelet::separate_container_logs`],
 //! as a Tekton step pod's containers have).
 
+use bosun_base::sync::Lock;
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -107,7 +108,7 @@ struct State {
 
 impl State {
     fn logs(&self) -> std::sync::MutexGuard<'_, HashMap<String, PodLog>> {
-        self.logs.lock().unwrap_or_else(|e| e.into_inner())
+        self.logs.locked()
     }
 }
 

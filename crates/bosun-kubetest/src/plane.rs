@@ -1,6 +1,7 @@
 //! [`ControlPlane`]: a real etcd and kube-apiserver on loopback, the admin's
 //! client, and the hand-played [`Kubelet`] registered as its one node.
 
+use bosun_base::sync::Lock;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, OnceLock};
@@ -378,12 +379,7 @@ impl ControlPlane {
 
     /// kube-apiserver's and etcd's process ids (`None` while stopped).
     pub fn pids(&self) -> (Option<u32>, Option<u32>) {
-        let pid = |slot: &Mutex<Option<Child>>| {
-            slot.lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .as_ref()
-                .map(Child::id)
-        };
+        let pid = |slot: &Mutex<Option<Child>>| slot.locked().as_ref().map(Child::id);
         (pid(&self.apiserver), pid(&self.etcd))
     }
 
@@ -412,7 +408,7 @@ impl ControlPlane {
 impl Drop for ControlPlane {
     fn drop(&mut self) {
         for slot in [&self.apiserver, &self.etcd] {
-            if let Some(mut child) = slot.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            if let Some(mut child) = slot.locked().take() {
                 let _ = child.kill();
                 let _ = child.wait();
             }

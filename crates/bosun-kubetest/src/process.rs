@@ -7,6 +7,7 @@
 //! as the test process, so the servers die with it, even when a test binary
 //! is killed and no destructor runs.
 
+use bosun_base::sync::Lock;
 use std::path::PathBuf;
 use std::process::{Child, Command};
 use std::sync::mpsc;
@@ -81,8 +82,7 @@ pub fn spawn(mut cmd: Command) -> std::io::Result<Child> {
     }
     let (tx, rx) = mpsc::channel();
     spawner
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
+        .locked()
         .send((cmd, tx))
         .map_err(|_| std::io::Error::other("the spawner thread is gone"))?;
     rx.recv()

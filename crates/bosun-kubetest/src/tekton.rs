@@ -30,6 +30,7 @@
 //! other, in the order written), `when`, retries, timeouts, `taskRef` and
 //! `pipelineRef` (such a PipelineRun fails, `CouldntGetPipeline`), sidecars.
 
+use bosun_base::sync::Lock;
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
 use std::path::PathBuf;
@@ -131,7 +132,7 @@ fn installed() -> &'static Mutex<HashSet<String>> {
 /// until both are in force. Panics when the validator is not built (see
 /// [`validator`]).
 pub fn install(plane: &ControlPlane) {
-    let mut done = installed().lock().unwrap_or_else(|e| e.into_inner());
+    let mut done = installed().locked();
     if done.contains(&plane.url()) {
         return;
     }
@@ -386,11 +387,7 @@ struct Webhook {
 /// The PipelineRuns the webhook checked (on any control plane), oldest
 /// first; dry runs (the harness's own probe) are left out.
 pub fn reviews() -> Vec<Review> {
-    webhook()
-        .reviews
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone()
+    webhook().reviews.locked().clone()
 }
 
 fn base64_encode(data: &[u8]) -> String {
@@ -499,19 +496,16 @@ async fn admit(
         .await
         .unwrap_or_else(|e| Err(format!("the validator panicked: {e}")));
     if request["dryRun"] != true {
-        reviews
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(Review {
-                namespace: request["namespace"].as_str().unwrap_or_default().into(),
-                name: request["object"]["metadata"]["name"]
-                    .as_str()
-                    .or(request["name"].as_str())
-                    .unwrap_or_default()
-                    .into(),
-                operation: request["operation"].as_str().unwrap_or_default().into(),
-                refused: answer.clone().err(),
-            });
+        reviews.locked().push(Review {
+            namespace: request["namespace"].as_str().unwrap_or_default().into(),
+            name: request["object"]["metadata"]["name"]
+                .as_str()
+                .or(request["name"].as_str())
+                .unwrap_or_default()
+                .into(),
+            operation: request["operation"].as_str().unwrap_or_default().into(),
+            refused: answer.clone().err(),
+        });
     }
     let response = match answer {
         Ok(()) => json!({"uid": request["uid"], "allowed": true}),
@@ -579,7 +573,7 @@ pub struct Player {
 impl Player {
     /// The PipelineRuns it has taken up, in order.
     pub fn seen(&self) -> Vec<String> {
-        self.seen.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.seen.locked().clone()
     }
 }
 
@@ -631,7 +625,7 @@ pub fn play(plane: &'static ControlPlane, ns: &str, script: Script) -> Player {
                 }
                 let name = pr.metadata.name.clone().unwrap_or_default();
                 playing.insert(uid, name.clone());
-                seen.lock().unwrap_or_else(|e| e.into_inner()).push(name);
+                seen.locked().push(name);
                 let run = Run {
                     plane,
                     ns: ns.clone(),

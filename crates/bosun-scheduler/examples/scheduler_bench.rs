@@ -30,6 +30,7 @@
 //! `cargo run --release -p bosun-scheduler --example scheduler_bench [PERIODICS] [DUE] [IDLE_SECS]`
 //! (defaults 100000 10000 10). Needs the corpus beside the project.
 
+use bosun_base::sync::Lock;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -184,7 +185,7 @@ impl<S> Timed<S> {
         let start = Instant::now();
         let out = f();
         let took = start.elapsed();
-        let mut calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
+        let mut calls = self.calls.locked();
         let e = calls.entry(what).or_default();
         e.0 += 1;
         e.1 += took;
@@ -192,7 +193,7 @@ impl<S> Timed<S> {
     }
 
     fn take(&self) -> BTreeMap<&'static str, (u64, Duration)> {
-        std::mem::take(&mut *self.calls.lock().unwrap_or_else(|e| e.into_inner()))
+        std::mem::take(&mut *self.calls.locked())
     }
 }
 
@@ -296,10 +297,7 @@ impl TransitionObserver for Commits {
     fn on_transition(&self, run: &Run, from: Option<RunState>) {
         if from.is_none() && self.on.load(Ordering::Relaxed) {
             let at = Timestamp::now();
-            self.seen
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push((run.scheduled_at, at));
+            self.seen.locked().push((run.scheduled_at, at));
         }
     }
 }

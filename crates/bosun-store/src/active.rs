@@ -9,6 +9,7 @@
 //! committed active runs, indexed as the controller asks for them. Plank keeps
 //! an informer's cache of ProwJobs for the same reason.
 
+use bosun_base::sync::Lock;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -111,7 +112,7 @@ impl Inner {
 
 impl ActiveRuns {
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        self.inner.locked()
     }
 
     /// How many committed changes to runs this has been told of: creations,

@@ -2,6 +2,7 @@
 //! and tests use a [`ManualClock`] they move themselves, so a day of schedules
 //! runs in seconds.
 
+use bosun_base::sync::Lock;
 use std::sync::Mutex;
 
 use jiff::{SignedDuration, Timestamp};
@@ -34,7 +35,7 @@ impl ManualClock {
 
     /// Moves it to `at` (never backwards).
     pub fn set(&self, at: Timestamp) {
-        let mut t = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut t = self.0.locked();
         if at > *t {
             *t = at;
         }
@@ -42,13 +43,13 @@ impl ManualClock {
 
     /// Moves it forward by `d`.
     pub fn advance(&self, d: SignedDuration) {
-        let mut t = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut t = self.0.locked();
         *t = t.checked_add(d).unwrap_or(*t);
     }
 }
 
 impl Clock for ManualClock {
     fn now(&self) -> Timestamp {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner())
+        *self.0.locked()
     }
 }

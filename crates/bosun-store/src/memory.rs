@@ -1,6 +1,7 @@
 //! An in-memory [`Store`], for tests and simulations. Same semantics as SQLite
 //! (the conformance suite runs against both), nothing durable.
 
+use bosun_base::sync::Lock;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
@@ -123,7 +124,7 @@ impl MemoryStore {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        self.inner.locked()
     }
 
     fn observe(&self, created: &[Created]) {

@@ -14,6 +14,7 @@
 //! pipelines) and speaks the executor's vocabulary; it knows nothing of local
 //! runs.
 
+use bosun_base::sync::Lock;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -81,7 +82,7 @@ impl KubeInner {
     }
 
     fn reviving(&self) -> std::sync::MutexGuard<'_, HashMap<String, Revival>> {
-        self.reviving.lock().unwrap_or_else(|e| e.into_inner())
+        self.reviving.locked()
     }
 
     /// The uid of run `name`'s pod, as the watch last saw it.

@@ -14,6 +14,7 @@
 //! It knows nothing of the watch or of runs' states: the watch hands it the
 //! pods it sees, the sinker asks it which logs are complete.
 
+use bosun_base::sync::Lock;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -125,23 +126,14 @@ impl LogCopier {
 
     /// Whether pod `name`'s log has been copied to its end.
     pub(crate) fn is_copied(&self, name: &str) -> bool {
-        self.copied
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(name)
+        self.copied.locked().contains(name)
     }
 
     /// Pod `name` is gone: a pod of the same name (a revived run's) is
     /// copied again.
     pub(crate) fn forget(&self, name: &str) {
-        self.copying
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .retain(|(n, _)| n != name);
-        self.copied
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(name);
+        self.copying.locked().retain(|(n, _)| n != name);
+        self.copied.locked().remove(name);
     }
 
     /// Starts copying `pod`'s log into `DIR/NAME.log` once its containers
@@ -159,12 +151,7 @@ impl LogCopier {
         let Some(container) = log_container(pod).filter(|_| started) else {
             return;
         };
-        if !self
-            .copying
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert((name.clone(), uid.clone()))
-        {
+        if !self.copying.locked().insert((name.clone(), uid.clone())) {
             return;
         }
         let this = self.clone();
@@ -201,10 +188,7 @@ impl LogCopier {
                     {
                         Ok(()) => {
                             let _ = file.flush();
-                            self.copied
-                                .lock()
-                                .unwrap_or_else(|e| e.into_inner())
-                                .insert(name.clone());
+                            self.copied.locked().insert(name.clone());
                             return;
                         }
                         Err(e) => {
@@ -237,8 +221,7 @@ impl LogCopier {
 
     fn still_copying(&self, name: &str, uid: &str) -> bool {
         self.copying
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .locked()
             .contains(&(name.to_string(), uid.to_string()))
     }
 

@@ -43,6 +43,7 @@
 //! It knows nothing of pods' meaning for plain runs: the executor asks it
 //! first about a run, and falls back to its pods.
 
+use bosun_base::sync::Lock;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -300,7 +301,7 @@ impl Pipelines {
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.locked()
     }
 
     fn notify(&self) {

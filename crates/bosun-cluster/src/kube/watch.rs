@@ -8,6 +8,7 @@
 //! It knows nothing of logs, the sinker or runs' states: it tells its owner
 //! about the pods it sees and the ones that go.
 
+use bosun_base::sync::Lock;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -31,11 +32,11 @@ pub(crate) struct PodCache {
 
 impl PodCache {
     fn pods(&self) -> std::sync::MutexGuard<'_, HashMap<String, Pod>> {
-        self.pods.lock().unwrap_or_else(|e| e.into_inner())
+        self.pods.locked()
     }
 
     fn started(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
-        self.started.lock().unwrap_or_else(|e| e.into_inner())
+        self.started.locked()
     }
 
     /// Until the watch shows the run's new pod, the run is starting (a

@@ -2,6 +2,7 @@
 //! recorded ticks, a manual trigger, pause and resume. An identity with a
 //! `/` (in-repo: `ORG/REPO:name`) is percent-encoded in the path.
 
+use bosun_base::sync::Lock;
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
@@ -85,11 +86,7 @@ fn view(shared: &Shared, p: &bosun_config::Periodic) -> Result<PeriodicView, Sto
             created_at: r.created_at,
             scheduled_at: r.scheduled_at,
         });
-    let next_fire = shared
-        .scheduler
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .next_fire(&identity);
+    let next_fire = shared.scheduler.locked().next_fire(&identity);
     Ok(PeriodicView {
         job: p.base.name.clone(),
         schedule_kind,

@@ -6,6 +6,7 @@
 //! per pass rather than one more per start); if its local job has already
 //! exited, its end is committed with it.
 
+use bosun_base::sync::Lock;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -178,7 +179,7 @@ impl Controller {
         let now = observed.now;
         let clusters = &observed.clusters;
         if !plan.aborts_taken.is_empty() {
-            let mut aborts = self.aborts.lock().unwrap_or_else(|e| e.into_inner());
+            let mut aborts = self.aborts.locked();
             for id in &plan.aborts_taken {
                 aborts.remove(id);
             }
@@ -207,7 +208,7 @@ impl Controller {
         let mut batch = plan.transitions;
         let namespace = &observed.snapshot.config.pod_namespace;
         {
-            let mut starting = self.starting.lock().unwrap_or_else(|e| e.into_inner());
+            let mut starting = self.starting.locked();
             for r in &plan.revivals {
                 starting.insert(
                     r.run.id.clone(),
@@ -267,7 +268,7 @@ impl Controller {
         let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
         let mut to_start = Vec::with_capacity(plan.starts.len());
         {
-            let mut in_flight = self.starting.lock().unwrap_or_else(|e| e.into_inner());
+            let mut in_flight = self.starting.locked();
             for a in plan.starts {
                 let (run, spec) = (&a.run, &a.spec);
                 let Some(exec) = clusters.executors.get(&a.cluster).cloned() else {
@@ -373,7 +374,7 @@ impl Controller {
         };
         let c = self.clone();
         let release = move || {
-            c.retry.lock().unwrap_or_else(|e| e.into_inner()).push(id);
+            c.retry.locked().push(id);
             c.new_runs.notify_one();
         };
         match tokio::runtime::Handle::try_current() {
@@ -389,9 +390,7 @@ impl Controller {
     /// Runs whose starts failed for reasons that may pass, with how many
     /// times in a row (a start that succeeds or fails for good forgets).
     fn start_failures(&self) -> std::sync::MutexGuard<'_, HashMap<String, u32>> {
-        self.start_failures
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        self.start_failures.locked()
     }
 
     /// Hands what a start or revival decided to the controller's next pass,
@@ -400,10 +399,7 @@ impl Controller {
     /// in `starting` until then, so no pass starts it again or counts its
     /// slot free.
     fn finish_start(&self, batch: Vec<(String, Transition)>) {
-        self.started
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .extend(batch);
+        self.started.locked().extend(batch);
         self.new_runs.notify_one();
     }
 
@@ -412,9 +408,9 @@ impl Controller {
     /// start is committed, and is then committed with it (one commit and
     /// one pass, not two of each).
     pub(super) fn settle_starts(&self, clusters: &Clusters, now: Timestamp) -> Settled {
-        let done = std::mem::take(&mut *self.started.lock().unwrap_or_else(|e| e.into_inner()));
+        let done = std::mem::take(&mut *self.started.locked());
         // Starts to try again: released with nothing to commit.
-        let retry = std::mem::take(&mut *self.retry.lock().unwrap_or_else(|e| e.into_inner()));
+        let retry = std::mem::take(&mut *self.retry.locked());
         let mut settled = Settled {
             batch: Vec::new(),
             released: done.iter().map(|(id, _)| id.clone()).chain(retry).collect(),
@@ -449,8 +445,7 @@ impl Controller {
     ) -> (Vec<(String, Transition)>, HashSet<String>) {
         let unended: Vec<(String, String)> = self
             .held
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .locked()
             .unended
             .iter()
             .map(|(id, c)| (id.clone(), c.clone()))

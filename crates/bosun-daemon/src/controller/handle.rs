@@ -2,6 +2,7 @@
 //! requested, held transitions and parsed specs. Other tasks talk to the
 //! controller only through this handle's methods.
 
+use bosun_base::sync::Lock;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
@@ -93,10 +94,7 @@ impl Controller {
 
     /// Requests the abort of runs; a pass carries it out.
     pub fn request_abort(&self, ids: impl IntoIterator<Item = String>) {
-        self.aborts
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .extend(ids);
+        self.aborts.locked().extend(ids);
         self.wake.notify_one();
     }
 

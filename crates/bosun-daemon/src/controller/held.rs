@@ -5,6 +5,7 @@
 //! from its files; a started one is `triggered` and is started again, which
 //! finds it started.
 
+use bosun_base::sync::Lock;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,7 +32,7 @@ impl Controller {
         notes: Vec<(String, Transition)>,
         release: Vec<String>,
     ) {
-        let mut h = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let mut h = self.held.locked();
         for (id, t) in &notes {
             h.notes.insert(id.clone(), t.description.clone());
         }
@@ -60,7 +61,7 @@ impl Controller {
                     let c = self.clone();
                     rt.spawn(async move {
                         tokio::time::sleep_until(due_at).await;
-                        c.held.lock().unwrap_or_else(|e| e.into_inner()).timer = false;
+                        c.held.locked().timer = false;
                         c.wake.notify_one();
                     });
                 }
@@ -75,7 +76,7 @@ impl Controller {
     /// Commits the held transitions, then releases their runs.
     pub fn flush(&self) {
         let (batch, release, notes) = {
-            let mut h = self.held.lock().unwrap_or_else(|e| e.into_inner());
+            let mut h = self.held.locked();
             h.since = None;
             let batch = std::mem::take(&mut h.batch);
             // The notes this commit makes.
@@ -89,12 +90,12 @@ impl Controller {
         let ids: Vec<String> = batch.iter().map(|(id, _)| id.clone()).collect();
         self.commit(batch);
         if !release.is_empty() {
-            let mut starting = self.starting.lock().unwrap_or_else(|e| e.into_inner());
+            let mut starting = self.starting.locked();
             for id in &release {
                 starting.remove(id);
             }
         }
-        let mut h = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let mut h = self.held.locked();
         for id in &ids {
             h.runs.remove(id);
             h.ended.remove(id);

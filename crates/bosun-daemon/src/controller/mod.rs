@@ -18,6 +18,7 @@ mod handle;
 mod held;
 pub mod observe;
 
+use bosun_base::sync::Lock;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,23 +40,14 @@ impl Controller {
         let t0 = std::time::Instant::now();
         // Runs being started right now (still `triggered` in the store, or
         // just committed `pending`): read before the store, so none is missed.
-        let starting = self
-            .starting
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let starting = self.starting.locked().clone();
         let in_force = self.shared.in_force();
         let now = self.shared.clock.now();
         // Starts completed since the last pass (committed at the end of this
         // one), and held starts whose jobs have ended since.
         let early = self.settle_starts(&in_force.clusters, now);
         let (rechecked, ended_since) = self.recheck_held_starts(&in_force.clusters, now);
-        let mut ended = self
-            .held
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .ended
-            .clone();
+        let mut ended = self.held.locked().ended.clone();
         ended.extend(early.ended.iter().cloned());
         ended.extend(ended_since);
         let observed = self.observe(&in_force, now, &starting, &ended);

@@ -6,6 +6,7 @@
 //! (starts in flight, aborts requested, notes held). Observing changes
 //! nothing but the caches it reads through.
 
+use bosun_base::sync::Lock;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -110,16 +111,12 @@ impl Controller {
         let shared = &self.shared;
         let (snapshot, clusters) = (in_force.snapshot.clone(), in_force.clusters.clone());
         let (held, held_notes) = {
-            let h = self.held.lock().unwrap_or_else(|e| e.into_inner());
+            let h = self.held.locked();
             (h.runs.clone(), h.notes.clone())
         };
-        let aborts = self
-            .aborts
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let aborts = self.aborts.locked().clone();
         let health: HashMap<String, Health> = {
-            let book = shared.health.lock().unwrap_or_else(|e| e.into_inner());
+            let book = shared.health.locked();
             clusters
                 .defs
                 .iter()
@@ -260,19 +257,13 @@ impl Controller {
 
     /// A run's spec snapshot, parsed once per content hash.
     pub(super) fn spec_of(&self, run: &Run) -> Option<Arc<SpecSnapshot>> {
-        if let Some(s) = self
-            .specs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&run.spec_hash)
-        {
+        if let Some(s) = self.specs.locked().get(&run.spec_hash) {
             return Some(s.clone());
         }
         let json = self.shared.store.spec(&run.spec_hash).ok()??;
         let spec: Arc<SpecSnapshot> = Arc::new(serde_json::from_value(json).ok()?);
         self.specs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .locked()
             .insert(run.spec_hash.clone(), spec.clone());
         Some(spec)
     }

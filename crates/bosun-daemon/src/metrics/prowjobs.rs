@@ -13,6 +13,7 @@
 //! those it reached) and retention deletion (-1 per run), as the store
 //! reports them to its observer; a series goes when its count reaches 0.
 
+use bosun_base::sync::Lock;
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
 
@@ -41,7 +42,7 @@ pub struct ProwJobs {
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+    m.locked()
 }
 
 /// Adds `delta` to the series `key`, which goes at 0.

@@ -26,6 +26,7 @@
 //! Every token comparison is constant-time over SHA-256 digests (the
 //! lengths of the tokens do not show either).
 
+use bosun_base::sync::Lock;
 use std::collections::HashMap;
 use std::io::Read;
 use std::sync::{Arc, Mutex};
@@ -139,7 +140,7 @@ impl Auth {
     /// The role of the request's session, if it has a live one.
     pub fn session_role(&self, headers: &HeaderMap) -> Option<Role> {
         let id = cookie(headers, SESSION_COOKIE)?;
-        let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        let sessions = self.sessions.locked();
         let s = sessions.get(id)?;
         (s.expires > Instant::now()).then_some(s.role)
     }
@@ -158,7 +159,7 @@ impl Auth {
     pub fn login(&self, role: Role) -> String {
         let id = hex(&random());
         let now = Instant::now();
-        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        let mut sessions = self.sessions.locked();
         sessions.retain(|_, s| s.expires > now);
         if sessions.len() >= MAX_SESSIONS {
             // The oldest go first.
@@ -184,10 +185,7 @@ impl Auth {
     /// Ends the request's session, if it has one.
     pub fn logout(&self, headers: &HeaderMap) {
         if let Some(id) = cookie(headers, SESSION_COOKIE) {
-            self.sessions
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(id);
+            self.sessions.locked().remove(id);
         }
     }
 

@@ -4,6 +4,7 @@
 //! across all periodics (a server-rendered SVG histogram: a thundering herd
 //! shows as a spike).
 
+use bosun_base::sync::Lock;
 use std::sync::Arc;
 
 use askama::Template;
@@ -139,12 +140,7 @@ fn timeline(web: &Web, now: Timestamp) -> Timeline {
         approximate: 0,
     };
     let next_fires: Vec<Option<Timestamp>> = {
-        let scheduler = web
-            .daemon
-            .shared
-            .scheduler
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let scheduler = web.daemon.shared.scheduler.locked();
         snapshot
             .periodics
             .iter()
@@ -222,7 +218,7 @@ fn timeline_now(web: &Web) -> Arc<Timeline> {
     let now = web.now();
     let version = web.daemon.shared.snapshot().version;
     let minute = now.as_second() / 60;
-    let mut cache = web.cache.lock().unwrap_or_else(|e| e.into_inner());
+    let mut cache = web.cache.locked();
     if let Some(c) = cache
         .get("timeline")
         .and_then(|c| c.clone().downcast::<CachedTimeline>().ok())
@@ -422,12 +418,7 @@ pub async fn page(
             .take(PAGE_SIZE)
             .collect();
         let nexts: Vec<Option<Timestamp>> = {
-            let s = w
-                .daemon
-                .shared
-                .scheduler
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
+            let s = w.daemon.shared.scheduler.locked();
             shown.iter().map(|p| s.next_fire(&p.identity())).collect()
         };
         let rows = shown

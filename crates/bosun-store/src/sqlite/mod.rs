@@ -62,6 +62,7 @@ mod sql;
 mod versions;
 mod writer;
 
+use bosun_base::sync::Lock;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex};
@@ -233,7 +234,7 @@ impl SqliteStore {
         make: impl FnOnce(Sender<Result<T, StoreError>>) -> Op,
     ) -> Result<T, StoreError> {
         let (tx, rx) = mpsc::channel();
-        let writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let writer = self.writer.locked();
         writer
             .as_ref()
             .ok_or_else(|| unavailable("store closed"))?
@@ -251,7 +252,7 @@ impl SqliteStore {
 
     fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T, StoreError> {
         self.gate.wait(FOLD_WAIT)?;
-        let conn = self.reader.lock().unwrap_or_else(|e| e.into_inner());
+        let conn = self.reader.locked();
         f(&conn).map_err(unavailable)
     }
 
@@ -274,8 +275,8 @@ impl SqliteStore {
 impl Drop for SqliteStore {
     fn drop(&mut self) {
         // Closing the channel ends the writer after the requests already queued.
-        self.writer.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(t) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        self.writer.locked().take();
+        if let Some(t) = self.thread.locked().take() {
             let _ = t.join();
         }
     }
@@ -297,7 +298,7 @@ impl Store for SqliteStore {
     fn create_run_then(&self, new: NewRun, at: Timestamp, done: CreateDone) {
         let at = crate::run::micros(at);
         let op = Op::Create(Box::new(prepare(new)), at, done);
-        let writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let writer = self.writer.locked();
         let Some(w) = writer.as_ref() else {
             drop(writer);
             fail_op(op, "store closed");
@@ -317,7 +318,7 @@ impl Store for SqliteStore {
     fn transitions(&self, batch: Vec<(String, Transition)>) -> Vec<Result<Run, StoreError>> {
         // Queue them all before waiting, so the writer commits them together.
         let receivers: Vec<Result<TransitionReply, StoreError>> = {
-            let writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+            let writer = self.writer.locked();
             batch
                 .into_iter()
                 .map(|(id, t)| {
@@ -408,7 +409,7 @@ impl Store for SqliteStore {
         fires.sort_unstable_by(|a, b| a.1.state.periodic.cmp(&b.1.state.periodic));
         type FireReply = mpsc::Receiver<Result<Vec<Created>, StoreError>>;
         let mut queued: Vec<(usize, Result<FireReply, StoreError>)> = {
-            let writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+            let writer = self.writer.locked();
             fires
                 .into_iter()
                 .map(|(i, fire)| {

@@ -3,6 +3,7 @@
 //! applies each batch in one transaction, tells the observer and the callers
 //! once it is committed, and folds the fire log before anything else.
 
+use bosun_base::sync::Lock;
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -29,7 +30,7 @@ impl FoldGate {
     /// Notes whether a committed log is unfolded (and wakes the readers once
     /// it is not).
     pub(super) fn set(&self, unfolded: bool) {
-        *self.unfolded.lock().unwrap_or_else(|e| e.into_inner()) = unfolded;
+        *self.unfolded.locked() = unfolded;
         if !unfolded {
             self.folded.notify_all();
         }
@@ -37,7 +38,7 @@ impl FoldGate {
 
     /// Waits (at most `limit`) until no committed log is unfolded.
     pub(super) fn wait(&self, limit: Duration) -> Result<(), StoreError> {
-        let guard = self.unfolded.lock().unwrap_or_else(|e| e.into_inner());
+        let guard = self.unfolded.locked();
         let (guard, _) = self
             .folded
             .wait_timeout_while(guard, limit, |unfolded| *unfolded)
