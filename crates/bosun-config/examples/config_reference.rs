@@ -6,7 +6,7 @@
 //! cargo run -p bosun-config --example config_reference -- --check  # exit 1 if stale
 //! ```
 //!
-//! `tests/config_reference.rs` fails when the committed page differs from
+//! `tests/it/config_reference.rs` fails when the committed page differs from
 //! what this writes, and checks what it reads against serde's own field and
 //! variant lists.
 //!

@@ -5,7 +5,7 @@
 //!   run), and every store reports it to its [`TransitionObserver`] (metrics).
 //! - [`Store`]: what the scheduler, controller and API need; [`memory::MemoryStore`]
 //!   and the SQLite store (module [`sqlite`]) implement it and pass the same
-//!   conformance suite (`tests/conformance.rs`).
+//!   conformance suite (`tests/it/conformance.rs`).
 //! - Scheduled periodic runs are unique by (periodic, scheduled_at, attempt): a
 //!   second create of the same tick returns the existing run.
 //! - Schedule state and tick outcomes live in their own tables, which retention

@@ -15,6 +15,8 @@ use std::time::Duration;
 use bosun_config::source::{MemEntry, MemFiles};
 use bosun_config::{load, Diagnostic, FileSource, LoadOptions, Loaded, OsFiles, Severity};
 
+use crate::common::{y, Tmp};
+
 const JOBS: &str = "/cfg/jobs";
 const BAD: &str = "/cfg/jobs/bad.yaml";
 
@@ -42,20 +44,6 @@ const GOOD: &str = "
         containers:
         - image: alpine
 ";
-
-/// Strips the first newline and the common indentation.
-fn y(s: &str) -> String {
-    let s = s.strip_prefix('\n').unwrap_or(s).trim_end_matches(' ');
-    let indent = s
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| l.len() - l.trim_start().len())
-        .min()
-        .unwrap_or(0);
-    s.lines()
-        .map(|l| l.get(indent..).unwrap_or("").to_string() + "\n")
-        .collect()
-}
 
 fn job_config(paths: &[&str]) -> LoadOptions {
     LoadOptions {
@@ -1081,61 +1069,8 @@ fn alias_bombs_are_refused() {
 
 // --- The real file system.
 
-/// A temporary directory, canonical so the paths in diagnostics are predictable.
-struct Tmp {
-    _dir: tempfile::TempDir,
-    root: PathBuf,
-}
-
+/// [`Tmp`] is in `common`; the options these tests load with.
 impl Tmp {
-    fn new() -> Tmp {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let root = dir.path().canonicalize().expect("canonical");
-        Tmp { _dir: dir, root }
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.root.join(rel)
-    }
-
-    fn write(&self, rel: &str, text: &str) {
-        let path = self.path(rel);
-        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-        std::fs::write(path, text).expect("write");
-    }
-
-    fn symlink(&self, rel: &str, target: &str) {
-        let path = self.path(rel);
-        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-        std::os::unix::fs::symlink(target, path).expect("symlink");
-    }
-
-    fn mkfifo(&self, rel: &str) {
-        let status = std::process::Command::new("mkfifo")
-            .arg(self.path(rel))
-            .status()
-            .expect("run mkfifo");
-        assert!(status.success(), "mkfifo failed");
-    }
-
-    /// Loads through [`OsFiles`] on another thread, failing if it takes too long
-    /// (a loader that opens a FIFO blocks forever).
-    fn load(&self, opts: LoadOptions) -> (Loaded, Vec<String>) {
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let _ = tx.send(load(&opts, &OsFiles));
-        });
-        let loaded = rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("the loader finished (did it open a FIFO?)");
-        let root = self.root.to_string_lossy().into_owned();
-        let lines = rendered(&loaded)
-            .iter()
-            .map(|l| l.replace(&root, "$TMP"))
-            .collect();
-        (loaded, lines)
-    }
-
     fn job_config(&self, rels: &[&str]) -> LoadOptions {
         LoadOptions {
             job_config: rels.iter().map(|r| self.path(r)).collect(),

@@ -5,6 +5,7 @@ use bosun_schedule::cron::MAX_STEPS;
 use bosun_schedule::{ParseOptions, Schedule};
 use jiff::Timestamp;
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 
 /// One cron field item: numbers, ranges, steps, names, stars and H.
 fn item(min: u32, max: u32, names: &'static [&'static str]) -> impl Strategy<Value = String> {
@@ -55,7 +56,15 @@ fn instant() -> impl Strategy<Value = Timestamp> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(1500))]
+    // The saved failures are in the `.proptest-regressions` file beside this
+    // one. proptest's default (`SourceParallel`) would look for them in
+    // `tests/proptest-regressions/properties.txt`, as `tests/it/` has a `main.rs`.
+    #![proptest_config(ProptestConfig {
+        failure_persistence: Some(Box::new(
+            FileFailurePersistence::WithSource("proptest-regressions"),
+        )),
+        ..ProptestConfig::with_cases(1500)
+    })]
 
     #[test]
     fn next_is_the_first_match_after_t(spec in expr(), t in instant(), id in "[a-z]{1,8}") {

@@ -5,7 +5,7 @@
 //! (the field names a derived `Deserialize` knows, the variants it accepts).
 
 #[allow(dead_code)]
-#[path = "../examples/config_reference.rs"]
+#[path = "../../examples/config_reference.rs"]
 mod generator;
 
 use std::cell::RefCell;

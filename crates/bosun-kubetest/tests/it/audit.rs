@@ -9,8 +9,8 @@ use bosun_kubetest::{ControlPlane, Options};
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams, WatchParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::Client;
+
+use crate::common::{client_of, tokio};
 
 #[test]
 fn the_audit_log_counts_requests_by_user_verb_and_resource() {
@@ -18,21 +18,8 @@ fn the_audit_log_counts_requests_by_user_verb_and_resource() {
     let tenant = plane.tenant("audited", "build-a");
     let bosun = audit::service_account("audited", "bosun");
     let before = plane.audit_counts();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let pods: Api<Pod> = rt.block_on(async {
-        let kubeconfig = Kubeconfig::read_from(&tenant.kubeconfig).unwrap();
-        let options = KubeConfigOptions {
-            context: Some(tenant.context.clone()),
-            ..Default::default()
-        };
-        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
-            .await
-            .unwrap();
-        Api::namespaced(Client::try_from(config).unwrap(), "audited")
-    });
+    let rt = tokio();
+    let pods: Api<Pod> = Api::namespaced(rt.block_on(client_of(&tenant)), "audited");
     let pod: Pod = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "p"},
         "spec": {"containers": [{"name": "test", "image": "alpine"}]},

@@ -6,6 +6,7 @@ use bosun_dispatch::format::{apply_previous, previous_from_json, to_json};
 use bosun_dispatch::model::{ClusterSpec, Options, Plan, PlanInput, UnitSpec};
 use bosun_dispatch::plan::{evaluate, lower_bound, plan, plan_with_report, unit_clusters};
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 
 const NAMES: &[&str] = &["c0", "c1", "c2", "c3", "c4", "c5"];
 
@@ -105,7 +106,15 @@ fn next_input(input: &PlanInput, p: &Plan) -> PlanInput {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(300))]
+    // The saved failures are in the `.proptest-regressions` file beside this
+    // one. proptest's default (`SourceParallel`) would look for them in
+    // `tests/proptest-regressions/plan_properties.txt`, as `tests/it/` has a `main.rs`.
+    #![proptest_config(ProptestConfig {
+        failure_persistence: Some(Box::new(
+            FileFailurePersistence::WithSource("proptest-regressions"),
+        )),
+        ..ProptestConfig::with_cases(300)
+    })]
 
     #[test]
     fn pins_eligibility_and_blocked_clusters_are_respected(input in inputs()) {

@@ -12,8 +12,9 @@ use k8s_openapi::api::authorization::v1::{
 };
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, LogParams, PostParams, WatchEvent, WatchParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::Client;
+
+use crate::common::{client_of, tokio};
 
 fn pod(name: &str, container: Option<&str>) -> Pod {
     serde_json::from_value(serde_json::json!({
@@ -25,25 +26,6 @@ fn pod(name: &str, container: Option<&str>) -> Pod {
         },
     }))
     .unwrap()
-}
-
-fn tokio() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-async fn client_of(tenant: &bosun_kubetest::Tenant) -> Client {
-    let kubeconfig = Kubeconfig::read_from(&tenant.kubeconfig).unwrap();
-    let options = KubeConfigOptions {
-        context: Some(tenant.context.clone()),
-        ..Default::default()
-    };
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
-        .await
-        .unwrap();
-    Client::try_from(config).unwrap()
 }
 
 async fn allowed(client: &Client, ns: &str, verb: &str) -> bool {

@@ -11,28 +11,16 @@ use std::path::PathBuf;
 
 use bosun_config::model::Snapshot;
 use bosun_config::types::{InRepoSource, JobSource, PipelineRunParam};
-use bosun_config::{load, Diagnostic, LoadOptions, Loaded, OsFiles};
+use bosun_config::{LoadOptions, Loaded};
 use serde_json::json;
+
+use crate::common::{y, Tmp};
 
 const SPEC: &str = "
     spec:
       containers:
       - image: alpine
 ";
-
-/// Strips the first newline and the common indentation.
-fn y(s: &str) -> String {
-    let s = s.strip_prefix('\n').unwrap_or(s).trim_end_matches(' ');
-    let indent = s
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| l.len() - l.trim_start().len())
-        .min()
-        .unwrap_or(0);
-    s.lines()
-        .map(|l| l.get(indent..).unwrap_or("").to_string() + "\n")
-        .collect()
-}
 
 /// [`SPEC`] indented by `n` spaces, to follow a job's `name:` line.
 fn spec(n: usize) -> String {
@@ -42,51 +30,14 @@ fn spec(n: usize) -> String {
         .collect()
 }
 
-/// A canonical temporary directory holding checkouts and central config.
-struct Tmp {
-    _dir: tempfile::TempDir,
-    root: PathBuf,
-}
-
+/// [`Tmp`] is in `common`; the checkouts these tests load.
 impl Tmp {
-    fn new() -> Tmp {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let root = dir.path().canonicalize().expect("canonical");
-        Tmp { _dir: dir, root }
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.root.join(rel)
-    }
-
-    fn dir(&self, rel: &str) -> String {
-        self.path(rel).to_string_lossy().into_owned()
-    }
-
-    fn write(&self, rel: &str, text: &str) -> &Self {
-        let path = self.path(rel);
-        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-        std::fs::write(path, text).expect("write");
-        self
-    }
-
     fn source(&self, repo: &str, rel: &str, branch: Option<&str>) -> InRepoSource {
         InRepoSource {
             repo: repo.into(),
             path: self.dir(rel),
             branch: branch.map(str::to_string),
         }
-    }
-
-    fn load(&self, opts: &LoadOptions) -> (Loaded, Vec<String>) {
-        let loaded = load(opts, &OsFiles);
-        let root = self.root.to_string_lossy().into_owned();
-        let lines = loaded
-            .diagnostics
-            .iter()
-            .map(|d| Diagnostic::to_string(d).replace(&root, "$TMP"))
-            .collect();
-        (loaded, lines)
     }
 
     /// Loads the in-repo config of these checkouts, with `config.yaml` and `jobs/`
@@ -101,7 +52,7 @@ impl Tmp {
             in_repo: sources,
             ..LoadOptions::default()
         };
-        self.load(&opts)
+        self.load(opts)
     }
 }
 
@@ -1096,7 +1047,7 @@ fn relative_in_repo_paths_in_config_yaml_are_beside_the_file() {
             tmp.dir("abs")
         ),
     );
-    let (loaded, lines) = tmp.load(&LoadOptions {
+    let (loaded, lines) = tmp.load(LoadOptions {
         config: Some(tmp.path("conf/config.yaml")),
         ..LoadOptions::default()
     });
@@ -1167,7 +1118,7 @@ fn a_relative_config_keeps_its_in_repo_paths_relative_and_in_repo_options_are_fr
     let rel = relative_to_cwd(&tmp.root);
     // The same as `--config REL/conf/config.yaml --in-repo org/cli=REL/cli`:
     // the option's path is the process's, not the config file's.
-    let (loaded, lines) = tmp.load(&LoadOptions {
+    let (loaded, lines) = tmp.load(LoadOptions {
         config: Some(PathBuf::from(format!("{rel}/conf/config.yaml"))),
         in_repo: vec![InRepoSource {
             repo: "org/cli".into(),

@@ -1,0 +1,10 @@
+//! bosun-dispatch's integration tests, in one test binary so that it is linked once,
+//! not once per file. A new test file goes in `tests/it/` with a `mod` line
+//! here (a file directly in `tests/` would be a binary of its own). Run one
+//! module's tests with `cargo test -p bosun-dispatch --test it adjust::`.
+
+mod adjust;
+mod demand;
+mod openshift_parity;
+mod plan_properties;
+mod rules;
