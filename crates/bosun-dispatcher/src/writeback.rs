@@ -32,7 +32,7 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt::Write as _;
-use std::fs::{self, File};
+use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -735,30 +735,7 @@ fn farm(
 pub fn write_keeping_mode(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let path = fs::canonicalize(path)?;
     let permissions = fs::metadata(&path)?.permissions();
-    let dir = path
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."));
-    let name = path
-        .file_name()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
-    let tmp = dir.join(format!(
-        ".{}.write-back-{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let written = (|| {
-        let mut f = File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.set_permissions(permissions)?;
-        f.sync_all()?;
-        fs::rename(&tmp, &path)?;
-        File::open(&dir)?.sync_all()
-    })();
-    if written.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    written
+    bosun_base::fs::write_atomic_with(&path, bytes, Some(permissions))
 }
 
 // ---------------------------------------------------------------------------
