@@ -10,6 +10,7 @@ use rustix::process::{getpid, getppid, set_parent_process_death_signal, Signal};
 /// outlive the program that runs them. A parent that ended before the child
 /// could ask for the signal makes the spawn fail (`ESRCH`): no orphan is
 /// left running.
+#[allow(unsafe_code)] // The one `unsafe` block: see below.
 pub fn die_with_parent(cmd: &mut Command) -> &mut Command {
     let parent = getpid();
     // SAFETY: the closure makes two system calls and builds an error from a

@@ -17,6 +17,7 @@
 //! runs processes and pods; it decides nothing about scheduling or placement
 //! (the daemon's controller does).
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod admit;

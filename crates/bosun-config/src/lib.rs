@@ -7,6 +7,7 @@
 //! This crate does no network I/O, touches no store and reads no clock: files come
 //! through a [`FileSource`], and schedule checks through a [`ScheduleCheck`].
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod diag;

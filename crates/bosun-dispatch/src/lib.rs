@@ -9,6 +9,7 @@
 //! no clock and spawns nothing: the daemon and the standalone service feed
 //! it and serve its answers.
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod adjust;

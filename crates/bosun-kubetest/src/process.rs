@@ -71,15 +71,7 @@ pub fn spawn(mut cmd: Command) -> std::io::Result<Child> {
             .expect("spawner thread");
         Mutex::new(tx)
     });
-    // SAFETY: prctl is async-signal-safe; nothing else runs between fork
-    // and exec.
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        cmd.pre_exec(|| {
-            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
-                .map_err(std::io::Error::from)
-        });
-    }
+    bosun_base::process::die_with_parent(&mut cmd);
     let (tx, rx) = mpsc::channel();
     spawner
         .locked()

@@ -10,6 +10,7 @@
 //! - [`describe`](mod@describe): human descriptions.
 //! - [`check`]: the configuration's schedule checks (`bosun check`).
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod check;

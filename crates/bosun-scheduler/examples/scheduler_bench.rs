@@ -56,6 +56,7 @@ static LIVE: AtomicIsize = AtomicIsize::new(0);
 
 // SAFETY: every call is forwarded to the system allocator unchanged; the
 // counter is only arithmetic.
+#[allow(unsafe_code)]
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);

@@ -9,6 +9,7 @@
 //! the schedule state (last tick, first seen, paused, queued) is written beside
 //! the runs.
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod config;

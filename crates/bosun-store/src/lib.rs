@@ -13,6 +13,7 @@
 //!
 //! The store knows nothing of HTTP or executors.
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod active;

@@ -8,7 +8,6 @@
 //! them (`.ci/run`), and a test that skipped silently would prove nothing.
 
 use std::net::TcpListener;
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -188,16 +187,7 @@ impl Prometheus {
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(std::fs::File::create(&log).unwrap());
-            // SAFETY: prctl is async-signal-safe; nothing else runs between
-            // fork and exec.
-            unsafe {
-                cmd.pre_exec(|| {
-                    rustix::process::set_parent_process_death_signal(Some(
-                        rustix::process::Signal::KILL,
-                    ))
-                    .map_err(std::io::Error::from)
-                });
-            }
+            bosun_base::process::die_with_parent(&mut cmd);
             let mut child = cmd.spawn().unwrap();
             let deadline = Instant::now() + Duration::from_secs(60);
             loop {
