@@ -6,8 +6,8 @@
 //! and places its runs by).
 //!
 //! The daemon's layers, each importing only those above it:
-//! - `metrics`, `clusters` (the build clusters in force, their health),
-//!   `prowjob` (a run as a ProwJob document): know nothing of the daemon;
+//! - `metrics`, `clusters` (the build clusters in force, their health):
+//!   know nothing of the daemon;
 //! - `placement` (where a run in `scheduling` goes);
 //! - `state`: the shared state (store, active runs, clock, metrics,
 //!   scheduler, placer, and the configuration with its clusters, swapped
@@ -31,7 +31,6 @@ pub mod metrics;
 pub mod periodics;
 pub mod placement;
 pub mod plans;
-pub mod prowjob;
 pub mod reload;
 pub mod runs;
 pub mod serve;

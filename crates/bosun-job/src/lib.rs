@@ -4,7 +4,8 @@
 //! - [`env`](mod@env): Prow's run environment and `JOB_SPEC`;
 //! - [`refs`]: where refs are cloned, which clone is the working directory;
 //! - [`artifacts`]: the documents Prow's utilities write (`started.json`,
-//!   `finished.json`, metadata, `prowjob.json`) and the ProwJob itself;
+//!   `finished.json`, metadata, `prowjob.json`) and the ProwJob's types;
+//! - [`prowjob`]: a run as its ProwJob document;
 //! - [`job`]: what a decorated local run is given, and how a `bosun run-*`
 //!   program takes its options;
 //! - [`gojson`]: JSON exactly as Go's `encoding/json` writes it.
@@ -18,4 +19,5 @@ pub mod artifacts;
 pub mod env;
 pub mod gojson;
 pub mod job;
+pub mod prowjob;
 pub mod refs;

@@ -512,7 +512,7 @@ fn decorated(run: &Run, spec: &SpecSnapshot, namespace: &str) -> Option<Decorate
         timeout_ns: d.timeout.map_or(0, |t| t.as_nanos()),
         grace_period_ns: d.grace_period.map_or(0, |g| g.as_nanos()),
         mirror_root: None,
-        prowjob: Some(crate::prowjob::document(run, spec, namespace)),
+        prowjob: Some(bosun_job::prowjob::document(run, spec, namespace)),
     })
 }
 

@@ -56,7 +56,7 @@ pub fn job_url(
     else {
         return Ok(None);
     };
-    let doc = crate::prowjob::document(run, spec, &config.prowjob_namespace);
+    let doc = bosun_job::prowjob::document(run, spec, &config.prowjob_namespace);
     let data = serde_json::to_value(&doc).map_err(|e| e.to_string())?;
     let out = GoTemplate::parse(template)?.execute(&data)?;
     Ok(Some(out).filter(|u| !u.is_empty()))

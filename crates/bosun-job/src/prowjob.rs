@@ -2,7 +2,7 @@
 //! read from `prowjob.json` beside a run's artifacts: its job, refs,
 //! resolved decoration config and pod spec, and its status.
 
-use bosun_job::artifacts::{go_time, ProwJob, ProwJobMeta, ProwJobSpec, ProwJobStatus};
+use crate::artifacts::{go_time, ProwJob, ProwJobMeta, ProwJobSpec, ProwJobStatus};
 use bosun_store::template::SpecSnapshot;
 use bosun_store::Run;
 
