@@ -15,6 +15,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bosun_store::clock::Clock;
+
+pub use crate::workload::{ClusterKind, Workload};
 use jiff::{SignedDuration, Timestamp};
 
 /// Why an executor could not do what it was asked.
@@ -96,15 +98,29 @@ pub enum RunStatus {
     Revivable(String),
 }
 
-/// A build cluster's executor.
+/// A build cluster's executor: it carries out the [`Workload`] a run was
+/// given ([`Workload::for_run`]), follows it, stops and removes it.
 pub trait Executor: Send + Sync {
-    /// Starts a run; starting one that was started before does nothing.
-    fn start(&self, run_id: &str, job: &JobProcess) -> Result<(), ExecError>;
+    /// The kind of cluster: what [`Workload`]s it takes.
+    fn kind(&self) -> ClusterKind {
+        ClusterKind::Local
+    }
+    /// Starts a run's workload; starting one that was started before does
+    /// nothing. A workload of another kind of cluster is
+    /// [`ExecError::Unsupported`].
+    fn start(&self, run_id: &str, workload: &Workload) -> Result<(), ExecError>;
+    /// Starts a run's workload again in place of its lost one (a
+    /// Kubernetes cluster deletes the old pod and creates the new one once
+    /// the old one is really gone, however long its grace period, the run
+    /// being [`RunStatus::Starting`] meanwhile). A start by default.
+    fn revive(&self, run_id: &str, workload: &Workload) -> Result<(), ExecError> {
+        self.start(run_id, workload)
+    }
     /// Where a run stands.
     fn status(&self, run_id: &str) -> RunStatus;
     /// Aborts a run (gracefully first, for `grace`); returns once it ended.
     fn abort(&self, run_id: &str, grace: Duration) -> RunStatus;
-    /// Aborts a pipeline run ([`Executor::start_pipeline`]), found even if
+    /// Aborts a pipeline run (a [`Workload::PipelineRun`]), found even if
     /// this executor has not seen it yet (a restarted daemon's executor
     /// before it has listed its cluster's pipeline runs).
     fn abort_pipeline(&self, run_id: &str, grace: Duration) -> RunStatus {
@@ -129,48 +145,6 @@ pub trait Executor: Send + Sync {
     /// and are untrusted.
     fn artifacts_dir(&self, _run_id: &str) -> Option<PathBuf> {
         None
-    }
-    /// Whether runs start as pods ([`Executor::start_pod`]) rather than
-    /// processes.
-    fn runs_pods(&self) -> bool {
-        false
-    }
-    /// Starts a run as `pod` (Kubernetes clusters); starting one that was
-    /// started before does nothing.
-    fn start_pod(
-        &self,
-        _run_id: &str,
-        _pod: &k8s_openapi::api::core::v1::Pod,
-    ) -> Result<(), ExecError> {
-        Err(ExecError::Unsupported(
-            "this cluster runs processes, not pods".into(),
-        ))
-    }
-    /// Starts a run as a Tekton `PipelineRun` (Kubernetes clusters with
-    /// Tekton): `pipeline_run` is a `tekton.dev/v1` PipelineRun as Lighthouse
-    /// makes one (`metadata.generateName`, labels, annotations, `spec`).
-    /// Starting one that was started before does nothing. From then on
-    /// [`Executor::status`] follows the PipelineRun, [`Executor::abort`]
-    /// cancels it and [`Executor::remove`] deletes it.
-    fn start_pipeline(
-        &self,
-        _run_id: &str,
-        _pipeline_run: &serde_json::Value,
-    ) -> Result<(), ExecError> {
-        Err(ExecError::Unsupported(
-            "this cluster does not run Tekton PipelineRuns".into(),
-        ))
-    }
-    /// Starts a run's pod again in place of its lost one: the old pod is
-    /// deleted and `pod` created once the old one is really gone (a
-    /// Kubernetes cluster does this in the background, however long the old
-    /// pod's grace period; the run is [`RunStatus::Starting`] meanwhile).
-    fn revive_pod(
-        &self,
-        run_id: &str,
-        pod: &k8s_openapi::api::core::v1::Pod,
-    ) -> Result<(), ExecError> {
-        self.start_pod(run_id, pod)
     }
 }
 
@@ -209,7 +183,7 @@ impl SimulatedExecutor {
 }
 
 impl Executor for SimulatedExecutor {
-    fn start(&self, run_id: &str, _job: &JobProcess) -> Result<(), ExecError> {
+    fn start(&self, run_id: &str, _workload: &Workload) -> Result<(), ExecError> {
         let now = self.clock.now();
         self.runs().entry(run_id.to_string()).or_insert((now, None));
         Ok(())

@@ -27,3 +27,4 @@ pub mod local;
 pub mod registry;
 pub mod shim;
 pub mod trust;
+pub mod workload;

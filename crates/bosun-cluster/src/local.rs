@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::PodSpec;
 use rustix::process::{kill_process_group, Pid, Signal};
 
-use crate::executor::{ExecError, Executor, JobProcess, RunStatus};
+use crate::executor::{ExecError, Executor, JobProcess, RunStatus, Workload};
 use crate::shim::{
     self, start_time, Event, Reply, Request, RunAs, StartRequest, LOG_SUFFIX, SOCKET, STATE_SUFFIX,
     STATE_XATTR,
@@ -577,8 +577,14 @@ impl LocalExecutor {
 }
 
 impl Executor for LocalExecutor {
-    fn start(&self, run_id: &str, job: &JobProcess) -> Result<(), ExecError> {
-        LocalExecutor::start(self, run_id, job)
+    fn start(&self, run_id: &str, workload: &Workload) -> Result<(), ExecError> {
+        match workload {
+            Workload::Process(job) => LocalExecutor::start(self, run_id, job),
+            other => Err(ExecError::Unsupported(format!(
+                "a local cluster runs processes, not {}",
+                other.word()
+            ))),
+        }
     }
 
     fn status(&self, run_id: &str) -> RunStatus {

@@ -22,6 +22,7 @@ use bosun_tekton::gotemplate::Template;
 use bosun_tekton::local;
 use bosun_tekton::model::PipelineRunSpec;
 use bosun_tekton::pipelinerun::{self, PipelineRunError};
+use bosun_tekton::PIPELINE_AGENT;
 
 use crate::args::ConfigArgs;
 
@@ -48,9 +49,6 @@ pub fn load_checked(args: &ConfigArgs) -> Loaded {
     }
     loaded
 }
-
-/// The agent of Lighthouse's Tekton pipeline jobs.
-const PIPELINE_AGENT: &str = "tekton-pipeline";
 
 /// What would end the runs of the snapshot's pipeline jobs in `error` (see
 /// the module's doc), as warnings at each job's `source` (or

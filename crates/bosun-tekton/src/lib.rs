@@ -20,6 +20,9 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+/// The agent of Lighthouse's Tekton pipeline jobs.
+pub const PIPELINE_AGENT: &str = "tekton-pipeline";
+
 pub mod convert;
 pub mod gotemplate;
 pub mod local;

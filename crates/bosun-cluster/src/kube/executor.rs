@@ -28,7 +28,7 @@ use super::logs::LogCopier;
 use super::pipelines::{self, Pipelines};
 use super::sinker::sink;
 use super::watch::{follow, PodCache};
-use crate::executor::{ExecError, Executor, JobProcess, RunStatus};
+use crate::executor::{ClusterKind, ExecError, Executor, RunStatus, Workload};
 
 /// A Kubernetes build cluster's executor: one pod per run in the pod
 /// namespace, followed through a watch of bosun's pods (label
@@ -423,75 +423,25 @@ pub fn pod_state(pod: &Pod) -> RunStatus {
 }
 
 impl Executor for KubeExecutor {
-    fn start(&self, _run_id: &str, _job: &JobProcess) -> Result<(), ExecError> {
-        Err(ExecError::Unsupported(
-            "a Kubernetes cluster runs pods".into(),
-        ))
+    fn kind(&self) -> ClusterKind {
+        ClusterKind::Kubernetes
     }
 
-    fn runs_pods(&self) -> bool {
-        true
-    }
-
-    fn start_pod(&self, run_id: &str, pod: &Pod) -> Result<(), ExecError> {
-        let inner = self.inner.clone();
-        let pod = pod.clone();
-        self.inner.cache.mark_started(run_id);
-        // As plank: only a request the API refuses (4xx) ends the run; any
-        // other failure (no answer, no connection, 5xx) may pass.
-        self.call(async move {
-            Ok(
-                match inner
-                    .conn
-                    .pods()
-                    .await?
-                    .create(&PostParams::default(), &pod)
-                    .await
-                {
-                    Ok(_) => Ok(()),
-                    // Started before (a restart between create and commit).
-                    Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-                    Err(e @ kube::Error::Api(_)) if super::client::is_refusal(&e) => {
-                        Err(ExecError::Refused(e.to_string()))
-                    }
-                    Err(e) => Err(ExecError::Transient(e.to_string())),
-                },
-            )
-        })
-        .map_err(|e| ExecError::Transient(e.to_string()))?
-    }
-
-    fn start_pipeline(
-        &self,
-        run_id: &str,
-        pipeline_run: &serde_json::Value,
-    ) -> Result<(), ExecError> {
-        let pr = pipelines::prepare(run_id, pipeline_run, &self.inner.settings.namespace)
-            .map_err(ExecError::Refused)?;
-        let (p, id) = (self.inner.pipelines.clone(), run_id.to_string());
-        self.call(p.create(id, pr))
-            .map_err(|e| ExecError::Transient(e.to_string()))?
-    }
-
-    fn revive_pod(&self, run_id: &str, pod: &Pod) -> Result<(), ExecError> {
-        let rt = self
-            .rt
-            .as_ref()
-            .ok_or_else(|| ExecError::Transient("executor stopped".into()))?;
-        let revival = Revival {
-            old_uid: self.inner.uid_of(run_id),
-            pod: pod.clone(),
-            refused: None,
-        };
-        let fresh = self
-            .inner
-            .reviving()
-            .insert(run_id.to_string(), revival)
-            .is_none();
-        if fresh {
-            rt.spawn(self.inner.clone().revive(run_id.to_string()));
+    fn start(&self, run_id: &str, workload: &Workload) -> Result<(), ExecError> {
+        match workload {
+            Workload::Pod(pod) => self.start_pod(run_id, pod),
+            Workload::PipelineRun(pr) => self.start_pipeline(run_id, pr),
+            Workload::Process(_) => Err(ExecError::Unsupported(
+                "a Kubernetes cluster runs pods, not processes".into(),
+            )),
         }
-        Ok(())
+    }
+
+    fn revive(&self, run_id: &str, workload: &Workload) -> Result<(), ExecError> {
+        match workload {
+            Workload::Pod(pod) => self.revive_pod(run_id, pod),
+            other => self.start(run_id, other),
+        }
     }
 
     fn status(&self, run_id: &str) -> RunStatus {
@@ -584,5 +534,77 @@ impl Executor for KubeExecutor {
 
     fn log_path(&self, run_id: &str) -> Option<PathBuf> {
         Some(self.inner.logs.path(run_id))
+    }
+}
+
+impl KubeExecutor {
+    /// Starts a run as `pod`; starting one that was started before does
+    /// nothing.
+    pub fn start_pod(&self, run_id: &str, pod: &Pod) -> Result<(), ExecError> {
+        let inner = self.inner.clone();
+        let pod = pod.clone();
+        self.inner.cache.mark_started(run_id);
+        // As plank: only a request the API refuses (4xx) ends the run; any
+        // other failure (no answer, no connection, 5xx) may pass.
+        self.call(async move {
+            Ok(
+                match inner
+                    .conn
+                    .pods()
+                    .await?
+                    .create(&PostParams::default(), &pod)
+                    .await
+                {
+                    Ok(_) => Ok(()),
+                    // Started before (a restart between create and commit).
+                    Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+                    Err(e @ kube::Error::Api(_)) if super::client::is_refusal(&e) => {
+                        Err(ExecError::Refused(e.to_string()))
+                    }
+                    Err(e) => Err(ExecError::Transient(e.to_string())),
+                },
+            )
+        })
+        .map_err(|e| ExecError::Transient(e.to_string()))?
+    }
+
+    /// Starts a run as a Tekton PipelineRun, as Lighthouse makes one; from
+    /// then on the run's status follows it, an abort cancels it and a
+    /// removal deletes it. Starting one that was started before does
+    /// nothing.
+    pub fn start_pipeline(
+        &self,
+        run_id: &str,
+        pipeline_run: &serde_json::Value,
+    ) -> Result<(), ExecError> {
+        let pr = pipelines::prepare(run_id, pipeline_run, &self.inner.settings.namespace)
+            .map_err(ExecError::Refused)?;
+        let (p, id) = (self.inner.pipelines.clone(), run_id.to_string());
+        self.call(p.create(id, pr))
+            .map_err(|e| ExecError::Transient(e.to_string()))?
+    }
+
+    /// Starts a run's pod again in place of its lost one: the old pod is
+    /// deleted and `pod` created in the background once the old one is
+    /// really gone.
+    pub fn revive_pod(&self, run_id: &str, pod: &Pod) -> Result<(), ExecError> {
+        let rt = self
+            .rt
+            .as_ref()
+            .ok_or_else(|| ExecError::Transient("executor stopped".into()))?;
+        let revival = Revival {
+            old_uid: self.inner.uid_of(run_id),
+            pod: pod.clone(),
+            refused: None,
+        };
+        let fresh = self
+            .inner
+            .reviving()
+            .insert(run_id.to_string(), revival)
+            .is_none();
+        if fresh {
+            rt.spawn(self.inner.clone().revive(run_id.to_string()));
+        }
+        Ok(())
     }
 }

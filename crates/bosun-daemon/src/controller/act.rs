@@ -11,11 +11,10 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bosun_cluster::executor::{ExecError, JobProcess, RunStatus};
-use bosun_cluster::local::command_of;
-use bosun_job::job::DecoratedJob;
+use bosun_cluster::executor::{ExecError, RunStatus};
+use bosun_cluster::workload::{ClusterKind, Context, Workload};
 use bosun_store::template::SpecSnapshot;
-use bosun_store::{Run, RunState, Transition};
+use bosun_store::{RunState, Transition};
 use jiff::Timestamp;
 
 use super::decide::{exited, job_queue, Plan, ABORT_GRACE, PIPELINE_AGENT};
@@ -39,109 +38,6 @@ pub fn start_retry_delay(failures: u32) -> Duration {
     START_RETRY
         .saturating_mul(1 << doublings)
         .min(START_RETRY_MAX)
-}
-
-/// What a start hands its executor.
-enum Start {
-    Process(JobProcess),
-    Pod(Box<k8s_openapi::api::core::v1::Pod>),
-    /// A Kubernetes cluster's PipelineRun.
-    Pipeline(Box<serde_json::Value>),
-}
-
-/// How a run of a job with a container starts on a local cluster: the
-/// container's command, with the job's environment (a decorated run's
-/// `JOB_SPEC` carries its decoration config, as a decorated pod's).
-fn process_start(
-    run: &Run,
-    spec: &SpecSnapshot,
-    path: &str,
-    prowjob_namespace: &str,
-) -> Result<Start, String> {
-    let pod_spec = spec.pod_spec.as_ref().expect("decide checked the pod spec");
-    let command = command_of(pod_spec).map_err(|e| e.to_string())?;
-    let container = &pod_spec.containers[0];
-    let mut env: Vec<(String, String)> = container
-        .env
-        .iter()
-        .flatten()
-        .filter_map(|e| e.value.clone().map(|v| (e.name.clone(), v)))
-        .collect();
-    env.extend(run.job_env());
-    env.push(("PATH".into(), path.to_string()));
-    let decoration = decorated(run, spec, prowjob_namespace);
-    if let Some(d) = spec.decoration.as_ref().filter(|_| decoration.is_some()) {
-        let d = bosun_cluster::kube::decorate::Decoration::from_config(d).ok();
-        let job_spec = bosun_job::env::job_spec_json(run, d.as_ref());
-        for (k, v) in env.iter_mut() {
-            if k == "JOB_SPEC" {
-                v.clone_from(&job_spec);
-            }
-        }
-    }
-    Ok(Start::Process(JobProcess {
-        command,
-        env,
-        working_dir: container.working_dir.clone(),
-        decoration: decoration.map(Box::new),
-        pipeline: None,
-    }))
-}
-
-/// How a pipeline run starts: its PipelineRun, as Lighthouse makes it, on a
-/// Kubernetes cluster; on a local cluster, its embedded pipeline run step by
-/// step by `bosun run-pipeline`. What neither can resolve (jx's `uses:`
-/// catalog references; locally also `taskRef`, `pipelineRef`, ...) ends the
-/// run here, naming the reference.
-fn pipeline_start(
-    run: &Run,
-    spec: &SpecSnapshot,
-    namespace: &str,
-    pods: bool,
-    path: &str,
-) -> Result<Start, String> {
-    use bosun_tekton::{local, model, pipelinerun};
-    let pr = pipelinerun::pipeline_run(run, spec, namespace).map_err(|e| e.to_string())?;
-    let typed: model::PipelineRunSpec = serde_json::from_value(pr["spec"].clone())
-        .map_err(|e| format!("the pipeline spec is not valid: {e}"))?;
-    let uses: Vec<String> = typed
-        .uses_references()
-        .iter()
-        .map(|u| format!("{u}"))
-        .collect();
-    if !uses.is_empty() {
-        return Err(format!(
-            "bosun cannot resolve Jenkins X catalog references: {}",
-            uses.join("; ")
-        ));
-    }
-    if pods {
-        return Ok(Start::Pipeline(Box::new(pr)));
-    }
-    let problems = local::check(&typed);
-    if !problems.is_empty() {
-        let what: Vec<&str> = problems.iter().map(|p| p.message.as_str()).collect();
-        return Err(format!(
-            "a local cluster cannot run this pipeline: {}",
-            what.join("; ")
-        ));
-    }
-    let generate_name = pr["metadata"]["generateName"].as_str().unwrap_or_default();
-    let mut env = run.job_env();
-    env.push(("PATH".into(), path.to_string()));
-    Ok(Start::Process(JobProcess {
-        command: Vec::new(),
-        env,
-        working_dir: None,
-        decoration: None,
-        pipeline: Some(Box::new(local::PipelineOptions {
-            spec: typed,
-            name: bosun_cluster::kube::pipelines::pipeline_run_name(&run.id, generate_name),
-            namespace: namespace.to_string(),
-            uid: run.id.clone(),
-            ..Default::default()
-        })),
-    }))
 }
 
 /// Completed starts (and revivals), taken from the controller.
@@ -232,12 +128,15 @@ impl Controller {
                 }
             });
         }
+        let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
         for r in plan.revivals {
             let Some(exec) = clusters.executors.get(&r.cluster).cloned() else {
                 continue;
             };
             let c = self.clone();
             let namespace = namespace.clone();
+            let prowjob_namespace = observed.snapshot.config.prowjob_namespace.clone();
+            let path = path.clone();
             off_the_pass(move || {
                 let at = c.shared.clock.now();
                 let (run, why) = (r.run, r.why);
@@ -245,10 +144,14 @@ impl Controller {
                     .spec_of(&run)
                     .ok_or_else(|| "the run's job spec is missing".to_string())
                     .and_then(|spec| {
-                        bosun_cluster::kube::pod::pod_for_run(&run, &spec, &namespace)
-                            .map_err(|e| e.to_string())
+                        let ctx = Context {
+                            pod_namespace: &namespace,
+                            prowjob_namespace: &prowjob_namespace,
+                            path: &path,
+                        };
+                        Workload::for_run(&run, &spec, exec.kind(), &ctx)
                     })
-                    .and_then(|pod| exec.revive_pod(&run.id, &pod).map_err(|e| e.to_string()));
+                    .and_then(|w| exec.revive(&run.id, &w).map_err(|e| e.to_string()));
                 let t = match revived {
                     Ok(()) => {
                         tracing::info!(run = %run.id, "pod revived after {why}");
@@ -265,7 +168,6 @@ impl Controller {
             });
         }
         let n_started = plan.starts.len();
-        let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
         let mut to_start = Vec::with_capacity(plan.starts.len());
         {
             let mut in_flight = self.starting.locked();
@@ -275,25 +177,14 @@ impl Controller {
                     continue;
                 };
                 // How the run starts, made only for the runs that start now
-                // (as plank makes a pod): a local cluster runs the
-                // container's command, a Kubernetes one the pod. A run that
-                // cannot start so ends here.
-                let job = if spec.job.agent == PIPELINE_AGENT {
-                    pipeline_start(run, spec, namespace, exec.runs_pods(), &path)
-                        .map_err(|e| format!("PipelineRun can not be created: {e}"))
-                } else if exec.runs_pods() {
-                    bosun_cluster::kube::pod::pod_for_run(run, spec, namespace)
-                        .map(|pod| Start::Pod(Box::new(pod)))
-                        .map_err(|e| format!("Pod can not be created: {e}"))
-                } else {
-                    process_start(
-                        run,
-                        spec,
-                        &path,
-                        &observed.snapshot.config.prowjob_namespace,
-                    )
-                    .map_err(|e| format!("Pod can not be created: {e}"))
+                // (as plank makes a pod). A run that cannot start so ends
+                // here.
+                let ctx = Context {
+                    pod_namespace: namespace,
+                    prowjob_namespace: &observed.snapshot.config.prowjob_namespace,
+                    path: &path,
                 };
+                let job = Workload::for_run(run, spec, exec.kind(), &ctx);
                 let job = match job {
                     Ok(job) => job,
                     Err(e) => {
@@ -316,11 +207,7 @@ impl Controller {
             let c = self.clone();
             off_the_pass(move || {
                 let at = c.shared.clock.now();
-                let started = match &job {
-                    Start::Process(p) => exec.start(&run.id, p),
-                    Start::Pod(pod) => exec.start_pod(&run.id, pod),
-                    Start::Pipeline(pr) => exec.start_pipeline(&run.id, pr),
-                };
+                let started = exec.start(&run.id, &job);
                 let t = match started {
                     Ok(()) => {
                         let mut t = Transition::to(RunState::Pending, at, "Job triggered.");
@@ -466,7 +353,10 @@ impl Controller {
 /// the job has exited. (A local job's state is in memory; a pod's would be a
 /// request to its cluster, and a pod just created has not ended.)
 fn local_end(clusters: &Clusters, cluster: &str, id: &str, now: Timestamp) -> Option<Transition> {
-    let exec = clusters.executors.get(cluster).filter(|e| !e.runs_pods())?;
+    let exec = clusters
+        .executors
+        .get(cluster)
+        .filter(|e| e.kind() == ClusterKind::Local)?;
     match exec.status(id) {
         RunStatus::Exited { code } => Some(exited(code, now)),
         _ => None,
@@ -493,27 +383,6 @@ fn abort_grace(spec: &SpecSnapshot) -> Duration {
             (grace * 5 / 4).max(ABORT_GRACE)
         }
     }
-}
-
-/// What a decorated run on a local cluster is given (none: undecorated):
-/// its refs to clone, the decoration config's timeout and grace period, and
-/// the run as a ProwJob for `prowjob.json`.
-fn decorated(run: &Run, spec: &SpecSnapshot, namespace: &str) -> Option<DecoratedJob> {
-    let d = spec
-        .decoration
-        .as_ref()
-        .filter(|_| spec.job.decorate == Some(true))?;
-    Some(DecoratedJob {
-        args: Vec::new(), // the executor moves the command here
-        refs: run.refs.iter().chain(&run.extra_refs).cloned().collect(),
-        primary: run.refs.is_some(),
-        working_dir: None, // the executor moves the container's here
-        skip_cloning: d.skip_cloning == Some(true),
-        timeout_ns: d.timeout.map_or(0, |t| t.as_nanos()),
-        grace_period_ns: d.grace_period.map_or(0, |g| g.as_nanos()),
-        mirror_root: None,
-        prowjob: Some(bosun_job::prowjob::document(run, spec, namespace)),
-    })
 }
 
 #[cfg(test)]

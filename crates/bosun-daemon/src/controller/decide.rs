@@ -4,6 +4,7 @@
 //! of runs that have not started. Nothing here calls an executor, the store
 //! or the clock; `act` carries the plan out.
 
+pub use bosun_tekton::PIPELINE_AGENT;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -110,9 +111,6 @@ impl Plan {
         }
     }
 }
-
-/// Lighthouse's agent of Tekton pipeline jobs.
-pub const PIPELINE_AGENT: &str = "tekton-pipeline";
 
 /// How long an aborted job gets between SIGTERM and SIGKILL.
 pub const ABORT_GRACE: Duration = Duration::from_secs(5);
