@@ -7,7 +7,7 @@
 //! cache ([`pod_state`]: pending pods with their instants; revivable states).
 //!
 //! A pipeline run is a Tekton PipelineRun instead of a pod
-//! ([`Executor::start_pipeline`], `pipelines`): its state, abort and removal
+//! ([`KubeExecutor::start_pipeline`], `pipelines`): its state, abort and removal
 //! are the PipelineRun's, asked first; a run it does not know is a pod's.
 //!
 //! It ties the cluster's parts together (client, watch, logs, sinker,

@@ -1,5 +1,5 @@
 //! Tekton PipelineRuns on a Kubernetes cluster: a pipeline run
-//! ([`Executor::start_pipeline`](crate::executor::Executor::start_pipeline))
+//! ([`KubeExecutor::start_pipeline`](super::KubeExecutor::start_pipeline))
 //! is one `tekton.dev/v1` PipelineRun in the pod namespace, which Tekton's
 //! controller runs; bosun follows it, cancels it and copies its logs.
 //!
