@@ -91,7 +91,7 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_write_leaves_the_old_file() {
+    fn a_write_into_a_missing_directory_fails_and_creates_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("missing/f");
         assert!(write_atomic(&path, b"x").is_err());
