@@ -8,7 +8,9 @@
 //! - [`prowjob`]: a run as its ProwJob document;
 //! - [`job`]: what a decorated local run is given, and how a `bosun run-*`
 //!   program takes its options;
-//! - [`gojson`]: JSON exactly as Go's `encoding/json` writes it.
+//! - [`gojson`]: JSON exactly as Go's `encoding/json` writes it;
+//! - [`gotemplate`]: bosun's Go `text/template` engine, over JSON data
+//!   (Lighthouse's `value_template`, Prow's job URL template).
 //!
 //! Pure data and formatting: it runs nothing, and knows no executor.
 
@@ -18,6 +20,7 @@
 pub mod artifacts;
 pub mod env;
 pub mod gojson;
+pub mod gotemplate;
 pub mod job;
 pub mod prowjob;
 pub mod refs;

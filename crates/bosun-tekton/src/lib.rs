@@ -5,7 +5,8 @@
 //! - [`model`]: the `tekton.dev/v1` types bosun reads (unknown fields kept),
 //!   Jenkins X `uses:` references;
 //! - [`convert`]: `v1beta1` to `v1` for the fields people write;
-//! - [`gotemplate`]: the Go `text/template` subset of `pipeline_run_params`;
+//! - [`gotemplate`]: Lighthouse's `pipeline_run_params` templates, on
+//!   bosun-job's template engine;
 //! - [`pipelinerun`]: the PipelineRun Lighthouse's `makePipelineRun` makes of
 //!   a run;
 //! - [`local`]: what a local cluster can run, checked as Tekton and the local
