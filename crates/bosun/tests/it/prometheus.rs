@@ -14,9 +14,6 @@
 //! hour gives the same figure.) A window off the samples' grid is
 //! extrapolated: that case is checked with a tolerance of 1e-9.
 
-mod common;
-mod prom;
-
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -29,7 +26,9 @@ use bosun_dispatcher::prometheus::{PromError, PrometheusClient, OPENSHIFT_QUERY,
 use bosun_store::sqlite::SqliteStore;
 use bosun_store::{NewRun, RunState, SharedStore, Store, Transition};
 use jiff::{SignedDuration, Timestamp};
-use prom::{openmetrics, Prometheus, Series};
+
+use crate::common;
+use crate::prom::{self, openmetrics, Prometheus, Series};
 
 const HOUR: i64 = 3600;
 const WEEK: Duration = Duration::from_secs(168 * 3600);

@@ -35,7 +35,7 @@
 //!   pods name, as the admin, before the dry run. Nothing else is set up or
 //!   relaxed.
 //!
-//! `cargo test -p bosun-cluster --test corpus_dry_run -- --nocapture` prints
+//! `cargo test -p bosun-cluster --test it corpus_dry_run:: -- --nocapture` prints
 //! the summary line.
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,8 +1,8 @@
 //! `bosun check` end to end: the real binary on the fixture trees under
 //! `tests/fixtures/`, run from the tree's directory so the paths it prints are
 //! relative and stable. The full output is compared with a golden copy;
-//! `UPDATE_EXPECT=1 cargo test -p bosun --test check_golden` rewrites the copies
-//! (read every line before keeping them).
+//! `UPDATE_EXPECT=1 cargo test -p bosun --test it check_golden::` rewrites
+//! the copies (read every line before keeping them).
 //!
 //! - `broken/`: errors of several kinds (YAML syntax, types, Prow's rules), some
 //!   warnings, a clean file, a `.prowignore`d file and a README.
@@ -11,14 +11,9 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use expect_test::{expect, Expect};
+use expect_test::expect;
 
-/// What one run of `bosun` gave.
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
+use crate::common::{assert_run, Run};
 
 fn bosun(tree: &str, args: &[&str]) -> Run {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -40,12 +35,6 @@ fn check(tree: &str, extra: &[&str]) -> Run {
     let mut args = vec!["check", "--config", "config.yaml", "--job-config", "jobs"];
     args.extend_from_slice(extra);
     bosun(tree, &args)
-}
-
-fn assert_run(run: &Run, code: i32, stdout: Expect) {
-    assert_eq!(run.stderr, "", "nothing on stderr");
-    stdout.assert_eq(&run.stdout);
-    assert_eq!(run.code, code, "exit code; stdout:\n{}", run.stdout);
 }
 
 fn json(run: &Run) -> serde_json::Value {

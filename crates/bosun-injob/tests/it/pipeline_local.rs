@@ -99,7 +99,7 @@ impl Run {
     fn spawn(&self) -> Child {
         Command::new(std::env::current_exe().unwrap())
             .args([
-                "runner_process",
+                "pipeline_local::runner_process",
                 "--exact",
                 "--ignored",
                 "--nocapture",

@@ -15,8 +15,8 @@
 //!   equal, except under the paths each case lists with the reason, and
 //!   bosun's own additions ([`BOSUN_ADDITIONS`]);
 //! - against `tests/golden/pipelinerun/CASE.json`, bosun's whole output.
-//!   `BOSUN_BLESS=1 cargo test -p bosun-cluster --test pipelinerun_golden`
-//!   rewrites those; read the diff against Lighthouse's files before
+//!   `BOSUN_BLESS=1 cargo test -p bosun-cluster --test it
+//!   pipelinerun_golden::` rewrites those; read the diff against Lighthouse's files before
 //!   committing it.
 
 use std::collections::BTreeMap;

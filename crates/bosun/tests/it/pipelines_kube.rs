@@ -20,8 +20,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-mod common;
-
 use bosun_cluster::executor::{ExecError, Executor, RunStatus};
 use bosun_cluster::kube::pipelines::{pipeline_run_name, RUN_ID_LABEL};
 use bosun_cluster::kube::{KubeExecutor, PodSettings, Probe};
@@ -29,6 +27,8 @@ use bosun_kubetest::tekton::{self, Step, StepCall};
 use bosun_kubetest::{ControlPlane, Options, Tenant};
 use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::{json, Value};
+
+use crate::common;
 
 /// A namespace of the shared control plane with Tekton, bosun's Role
 /// there granting the pipeline verbs, the played Tekton controller, and

@@ -124,7 +124,7 @@ impl Run {
 fn spawn(opts: &Opts) -> Child {
     Command::new(std::env::current_exe().unwrap())
         .args([
-            "wrapper_process",
+            "entrypoint_local::wrapper_process",
             "--exact",
             "--ignored",
             "--nocapture",
@@ -337,11 +337,14 @@ fn a_test_that_ignores_sigint_is_killed_after_the_grace() {
 #[test]
 fn sigterm_to_the_wrapper_aborts_with_130() {
     let run = Run::new();
-    // The shell passes SIGTERM over while `sleep` runs; SIGINT to the group
-    // ends `sleep`, then the trap runs.
+    // The wrapper sends SIGINT, then SIGTERM to the group: `wait` returns on
+    // SIGINT and the INT trap runs. The background `sleep` ignores SIGINT
+    // (a shell without job control starts it so), so the second `wait`
+    // holds the shell until SIGTERM comes, however late, and the TERM trap
+    // runs.
     let mut opts = run.opts(
         "trap 'echo got INT' INT; trap 'echo got TERM; exit 3' TERM; \
-         echo $$ > pid.txt; sleep 1000 & wait",
+         echo $$ > pid.txt; sleep 1000 & wait; wait",
     );
     opts.grace_ms = 60_000;
     let child = spawn(&opts);

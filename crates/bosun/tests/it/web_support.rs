@@ -1,6 +1,3 @@
-// Each test binary uses a part of this module.
-#![allow(dead_code)]
-
 //! What the dashboard's tests share: a daemon with every page's data (local
 //! clusters, one trusted, one kept full; the dispatcher; periodics with
 //! schedules in words and a time zone), tokens, and an HTTP client that

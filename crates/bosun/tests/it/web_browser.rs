@@ -15,10 +15,7 @@ use std::time::{Duration, Instant};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{json, Value};
 
-mod common;
-mod web_support;
-
-use web_support::{get, start, trigger, wait_plan, wait_state, API_TOKEN};
+use crate::web_support::{get, start, trigger, wait_plan, wait_state, API_TOKEN};
 
 /// chromedriver, killed when dropped.
 struct Driver(Child);
@@ -83,6 +80,24 @@ async fn wait_js(c: &Client, script: &str, what: &str) -> Value {
         }
         assert!(Instant::now() < deadline, "{what}: never");
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Clicks what `css` finds in a live section (`data-live`), which each
+/// fragment the server sends replaces (every second while a run runs): an
+/// element replaced between finding and clicking it is found again.
+async fn click_live(c: &Client, css: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let element = c
+            .find(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("{css}: {e}"));
+        match element.click().await {
+            Ok(()) => return,
+            Err(e) if e.is_stale_element_reference() && Instant::now() < deadline => {}
+            Err(e) => panic!("{css}: {e}"),
+        }
     }
 }
 
@@ -247,22 +262,16 @@ async fn the_dashboard_in_chromium() {
     .await
     .unwrap();
     c.goto(&format!("{base}/runs/{slow}")).await.unwrap();
+    // Read in one script: the live section may be replaced at any time.
     assert_eq!(
-        c.find(Locator::Css("#run-state"))
-            .await
-            .unwrap()
-            .attr("data-state")
-            .await
-            .unwrap()
-            .as_deref(),
-        Some("pending")
+        js(
+            &c,
+            "var s = document.querySelector('#run-state'); return s && s.getAttribute('data-state');"
+        )
+        .await,
+        "pending"
     );
-    c.find(Locator::Css("#abort"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click_live(&c, "#abort").await;
     wait_js(
         &c,
         "var s = document.querySelector('#run-state'); return !!s && s.getAttribute('data-state') === 'aborted';",

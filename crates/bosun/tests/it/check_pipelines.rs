@@ -14,14 +14,9 @@
 use std::path::Path;
 use std::process::Command;
 
-use expect_test::{expect, Expect};
+use expect_test::expect;
 
-/// What one run of `bosun check` gave.
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
+use crate::common::{assert_run, Run};
 
 /// Writes `files` (path, text) below a new temporary directory, with an empty
 /// `jobs/`, and runs `bosun check` there on `config.yaml`, `jobs` and the
@@ -47,12 +42,6 @@ fn check(files: &[(&str, &str)], extra: &[&str]) -> Run {
         stdout: String::from_utf8(out.stdout).expect("UTF-8 stdout"),
         stderr: String::from_utf8(out.stderr).expect("UTF-8 stderr"),
     }
-}
-
-fn assert_run(run: &Run, code: i32, stdout: Expect) {
-    assert_eq!(run.stderr, "", "nothing on stderr");
-    stdout.assert_eq(&run.stdout);
-    assert_eq!(run.code, code, "exit code; stdout:\n{}", run.stdout);
 }
 
 const LOCAL: &str = "build_clusters:\n  default: {kind: local}\n";

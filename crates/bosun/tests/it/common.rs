@@ -1,13 +1,14 @@
-// Each test binary uses a part of this module.
-#![allow(dead_code)]
-
-//! What the daemon tests share.
+//! What the test modules share: a `bosun serve` of a test and the port a
+//! daemon logs, a minimal HTTP client, JSON, temporary directories, and the
+//! outcome of a `bosun` command.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::{Duration, Instant};
+
+use expect_test::Expect;
 
 /// The port a daemon started with `--listen 127.0.0.1:0` listens on, read
 /// from its log (`log`, its stderr) once it says it is serving (`bosun serving`, `bosun dispatcher serving`). The daemon
@@ -97,8 +98,8 @@ pub fn dechunk(body: &str) -> String {
     out
 }
 
-/// A `bosun serve` process of a test: killed when dropped; a failing test
-/// shows the end of its log.
+/// A `bosun serve` process of a test: SIGKILLed when dropped (the daemon
+/// gets no chance to clean up); a failing test shows the end of its log.
 pub struct Serve {
     pub child: Child,
     pub port: u16,
@@ -156,4 +157,36 @@ pub fn serve(dir: &Path, args: &[&std::ffi::OsStr], envs: &[(&str, &str)]) -> Se
         std::thread::sleep(Duration::from_millis(20));
     }
     daemon
+}
+
+/// [`serve`] with `extra` arguments and no more environment.
+pub fn start(dir: &Path, extra: &[&str]) -> Serve {
+    let args: Vec<&std::ffi::OsStr> = extra.iter().map(|a| a.as_ref()).collect();
+    serve(dir, &args, &[])
+}
+
+/// `s` parsed as JSON; panics with `s` if it is not.
+pub fn json(s: &str) -> serde_json::Value {
+    serde_json::from_str(s).unwrap_or_else(|e| panic!("{e}: {s}"))
+}
+
+/// A temporary directory, removed when its `TempDir` is dropped, and its path.
+pub fn tmp() -> (tempfile::TempDir, PathBuf) {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().to_path_buf();
+    (d, p)
+}
+
+/// What one run of `bosun` gave.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// `run` printed `stdout` and nothing on stderr, and exited with `code`.
+pub fn assert_run(run: &Run, code: i32, stdout: Expect) {
+    assert_eq!(run.stderr, "", "nothing on stderr");
+    stdout.assert_eq(&run.stdout);
+    assert_eq!(run.code, code, "exit code; stdout:\n{}", run.stdout);
 }

@@ -5,16 +5,10 @@
 //! aborted, and what a local cluster cannot resolve ends the run `error`
 //! naming the reference.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-mod common;
-
-use common::request;
-
-fn json(s: &str) -> serde_json::Value {
-    serde_json::from_str(s).unwrap_or_else(|e| panic!("{e}: {s}"))
-}
+use crate::common::{self, json, request, tmp};
 
 fn write(path: &Path, text: &str) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -320,12 +314,6 @@ fn wait_end(port: u16, id: &str) -> serde_json::Value {
 /// active run).
 fn log_file(dir: &Path, id: &str) -> String {
     std::fs::read_to_string(dir.join(format!("data/runs/default/{id}.log"))).unwrap_or_default()
-}
-
-fn tmp() -> (tempfile::TempDir, PathBuf) {
-    let d = tempfile::tempdir().unwrap();
-    let p = d.path().to_path_buf();
-    (d, p)
 }
 
 #[test]

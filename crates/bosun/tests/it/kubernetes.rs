@@ -11,10 +11,10 @@
 
 use std::time::{Duration, Instant};
 
-mod common;
-
 use bosun_kubetest::{ControlPlane, Options, Outcome, Tenant};
 use k8s_openapi::api::core::v1::Pod;
+
+use crate::common;
 
 type Daemon = common::Serve;
 
@@ -170,6 +170,23 @@ fn wait_run_within(port: u16, id: &str, state: &str, within: Duration) -> serde_
 
 fn wait_run(port: u16, id: &str, state: &str) -> serde_json::Value {
     wait_run_within(port, id, state, Duration::from_secs(20))
+}
+
+/// Waits until the run has `n` pod revivals: the daemon creates the new pod,
+/// then records the revival, so the run may be read in between.
+fn wait_revivals(port: u16, id: &str, n: u64) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let run = run_of(port, id);
+        if run["pod_revival_count"] == n {
+            return run;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "run never had {n} revivals: {run}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// The run's log once `done` holds: from the API when the run has ended
@@ -601,8 +618,8 @@ fn evicted_and_lost_pods_are_revived_up_to_max_revivals() {
     // Evicted: a new pod of the same name, the run still pending.
     kubelet.evict(a.ns(), &id);
     let second = replaced(&first, Duration::from_secs(20));
-    let run = wait_run(port, &id, "pending");
-    assert_eq!(run["pod_revival_count"], 1, "{run}");
+    let run = wait_revivals(port, &id, 1);
+    assert_eq!(run["state"], "pending", "{run}");
     // Its node lost: revived again, but only once the old pod is really
     // gone, however long its graceful deletion takes (here longer than
     // any API call's timeout).
@@ -620,8 +637,8 @@ fn evicted_and_lost_pods_are_revived_up_to_max_revivals() {
     assert!(a.pod(&id).unwrap().metadata.deletion_timestamp.is_some());
     kubelet.hold_deletion(a.ns(), &id, false);
     let third = replaced(&second, Duration::from_secs(20));
-    let run = wait_run(port, &id, "pending");
-    assert_eq!(run["pod_revival_count"], 2, "{run}");
+    let run = wait_revivals(port, &id, 2);
+    assert_eq!(run["state"], "pending", "{run}");
     // A third loss is past max_revivals: the run ends in error.
     a.run(&id);
     kubelet.evict(a.ns(), &id);

@@ -15,8 +15,6 @@
 //!   not left out of it. (No container engine runs in bosun's CI, so the
 //!   image itself is not built here: see docs/install.md.)
 
-mod common;
-
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -37,7 +35,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
 use kube::Client;
 
-use common::request;
+use crate::common::request;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

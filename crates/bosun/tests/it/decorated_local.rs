@@ -9,15 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-mod common;
-
-use common::{request, request_full};
+use crate::common::{self, json, request, request_full, tmp};
 
 type Daemon = common::Serve;
-
-fn json(s: &str) -> serde_json::Value {
-    serde_json::from_str(s).unwrap_or_else(|e| panic!("{e}: {s}"))
-}
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
@@ -135,12 +129,6 @@ fn finished(port: u16, id: &str) -> serde_json::Value {
 
 fn log(port: u16, id: &str) -> String {
     request(port, "GET", &format!("/api/v1/runs/{id}/log"), None, None).1
-}
-
-fn tmp() -> (tempfile::TempDir, PathBuf) {
-    let d = tempfile::tempdir().unwrap();
-    let p = d.path().to_path_buf();
-    (d, p)
 }
 
 #[test]

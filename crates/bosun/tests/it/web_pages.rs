@@ -9,12 +9,10 @@
 
 use std::time::{Duration, Instant};
 
-mod common;
-mod web_support;
-
-use web_support::{
-    call, first_event, get, post_form, start, start_with, trigger, wait_plan, wait_state, Answer,
-    API_TOKEN, READ_TOKEN,
+use crate::common;
+use crate::web_support::{
+    self, call, first_event, get, post_form, start, start_with, trigger, wait_plan, wait_state,
+    Answer, API_TOKEN, READ_TOKEN,
 };
 
 /// A periodic whose ticks come every second while its one run sleeps: each

@@ -10,20 +10,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-mod common;
-
-use common::request;
+use crate::common::{self, json, request, start};
 
 type Daemon = common::Serve;
-
-fn start(dir: &Path, extra: &[&str]) -> Daemon {
-    let args: Vec<&std::ffi::OsStr> = extra.iter().map(|a| a.as_ref()).collect();
-    common::serve(dir, &args, &[])
-}
-
-fn json(body: &str) -> serde_json::Value {
-    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
-}
 
 fn trigger(port: u16, job: &str) -> String {
     trigger_with(port, job, None)

@@ -11,9 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-mod common;
-
-use common::request;
+use crate::common::{self, json, request};
 
 /// The daemon, stopped when the test ends (passed or not).
 struct Daemon {
@@ -32,10 +30,6 @@ impl Drop for Daemon {
             );
         }
     }
-}
-
-fn json(s: &str) -> serde_json::Value {
-    serde_json::from_str(s).unwrap_or_else(|e| panic!("{e}: {s}"))
 }
 
 #[test]

@@ -7,9 +7,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-mod common;
-
-use common::request;
+use crate::common::{self, request};
 
 const CONFIG: &str = "build_clusters:
   build-a: {kind: local, capacity: 100}

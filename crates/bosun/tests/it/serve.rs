@@ -8,9 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-mod common;
-
-use common::{request, request_full};
+use crate::common::{json, request, request_full, start, tmp};
 
 const CONFIG: &str =
     "plank:\n  max_concurrency: 4\nbuild_clusters:\n  default: {kind: local, max_concurrency: 2}\n";
@@ -48,22 +46,10 @@ presubmits:
     spec: {containers: [{image: x, command: ["true"]}]}
 "#;
 
-/// SIGKILLed when dropped: the daemon gets no chance to clean up.
-type Daemon = common::Serve;
-
 fn setup(dir: &Path) {
     std::fs::create_dir_all(dir.join("jobs")).unwrap();
     std::fs::write(dir.join("config.yaml"), CONFIG).unwrap();
     std::fs::write(dir.join("jobs/jobs.yaml"), JOBS).unwrap();
-}
-
-fn start(dir: &Path, extra: &[&str]) -> Daemon {
-    let args: Vec<&std::ffi::OsStr> = extra.iter().map(|a| a.as_ref()).collect();
-    common::serve(dir, &args, &[])
-}
-
-fn json(s: &str) -> serde_json::Value {
-    serde_json::from_str(s).unwrap_or_else(|e| panic!("{e}: {s}"))
 }
 
 fn wait_state(port: u16, id: &str, done: impl Fn(&str) -> bool) -> serde_json::Value {
@@ -114,12 +100,6 @@ fn wait_prowjobs(port: u16, job: &str, state: &str, want: Option<u64>) {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-}
-
-fn tmp() -> (tempfile::TempDir, PathBuf) {
-    let d = tempfile::tempdir().unwrap();
-    let p = d.path().to_path_buf();
-    (d, p)
 }
 
 #[test]
@@ -410,7 +390,8 @@ fn kill_9_three_times_loses_and_duplicates_nothing() {
     let (_d, dir) = tmp();
     setup(&dir);
     let mut ids = Vec::new();
-    // 3 in CI; `BOSUN_KILL_CYCLES=30 cargo test -p bosun --test serve kill_9` by hand.
+    // 3 in CI; `BOSUN_KILL_CYCLES=30 cargo test -p bosun --test it serve::kill_9`
+    // by hand.
     let cycles: u64 = std::env::var("BOSUN_KILL_CYCLES")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -995,9 +976,10 @@ fn periodics_can_be_listed_triggered_paused_and_resumed() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("404"));
 }
 
-/// `BOSUN_TICK_KILL_CYCLES=30 cargo test -p bosun --test serve kill_9_while` by
-/// hand (3 in CI): per-second periodics, the daemon killed with SIGKILL at
-/// varying points and restarted after varying downtimes.
+/// `BOSUN_TICK_KILL_CYCLES=30 cargo test -p bosun --test it
+/// serve::kill_9_while` by hand (3 in CI): per-second periodics, the daemon
+/// killed with SIGKILL at varying points and restarted after varying
+/// downtimes.
 #[test]
 fn kill_9_while_periodics_fire_every_second_accounts_for_every_tick_once() {
     kill_9_while_periodics_fire(&[]);

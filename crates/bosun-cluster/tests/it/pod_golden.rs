@@ -1,6 +1,6 @@
 //! Golden pods: the pod `pod_for_run` builds for a run of an undecorated job,
 //! compared with `tests/golden/pod/NAME.json`. `BOSUN_BLESS=1 cargo test -p
-//! bosun-cluster --test pod_golden` rewrites the files; read the diff
+//! bosun-cluster --test it pod_golden::` rewrites the files; read the diff
 //! against Prow before committing it.
 //!
 //! The goldens are what Prow builds for the same ProwJob (`ProwJobToPodLocal`

@@ -13,8 +13,6 @@
 //! - with OpenShift's `_config.yaml`, the `buildFarm` lists are regenerated
 //!   and nothing else of the file changes.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -25,6 +23,8 @@ use bosun_config::types::InRepoSource;
 use bosun_config::{load, LoadOptions, OsFiles, Snapshot};
 use bosun_dispatch::openshift::OsConfig;
 use expect_test::expect;
+
+use crate::common;
 
 /// The corpus files copied, relative to `config/jobs`.
 const FILES: &[&str] = &[
