@@ -76,8 +76,11 @@ impl Controller {
         let clusters = &observed.clusters;
         if !plan.aborts_taken.is_empty() {
             let mut aborts = self.aborts.locked();
+            let mut failures = self.start_failures();
             for id in &plan.aborts_taken {
                 aborts.remove(id);
+                // A run aborted while its start waited to be tried again.
+                failures.remove(id);
             }
         }
         for stop in &plan.stops {
