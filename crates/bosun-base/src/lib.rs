@@ -1,5 +1,6 @@
 //! The smallest pieces every bosun crate may share, each written once:
 //!
+//! - [`command`]: how a command of the binary ends ([`command::Outcome`]);
 //! - [`sync`]: a `Mutex` locked past a panic ([`sync::Lock`]);
 //! - [`fs`]: a file written atomically ([`fs::write_atomic`]);
 //! - [`process`]: a child process that dies with its parent
@@ -10,6 +11,7 @@
 
 #![warn(missing_docs)]
 
+pub mod command;
 pub mod fs;
 pub mod process;
 pub mod sync;

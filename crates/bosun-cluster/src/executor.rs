@@ -118,6 +118,15 @@ pub trait Executor: Send + Sync {
     }
     /// Where a run stands.
     fn status(&self, run_id: &str) -> RunStatus;
+    /// Whether the next change of a run that stands at `status` will be
+    /// reported by an event (the executor's change callback, which wakes
+    /// the controller): the controller then reads the run's status again
+    /// only when woken. `false` (the default) makes it look again every
+    /// second while the run stands so.
+    fn reports_change(&self, status: &RunStatus) -> bool {
+        let _ = status;
+        false
+    }
     /// Aborts a run (gracefully first, for `grace`); returns once it ended.
     fn abort(&self, run_id: &str, grace: Duration) -> RunStatus;
     /// Aborts a pipeline run (a [`Workload::PipelineRun`]), found even if

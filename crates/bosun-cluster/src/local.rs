@@ -565,14 +565,11 @@ impl LocalExecutor {
     }
 
     /// The shim's entry point, re-exported for the `bosun run-shim` command.
-    pub fn shim_main(args: &[String]) -> i32 {
-        match shim::parse_args(args) {
-            Ok(a) => shim::run(&a),
-            Err(e) => {
-                eprintln!("bosun run-shim: {e}");
-                2
-            }
-        }
+    pub fn shim_main(args: &[String]) -> bosun_base::command::Outcome {
+        use bosun_base::command::Failed;
+        let args = shim::parse_args(args)
+            .map_err(|e| Failed::with_line(2, format!("bosun run-shim: {e}")))?;
+        Failed::from_code(shim::run(&args))
     }
 }
 
@@ -589,6 +586,18 @@ impl Executor for LocalExecutor {
 
     fn status(&self, run_id: &str) -> RunStatus {
         LocalExecutor::status(self, run_id)
+    }
+
+    /// Ends are reported while the supervisor's subscription is
+    /// acknowledged (its thread calls `on_exit` for every job that ends).
+    /// A run with no state yet becomes `Lost` by the clock alone, and a
+    /// daemon that has started nothing since it came up is not subscribed:
+    /// those are looked at again.
+    fn reports_change(&self, status: &RunStatus) -> bool {
+        !matches!(status, RunStatus::Starting)
+            && self.on_exit.is_some()
+            && self.subscribed.load(std::sync::atomic::Ordering::Acquire)
+            && self.known().trusted
     }
 
     fn abort(&self, run_id: &str, grace: Duration) -> RunStatus {

@@ -69,15 +69,17 @@ fn has_pipeline_jobs(snapshot: &bosun_config::model::Snapshot, alias: &str) -> b
         .any(|(_, _, job)| job.agent == "tekton-pipeline" && job.cluster == alias)
 }
 
+/// Records a probe's result; a change of health wakes the controller.
 pub fn record(shared: &Shared, alias: &str, probe: bosun_cluster::kube::Probe) {
-    let health = shared
-        .health
-        .locked()
-        .trackers
-        .entry(alias.to_string())
-        .or_default()
-        .record(probe)
-        .clone();
+    let (before, health) = {
+        let mut book = shared.health.locked();
+        let tracker = book.trackers.entry(alias.to_string()).or_default();
+        let before = tracker.health().clone();
+        (before, tracker.record(probe).clone())
+    };
+    if before != health {
+        shared.health_changed.notify_one();
+    }
     if !matches!(health, Health::Reachable) {
         tracing::warn!(cluster = %alias, status = health.word(), health = ?health, "build cluster is not healthy");
     }

@@ -212,6 +212,22 @@ impl Placer {
     }
 }
 
+impl Placer {
+    /// When the effective plan next changes by the clock alone, with no
+    /// probe or request in between: the first override to expire, or the
+    /// first cluster to enter or leave the health overlay. `None` without a
+    /// `dispatcher:` section.
+    pub fn next_change(&self, config: &ProwConfig) -> Option<Timestamp> {
+        let dispatcher = config.dispatcher.as_ref()?;
+        let window = self.window.locked().next_change(
+            dispatcher.unhealthy_after().to_std(),
+            dispatcher.recover_after().to_std(),
+        );
+        let expiry = self.engine.next_override_expiry();
+        window.into_iter().chain(expiry).min()
+    }
+}
+
 /// The overlay's health window: since when each cluster has been Reachable
 /// or not, and which clusters are in the overlay.
 #[derive(Debug, Default)]
@@ -252,6 +268,32 @@ impl HealthWindow {
         self.overlaid.retain(|c| seen.contains(c));
         self.overlaid.clone()
     }
+
+    /// When [`HealthWindow::observe`] would next answer otherwise if no
+    /// cluster's health changed: a cluster not Reachable and not in the
+    /// overlay enters it `unhealthy_after` from when it stopped being
+    /// Reachable; one in it that is Reachable again leaves `recover_after`
+    /// from then.
+    pub fn next_change(
+        &self,
+        unhealthy_after: std::time::Duration,
+        recover_after: std::time::Duration,
+    ) -> Option<Timestamp> {
+        self.since
+            .iter()
+            .filter_map(|(cluster, (ok, since))| {
+                let overlaid = self.overlaid.contains(cluster);
+                let after = match (ok, overlaid) {
+                    (false, false) => unhealthy_after,
+                    (true, true) => recover_after,
+                    _ => return None,
+                };
+                since
+                    .checked_add(jiff::SignedDuration::try_from(after).ok()?)
+                    .ok()
+            })
+            .min()
+    }
 }
 
 #[cfg(test)]
@@ -267,14 +309,27 @@ mod tests {
         let mut w = HealthWindow::default();
         let health = |b: bool| vec![("a".to_string(), true), ("b".to_string(), b)];
         assert!(w.observe(health(true), at(0), bad, good).is_empty());
+        assert_eq!(
+            w.next_change(bad, good),
+            None,
+            "all Reachable: no change due"
+        );
         assert!(w.observe(health(false), at(1), bad, good).is_empty());
+        // The controller wakes when b would enter the overlay.
+        assert_eq!(w.next_change(bad, good), Some(at(6)));
         assert!(w.observe(health(false), at(5), bad, good).is_empty());
         assert_eq!(
             w.observe(health(false), at(6), bad, good),
             BTreeSet::from(["b".to_string()])
         );
+        assert_eq!(
+            w.next_change(bad, good),
+            None,
+            "in the overlay until Reachable"
+        );
         // Reachable again: still in the overlay for 10 minutes.
         assert!(w.observe(health(true), at(7), bad, good).contains("b"));
+        assert_eq!(w.next_change(bad, good), Some(at(17)));
         assert!(w.observe(health(true), at(16), bad, good).contains("b"));
         assert!(w.observe(health(true), at(17), bad, good).is_empty());
         // A short outage never enters it.

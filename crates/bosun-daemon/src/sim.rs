@@ -229,19 +229,18 @@ async fn held_transitions_are_committed_after_the_timers_wake_up_or_by_a_flush()
     assert!(all(RunState::Triggered), "{:?}", states());
     let n = states().len();
     // A pass admits the runs; their starts go to the blocking pool and come
-    // back to the controller.
+    // back to the controller: to the next pass, or to this one if they
+    // completed before it ended (it then holds them already).
     s.daemon.controller.pass();
-    for _ in 0..1000 {
-        if s.daemon.controller.started.lock().unwrap().len() == n {
+    let back =
+        || s.daemon.controller.started.lock().unwrap().len() + s.daemon.controller.held_runs();
+    for _ in 0..15_000 {
+        if back() == n {
             break;
         }
         std::thread::sleep(Duration::from_millis(2));
     }
-    assert_eq!(
-        s.daemon.controller.started.lock().unwrap().len(),
-        n,
-        "every start came back"
-    );
+    assert_eq!(back(), n, "every start came back: {:?}", states());
     // The next pass takes the completed starts and holds them.
     s.daemon.controller.pass();
     assert!(s.daemon.controller.started.lock().unwrap().is_empty());
@@ -271,6 +270,59 @@ async fn held_transitions_are_committed_after_the_timers_wake_up_or_by_a_flush()
     );
     s.daemon.controller.flush();
     assert!(all(RunState::Success), "flushed: {:?}", states());
+}
+
+/// The controller's loop sleeps until an event or its plan's deadline:
+/// idle, it passes only when woken (here by a cluster's health changing);
+/// while a pending run's executor does not report the run's changes (the
+/// simulated one: its runs end by the clock alone), it looks again every
+/// second. Time is paused: it moves only when every task waits.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn the_controller_polls_only_while_a_pending_run_may_change_unreported() {
+    use std::sync::atomic::Ordering::Relaxed;
+    use std::time::Duration;
+    let s = sim("2026-03-02T00:00:30Z".parse().unwrap());
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(s.daemon.controller.clone().run(stop));
+    let passes = || s.daemon.controller.passes.load(Relaxed);
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert!(passes() <= 2, "idle for 30 s: {} passes", passes());
+    let before = passes();
+    s.daemon.shared.health_changed.notify_one();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(passes(), before + 1, "a change of health brings a pass");
+    // Runs are created; they start and are pending on the simulated
+    // executor, which reports nothing.
+    s.clock.set("2026-03-02T00:02:00Z".parse().unwrap());
+    let (created, failed) = crate::periodics::fire(&s.daemon.shared, &s.daemon.controller);
+    assert!(failed.is_empty() && !created.is_empty(), "{failed:?}");
+    let pending = || {
+        s.store
+            .list(&RunFilter {
+                active: true,
+                limit: 100,
+                ..RunFilter::default()
+            })
+            .unwrap()
+            .iter()
+            .all(|r| r.state == RunState::Pending)
+    };
+    for _ in 0..100 {
+        if pending() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(pending(), "the runs started");
+    let before = passes();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let polled = passes() - before;
+    assert!(
+        (8..=12).contains(&polled),
+        "10 s with unreported runs: {polled} passes"
+    );
+    let _ = stop_tx.send(true);
+    task.await.unwrap();
 }
 
 /// A run that waits for its cluster's first probe says why, and that note is

@@ -108,6 +108,9 @@ pub struct Shared {
     pub health: Mutex<HealthBook>,
     /// Told when the build clusters change (the health task probes at once).
     pub clusters_changed: tokio::sync::Notify,
+    /// Told when a build cluster's health changes (the controller looks
+    /// again: where runs may start, and the dispatcher's health overlay).
+    pub health_changed: tokio::sync::Notify,
     /// Where the configuration comes from (reloads read it again).
     pub config_args: ConfigArgs,
     /// Where runs in `scheduling` go (bosun's dispatcher, an external one).
@@ -173,6 +176,7 @@ impl Shared {
             scheduler_wake: tokio::sync::Notify::new(),
             health: Mutex::default(),
             clusters_changed: tokio::sync::Notify::new(),
+            health_changed: tokio::sync::Notify::new(),
             config_args: p.config_args,
             placer: p.placer,
             in_force: RwLock::new(Arc::new(InForce {

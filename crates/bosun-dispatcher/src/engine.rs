@@ -275,6 +275,12 @@ impl Engine {
         self.overrides.locked().iter().any(|o| o.expires_at <= now)
     }
 
+    /// When the first override in force expires (the effective plan
+    /// changes then).
+    pub fn next_override_expiry(&self) -> Option<Timestamp> {
+        self.overrides.locked().iter().map(|o| o.expires_at).min()
+    }
+
     /// The overrides in force at `now`.
     pub fn overrides(&self, now: Timestamp) -> Vec<Override> {
         self.overrides

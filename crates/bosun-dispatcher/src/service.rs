@@ -182,6 +182,10 @@ pub struct Service {
     token: Option<String>,
     /// Told when a re-plan is requested (`POST /replan`).
     pub replan: tokio::sync::Notify,
+    /// Told when a plan is put in force (a re-plan, an override, the health
+    /// overlay): whoever places runs by it (the daemon's controller) looks
+    /// again.
+    pub changed: tokio::sync::Notify,
 }
 
 impl Service {
@@ -192,6 +196,7 @@ impl Service {
             metrics: ServiceMetrics::new(),
             token,
             replan: tokio::sync::Notify::new(),
+            changed: tokio::sync::Notify::new(),
         })
     }
 
@@ -214,6 +219,7 @@ impl Service {
             plan_json,
         });
         *self.in_force.write_locked() = Some(next);
+        self.changed.notify_one();
     }
 
     /// Records what the effective plan's adjustments do (metrics).

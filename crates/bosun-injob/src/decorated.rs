@@ -25,39 +25,25 @@ use std::time::Duration;
 
 use crate::clone::{self, CloneOptions};
 use crate::entrypoint::{self, WrapOptions};
+use bosun_base::command::{Failed, Outcome};
 use bosun_job::artifacts::{self, Finished, ProwJob, Started};
 use bosun_job::job::{take_options, DecoratedJob, GOPATH_DIR, LOGS_DIR, OPTIONS_ENV};
 use bosun_job::refs::work_dir;
 
 /// entrypoint's exit code when it could not do its part (no options, an
 /// unwritable run directory).
-const INTERNAL_ERROR: i32 = 127;
+const INTERNAL_ERROR: u8 = 127;
 
 /// The `bosun run-decorated` command: runs the decorated job described by
-/// [`OPTIONS_ENV`] in the current directory (the run's) and returns the exit
-/// code. Errors before the test starts are printed to stderr (the run's log).
-pub fn main() -> i32 {
-    let job: DecoratedJob = match take_options(OPTIONS_ENV) {
-        Ok(job) => job,
-        Err(e) => {
-            eprintln!("bosun run-decorated: {e}");
-            return INTERNAL_ERROR;
-        }
-    };
-    let run_dir = match std::env::current_dir() {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("bosun run-decorated: no working directory: {e}");
-            return INTERNAL_ERROR;
-        }
-    };
-    match run(&job, &run_dir) {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("bosun run-decorated: {e}");
-            INTERNAL_ERROR
-        }
-    }
+/// [`OPTIONS_ENV`] in the current directory (the run's); it ends with the
+/// test's exit code (entrypoint's). Errors before the test starts are
+/// printed to stderr (the run's log), with entrypoint's internal error code.
+pub fn main() -> Outcome {
+    let failed = |e: String| Failed::with_line(INTERNAL_ERROR, format!("bosun run-decorated: {e}"));
+    let job: DecoratedJob = take_options(OPTIONS_ENV).map_err(failed)?;
+    let run_dir =
+        std::env::current_dir().map_err(|e| failed(format!("no working directory: {e}")))?;
+    Failed::from_code(run(&job, &run_dir).map_err(failed)?)
 }
 
 /// Runs `job` in `run_dir`; the exit code, or why the job could not be run.

@@ -3,8 +3,8 @@
 //! would end every run of a Lighthouse pipeline job in `error`) and reports
 //! every problem as `file:line:column: error|warning: job NAME: message`.
 
+use bosun_base::command::{Failed, Outcome};
 use std::io::Write;
-use std::process::ExitCode;
 
 use bosun_config::Loaded;
 use bosun_host::args::ConfigArgs;
@@ -34,21 +34,21 @@ pub struct CheckArgs {
     pub format: Format,
 }
 
-/// Runs the check, writes the report, and returns the exit status.
-pub fn run(args: &CheckArgs, out: &mut dyn Write) -> ExitCode {
+/// Runs the check and writes the report; fails (exit status 1) when the
+/// configuration has errors, or warnings under `--strict`, and with exit
+/// status 2 when the report cannot be written.
+pub fn run(args: &CheckArgs, out: &mut dyn Write) -> Outcome {
     let loaded = load_checked(&args.config);
     let ok = loaded.errors() == 0 && !(args.strict && loaded.warnings() > 0);
-    let written = match args.format {
-        Format::Text => write_text(&loaded, out),
-        Format::Json => write_json(&loaded, ok, out),
-    };
-    if written.is_err() {
-        return ExitCode::from(2);
+    match args.format {
+        Format::Text => write_text(&loaded, out)?,
+        Format::Json => write_json(&loaded, ok, out)?,
     }
     if ok {
-        ExitCode::SUCCESS
+        Ok(())
     } else {
-        ExitCode::FAILURE
+        // The report says why.
+        Err(Failed::status(1))
     }
 }
 

@@ -1,8 +1,8 @@
 //! `bosun run`, `bosun runs` and `bosun periodics`: the API from the command line.
 
+use bosun_base::command::{Failed, Outcome};
 use std::io::{Read, Write};
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use clap::Args;
 
@@ -77,13 +77,12 @@ fn token(s: &ServerArgs) -> Result<Option<String>, String> {
         .transpose()
 }
 
-fn fail(msg: impl std::fmt::Display) -> ExitCode {
-    eprintln!("bosun: {msg}");
-    ExitCode::FAILURE
+fn fail(msg: impl std::fmt::Display) -> Outcome {
+    Err(Failed::error(msg))
 }
 
 /// Triggers a run.
-pub fn run(args: &RunArgs, out: &mut dyn Write) -> ExitCode {
+pub fn run(args: &RunArgs, out: &mut dyn Write) -> Outcome {
     let mut body = serde_json::json!({"job": args.job});
     if let Some(r) = &args.repo {
         body["repo"] = r.clone().into();
@@ -123,7 +122,7 @@ pub fn run(args: &RunArgs, out: &mut dyn Write) -> ExitCode {
         run["state"].as_str().unwrap_or_default()
     );
     if !args.follow {
-        return ExitCode::SUCCESS;
+        return Ok(());
     }
     let url = format!("{}/api/v1/runs/{id}/log", args.server.server);
     if let Ok(mut resp) = agent().get(&url).call() {
@@ -147,14 +146,15 @@ pub fn run(args: &RunArgs, out: &mut dyn Write) -> ExitCode {
         .unwrap_or_default();
     let _ = writeln!(out, "{id} {state}");
     if state == "success" {
-        ExitCode::SUCCESS
+        Ok(())
     } else {
-        ExitCode::FAILURE
+        // The run's state, printed above, says why.
+        Err(Failed::status(1))
     }
 }
 
 /// Lists runs.
-pub fn runs(args: &RunsArgs, out: &mut dyn Write) -> ExitCode {
+pub fn runs(args: &RunsArgs, out: &mut dyn Write) -> Outcome {
     let mut url = format!("{}/api/v1/runs?limit={}", args.server.server, args.limit);
     if let Some(j) = &args.job {
         url.push_str(&format!("&job={j}"));
@@ -190,7 +190,7 @@ pub fn runs(args: &RunsArgs, out: &mut dyn Write) -> ExitCode {
             s("description")
         );
     }
-    ExitCode::SUCCESS
+    Ok(())
 }
 
 /// What `bosun periodics` does.
@@ -237,7 +237,7 @@ fn segment(s: &str) -> String {
 }
 
 /// Lists or controls periodics.
-pub fn periodics(args: &PeriodicsArgs, out: &mut dyn Write) -> ExitCode {
+pub fn periodics(args: &PeriodicsArgs, out: &mut dyn Write) -> Outcome {
     let base = &args.server.server;
     let (verb, periodic) = match &args.action {
         None | Some(PeriodicsAction::List) => ("list", None),
@@ -329,5 +329,5 @@ pub fn periodics(args: &PeriodicsArgs, out: &mut dyn Write) -> ExitCode {
             );
         }
     }
-    ExitCode::SUCCESS
+    Ok(())
 }

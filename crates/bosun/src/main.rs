@@ -86,27 +86,22 @@ fn main() -> ExitCode {
         libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 10)
     };
     let cli = Cli::parse();
-    match cli.command {
-        Command::Check(args) => check::run(&args, &mut std::io::stdout().lock()),
-        Command::Schedule(args) => schedule::run(&args, &mut std::io::stdout().lock()),
-        Command::Serve(args) => serve::run(&args),
-        Command::Run(args) => client::run(&args, &mut std::io::stdout().lock()),
-        Command::Runs(args) => client::runs(&args, &mut std::io::stdout().lock()),
-        Command::Periodics(args) => client::periodics(&args, &mut std::io::stdout().lock()),
-        Command::Dispatch(args) => dispatch::plan_command(&args, &mut std::io::stdout().lock()),
-        Command::Dispatcher(args) => dispatch::dispatcher_command(&args),
-        Command::RunShim { args } => {
-            let code = bosun_cluster::local::LocalExecutor::shim_main(&args);
-            ExitCode::from(u8::try_from(code).unwrap_or(2))
-        }
-        Command::RunPipeline => {
-            let code = bosun_injob::pipeline::command::main();
-            ExitCode::from(code as u8)
-        }
-        Command::RunDecorated => {
-            // entrypoint's codes: 255 for a test killed by a signal (-1).
-            let code = bosun_injob::decorated::main();
-            ExitCode::from(code as u8)
-        }
-    }
+    // Standard output is locked for the commands that report on it only:
+    // the in-job programs write from several threads.
+    let out = || std::io::stdout().lock();
+    let outcome = match cli.command {
+        Command::Check(args) => check::run(&args, &mut out()),
+        Command::Schedule(args) => schedule::run(&args, &mut out()),
+        Command::Serve(args) => return serve::run(&args),
+        Command::Run(args) => client::run(&args, &mut out()),
+        Command::Runs(args) => client::runs(&args, &mut out()),
+        Command::Periodics(args) => client::periodics(&args, &mut out()),
+        Command::Dispatch(args) => return dispatch::plan_command(&args, &mut out()),
+        Command::Dispatcher(args) => return dispatch::dispatcher_command(&args),
+        Command::RunShim { args } => bosun_cluster::local::LocalExecutor::shim_main(&args),
+        Command::RunPipeline => bosun_injob::pipeline::command::main(),
+        // entrypoint's codes: 255 for a test killed by a signal (-1).
+        Command::RunDecorated => bosun_injob::decorated::main(),
+    };
+    bosun_base::command::exit(outcome)
 }

@@ -1,8 +1,8 @@
 //! `bosun schedule`: the next fire times of periodics, computed by the same engine
 //! the scheduler uses.
 
+use bosun_base::command::{Failed, Outcome};
 use std::io::Write;
-use std::process::ExitCode;
 
 use bosun_config::{load, OsFiles, Periodic};
 use bosun_host::args::ConfigArgs;
@@ -27,14 +27,14 @@ pub struct ScheduleArgs {
 }
 
 /// Prints the schedule of each selected periodic.
-pub fn run(args: &ScheduleArgs, out: &mut dyn Write) -> ExitCode {
+pub fn run(args: &ScheduleArgs, out: &mut dyn Write) -> Outcome {
     let loaded = load(&args.config.load_options(), &OsFiles);
     let Some(snapshot) = loaded.snapshot else {
         for d in loaded.diagnostics.iter().filter(|d| d.is_error()) {
-            let _ = writeln!(out, "{d}");
+            writeln!(out, "{d}")?;
         }
-        let _ = writeln!(out, "the configuration has errors: run `bosun check`");
-        return ExitCode::FAILURE;
+        writeln!(out, "the configuration has errors: run `bosun check`")?;
+        return Err(Failed::status(1));
     };
     let from = args.from.unwrap_or_else(Timestamp::now);
     let selected: Vec<&Periodic> = snapshot
@@ -47,19 +47,17 @@ pub fn run(args: &ScheduleArgs, out: &mut dyn Write) -> ExitCode {
         })
         .collect();
     if selected.is_empty() {
-        let _ = writeln!(
+        writeln!(
             out,
             "no periodic matches {:?}",
             args.job.as_deref().unwrap_or("")
-        );
-        return ExitCode::FAILURE;
+        )?;
+        return Err(Failed::status(1));
     }
     for p in selected {
-        if write_periodic(p, from, args.count, out).is_err() {
-            return ExitCode::from(2);
-        }
+        write_periodic(p, from, args.count, out)?;
     }
-    ExitCode::SUCCESS
+    Ok(())
 }
 
 fn write_periodic(

@@ -444,6 +444,14 @@ impl Executor for KubeExecutor {
         }
     }
 
+    /// Pods and PipelineRuns are followed by watches, whose every change
+    /// calls `on_change`; a run still `Starting` (its pod not seen yet, a
+    /// watch not synced, a revival waiting for the old pod) may change by
+    /// the clock alone.
+    fn reports_change(&self, status: &RunStatus) -> bool {
+        self.inner.on_change.is_some() && !matches!(status, RunStatus::Starting)
+    }
+
     fn status(&self, run_id: &str) -> RunStatus {
         // A revival under way: the old pod (being deleted) is not the run's.
         {

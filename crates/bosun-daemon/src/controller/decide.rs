@@ -78,9 +78,13 @@ pub struct Plan {
     /// Runs that wait (admitted or not), for the log.
     pub waiting: usize,
     /// The earliest instant at which this plan's decisions change with no
-    /// event: a pod's or a run's timeout. The controller's next pass comes
-    /// then at the latest.
+    /// event: a pod's or a run's timeout, an override's expiry, a cluster
+    /// entering or leaving the dispatcher's health overlay. The
+    /// controller's next pass comes then at the latest.
     pub wake_at: Option<Timestamp>,
+    /// Some pending run may change with no event to say so: the next pass
+    /// comes within a second (the controller's poll).
+    pub poll: bool,
 }
 
 impl Plan {
@@ -98,6 +102,11 @@ impl Plan {
         let Ok(at) = since.checked_add(limit) else {
             return;
         };
+        self.wake_no_later(at);
+    }
+
+    /// Asks for a pass by `at`.
+    fn wake_no_later(&mut self, at: Timestamp) {
         self.wake_at = Some(self.wake_at.map_or(at, |w| w.min(at)));
     }
 
@@ -140,7 +149,13 @@ pub fn limits(o: &Observed) -> Limits {
 
 /// The pass's plan.
 pub fn decide(o: &Observed, limits: &Limits, now: Timestamp) -> Plan {
-    let mut plan = Plan::default();
+    let mut plan = Plan {
+        poll: o.unreported,
+        ..Plan::default()
+    };
+    if let Some(at) = o.placement_change_at {
+        plan.wake_no_later(at);
+    }
     // Runs this plan has decided something for: no second decision.
     let mut decided: HashSet<&str> = HashSet::new();
     // (Pending runs are never among the scheduling or waiting ones.)

@@ -186,6 +186,8 @@ impl World {
                 held_notes: HashMap::new(),
                 placements: HashMap::new(),
                 overlay: HashMap::new(),
+                placement_change_at: None,
+                unreported: false,
             },
             build: 0,
         }
@@ -1716,4 +1718,33 @@ fn a_plan_asks_for_a_pass_when_its_earliest_timeout_runs_out() {
     w.pending(c, Some(RunStatus::Starting));
     let (plan, _) = w.decided();
     assert_eq!(plan.wake_at, None);
+}
+
+#[test]
+fn a_plan_asks_for_a_pass_when_the_dispatchers_plan_changes_by_the_clock() {
+    use RunState::*;
+    let mut w = World::new();
+    let a = w.run("a", "a", Pending);
+    w.pending(a, Some(pod_pending(100, None)));
+    // An override expires in 60 s, before plank's timeout in 200 s.
+    w.o.placement_change_at = Some(now() + secs(60));
+    let (plan, _) = w.decided();
+    assert_eq!(plan.wake_at, Some(now() + secs(60)));
+    // Later than the timeout: the timeout comes first.
+    w.o.placement_change_at = Some(now() + secs(600));
+    let (plan, _) = w.decided();
+    assert_eq!(plan.wake_at, Some(now() + secs(200)));
+}
+
+#[test]
+fn a_plan_polls_only_while_a_pending_run_may_change_unreported() {
+    use RunState::*;
+    let mut w = World::new();
+    let a = w.run("a", "a", Pending);
+    w.pending(a, Some(RunStatus::Running { pid: 7 }));
+    let (plan, _) = w.decided();
+    assert!(!plan.poll, "every change is reported: no poll");
+    w.o.unreported = true;
+    let (plan, _) = w.decided();
+    assert!(plan.poll);
 }

@@ -47,6 +47,9 @@ pub struct Controller {
     pub(super) held: Mutex<Held>,
     /// Parsed spec snapshots by content hash (immutable, so never stale).
     pub(super) specs: Mutex<HashMap<String, Arc<SpecSnapshot>>>,
+    /// How many passes have run (for the log and the tests of when passes
+    /// come).
+    pub(crate) passes: std::sync::atomic::AtomicU64,
 }
 
 /// Transitions decided by passes and not committed yet.
@@ -89,6 +92,7 @@ impl Controller {
             start_failures: Mutex::default(),
             held: Mutex::default(),
             specs: Mutex::default(),
+            passes: Default::default(),
         }
     }
 
@@ -123,5 +127,11 @@ impl Controller {
     /// A pass now.
     pub fn wake(&self) {
         self.wake.notify_one();
+    }
+
+    /// How many runs have a transition held for the next commit.
+    #[cfg(test)]
+    pub(crate) fn held_runs(&self) -> usize {
+        self.held.locked().runs.len()
     }
 }

@@ -88,6 +88,10 @@ impl Controller {
             (batch, std::mem::take(&mut h.release), notes)
         };
         let ids: Vec<String> = batch.iter().map(|(id, _)| id.clone()).collect();
+        // Runs this commit makes pending or releases are looked at by the
+        // next pass (passes leave them alone while held): whether their
+        // executor reports their changes, their timeouts.
+        let look_again = !release.is_empty() || batch.iter().any(|(_, t)| !t.to.is_final());
         self.commit(batch);
         if !release.is_empty() {
             let mut starting = self.starting.locked();
@@ -106,6 +110,9 @@ impl Controller {
             if h.notes.get(id) == Some(description) {
                 h.notes.remove(id);
             }
+        }
+        if look_again {
+            self.wake.notify_one();
         }
     }
 

@@ -25,8 +25,9 @@ use std::time::Duration;
 pub use handle::{Controller, Starting};
 pub use held::COMMIT_EVERY;
 
-/// How often passes run with no event: the executors' state of runs
-/// started by an earlier daemon is read from their files.
+/// How soon a pass follows another while some pending run may change with
+/// no event to say so (a local run started by an earlier daemon, whose
+/// state is read from its files; a run whose pod is not seen yet).
 const POLL: Duration = Duration::from_secs(1);
 
 /// How long a new run may wait for the controller's next pass.
@@ -35,8 +36,10 @@ pub const NEW_RUN_DELAY: Duration = Duration::from_millis(5);
 impl Controller {
     /// One pass over the active runs: observe, decide, act. Blocking (the
     /// store and executors are synchronous). Returns when the next pass is
-    /// due at the latest, if a timeout says so.
-    pub fn pass(self: &Arc<Self>) -> Option<jiff::Timestamp> {
+    /// due at the latest with no event (a timeout, the dispatcher's plan
+    /// changing by the clock), and whether some pending run may change with
+    /// no event (then the next pass comes within [`POLL`]).
+    pub fn pass(self: &Arc<Self>) -> (Option<jiff::Timestamp>, bool) {
         let t0 = std::time::Instant::now();
         // Runs being started right now (still `triggered` in the store, or
         // just committed `pending`): read before the store, so none is missed.
@@ -54,37 +57,59 @@ impl Controller {
         let limits = decide::limits(&observed);
         let t1 = t0.elapsed();
         let plan = decide::decide(&observed, &limits, now);
-        let (running, waiting, wake_at) = (plan.running.total, plan.waiting, plan.wake_at);
+        let (running, waiting) = (plan.running.total, plan.waiting);
+        let (wake_at, poll) = (plan.wake_at, plan.poll);
         let started = self.act(&observed, plan, early, rechecked);
+        self.passes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         tracing::debug!(
             running,
             waiting,
             started,
+            poll,
             observe_us = t1.as_micros() as u64,
             total_us = t0.elapsed().as_micros() as u64,
             "controller pass"
         );
-        wake_at
+        (wake_at, poll)
     }
 
-    /// Runs passes when woken (a job ended, an abort, new runs) and at
-    /// least every second (runs started by an earlier daemon have no process
-    /// this one can wait on, so their state is read from their files), until
-    /// `stop`. New runs wait for a pass up to [`NEW_RUN_DELAY`]: a burst of
-    /// them shares one pass. What the passes hold is committed before it
-    /// returns.
+    /// Runs passes when woken — a job ended or changed (the executors'
+    /// callbacks), an abort, new runs, a reload, a cluster's health, the
+    /// dispatcher's plan — and when the last pass's deadline comes, until
+    /// `stop`. It polls (a pass within [`POLL`]) only while some pending
+    /// run may change with no event. New runs wait for a pass up to
+    /// [`NEW_RUN_DELAY`]: a burst of them shares one pass. What the passes
+    /// hold is committed before it returns.
     pub async fn run(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
         loop {
             let c = self.clone();
-            let wake_at = tokio::task::spawn_blocking(move || c.pass())
+            let (wake_at, poll) = tokio::task::spawn_blocking(move || c.pass())
                 .await
-                .ok()
-                .flatten();
-            // A timeout that runs out before the next poll is met on time.
-            let until = wake_at
-                .map(|at| at.duration_since(self.shared.clock.now()).unsigned_abs())
-                .map_or(POLL, |d| d.min(POLL));
+                .unwrap_or((None, true));
+            // A deadline already past is met at once.
+            let until = wake_at.map(|at| {
+                let left = at.duration_since(self.shared.clock.now());
+                left.max(jiff::SignedDuration::ZERO).unsigned_abs()
+            });
+            let until = match (until, poll) {
+                (Some(d), true) => Some(d.min(POLL)),
+                (None, true) => Some(POLL),
+                (until, false) => until,
+            };
+            let deadline = async {
+                match until {
+                    Some(d) => tokio::time::sleep(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let (health, plan) = (
+                &self.shared.health_changed,
+                &self.shared.placer.engine.service.changed,
+            );
             tokio::select! {
+                _ = health.notified() => {}
+                _ = plan.notified() => {}
                 _ = self.wake.notified() => {}
                 _ = self.new_runs.notified() => {
                     tokio::select! {
@@ -92,7 +117,7 @@ impl Controller {
                         _ = tokio::time::sleep(NEW_RUN_DELAY) => {}
                     }
                 }
-                _ = tokio::time::sleep(until) => {}
+                _ = deadline => {}
                 _ = stop.changed() => {
                     let c = self.clone();
                     let _ = tokio::task::spawn_blocking(move || c.flush()).await;

@@ -69,6 +69,13 @@ pub struct Observed {
     /// The clusters the dispatcher's health overlay serves jobs from, by
     /// job, for the jobs of waiting runs (empty without `dispatcher:`).
     pub overlay: HashMap<String, String>,
+    /// When the dispatcher's effective plan changes by the clock alone (an
+    /// override expires, a cluster enters or leaves the health overlay).
+    pub placement_change_at: Option<Timestamp>,
+    /// Whether some pending run may change with no event to say so (its
+    /// executor does not report it): the controller then looks again
+    /// within a second.
+    pub unreported: bool,
 }
 
 impl Observed {
@@ -144,9 +151,14 @@ impl Controller {
         // when this pass began.
         shared.prune_retired(|alias| all_pending.iter().any(|r| cluster_of(r) == alias));
         let mut pending = Vec::new();
+        let mut unreported = false;
         for run in all_pending.iter().filter(|r| idle(&r.id)) {
             let alias = cluster_of(run).to_string();
-            let status = clusters.executors.get(&alias).map(|e| e.status(&run.id));
+            let executor = clusters.executors.get(&alias);
+            let status = executor.map(|e| e.status(&run.id));
+            if let (Some(e), Some(s)) = (executor, &status) {
+                unreported |= !e.reports_change(s);
+            }
             if status.as_ref().is_some_and(holds_slot) {
                 *used.entry(cluster_of(run)).or_default() += 1;
                 self.spec_into(run, &mut specs);
@@ -227,6 +239,7 @@ impl Controller {
                 }
             }
         }
+        let placement_change_at = shared.placer.next_change(&snapshot.config);
         Observed {
             now,
             snapshot,
@@ -242,6 +255,8 @@ impl Controller {
             held_notes,
             placements,
             overlay,
+            placement_change_at,
+            unreported,
         }
     }
 

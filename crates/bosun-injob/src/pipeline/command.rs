@@ -4,28 +4,25 @@
 //! the run's log; its exit code is [`run_pipeline`]'s.
 
 use super::run::run_pipeline;
+use bosun_base::command::{Failed, Outcome};
 use bosun_job::job::take_options;
 use bosun_tekton::local::{PipelineOptions, INTERNAL_ERROR};
 
 pub use bosun_tekton::local::OPTIONS_ENV;
 
-/// The `bosun run-pipeline` command.
-pub fn main() -> i32 {
-    let mut options: PipelineOptions = match take_options(OPTIONS_ENV) {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("bosun run-pipeline: {e}");
-            return INTERNAL_ERROR;
-        }
+/// The `bosun run-pipeline` command: it ends with [`run_pipeline`]'s exit
+/// code.
+pub fn main() -> Outcome {
+    let failed = |e: String| {
+        Failed::with_line(
+            u8::try_from(INTERNAL_ERROR).unwrap_or(1),
+            format!("bosun run-pipeline: {e}"),
+        )
     };
+    let mut options: PipelineOptions = take_options(OPTIONS_ENV).map_err(failed)?;
     if options.dir.as_os_str().is_empty() {
-        match std::env::current_dir() {
-            Ok(d) => options.dir = d,
-            Err(e) => {
-                eprintln!("bosun run-pipeline: no working directory: {e}");
-                return INTERNAL_ERROR;
-            }
-        }
+        options.dir =
+            std::env::current_dir().map_err(|e| failed(format!("no working directory: {e}")))?;
     }
-    run_pipeline(&options)
+    Failed::from_code(run_pipeline(&options))
 }
