@@ -61,6 +61,13 @@ RULES = [
         "no cluster, no HTTP, no database",
     ),
     (
+        ["bosun-forge"],
+        ["bosun-daemon", "bosun-cluster", "kube", "axum"],
+        "the forge's events, repositories, trigger rules and reports are "
+        "decided as plain data: the daemon mounts them, no cluster or HTTP "
+        "server in them",
+    ),
+    (
         ["bosun-store"],
         ["tokio", "kube", "axum"],
         "the store is synchronous SQLite, with no cluster or HTTP in it",

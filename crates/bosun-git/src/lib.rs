@@ -5,7 +5,10 @@
 //!   retried with a backoff, the environment scrubbed of what would point
 //!   git elsewhere;
 //! - [`mirror`]: the bare mirrors clones fetch through, one per clone URI
-//!   under a root, each under a `flock`, and their pruning.
+//!   under a root, each under a `flock`, and their pruning;
+//! - [`repo`]: a bare repository fetched with exactly the refs asked for,
+//!   whose files are read and listed at a commit without a checkout (a
+//!   repository's own job configuration at a pushed commit).
 //!
 //! Blocking code over `std::process`: no async runtime.
 
@@ -13,4 +16,5 @@
 #![warn(missing_docs)]
 
 pub mod mirror;
+pub mod repo;
 pub mod runner;

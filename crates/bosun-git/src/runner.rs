@@ -174,16 +174,7 @@ impl<'a> Runner<'a> {
     fn execute(&self, step: &Step) -> (String, String) {
         let mut cmd = std::process::Command::new(step.program);
         cmd.args(&step.args).current_dir(&step.dir);
-        for name in SCRUBBED {
-            cmd.env_remove(name);
-        }
-        cmd.env("GIT_TERMINAL_PROMPT", "0");
-        if step.scope == Scope::Local {
-            cmd.env_remove("GIT_CONFIG_PARAMETERS")
-                .env_remove("GIT_CONFIG_COUNT")
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .env("GIT_CONFIG_GLOBAL", "/dev/null");
-        }
+        scrub(&mut cmd, step.scope);
         for pair in self.env.iter().chain(&step.env) {
             match pair.split_once('=') {
                 Some((k, v)) => cmd.env(k, v),
@@ -216,6 +207,22 @@ impl<'a> Runner<'a> {
             Err(e) => e.to_string(),
         };
         (String::from_utf8_lossy(&output).into_owned(), error)
+    }
+}
+
+/// Keeps `cmd` from what would point git at another repository,
+/// configuration or identity, and from prompting; under [`Scope::Local`] it
+/// sees no system or user configuration either.
+pub(crate) fn scrub(cmd: &mut std::process::Command, scope: Scope) {
+    for name in SCRUBBED {
+        cmd.env_remove(name);
+    }
+    cmd.env("GIT_TERMINAL_PROMPT", "0");
+    if scope == Scope::Local {
+        cmd.env_remove("GIT_CONFIG_PARAMETERS")
+            .env_remove("GIT_CONFIG_COUNT")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null");
     }
 }
 

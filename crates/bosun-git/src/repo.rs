@@ -1,0 +1,331 @@
+//! A bare repository bosun keeps for itself and reads without a checkout:
+//! fetched with exactly the refs asked for ([`Repo::fetch`]), its commits
+//! resolved ([`Repo::resolve`]), its files read and listed at a commit
+//! ([`Repo::read_file`], [`Repo::list`]). What follows a repository's own
+//! configuration (its `.prow.yaml`, its `.lighthouse/*/triggers.yaml` at a
+//! pushed commit) reads it here; clones fetch through [`crate::mirror`].
+//!
+//! Every command sees the environment [`crate::runner`] gives git (nothing
+//! pointing at another repository or identity, no prompt); the commands
+//! that work on the repository alone see no system or user configuration,
+//! the fetch sees this machine's (its credentials, its proxies). Paths and
+//! revisions are passed after `--` or as `REV:PATH` objects, never as
+//! options, so a name starting with `-` is read as a name.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use crate::runner::{exit_error, scrub, Scope};
+
+/// A git command that failed: what was run and what git said.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("git {args} (in {dir}): {error}: {stderr}")]
+pub struct GitError {
+    /// The arguments, space-separated.
+    pub args: String,
+    /// The repository.
+    pub dir: String,
+    /// How it ended (`exit status 128`).
+    pub error: String,
+    /// What it wrote on standard error, trimmed.
+    pub stderr: String,
+}
+
+/// A bare repository at a path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Repo {
+    dir: PathBuf,
+}
+
+impl Repo {
+    /// The bare repository at `dir`, created (`git init --bare`) if there is
+    /// none.
+    pub fn open_or_init(dir: impl Into<PathBuf>) -> Result<Repo, GitError> {
+        let repo = Repo { dir: dir.into() };
+        if !repo.dir.join("HEAD").is_file() {
+            std::fs::create_dir_all(&repo.dir).map_err(|e| repo.io_error("init", &e))?;
+            repo.git(Scope::Local, &["init", "--bare", "--quiet"])?;
+        }
+        Ok(repo)
+    }
+
+    /// Its directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Fetches `refspecs` (`+refs/heads/main:refs/heads/main`, a SHA, a
+    /// name) from `url`, and nothing else: no tags, no other branches.
+    pub fn fetch(&self, url: &str, refspecs: &[&str]) -> Result<(), GitError> {
+        let mut args = vec![
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--no-write-fetch-head",
+            "--",
+            url,
+        ];
+        args.extend_from_slice(refspecs);
+        self.git(Scope::Remote, &args).map(drop)
+    }
+
+    /// The commit `rev` names (a SHA, a ref), or `None` when the repository
+    /// has no such commit.
+    pub fn resolve(&self, rev: &str) -> Result<Option<String>, GitError> {
+        let object = format!("{rev}^{{commit}}");
+        let out = self.run(
+            Scope::Local,
+            &[
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                "--end-of-options",
+                &object,
+            ],
+        )?;
+        match out.status.code() {
+            Some(0) => Ok(Some(
+                String::from_utf8_lossy(&out.stdout).trim().to_string(),
+            )),
+            Some(1) => Ok(None),
+            _ => Err(self.failed(&["rev-parse", &object], &out)),
+        }
+    }
+
+    /// The bytes of `path` at `commit`, or `None` when the commit has no
+    /// file there (no such path, or a directory). An unknown commit is an
+    /// error.
+    pub fn read_file(&self, commit: &str, path: &str) -> Result<Option<Vec<u8>>, GitError> {
+        let Some(kind) = self.kind_at(commit, path)? else {
+            return Ok(None);
+        };
+        if kind != "blob" {
+            return Ok(None);
+        }
+        let object = format!("{commit}:{path}");
+        self.git(Scope::Local, &["cat-file", "blob", &object])
+            .map(Some)
+    }
+
+    /// The files under `dir` at `commit` (every depth), as paths from the
+    /// repository's root, sorted; empty when there is no such directory.
+    pub fn list(&self, commit: &str, dir: &str) -> Result<Vec<String>, GitError> {
+        self.kind_at(commit, "")?; // an unknown commit is an error, not an empty list
+        let dir = dir.trim_end_matches('/');
+        let out = self.git(
+            Scope::Local,
+            &[
+                "ls-tree",
+                "-r",
+                "-z",
+                "--name-only",
+                "--full-tree",
+                commit,
+                "--",
+                dir,
+            ],
+        )?;
+        let mut files: Vec<String> = out
+            .split(|b| *b == 0)
+            .filter(|p| !p.is_empty())
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .collect();
+        files.sort();
+        Ok(files)
+    }
+
+    /// The object type at `commit:path` (`blob`, `tree`), `None` when there
+    /// is none; `path` empty is the commit's tree. An unknown commit is an
+    /// error.
+    fn kind_at(&self, commit: &str, path: &str) -> Result<Option<String>, GitError> {
+        if self.resolve(commit)?.is_none() {
+            return Err(GitError {
+                args: format!("cat-file -t {commit}:{path}"),
+                dir: self.dir.display().to_string(),
+                error: "exit status 128".into(),
+                stderr: format!("fatal: not a commit in this repository: {commit}"),
+            });
+        }
+        let object = format!("{commit}:{path}");
+        let out = self.run(Scope::Local, &["cat-file", "-t", &object])?;
+        if out.status.success() {
+            Ok(Some(
+                String::from_utf8_lossy(&out.stdout).trim().to_string(),
+            ))
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Runs `git ARGS` in the repository; its standard output, or the
+    /// failure.
+    fn git(&self, scope: Scope, args: &[&str]) -> Result<Vec<u8>, GitError> {
+        let out = self.run(scope, args)?;
+        if out.status.success() {
+            Ok(out.stdout)
+        } else {
+            Err(self.failed(args, &out))
+        }
+    }
+
+    fn run(&self, scope: Scope, args: &[&str]) -> Result<Output, GitError> {
+        let mut cmd = Command::new("git");
+        cmd.arg("--git-dir").arg(&self.dir).args(args);
+        cmd.current_dir(&self.dir).stdin(Stdio::null());
+        scrub(&mut cmd, scope);
+        cmd.output().map_err(|e| self.io_error(&args.join(" "), &e))
+    }
+
+    fn failed(&self, args: &[&str], out: &Output) -> GitError {
+        GitError {
+            args: args.join(" "),
+            dir: self.dir.display().to_string(),
+            error: exit_error(out.status),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        }
+    }
+
+    fn io_error(&self, args: &str, e: &std::io::Error) -> GitError {
+        GitError {
+            args: args.to_string(),
+            dir: self.dir.display().to_string(),
+            error: e.to_string(),
+            stderr: String::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A work repository at `dir` with one commit per `(message, files)`;
+    /// returns the commits' SHAs.
+    fn source(dir: &Path, commits: &[(&str, &[(&str, &str)])]) -> Vec<String> {
+        let git = |args: &[&str]| {
+            let out = Command::new("git")
+                .args(args)
+                .current_dir(dir)
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_AUTHOR_NAME", "t")
+                .env("GIT_AUTHOR_EMAIL", "t@example.com")
+                .env("GIT_COMMITTER_NAME", "t")
+                .env("GIT_COMMITTER_EMAIL", "t@example.com")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}: {out:?}");
+            String::from_utf8(out.stdout).unwrap().trim().to_string()
+        };
+        git(&["init", "--quiet", "--initial-branch=main"]);
+        let mut shas = Vec::new();
+        for (message, files) in commits {
+            for (path, text) in *files {
+                let p = dir.join(path);
+                std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+                std::fs::write(p, text).unwrap();
+            }
+            git(&["add", "--all"]);
+            git(&["commit", "--quiet", "-m", message]);
+            shas.push(git(&["rev-parse", "HEAD"]));
+        }
+        shas
+    }
+
+    #[test]
+    fn a_fetched_commits_files_are_read_and_listed_without_a_checkout() {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path().join("src");
+        std::fs::create_dir(&src).unwrap();
+        let shas = source(
+            &src,
+            &[
+                (
+                    "one",
+                    &[
+                        (".lighthouse/jenkins-x/triggers.yaml", "v1\n"),
+                        ("README", "r"),
+                    ],
+                ),
+                (
+                    "two",
+                    &[
+                        (".lighthouse/jenkins-x/triggers.yaml", "v2\n"),
+                        (".prow.yaml", "p"),
+                    ],
+                ),
+            ],
+        );
+        let repo = Repo::open_or_init(tmp.path().join("mirror.git")).unwrap();
+        let url = format!("file://{}", src.display());
+        repo.fetch(&url, &["+refs/heads/main:refs/heads/main"])
+            .unwrap();
+        assert_eq!(
+            repo.resolve("refs/heads/main").unwrap().as_ref(),
+            Some(&shas[1])
+        );
+        // Each commit's own version of a file.
+        let read = |sha: &str, path: &str| repo.read_file(sha, path).unwrap();
+        assert_eq!(
+            read(&shas[0], ".lighthouse/jenkins-x/triggers.yaml").unwrap(),
+            b"v1\n"
+        );
+        assert_eq!(
+            read(&shas[1], ".lighthouse/jenkins-x/triggers.yaml").unwrap(),
+            b"v2\n"
+        );
+        assert_eq!(read(&shas[0], ".prow.yaml"), None, "not there yet");
+        assert_eq!(
+            read(&shas[1], ".lighthouse"),
+            None,
+            "a directory is not a file"
+        );
+        assert_eq!(
+            repo.list(&shas[1], ".lighthouse/").unwrap(),
+            vec![".lighthouse/jenkins-x/triggers.yaml".to_string()]
+        );
+        assert_eq!(
+            repo.list(&shas[1], "nowhere").unwrap(),
+            Vec::<String>::new()
+        );
+        // A commit the repository does not have is an error, not "no file".
+        let unknown = "0123456789abcdef0123456789abcdef01234567";
+        assert_eq!(repo.resolve(unknown).unwrap(), None);
+        assert!(repo.read_file(unknown, "README").is_err());
+        assert!(repo.list(unknown, "").is_err());
+    }
+
+    #[test]
+    fn a_fetch_takes_only_the_refs_asked_for() {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path().join("src");
+        std::fs::create_dir(&src).unwrap();
+        let shas = source(&src, &[("one", &[("a", "1")])]);
+        let tag = Command::new("git")
+            .args(["tag", "v1"])
+            .current_dir(&src)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .status()
+            .unwrap();
+        assert!(tag.success());
+        let repo = Repo::open_or_init(tmp.path().join("m.git")).unwrap();
+        let url = format!("file://{}", src.display());
+        repo.fetch(&url, &["+refs/heads/main:refs/bosun/main"])
+            .unwrap();
+        assert_eq!(
+            repo.resolve("refs/bosun/main").unwrap().as_ref(),
+            Some(&shas[0])
+        );
+        assert_eq!(repo.resolve("refs/tags/v1").unwrap(), None, "no tags");
+        assert_eq!(
+            repo.resolve("refs/heads/main").unwrap(),
+            None,
+            "only where asked"
+        );
+        // A remote that is not there: the error says what was run.
+        let e = repo
+            .fetch("file:///nonexistent/repo", &["main"])
+            .unwrap_err();
+        assert!(e.to_string().contains("fetch"), "{e}");
+    }
+}
