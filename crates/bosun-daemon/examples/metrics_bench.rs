@@ -1,10 +1,10 @@
 //! The cost of `GET /metrics` with JOBS jobs x 7 states of retained runs:
-//! `Metrics::render`, the call the daemon's handler makes (`api::metrics`;
-//! the dispatcher's and external client's text is appended only when
-//! configured). The SQLite store holds one run of every job in every state
-//! (`scheduling` .. `error`), so `prowjobs` has JOBS x 7 series; the rest of
-//! the registry (the periodic scheduler's histogram, the reload gauges)
-//! renders as it always does.
+//! `Metrics::render`, the call the daemon's handler makes
+//! (`http::api::probes::metrics`; the dispatcher's and external client's
+//! text is appended only when configured). The SQLite store holds one run
+//! of every job in every state (`scheduling` .. `error`), so `prowjobs` has
+//! JOBS x 7 series; the rest of the registry (the periodic scheduler's
+//! histogram, the reload gauges) renders as it always does.
 //!
 //! The store is filled with a `Metrics` observing it (its `prowjobs`, kept
 //! from the commits alone, must equal a fresh `count_runs`), then reopened

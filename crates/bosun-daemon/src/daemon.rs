@@ -1,6 +1,6 @@
-//! The daemon as its HTTP API sees it: the shared state, the controller's
-//! handle, run creation and the API token. `serve` builds it; `api` and
-//! `reload` work on it.
+//! The daemon as its HTTP layer sees it: the shared state, the controller's
+//! handle, run creation and the API token. `serve` builds it; `http` (the
+//! API and the dashboard) and `reload` work on it.
 
 use std::path::PathBuf;
 use std::sync::Arc;

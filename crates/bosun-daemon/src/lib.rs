@@ -8,6 +8,9 @@
 //! The daemon's layers, each importing only those above it:
 //! - `metrics`, `clusters` (the build clusters in force, their health):
 //!   know nothing of the daemon;
+//! - `artifacts` (a run's files on this machine: a path checked, then
+//!   walked from the artifacts directory its cluster's executor names),
+//!   over `clusters`, knowing nothing of HTTP;
 //! - `placement` (where a run in `scheduling` goes);
 //! - `state`: the shared state (store, active runs, clock, metrics,
 //!   scheduler, placer, and the configuration with its clusters, swapped
@@ -16,17 +19,21 @@
 //!   `sinker` (retention): tasks over the shared state;
 //! - `periodics` (the scheduler task), `runs` (the one run-creation path)
 //!   and `plans` (the dispatcher's task): use the controller's handle;
-//! - `daemon` (what the API sees), `reload` (the config watcher), `web`
-//!   (the dashboard and the HTTP layer's authentication), `api` (the HTTP
-//!   layer, which mounts the dashboard), and `serve`, which wires them.
+//! - `daemon` (what the HTTP layer sees), `reload` (the config watcher);
+//! - `http`, the HTTP layer: the router (every route, the read check and
+//!   the token check), `http::auth` and `http::error`, which the JSON API
+//!   (`http::api`) and the dashboard (`http::web`) share, each importing
+//!   neither the other nor the router;
+//! - `serve`, which wires them.
 
 #![forbid(unsafe_code)]
 
-pub mod api;
+pub mod artifacts;
 pub mod clusters;
 pub mod controller;
 pub mod daemon;
 pub mod health;
+pub mod http;
 pub mod metrics;
 pub mod periodics;
 pub mod placement;
@@ -36,7 +43,6 @@ pub mod runs;
 pub mod serve;
 pub mod sinker;
 pub mod state;
-pub mod web;
 
 #[cfg(test)]
 mod sim;

@@ -272,11 +272,11 @@ async fn serve(daemon: Arc<Daemon>, args: &ServeArgs, read_token: Option<String>
         )),
     ];
     let mut stop_http = stop.clone();
-    let options = crate::web::Options {
+    let options = crate::http::Options {
         read_token,
         stop: Some(stop.clone()),
     };
-    let server = axum::serve(listener, crate::api::router_with(daemon, options))
+    let server = axum::serve(listener, crate::http::router_with(daemon, options))
         .with_graceful_shutdown(async move {
             let _ = stop_http.changed().await;
         });

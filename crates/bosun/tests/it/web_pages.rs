@@ -111,7 +111,7 @@ fn every_page_answers_with_its_content() {
     );
     assert!(live.body.contains(r#"data-state="success""#));
 
-    // A running run: abort button, its artifacts listed through the API.
+    // A running run: abort button, its artifacts listed, files linked to the API.
     let slow = trigger(port, "slow", None);
     let run = wait_state(port, &slow, "pending", None);
     let cluster = run["cluster"].as_str().unwrap().to_string();
@@ -150,6 +150,17 @@ fn every_page_answers_with_its_content() {
         "{}",
         a.body
     );
+    // What the artifacts' walk refuses, the page says, in the API's words.
+    for (path, says) in [
+        ("../x", "are not allowed"),
+        ("nothing", "no artifact nothing"),
+        ("artifacts/passwd", "is (or goes through) a symbolic link"),
+        // A file lists nothing: it is opened through its link to the API.
+        ("build-log.txt", "This directory is empty."),
+    ] {
+        let a = get(port, &format!("/runs/{slow}?artifacts={path}"), &[]);
+        assert!(a.body.contains(says), "{path}: {}", a.body);
+    }
     // The job's HTML is a download, sandboxed: it never acts on this origin.
     let file = get(port, &report, &[]);
     assert_eq!(file.header("content-disposition"), Some("attachment"));

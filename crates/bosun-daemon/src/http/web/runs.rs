@@ -17,6 +17,7 @@ use serde::Deserialize;
 
 use super::page::{see_other, Chrome, CsrfForm, Ctx, Fragment, Web};
 use super::{fmt, joburl};
+use crate::artifacts::{ArtifactPath, Found, Listing};
 use crate::runs::{blocking, CreateError, RunRequest};
 
 /// Runs on a page.
@@ -527,11 +528,18 @@ async fn find(ctx: &Ctx, web: &Arc<Web>, id: String) -> Result<Run, Box<Response
     }
 }
 
-/// The listing of `path` among the run's artifacts, through the API.
+/// The listing of `path` among the run's artifacts, as
+/// [`crate::artifacts::open`] finds it (why not, when it refuses); a file's
+/// bytes are not read here (its link goes to the API).
 async fn artifacts(web: &Web, run: &Run, path: &str) -> Artifacts {
     let path = path.trim_matches('/').to_string();
-    let (status, body) = (web.artifacts)(run.id.clone(), path.clone()).await;
-    let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+    let found = match ArtifactPath::parse(&path) {
+        Ok(wanted) => {
+            let (clusters, run) = (web.daemon.shared.clusters(), run.clone());
+            blocking(move || crate::artifacts::open(&clusters, &run, &wanted)).await
+        }
+        Err(e) => Err(e),
+    };
     let api_base = format!("/api/v1/runs/{}/artifacts", run.id);
     let mut out = Artifacts {
         api_href: format!("{api_base}/{}", fmt::path_escape(&path)),
@@ -543,37 +551,34 @@ async fn artifacts(web: &Web, run: &Run, path: &str) -> Artifacts {
         path: path.clone(),
         ..Artifacts::default()
     };
-    if status != StatusCode::OK {
-        out.message = v["error"]
-            .as_str()
-            .map_or_else(|| format!("no artifacts ({status})"), str::to_string);
-        return out;
-    }
-    out.truncated = v["truncated"].as_bool().unwrap_or(false);
+    let listing = match found {
+        Ok(Found::Dir(listing)) => listing,
+        // A file lists nothing.
+        Ok(Found::File(..)) => Listing::default(),
+        Err(e) => {
+            out.message = e.to_string();
+            return out;
+        }
+    };
+    out.truncated = listing.truncated;
     let prefix = if path.is_empty() {
         String::new()
     } else {
         format!("{path}/")
     };
-    for e in v["entries"].as_array().into_iter().flatten() {
-        let name = e["name"].as_str().unwrap_or_default().to_string();
-        let kind = e["type"].as_str().unwrap_or_default().to_string();
-        let full = format!("{prefix}{name}");
-        let href = match kind.as_str() {
+    for e in listing.entries {
+        let full = format!("{prefix}{}", e.name);
+        let href = match e.kind {
             "dir" => format!("?artifacts={}", fmt::query_escape(&full)),
             "file" => format!("{api_base}/{}", fmt::path_escape(&full)),
             // Links and anything else are listed, never followed.
             _ => String::new(),
         };
         out.entries.push(ArtifactEntry {
-            size: e["size"].as_u64().map(fmt::bytes).unwrap_or_default(),
-            modified: e["modified"]
-                .as_str()
-                .and_then(|m| m.parse::<Timestamp>().ok())
-                .map(fmt::time)
-                .unwrap_or_default(),
-            name,
-            kind,
+            size: e.size.map(fmt::bytes).unwrap_or_default(),
+            modified: e.modified.map(fmt::time).unwrap_or_default(),
+            name: e.name,
+            kind: e.kind.to_string(),
             href,
         });
     }

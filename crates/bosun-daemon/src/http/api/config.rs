@@ -8,8 +8,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
-use super::error::ApiResult;
 use crate::daemon::Daemon;
+use crate::http::error::ApiResult;
 use crate::runs::blocking;
 
 /// `GET /api/v1/config/status`.

@@ -1,4 +1,6 @@
-//! The API's errors: each becomes a status and a JSON body `{"error": ...}`.
+//! The API's errors: each becomes a status and a JSON body `{"error": ...}`
+//! (the JSON API's handlers answer them, and the router's token check its
+//! 401).
 
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};

@@ -1,6 +1,10 @@
-//! How the dashboard writes times, durations and URLs.
+//! How the dashboard writes times, durations, sizes and URLs (the
+//! percent-encoding itself is `http::url`'s, shared with the read check's
+//! redirect).
 
 use jiff::Timestamp;
+
+pub use crate::http::url::{path_escape, query_escape};
 
 /// `2026-03-02 10:00:05Z`.
 pub fn time(t: Timestamp) -> String {
@@ -42,28 +46,6 @@ pub fn relative(t: Timestamp, now: Timestamp) -> String {
     } else {
         format!("{} ago", duration(-secs))
     }
-}
-
-/// Percent-encodes `s` for a query value or a path segment (everything but
-/// RFC 3986's unreserved characters).
-pub fn query_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-/// Percent-encodes each `/`-separated segment of `path`.
-pub fn path_escape(path: &str) -> String {
-    path.split('/')
-        .map(query_escape)
-        .collect::<Vec<_>>()
-        .join("/")
 }
 
 /// A query string from `pairs`, leaving out empty values: `?a=1&b=x%20y`

@@ -14,12 +14,12 @@ const ASSETS: [(&str, &str, &str); 2] = [
     (
         "style.css",
         "text/css; charset=utf-8",
-        include_str!("../../assets/style.css"),
+        include_str!("../../../assets/style.css"),
     ),
     (
         "live.js",
         "text/javascript; charset=utf-8",
-        include_str!("../../assets/live.js"),
+        include_str!("../../../assets/live.js"),
     ),
 ];
 

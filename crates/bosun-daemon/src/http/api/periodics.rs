@@ -13,8 +13,8 @@ use bosun_store::{Run, RunFilter, StoreError};
 use jiff::Timestamp;
 use serde::Serialize;
 
-use super::error::{ApiError, ApiResult};
 use crate::daemon::Daemon;
+use crate::http::error::{ApiError, ApiResult};
 use crate::runs::{blocking, RunRequest};
 use crate::state::Shared;
 

@@ -9,8 +9,8 @@ use axum::response::Response;
 use axum::Form;
 use serde::Deserialize;
 
-use super::auth::{self, Role};
 use super::page::{local_next, see_other, Chrome, CsrfForm, Ctx};
+use crate::http::auth::{self, Role};
 
 #[derive(Template)]
 #[template(path = "login.html")]
@@ -23,12 +23,12 @@ pub(super) struct LoginPage {
 }
 
 #[derive(Deserialize)]
-pub(super) struct LoginQuery {
+pub struct LoginQuery {
     next: Option<String>,
 }
 
 /// `GET /login`.
-pub(super) async fn page(ctx: Ctx, Query(q): Query<LoginQuery>) -> Response {
+pub async fn page(ctx: Ctx, Query(q): Query<LoginQuery>) -> Response {
     let auth = &ctx.web.auth;
     let page = LoginPage {
         chrome: ctx.chrome("Log in", ""),
@@ -41,7 +41,7 @@ pub(super) async fn page(ctx: Ctx, Query(q): Query<LoginQuery>) -> Response {
 }
 
 #[derive(Deserialize)]
-pub(super) struct LoginForm {
+pub struct LoginForm {
     #[serde(default)]
     csrf: String,
     #[serde(default)]
@@ -51,7 +51,7 @@ pub(super) struct LoginForm {
 
 /// `POST /login`: a token to a session (a new id: nothing set before the
 /// login carries over).
-pub(super) async fn login(ctx: Ctx, Form(form): Form<LoginForm>) -> Response {
+pub async fn login(ctx: Ctx, Form(form): Form<LoginForm>) -> Response {
     let auth = ctx.web.auth.clone();
     if let Err(r) = auth.check_login_form(&ctx.headers, &form.csrf) {
         return ctx.refused(r);
@@ -78,7 +78,7 @@ pub(super) async fn login(ctx: Ctx, Form(form): Form<LoginForm>) -> Response {
 }
 
 /// `POST /logout`.
-pub(super) async fn logout(ctx: Ctx, Form(form): Form<CsrfForm>) -> Response {
+pub async fn logout(ctx: Ctx, Form(form): Form<CsrfForm>) -> Response {
     let auth = ctx.web.auth.clone();
     if let Err(r) = auth.check_login_form(&ctx.headers, &form.csrf) {
         return ctx.refused(r);

@@ -10,35 +10,18 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use askama::Template;
-use axum::body::Bytes;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use futures_util::future::BoxFuture;
 use futures_util::Stream;
 use jiff::Timestamp;
 use serde::Deserialize;
 
-use super::auth::{self, Auth, Refusal, Role};
 use super::{assets, fmt};
 use crate::daemon::Daemon;
-
-/// Lists a run's artifacts directory: `(run id, path below it)` to the
-/// API's answer (status and JSON body). `api` hands it in, answering
-/// through its own hardened artifacts route.
-pub type ArtifactLister =
-    Arc<dyn Fn(String, String) -> BoxFuture<'static, (StatusCode, Bytes)> + Send + Sync>;
-
-/// The dashboard's options.
-#[derive(Default)]
-pub struct Options {
-    /// The token reads need (none: reads are public).
-    pub read_token: Option<String>,
-    /// Told when the daemon stops: live streams end then.
-    pub stop: Option<tokio::sync::watch::Receiver<bool>>,
-}
+use crate::http::auth::{self, Auth, Refusal, Role};
 
 /// What the dashboard's handlers share.
 pub struct Web {
@@ -46,24 +29,21 @@ pub struct Web {
     pub daemon: Arc<Daemon>,
     /// Tokens, sessions, CSRF.
     pub auth: Arc<Auth>,
-    pub(super) artifacts: ArtifactLister,
     pub(super) stop: Option<tokio::sync::watch::Receiver<bool>>,
     /// What pages keep between requests, by name (the periodics' timeline).
     pub(super) cache: Mutex<HashMap<&'static str, Arc<dyn Any + Send + Sync>>>,
 }
 
 impl Web {
-    /// The dashboard's state.
+    /// The dashboard's state; `stop` ends its live streams.
     pub fn new(
         daemon: Arc<Daemon>,
         auth: Arc<Auth>,
-        artifacts: ArtifactLister,
         stop: Option<tokio::sync::watch::Receiver<bool>>,
     ) -> Arc<Web> {
         Arc::new(Web {
             daemon,
             auth,
-            artifacts,
             stop,
             cache: Mutex::default(),
         })
@@ -403,7 +383,7 @@ pub(super) fn live(
 
 /// A form with only its CSRF token.
 #[derive(Deserialize)]
-pub(super) struct CsrfForm {
+pub struct CsrfForm {
     #[serde(default)]
     pub(super) csrf: String,
 }

@@ -12,8 +12,8 @@ use bosun_config::types::Refs;
 use bosun_store::{Run, RunFilter, RunState};
 use serde::Deserialize;
 
-use super::error::{ApiError, ApiResult};
 use crate::daemon::Daemon;
+use crate::http::error::{ApiError, ApiResult};
 use crate::runs::{blocking, RunRequest};
 
 /// `POST /api/v1/runs` body.

@@ -25,6 +25,10 @@
 //!
 //! Every token comparison is constant-time over SHA-256 digests (the
 //! lengths of the tokens do not show either).
+//!
+//! The router (`http`) puts [`read_guard`] over every route and checks the
+//! API's mutating routes with [`bearer`] and [`same`]; the dashboard
+//! (`http::web`) asks [`Auth`] for roles, sessions and its forms' checks.
 
 use bosun_base::sync::Lock;
 use std::collections::HashMap;
@@ -367,7 +371,7 @@ pub async fn read_guard(State(auth): State<Arc<Auth>>, request: Request, next: N
             .uri()
             .path_and_query()
             .map_or("/".to_string(), |p| p.as_str().to_string());
-        let to = format!("/login?next={}", super::fmt::query_escape(&next_page));
+        let to = format!("/login?next={}", super::url::query_escape(&next_page));
         return (
             StatusCode::SEE_OTHER,
             [
