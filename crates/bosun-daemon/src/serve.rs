@@ -5,9 +5,9 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::sync::Arc;
 
+use bosun_base::command::{Failed, Outcome};
 use bosun_cluster::executor::Executor;
 use bosun_cluster::kube::KubeExecutor;
 use bosun_cluster::local::LocalExecutor;
@@ -64,18 +64,25 @@ fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     bosun_config::duration::GoDuration::parse(s).map(|d| d.to_std())
 }
 
-/// Runs the daemon until SIGINT or SIGTERM.
-pub fn run(args: &ServeArgs) -> ExitCode {
+/// Runs the daemon until SIGINT or SIGTERM. Why it could not start or
+/// serve is logged (in `--log-format`), and it fails with exit status 1.
+pub fn run(args: &ServeArgs) -> Outcome {
     init_logging(args.log_format);
-    let Ok(token) = read_token(args.api_token_file.as_deref(), "API") else {
-        return ExitCode::FAILURE;
-    };
-    let Ok(read_token) = read_token(args.read_token_file.as_deref(), "read") else {
-        return ExitCode::FAILURE;
-    };
+    serve_until_signal(args).map_err(|e| {
+        tracing::error!("{e}");
+        Failed::status(1)
+    })
+}
+
+/// Starts the daemon and serves until a signal; why it could not.
+fn serve_until_signal(args: &ServeArgs) -> Result<(), String> {
+    let token = read_token(args.api_token_file.as_deref(), "API")?;
+    let read_token = read_token(args.read_token_file.as_deref(), "read")?;
     if token.is_none() && !args.listen.ip().is_loopback() && !args.insecure_no_auth {
-        tracing::error!(listen = %args.listen, "refusing to serve a non-loopback address without --api-token-file (or --insecure-no-auth)");
-        return ExitCode::FAILURE;
+        return Err(format!(
+            "refusing to serve a non-loopback address without --api-token-file (or --insecure-no-auth): --listen {}",
+            args.listen
+        ));
     }
     let loaded = bosun_host::load::load_checked(&args.config);
     let warnings: Vec<String> = loaded
@@ -92,13 +99,14 @@ pub fn run(args: &ServeArgs) -> ExitCode {
         }
     }
     let Some(snapshot) = loaded.snapshot else {
-        tracing::error!("the configuration has errors; run `bosun check`");
-        return ExitCode::FAILURE;
+        return Err("the configuration has errors; run `bosun check`".into());
     };
-    if let Err(e) = std::fs::create_dir_all(&args.data_dir) {
-        tracing::error!(dir = %args.data_dir.display(), error = %e, "cannot create the data directory");
-        return ExitCode::FAILURE;
-    }
+    std::fs::create_dir_all(&args.data_dir).map_err(|e| {
+        format!(
+            "cannot create the data directory {}: {e}",
+            args.data_dir.display()
+        )
+    })?;
     let metrics = Metrics::new(&snapshot.config.prowjob_namespace);
     let active = Arc::new(ActiveRuns::default());
     let store_options = SqliteOptions {
@@ -107,27 +115,21 @@ pub fn run(args: &ServeArgs) -> ExitCode {
             .unwrap_or(SqliteOptions::default().fire_log_min),
         ..SqliteOptions::default()
     };
-    let store = match SqliteStore::open_with(
+    let store = SqliteStore::open_with(
         args.data_dir.join("bosun.db"),
         store_options,
         Some(Arc::new(Observers(vec![metrics.clone(), active.clone()]))),
-    ) {
-        Ok(s) => Arc::new(s),
-        Err(e) => {
-            tracing::error!(error = %e, "cannot open the store");
-            return ExitCode::FAILURE;
-        }
-    };
-    if let Err(e) = active.load(&*store) {
-        tracing::error!(error = %e, "cannot read the active runs");
-        return ExitCode::FAILURE;
-    }
+    )
+    .map(Arc::new)
+    .map_err(|e| format!("cannot open the store: {e}"))?;
+    active
+        .load(&*store)
+        .map_err(|e| format!("cannot read the active runs: {e}"))?;
     // Before anything writes: from here on the store's commits keep the
     // `prowjobs` gauge up to date.
-    if let Err(e) = metrics.seed(&*store) {
-        tracing::error!(error = %e, "cannot count the retained runs");
-        return ExitCode::FAILURE;
-    }
+    metrics
+        .seed(&*store)
+        .map_err(|e| format!("cannot count the retained runs: {e}"))?;
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let clusters = clusters(&snapshot.config, &args.config.kube_contexts(), cpus);
     let shim = vec![
@@ -136,13 +138,7 @@ pub fn run(args: &ServeArgs) -> ExitCode {
             .unwrap_or_else(|_| "bosun".into()),
         "run-shim".to_string(),
     ];
-    let run_as = match local_users(&snapshot.config, &clusters) {
-        Ok(u) => u,
-        Err(e) => {
-            tracing::error!("{e}");
-            return ExitCode::FAILURE;
-        }
-    };
+    let run_as = local_users(&snapshot.config, &clusters).map_err(|e| e.to_string())?;
     let wake = Arc::new(tokio::sync::Notify::new());
     let make_executor: ExecutorFactory = {
         let (wake, runs) = (wake.clone(), args.data_dir.join("runs"));
@@ -179,10 +175,7 @@ pub fn run(args: &ServeArgs) -> ExitCode {
         })
     };
     let runs_dir = args.data_dir.join("runs");
-    if let Err(e) = check_run_dirs(&runs_dir, &snapshot.config, &run_as) {
-        tracing::error!("{e}");
-        return ExitCode::FAILURE;
-    }
+    check_run_dirs(&runs_dir, &snapshot.config, &run_as).map_err(|e| e.to_string())?;
     let engine = crate::plans::engine(
         &snapshot.config,
         &args.data_dir,
@@ -204,50 +197,41 @@ pub fn run(args: &ServeArgs) -> ExitCode {
         cpus,
     }));
     let daemon = Daemon::new(shared, wake, token, runs_dir);
-    let rt = match tokio::runtime::Builder::new_multi_thread()
+    let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot start the runtime");
-            return ExitCode::FAILURE;
-        }
-    };
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
     rt.block_on(serve(daemon, args, read_token))
 }
 
-/// The token in `file` (trimmed), if a file is given; an error (logged)
-/// when it cannot be read or is empty.
-fn read_token(file: Option<&std::path::Path>, what: &str) -> Result<Option<String>, ()> {
+/// The token in `file` (trimmed), if a file is given; why not when it
+/// cannot be read or is empty.
+fn read_token(file: Option<&std::path::Path>, what: &str) -> Result<Option<String>, String> {
     let Some(p) = file else {
         return Ok(None);
     };
     match std::fs::read_to_string(p) {
         Ok(t) if !t.trim().is_empty() => Ok(Some(t.trim().to_string())),
-        Ok(_) => {
-            tracing::error!(file = %p.display(), "the {what} token file is empty");
-            Err(())
-        }
-        Err(e) => {
-            tracing::error!(file = %p.display(), error = %e, "cannot read the {what} token file");
-            Err(())
-        }
+        Ok(_) => Err(format!("the {what} token file {} is empty", p.display())),
+        Err(e) => Err(format!(
+            "cannot read the {what} token file {}: {e}",
+            p.display()
+        )),
     }
 }
 
 /// Starts the daemon's tasks and serves the API and the dashboard until a
 /// signal; then stops the tasks (the controller commits what it holds) and
 /// returns.
-async fn serve(daemon: Arc<Daemon>, args: &ServeArgs, read_token: Option<String>) -> ExitCode {
+async fn serve(
+    daemon: Arc<Daemon>,
+    args: &ServeArgs,
+    read_token: Option<String>,
+) -> Result<(), String> {
     let listen = args.listen;
-    let listener = match tokio::net::TcpListener::bind(listen).await {
-        Ok(l) => l,
-        Err(e) => {
-            tracing::error!(%listen, error = %e, "cannot listen");
-            return ExitCode::FAILURE;
-        }
-    };
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
     tracing::info!(listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "bosun serving");
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
     let shared = daemon.shared.clone();
@@ -288,7 +272,7 @@ async fn serve(daemon: Arc<Daemon>, args: &ServeArgs, read_token: Option<String>
     for task in tasks {
         let _ = task.await;
     }
-    ExitCode::SUCCESS
+    Ok(())
 }
 
 async fn shutdown_signal() {

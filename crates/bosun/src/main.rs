@@ -92,7 +92,7 @@ fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Check(args) => check::run(&args, &mut out()),
         Command::Schedule(args) => schedule::run(&args, &mut out()),
-        Command::Serve(args) => return serve::run(&args),
+        Command::Serve(args) => serve::run(&args),
         Command::Run(args) => client::run(&args, &mut out()),
         Command::Runs(args) => client::runs(&args, &mut out()),
         Command::Periodics(args) => client::periodics(&args, &mut out()),
