@@ -9,11 +9,11 @@
 //! in full. A load or a demand source that fails keeps the last good plan
 //! and demand, and says so; it never stops the service.
 
+use bosun_base::command::{Failed, Outcome};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -182,19 +182,13 @@ fn plan_inputs(
 }
 
 /// `bosun dispatch plan`.
-pub fn plan_command(args: &DispatchArgs, out: &mut dyn Write) -> ExitCode {
+pub fn plan_command(args: &DispatchArgs, out: &mut dyn Write) -> Outcome {
     let args = match &args.command {
         DispatchCommand::Plan(args) => args,
         DispatchCommand::WriteBack(args) => return crate::writeback::command(args, out),
         DispatchCommand::Override(args) => return crate::override_cli::command(args, out),
     };
-    match plan_once(args, out) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("bosun dispatch plan: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    plan_once(args, out).map_err(|e| Failed::with_line(1, format!("bosun dispatch plan: {e}")))
 }
 
 fn plan_once(args: &PlanArgs, out: &mut dyn Write) -> Result<(), PlanError> {
@@ -304,40 +298,41 @@ fn watched(args: &DispatcherArgs) -> Vec<Watch> {
     out
 }
 
-/// `bosun dispatcher`: runs the service until SIGINT or SIGTERM.
-pub fn dispatcher_command(args: &DispatcherArgs) -> ExitCode {
+/// `bosun dispatcher`: runs the service until SIGINT or SIGTERM. Why it
+/// could not start or serve is logged, and it fails with exit status 1.
+pub fn dispatcher_command(args: &DispatcherArgs) -> Outcome {
     bosun_host::logging::init_logging(bosun_host::logging::LogFormat::Text);
+    serve_until_signal(args).map_err(|e| {
+        tracing::error!("{e}");
+        Failed::status(1)
+    })
+}
+
+/// Starts the service and serves until a signal; why it could not.
+fn serve_until_signal(args: &DispatcherArgs) -> Result<(), String> {
     let token = match &args.api_token_file {
         Some(p) => match std::fs::read_to_string(p) {
             Ok(t) if !t.trim().is_empty() => Some(t.trim().to_string()),
             _ => {
-                tracing::error!(file = %p.display(), "cannot read a token from the API token file");
-                return ExitCode::FAILURE;
+                return Err(format!(
+                    "cannot read a token from the API token file {}",
+                    p.display()
+                ))
             }
         },
         None => None,
     };
     if token.is_none() && !args.listen.ip().is_loopback() && !args.insecure_no_auth {
-        tracing::error!(listen = %args.listen, "refusing to serve a non-loopback address without --api-token-file (or --insecure-no-auth): POST /replan would be open to anyone");
-        return ExitCode::FAILURE;
+        return Err(format!("refusing to serve a non-loopback address without --api-token-file (or --insecure-no-auth): POST /replan would be open to anyone: --listen {}", args.listen));
     }
-    let snapshot = match snapshot(&args.sources.config) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!("{e}");
-            return ExitCode::FAILURE;
-        }
-    };
+    let snapshot = snapshot(&args.sources.config).map_err(|e| e.to_string())?;
     let dispatcher = snapshot.config.dispatcher.clone().unwrap_or_default();
     let source = match (&args.demand, &dispatcher.prometheus_url) {
         (Some(file), _) => Some(DemandSource::File(file.clone())),
-        (None, Some(url)) => match DemandSource::prometheus_of(url, &dispatcher) {
-            Ok(s) => Some(s),
-            Err(e) => {
-                tracing::error!(error = %e, "dispatcher.prometheus_url");
-                return ExitCode::FAILURE;
-            }
-        },
+        (None, Some(url)) => Some(
+            DemandSource::prometheus_of(url, &dispatcher)
+                .map_err(|e| format!("dispatcher.prometheus_url: {e}"))?,
+        ),
         (None, None) => None,
     };
     let plan_file = dispatcher
@@ -346,16 +341,10 @@ pub fn dispatcher_command(args: &DispatcherArgs) -> ExitCode {
         .map(PathBuf::from)
         .unwrap_or_else(|| args.data_dir.join("dispatcher-plan.json"));
     let replan_cron = dispatcher.replan().to_string();
-    let rt = match tokio::runtime::Builder::new_multi_thread()
+    let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot start the runtime");
-            return ExitCode::FAILURE;
-        }
-    };
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
     let engine = Arc::new(crate::engine::Engine::new(
         Service::new(token),
         CachedDemand::new(source.unwrap_or(DemandSource::Ones)),
@@ -366,13 +355,9 @@ pub fn dispatcher_command(args: &DispatcherArgs) -> ExitCode {
         engine: engine.clone(),
     });
     rt.block_on(async move {
-        let listener = match tokio::net::TcpListener::bind(d.args.listen).await {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::error!(listen = %d.args.listen, error = %e, "cannot listen");
-                return ExitCode::FAILURE;
-            }
-        };
+        let listener = tokio::net::TcpListener::bind(d.args.listen)
+            .await
+            .map_err(|e| format!("cannot listen on {}: {e}", d.args.listen))?;
         tracing::info!(listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "bosun dispatcher serving");
         let first = d.clone();
         let _ = tokio::task::spawn_blocking(move || first.replan(true, "start-up")).await;
@@ -427,12 +412,8 @@ pub fn dispatcher_command(args: &DispatcherArgs) -> ExitCode {
                 _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
             }
         });
-        match server.await {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                tracing::error!(error = %e, "the service stopped");
-                ExitCode::FAILURE
-            }
-        }
+        server
+            .await
+            .map_err(|e| format!("the service stopped: {e}"))
     })
 }

@@ -12,9 +12,9 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::Duration;
 
+use bosun_base::command::{Failed, Outcome};
 use clap::{Args, Subcommand};
 
 /// Where the dispatcher is, and the token its mutations need.
@@ -111,14 +111,8 @@ fn answer(
 }
 
 /// Runs `bosun dispatch override`, printing to `out`.
-pub fn command(args: &OverrideArgs, out: &mut dyn Write) -> ExitCode {
-    match run(args, out) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("bosun dispatch override: {e}");
-            ExitCode::FAILURE
-        }
-    }
+pub fn command(args: &OverrideArgs, out: &mut dyn Write) -> Outcome {
+    run(args, out).map_err(|e| Failed::with_line(1, format!("bosun dispatch override: {e}")))
 }
 
 fn run(args: &OverrideArgs, out: &mut dyn Write) -> Result<(), String> {

@@ -35,9 +35,9 @@ use std::fmt::Write as _;
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::time::Duration;
 
+use bosun_base::command::{self, Failed};
 use bosun_config::model::Origin;
 use bosun_config::types::{DispatcherConfig, JobSource};
 use bosun_config::yaml::{self, go_fold_eq, Mark, Node, Value};
@@ -229,20 +229,15 @@ impl Report {
 }
 
 /// `bosun dispatch write-back`.
-pub fn command(args: &WriteBackArgs, out: &mut dyn Write) -> ExitCode {
-    match run(args) {
-        Ok(report) => {
-            let _ = out.write_all(report.to_text().as_bytes());
-            if report.errors.is_empty() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            }
-        }
-        Err(e) => {
-            eprintln!("bosun dispatch write-back: {e}");
-            ExitCode::FAILURE
-        }
+pub fn command(args: &WriteBackArgs, out: &mut dyn Write) -> command::Outcome {
+    let report =
+        run(args).map_err(|e| Failed::with_line(1, format!("bosun dispatch write-back: {e}")))?;
+    let _ = out.write_all(report.to_text().as_bytes());
+    if report.errors.is_empty() {
+        Ok(())
+    } else {
+        // The report lists them.
+        Err(Failed::status(1))
     }
 }
 

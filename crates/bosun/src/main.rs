@@ -3,7 +3,8 @@
 //! command to its crate (`bosun-daemon` serves, `bosun-dispatcher` plans and
 //! dispatches, `bosun-cluster` runs the in-job programs); the commands that
 //! are neither (`check`, `schedule`, and `run`, `runs`, `periodics` over the
-//! API) are its own modules.
+//! API) are its own modules. Every command returns a
+//! [`bosun_base::command::Outcome`]; `main` turns it into the exit status.
 
 use std::process::ExitCode;
 
@@ -96,8 +97,8 @@ fn main() -> ExitCode {
         Command::Run(args) => client::run(&args, &mut out()),
         Command::Runs(args) => client::runs(&args, &mut out()),
         Command::Periodics(args) => client::periodics(&args, &mut out()),
-        Command::Dispatch(args) => return dispatch::plan_command(&args, &mut out()),
-        Command::Dispatcher(args) => return dispatch::dispatcher_command(&args),
+        Command::Dispatch(args) => dispatch::plan_command(&args, &mut out()),
+        Command::Dispatcher(args) => dispatch::dispatcher_command(&args),
         Command::RunShim { args } => bosun_cluster::local::LocalExecutor::shim_main(&args),
         Command::RunPipeline => bosun_injob::pipeline::command::main(),
         // entrypoint's codes: 255 for a test killed by a signal (-1).
