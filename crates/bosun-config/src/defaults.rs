@@ -17,12 +17,16 @@ use crate::types::{
     DecorationConfig, FreeForm, JobBase, Plank, PostsubmitFields, Preset, PresubmitFields,
     ProwConfig, SchedulingOptions,
 };
-use crate::yaml::{from_node, Mark, Node, Value};
+use crate::yaml::{from_node, Form, Mark, Node, Span, Value};
 
 /// Prow's configuration with nothing written: every field at its default.
 pub fn default_config() -> ProwConfig {
     let empty = Node {
         mark: Mark::default(),
+        span: Span::default(),
+        anchor: 0,
+        form: Form::Block,
+        tagged: false,
         value: Value::Map(Vec::new()),
     };
     from_node(&empty, &RefCell::new(Vec::new())).expect("the empty config is valid")
