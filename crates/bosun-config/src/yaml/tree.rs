@@ -335,12 +335,13 @@ impl<'a> ByteOffsets<'a> {
             self.bytes += ahead;
             self.chars += ahead;
         }
-        while self.chars < index && self.bytes < self.src.len() {
-            let c = self.src[self.bytes..]
-                .chars()
-                .next()
-                .expect("not at the end");
-            self.bytes += c.len_utf8();
+        // A character starts at each byte that does not continue one.
+        let bytes = self.src.as_bytes();
+        while self.chars < index && self.bytes < bytes.len() {
+            self.bytes += 1;
+            while bytes.get(self.bytes).is_some_and(|b| b & 0xC0 == 0x80) {
+                self.bytes += 1;
+            }
             self.chars += 1;
         }
         while self.chars > index {
@@ -355,11 +356,42 @@ impl<'a> ByteOffsets<'a> {
     }
 }
 
+/// All of a node but its value: what an event says of it.
+#[derive(Clone, Copy)]
+struct Head {
+    mark: Mark,
+    span: Span,
+    anchor: u32,
+    form: Form,
+    tagged: bool,
+}
+
+impl Head {
+    fn node(self, value: Value<'_>) -> Node<'_> {
+        let Head {
+            mark,
+            span,
+            anchor,
+            form,
+            tagged,
+        } = self;
+        Node {
+            mark,
+            span,
+            anchor,
+            form,
+            tagged,
+            value,
+        }
+    }
+}
+
+/// A collection being read: its head, and where its children start on the
+/// builder's `items` or `entries`.
 enum Frame<'a> {
-    /// The sequence's node (its value empty until its end) and its items.
-    Seq(Node<'a>, Vec<Node<'a>>),
-    /// The mapping's node, its entries, and the key awaiting its value.
-    Map(Node<'a>, Vec<(Node<'a>, Node<'a>)>, Option<Node<'a>>),
+    Seq(Head, usize),
+    /// Also the key awaiting its value.
+    Map(Head, usize, Option<Node<'a>>),
 }
 
 struct Builder<'a> {
@@ -367,6 +399,11 @@ struct Builder<'a> {
     reading: Reading,
     offsets: ByteOffsets<'a>,
     stack: Vec<Frame<'a>>,
+    /// The items of the sequences being read, innermost last: a collection's
+    /// children are moved out once, into a vector of their exact number.
+    items: Vec<Node<'a>>,
+    /// The entries of the mappings being read, innermost last.
+    entries: Vec<(Node<'a>, Node<'a>)>,
     /// Anchored nodes with their sizes in nodes.
     anchors: Vec<Option<(Node<'a>, usize)>>,
     /// The anchors some alias repeats.
@@ -407,6 +444,8 @@ impl<'a> Builder<'a> {
             reading,
             offsets: ByteOffsets::new(src),
             stack: Vec::new(),
+            items: Vec::new(),
+            entries: Vec::new(),
             anchors: Vec::new(),
             aliased: HashSet::new(),
             docs: Vec::new(),
@@ -422,13 +461,12 @@ impl<'a> Builder<'a> {
             end: self.offsets.byte(span.end.index()),
         };
         // Anchor ids count definitions: fewer than the text has bytes.
-        let node = |anchor: usize, form: Form, tagged: bool, value: Value<'a>| Node {
+        let head = |anchor: usize, form: Form, tagged: bool| Head {
             mark,
             span: at,
             anchor: anchor as u32,
             form,
             tagged,
-            value,
         };
         match event {
             Event::StreamStart
@@ -458,7 +496,7 @@ impl<'a> Builder<'a> {
                 }
                 self.aliased.insert(id as u32);
                 let value = self.anchors[id].as_ref().expect("checked").0.value.clone();
-                self.push(node(id, Form::Alias, false, value))
+                self.push(head(id, Form::Alias, false).node(value))
             }
             Event::Scalar(text, style, anchor, tag) => {
                 let plain = style == ScalarStyle::Plain
@@ -472,38 +510,23 @@ impl<'a> Builder<'a> {
                     ScalarStyle::Literal => Form::Literal,
                     ScalarStyle::Folded => Form::Folded,
                 };
-                self.push(node(
-                    anchor,
-                    form,
-                    tag.is_some(),
-                    Value::Scalar { text, plain },
-                ))
+                self.push(head(anchor, form, tag.is_some()).node(Value::Scalar { text, plain }))
             }
             Event::SequenceStart(anchor, tag) => {
-                let head = node(
-                    anchor,
-                    self.collection_form(at),
-                    tag.is_some(),
-                    Value::Seq(Vec::new()),
-                );
-                self.stack.push(Frame::Seq(head, Vec::new()));
+                let head = head(anchor, self.collection_form(at), tag.is_some());
+                self.stack.push(Frame::Seq(head, self.items.len()));
                 Ok(())
             }
             Event::MappingStart(anchor, tag) => {
-                let head = node(
-                    anchor,
-                    self.collection_form(at),
-                    tag.is_some(),
-                    Value::Map(Vec::new()),
-                );
-                self.stack.push(Frame::Map(head, Vec::new(), None));
+                let head = head(anchor, self.collection_form(at), tag.is_some());
+                self.stack.push(Frame::Map(head, self.entries.len(), None));
                 Ok(())
             }
             Event::SequenceEnd => match self.stack.pop() {
-                Some(Frame::Seq(mut head, items)) => {
+                Some(Frame::Seq(mut head, first)) => {
                     head.span.end = at.end;
-                    head.value = Value::Seq(items);
-                    self.push(head)
+                    let items = self.items.drain(first..).collect();
+                    self.push(head.node(Value::Seq(items)))
                 }
                 _ => Err(YamlError {
                     mark,
@@ -511,13 +534,14 @@ impl<'a> Builder<'a> {
                 }),
             },
             Event::MappingEnd => match self.stack.pop() {
-                Some(Frame::Map(mut head, entries, _)) => {
+                Some(Frame::Map(mut head, first, _)) => {
                     head.span.end = at.end;
-                    head.value = Value::Map(match self.reading {
+                    let entries = self.entries.drain(first..).collect();
+                    let entries = match self.reading {
                         Reading::Meaning => finish_map(entries)?,
                         Reading::AsWritten => entries,
-                    });
-                    self.push(head)
+                    };
+                    self.push(head.node(Value::Map(entries)))
                 }
                 _ => Err(YamlError {
                     mark,
@@ -549,8 +573,8 @@ impl<'a> Builder<'a> {
         }
         match self.stack.last_mut() {
             None => self.docs.push(node),
-            Some(Frame::Seq(_, items)) => items.push(node),
-            Some(Frame::Map(_, entries, key)) => match key.take() {
+            Some(Frame::Seq(..)) => self.items.push(node),
+            Some(Frame::Map(_, _, key)) => match key.take() {
                 None => {
                     if !matches!(node.value, Value::Scalar { .. }) {
                         return Err(YamlError {
@@ -560,7 +584,7 @@ impl<'a> Builder<'a> {
                     }
                     *key = Some(node);
                 }
-                Some(k) => entries.push((k, node)),
+                Some(k) => self.entries.push((k, node)),
             },
         }
         Ok(())
