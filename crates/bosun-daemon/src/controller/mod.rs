@@ -38,7 +38,7 @@ impl Controller {
     /// store and executors are synchronous). Returns when the next pass is
     /// due at the latest with no event (a timeout, the dispatcher's plan
     /// changing by the clock), and whether some pending run may change with
-    /// no event (then the next pass comes within [`POLL`]).
+    /// no event (then the next pass comes within a second).
     pub fn pass(self: &Arc<Self>) -> (Option<jiff::Timestamp>, bool) {
         let t0 = std::time::Instant::now();
         // Runs being started right now (still `triggered` in the store, or
@@ -77,7 +77,7 @@ impl Controller {
     /// Runs passes when woken — a job ended or changed (the executors'
     /// callbacks), an abort, new runs, a reload, a cluster's health, the
     /// dispatcher's plan — and when the last pass's deadline comes, until
-    /// `stop`. It polls (a pass within [`POLL`]) only while some pending
+    /// `stop`. It polls (a pass within a second) only while some pending
     /// run may change with no event. New runs wait for a pass up to
     /// [`NEW_RUN_DELAY`]: a burst of them shares one pass. What the passes
     /// hold is committed before it returns.
