@@ -407,9 +407,9 @@ impl LocalExecutor {
     /// How a decorated or pipeline run starts: `bosun SUBCOMMAND` (the
     /// supervisor's program) in the run's directory, with the job's
     /// environment and its `options` as JSON in `options_env`.
-    /// `run-decorated` ([`crate::podutils::decorated`]) clones the refs into
+    /// `run-decorated` (`bosun_injob::decorated`) clones the refs into
     /// `go/`, runs the test command in the working ref's clone and lays out
-    /// Prow's files in `logs/`; `run-pipeline` ([`crate::tekton::command`])
+    /// Prow's files in `logs/`; `run-pipeline` (`bosun_injob::pipeline::command`)
     /// runs the pipeline's tasks and steps.
     fn subcommand(
         &self,

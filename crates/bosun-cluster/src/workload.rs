@@ -99,7 +99,7 @@ fn process(run: &Run, spec: &SpecSnapshot, ctx: &Context) -> Result<Workload, St
         .flatten()
         .filter_map(|e| e.value.clone().map(|v| (e.name.clone(), v)))
         .collect();
-    env.extend(run.job_env());
+    env.extend(bosun_job::env::job_env(run));
     env.push(("PATH".into(), ctx.path.to_string()));
     let decoration = decorated(run, spec, ctx.prowjob_namespace);
     if let Some(d) = spec.decoration.as_ref().filter(|_| decoration.is_some()) {
@@ -176,7 +176,7 @@ fn pipeline(
         ));
     }
     let generate_name = pr["metadata"]["generateName"].as_str().unwrap_or_default();
-    let mut env = run.job_env();
+    let mut env = bosun_job::env::job_env(run);
     env.push(("PATH".into(), ctx.path.to_string()));
     Ok(Workload::Process(JobProcess {
         command: Vec::new(),

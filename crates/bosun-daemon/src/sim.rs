@@ -1,5 +1,5 @@
 //! The daemon's logic in simulated time: the real scheduler (`periodics::fire`),
-//! the real controller (`controller::reconcile`) and a store, driven by a
+//! the real controller (`Controller::pass`) and a store, driven by a
 //! [`ManualClock`] with a [`SimulatedExecutor`] whose runs last 5 simulated
 //! minutes. A simulated day takes a second or two.
 

@@ -1,7 +1,9 @@
-//! Prow's run environment: the variables Prow gives every container of a
-//! run (`EnvForSpec`: `JOB_NAME`, `BUILD_ID`, the refs' `PULL_*`, ...) and
-//! `JOB_SPEC`, the downward API's `JobSpec` as Go writes it. One module for
-//! every kind of run: pods, PipelineRuns, local processes.
+//! Prow's run environment, for every kind of run: the variables Prow gives
+//! every container of a pod (`prow_env`, Prow's `EnvForSpec`: `JOB_NAME`,
+//! `BUILD_ID`, the refs' `PULL_*`, `SRC_HOST`, ...) with `JOB_SPEC`, the
+//! downward API's `JobSpec` as Go writes it (`job_spec_json`); and the
+//! smaller set a local process and a PipelineRun's steps get (`job_env`,
+//! with the run as `job_spec` shows it).
 
 use std::collections::BTreeMap;
 
@@ -122,6 +124,64 @@ struct JobSpecJson<'a, D> {
     decoration_config: Option<&'a D>,
 }
 
+/// Prow's `JOB_SPEC` as a local process and a PipelineRun see it: the
+/// run's type, job, build id and id, with its refs and extra refs.
+pub fn job_spec(run: &Run) -> serde_json::Value {
+    let mut spec = serde_json::json!({
+        "type": run.job_type.as_str(),
+        "job": run.job,
+        "buildid": run.build_id,
+        "prowjobid": run.id,
+    });
+    if let Some(r) = &run.refs {
+        spec["refs"] = serde_json::to_value(r).expect("serializable");
+    }
+    if !run.extra_refs.is_empty() {
+        spec["extra_refs"] = serde_json::to_value(&run.extra_refs).expect("serializable");
+    }
+    spec
+}
+
+/// The environment a local process and a PipelineRun's steps get (`CI`,
+/// `JOB_NAME`, `JOB_TYPE`, `JOB_SPEC`, `BUILD_ID`, `BUILD_NUMBER`,
+/// `PROW_JOB_ID`; and with refs `REPO_OWNER`, `REPO_NAME`, `PULL_BASE_REF`,
+/// `PULL_BASE_SHA`, `PULL_REFS`; and for presubmits `PULL_NUMBER`,
+/// `PULL_PULL_SHA`).
+pub fn job_env(run: &Run) -> Vec<(String, String)> {
+    let mut env = vec![
+        ("CI".to_string(), "true".to_string()),
+        ("JOB_NAME".into(), run.job.clone()),
+        ("JOB_TYPE".into(), run.job_type.as_str().into()),
+        ("JOB_SPEC".into(), job_spec(run).to_string()),
+        ("BUILD_ID".into(), run.build_id.clone()),
+        ("BUILD_NUMBER".into(), run.build_id.clone()),
+        ("PROW_JOB_ID".into(), run.id.clone()),
+    ];
+    // A central periodic has no refs (only `extra_refs`, which Prow keeps
+    // out of the environment); an in-repo periodic has its repository's,
+    // and gets their variables.
+    if let Some(r) = &run.refs {
+        env.push(("REPO_OWNER".into(), r.org.clone()));
+        env.push(("REPO_NAME".into(), r.repo.clone()));
+        env.push((
+            "PULL_BASE_REF".into(),
+            r.base_ref.clone().unwrap_or_default(),
+        ));
+        env.push((
+            "PULL_BASE_SHA".into(),
+            r.base_sha.clone().unwrap_or_default(),
+        ));
+        env.push(("PULL_REFS".into(), bosun_store::run::refs_string(r)));
+        if matches!(run.job_type, JobType::Presubmit) {
+            if let Some(p) = r.pulls.first() {
+                env.push(("PULL_NUMBER".into(), p.number.to_string()));
+                env.push(("PULL_PULL_SHA".into(), p.sha.clone()));
+            }
+        }
+    }
+    env
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,6 +210,52 @@ mod tests {
             "h".into(),
             jiff::Timestamp::UNIX_EPOCH,
         )
+    }
+
+    #[test]
+    fn a_presubmits_process_environment_is_prows() {
+        let mut r = run("pull-x-unit");
+        r.job_type = JobType::Presubmit;
+        r.refs = Some(Refs {
+            org: "o".into(),
+            repo: "r".into(),
+            base_ref: Some("main".into()),
+            base_sha: Some("abc".into()),
+            pulls: vec![Pull {
+                number: 42,
+                author: "a".into(),
+                sha: "def".into(),
+                ..Pull::default()
+            }],
+            ..Refs::default()
+        });
+        let env: BTreeMap<String, String> = job_env(&r).into_iter().collect();
+        assert_eq!(env["PULL_REFS"], "main:abc,42:def");
+        assert_eq!(env["PULL_NUMBER"], "42");
+        assert_eq!(env["PULL_PULL_SHA"], "def");
+        assert_eq!(env["REPO_OWNER"], "o");
+        assert_eq!(env["JOB_TYPE"], "presubmit");
+        assert_eq!(env["BUILD_ID"], "1800000000000001");
+        let spec: serde_json::Value = serde_json::from_str(&env["JOB_SPEC"]).unwrap();
+        assert_eq!(spec["refs"]["pulls"][0]["number"], 42);
+        assert_eq!(spec["prowjobid"], "8f8b1e4c-2f4e-4f7b-9a55-0d6c1e1f2a3b");
+    }
+
+    #[test]
+    fn a_periodics_process_environment_has_no_refs() {
+        let env: BTreeMap<String, String> = job_env(&run("p")).into_iter().collect();
+        assert_eq!(
+            env.keys().cloned().collect::<Vec<_>>(),
+            [
+                "BUILD_ID",
+                "BUILD_NUMBER",
+                "CI",
+                "JOB_NAME",
+                "JOB_SPEC",
+                "JOB_TYPE",
+                "PROW_JOB_ID"
+            ]
+        );
     }
 
     #[test]

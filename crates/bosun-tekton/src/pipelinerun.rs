@@ -225,7 +225,7 @@ pub fn pipeline_run_with(
     }
 
     // Parameters instead of environment variables.
-    let mut env: BTreeMap<String, String> = run.job_env().into_iter().collect();
+    let mut env: BTreeMap<String, String> = bosun_job::env::job_env(run).into_iter().collect();
     env.insert("JOB_SPEC".into(), job_spec_json(run, None::<&()>));
     env.insert("BUILD_ID".into(), run.build_id.clone());
     let clone_uri = refs

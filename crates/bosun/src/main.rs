@@ -1,7 +1,8 @@
 //! The `bosun` command: the daemon and its command-line tools. A thin
 //! binary: it sets the allocator, parses the command line and hands each
 //! command to its crate (`bosun-daemon` serves, `bosun-dispatcher` plans and
-//! dispatches, `bosun-cluster` runs the in-job programs); the commands that
+//! dispatches, `bosun-cluster` supervises local runs, `bosun-injob` runs the
+//! in-job programs); the commands that
 //! are neither (`check`, `schedule`, and `run`, `runs`, `periodics` over the
 //! API) are its own modules. Every command returns a
 //! [`bosun_base::command::Outcome`]; `main` turns it into the exit status.

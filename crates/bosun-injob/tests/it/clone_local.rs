@@ -1,4 +1,4 @@
-//! The local executor's clonerefs (`podutils::clone`, `podutils::mirror`)
+//! The local executor's clonerefs (`bosun_injob::clone`, `bosun_git::mirror`)
 //! against real git repositories served over `file://` from a temporary
 //! directory: Prow's command sequence and record, merges reproducible to the
 //! SHA, the per-cluster mirror (reuse, concurrency, same result as a direct

@@ -1,5 +1,5 @@
-//! The local executor's entrypoint (`podutils::entrypoint`) with real
-//! processes, and the job-path files (`podutils::artifacts`) byte for byte.
+//! The local executor's entrypoint (`bosun_injob::entrypoint`) with real
+//! processes, and the job-path files (`bosun_job::artifacts`) byte for byte.
 //!
 //! Signals are process-wide, so every wrapped run happens in a process of its
 //! own: this test binary re-executed with [`HELPER_ENV`] set, running only
