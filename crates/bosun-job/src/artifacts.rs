@@ -27,7 +27,7 @@ use serde_json::{Map, Value};
 
 use crate::gojson::is_false;
 pub use crate::gojson::{go_float, go_json, go_json_indent};
-use bosun_store::run::refs_string;
+use crate::refs::refs_string;
 
 /// The exit code entrypoint records when the test was aborted (SIGINT or
 /// SIGTERM to entrypoint); `finished.json` then says `ABORTED`.

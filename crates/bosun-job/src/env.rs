@@ -50,7 +50,7 @@ pub fn prow_env<D: Serialize>(
     set("SRC_BASE", &base);
     set("PULL_BASE_REF", refs.base_ref.as_deref().unwrap_or(""));
     set("PULL_BASE_SHA", refs.base_sha.as_deref().unwrap_or(""));
-    set("PULL_REFS", &bosun_store::run::refs_string(refs));
+    set("PULL_REFS", &crate::refs::refs_string(refs));
     if run.job_type != JobType::Presubmit {
         return env;
     }
@@ -171,7 +171,7 @@ pub fn job_env(run: &Run) -> Vec<(String, String)> {
             "PULL_BASE_SHA".into(),
             r.base_sha.clone().unwrap_or_default(),
         ));
-        env.push(("PULL_REFS".into(), bosun_store::run::refs_string(r)));
+        env.push(("PULL_REFS".into(), crate::refs::refs_string(r)));
         if matches!(run.job_type, JobType::Presubmit) {
             if let Some(p) = r.pulls.first() {
                 env.push(("PULL_NUMBER".into(), p.number.to_string()));

@@ -1,7 +1,7 @@
 //! Where refs are cloned and which clone is the working directory, as Prow's
-//! `clone.PathForRefs` and `decorate.DetermineWorkDir` decide. (Their
-//! `PULL_REFS` form is `bosun_store::run::refs_string`, the one every
-//! executor and the pipeline templates use.)
+//! `clone.PathForRefs` and `decorate.DetermineWorkDir` decide, and their
+//! `PULL_REFS` form ([`refs_string`], the one every executor and the
+//! pipeline templates use).
 
 use std::path::{Path, PathBuf};
 
@@ -61,6 +61,26 @@ pub fn clone_uri(refs: &Refs) -> String {
         return format!("{link}.git");
     }
     format!("https://github.com/{}/{}.git", refs.org, refs.repo)
+}
+
+/// Prow's `Refs.String()`, the `PULL_REFS` form: `base_ref[:base_sha]`,
+/// then `,number:sha[:ref]` per pull; an empty `base_sha` or pull `ref` is
+/// left out.
+pub fn refs_string(r: &Refs) -> String {
+    let mut s = r.base_ref.clone().unwrap_or_default();
+    // Prow writes `BASE_REF` alone when the base SHA is empty.
+    if let Some(sha) = r.base_sha.as_deref().filter(|s| !s.is_empty()) {
+        s.push(':');
+        s.push_str(sha);
+    }
+    for p in &r.pulls {
+        s.push_str(&format!(",{}:{}", p.number, p.sha));
+        if let Some(rf) = p.ref_.as_deref().filter(|r| !r.is_empty()) {
+            s.push(':');
+            s.push_str(rf);
+        }
+    }
+    s
 }
 
 #[cfg(test)]
@@ -138,12 +158,9 @@ mod tests {
             }],
             ..Refs::default()
         };
-        assert_eq!(bosun_store::run::refs_string(&r), "main,3:abc");
+        assert_eq!(refs_string(&r), "main,3:abc");
         r.base_sha = Some("def".into());
         r.pulls[0].ref_ = Some("refs/changes/1".into());
-        assert_eq!(
-            bosun_store::run::refs_string(&r),
-            "main:def,3:abc:refs/changes/1"
-        );
+        assert_eq!(refs_string(&r), "main:def,3:abc:refs/changes/1");
     }
 }

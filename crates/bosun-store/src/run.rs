@@ -368,23 +368,3 @@ mod tests {
         }
     }
 }
-
-/// Prow's `Refs.String()`, the `PULL_REFS` form: `base_ref[:base_sha]`,
-/// then `,number:sha[:ref]` per pull; an empty `base_sha` or pull `ref` is
-/// left out.
-pub fn refs_string(r: &Refs) -> String {
-    let mut s = r.base_ref.clone().unwrap_or_default();
-    // Prow writes `BASE_REF` alone when the base SHA is empty.
-    if let Some(sha) = r.base_sha.as_deref().filter(|s| !s.is_empty()) {
-        s.push(':');
-        s.push_str(sha);
-    }
-    for p in &r.pulls {
-        s.push_str(&format!(",{}:{}", p.number, p.sha));
-        if let Some(rf) = p.ref_.as_deref().filter(|r| !r.is_empty()) {
-            s.push(':');
-            s.push_str(rf);
-        }
-    }
-    s
-}

@@ -17,7 +17,7 @@
 
 use bosun_config::types::{Pull, Refs};
 use bosun_job::gotemplate::{self as engine, cant_evaluate, Language, Model, Typed};
-use bosun_store::run::refs_string;
+use bosun_job::refs::refs_string;
 use serde_json::{json, Value};
 
 pub use bosun_job::gotemplate::TemplateError;

@@ -59,7 +59,11 @@ fn periodics(branch: Option<&str>) -> Vec<Periodic> {
                 .unwrap()
                 .run()
                 .clone();
-            (j.identity.to_string(), run.refs.clone(), run.job_env())
+            (
+                j.identity.to_string(),
+                run.refs.clone(),
+                bosun_job::env::job_env(&run),
+            )
         })
         .collect();
     out.sort_by(|a, b| a.0.cmp(&b.0));
