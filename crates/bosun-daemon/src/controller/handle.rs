@@ -50,6 +50,9 @@ pub struct Controller {
     /// How many passes have run (for the log and the tests of when passes
     /// come).
     pub(crate) passes: std::sync::atomic::AtomicU64,
+    /// A commit made runs pending or released them since the last pass
+    /// began: the next pass comes within a second, to look at them.
+    pub(super) recheck: std::sync::atomic::AtomicBool,
 }
 
 /// Transitions decided by passes and not committed yet.
@@ -93,6 +96,7 @@ impl Controller {
             held: Mutex::default(),
             specs: Mutex::default(),
             passes: Default::default(),
+            recheck: Default::default(),
         }
     }
 

@@ -88,9 +88,11 @@ impl Controller {
             (batch, std::mem::take(&mut h.release), notes)
         };
         let ids: Vec<String> = batch.iter().map(|(id, _)| id.clone()).collect();
-        // Runs this commit makes pending or releases are looked at by the
-        // next pass (passes leave them alone while held): whether their
-        // executor reports their changes, their timeouts.
+        // Runs this commit makes pending or releases are looked at by a
+        // pass within a second (passes leave them alone while held):
+        // whether their executor reports their changes, their timeouts. Not
+        // at once: in a burst, events bring passes anyway, and a pass per
+        // commit would cost more than the runs' own.
         let look_again = !release.is_empty() || batch.iter().any(|(_, t)| !t.to.is_final());
         self.commit(batch);
         if !release.is_empty() {
@@ -112,7 +114,8 @@ impl Controller {
             }
         }
         if look_again {
-            self.wake.notify_one();
+            self.recheck
+                .store(true, std::sync::atomic::Ordering::Release);
         }
     }
 

@@ -58,8 +58,15 @@ impl Controller {
         let t1 = t0.elapsed();
         let plan = decide::decide(&observed, &limits, now);
         let (running, waiting) = (plan.running.total, plan.waiting);
-        let (wake_at, poll) = (plan.wake_at, plan.poll);
+        let wake_at = plan.wake_at;
+        let mut poll = plan.poll;
+        // Cleared before acting: a commit of this pass sets it again.
+        self.recheck
+            .store(false, std::sync::atomic::Ordering::Release);
         let started = self.act(&observed, plan, early, rechecked);
+        // Runs committed pending since this pass observed are looked at
+        // within a second.
+        poll |= self.recheck.load(std::sync::atomic::Ordering::Acquire);
         self.passes
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         tracing::debug!(
