@@ -156,8 +156,9 @@ impl Controller {
             let alias = cluster_of(run).to_string();
             let executor = clusters.executors.get(&alias);
             let status = executor.map(|e| e.status(&run.id));
-            if let (Some(e), Some(s)) = (executor, &status) {
-                unreported |= !e.reports_change(s);
+            // Asked until one run says no: the answer may take a lock.
+            if let (false, Some(e), Some(s)) = (unreported, executor, &status) {
+                unreported = !e.reports_change(s);
             }
             if status.as_ref().is_some_and(holds_slot) {
                 *used.entry(cluster_of(run)).or_default() += 1;
