@@ -146,6 +146,15 @@ pub trait Executor: Send + Sync {
     }
     /// The run's log file, if the executor keeps one.
     fn log_path(&self, run_id: &str) -> Option<PathBuf>;
+    /// Whether the run's log file holds all it will get: `false` while a
+    /// copy still writes it after the run has ended (a Kubernetes pod's log
+    /// is copied from the API, behind the pod's state). The log endpoint
+    /// follows an ended run's log until then. `true` by default (a log
+    /// written by the run itself is whole once the run has ended).
+    fn log_complete(&self, run_id: &str) -> bool {
+        let _ = run_id;
+        true
+    }
     /// The directory holding the run's artifacts on this machine (a
     /// decorated run's `started.json`, `finished.json`, `build-log.txt` and
     /// `artifacts/`), if the executor keeps them locally; `None` for

@@ -543,6 +543,10 @@ impl Executor for KubeExecutor {
     fn log_path(&self, run_id: &str) -> Option<PathBuf> {
         Some(self.inner.logs.path(run_id))
     }
+
+    fn log_complete(&self, run_id: &str) -> bool {
+        !self.inner.logs.is_writing(run_id) && !self.inner.pipelines.is_writing(run_id)
+    }
 }
 
 impl KubeExecutor {

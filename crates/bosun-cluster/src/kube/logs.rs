@@ -15,7 +15,7 @@
 //! pods it sees, the sinker asks it which logs are complete.
 
 use bosun_base::sync::Lock;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -106,6 +106,42 @@ pub(crate) struct LogCopier {
     copying: Mutex<HashSet<(String, String)>>,
     /// Pods whose log has been copied to its end.
     copied: Mutex<HashSet<String>>,
+    /// How many copy tasks are running (writing the log file) for each pod
+    /// name: a revived run's new pod may start before the old one's ends.
+    writing: Writing,
+}
+
+/// The copy tasks running, by pod name.
+pub(crate) type Writing = Arc<Mutex<HashMap<String, usize>>>;
+
+/// Counts a copy task as running until dropped (when the task ends, by any
+/// path).
+pub(crate) struct WritingGuard {
+    set: Writing,
+    name: String,
+}
+
+impl WritingGuard {
+    /// Counts one more task writing `name`'s log in `set`.
+    pub(crate) fn enter(set: &Writing, name: &str) -> Self {
+        *set.locked().entry(name.to_string()).or_default() += 1;
+        WritingGuard {
+            set: set.clone(),
+            name: name.to_string(),
+        }
+    }
+}
+
+impl Drop for WritingGuard {
+    fn drop(&mut self) {
+        let mut set = self.set.locked();
+        if let Some(n) = set.get_mut(&self.name) {
+            *n -= 1;
+            if *n == 0 {
+                set.remove(&self.name);
+            }
+        }
+    }
 }
 
 impl LogCopier {
@@ -116,6 +152,7 @@ impl LogCopier {
             dir,
             copying: Mutex::default(),
             copied: Mutex::default(),
+            writing: Arc::default(),
         }
     }
 
@@ -127,6 +164,12 @@ impl LogCopier {
     /// Whether pod `name`'s log has been copied to its end.
     pub(crate) fn is_copied(&self, name: &str) -> bool {
         self.copied.locked().contains(name)
+    }
+
+    /// Whether a copy is still writing pod `name`'s log file: the file
+    /// does not hold all it will yet.
+    pub(crate) fn is_writing(&self, name: &str) -> bool {
+        self.writing.locked().contains_key(name)
     }
 
     /// Pod `name` is gone: a pod of the same name (a revived run's) is
@@ -154,8 +197,12 @@ impl LogCopier {
         if !self.copying.locked().insert((name.clone(), uid.clone())) {
             return;
         }
+        let writing = WritingGuard::enter(&self.writing, &name);
         let this = self.clone();
-        tokio::spawn(async move { this.copy_until_done(name, uid, container).await });
+        tokio::spawn(async move {
+            let _writing = writing;
+            this.copy_until_done(name, uid, container).await
+        });
     }
 
     async fn copy_until_done(self: Arc<Self>, name: String, uid: String, container: String) {

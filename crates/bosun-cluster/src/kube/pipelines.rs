@@ -269,6 +269,8 @@ pub(crate) struct Pipelines {
     watching: AtomicBool,
     /// Woken on every change the watch sees.
     changed: tokio::sync::Notify,
+    /// The runs whose log a task is writing.
+    writing: super::logs::Writing,
 }
 
 /// How a step's copy ended.
@@ -297,6 +299,7 @@ impl Pipelines {
             state: Mutex::default(),
             watching: AtomicBool::new(false),
             changed: tokio::sync::Notify::new(),
+            writing: Default::default(),
         }
     }
 
@@ -610,8 +613,18 @@ impl Pipelines {
         {
             return;
         }
-        self.rt
-            .spawn(self.clone().assemble(run_id.to_string(), name, uid));
+        let writing = super::logs::WritingGuard::enter(&self.writing, run_id);
+        let this = self.clone();
+        let run_id = run_id.to_string();
+        self.rt.spawn(async move {
+            let _writing = writing;
+            this.assemble(run_id, name, uid).await
+        });
+    }
+
+    /// Whether a task is still writing run `run_id`'s log file.
+    pub(crate) fn is_writing(&self, run_id: &str) -> bool {
+        self.writing.locked().contains_key(run_id)
     }
 
     fn still_copying(&self, run_id: &str, uid: &str) -> bool {

@@ -754,12 +754,23 @@ fn pod_logs_survive_dropped_streams_and_keep_their_pod_until_copied() {
     want.push_str("the last line\n");
     a.succeed(&id);
     wait_run(port, &id, "success");
+    // The run has ended but its log is not whole: the log endpoint keeps
+    // following it instead of answering with what it has so far.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let path = format!("/api/v1/runs/{id}/log");
+    std::thread::spawn(move || tx.send(get(port, &path)));
     std::thread::sleep(Duration::from_secs(3));
     assert!(
         a.pod(&id).is_some(),
         "the sinker deleted a pod whose log was not copied"
     );
+    assert!(
+        rx.try_recv().is_err(),
+        "the log endpoint ended before the log was copied to its end"
+    );
     kubelet.fail_logs(a.ns(), &id, false);
+    let followed = rx.recv_timeout(Duration::from_secs(30)).unwrap().unwrap();
+    assert_eq!(followed, want);
     wait_log(port, &id, |l| l == want);
     a.wait_gone(&id, Duration::from_secs(15));
 }

@@ -102,7 +102,8 @@ pub async fn get(State(daemon): State<Arc<Daemon>>, Path(id): Path<String>) -> A
     Ok(Json(find(&daemon, id).await?).into_response())
 }
 
-/// `GET /api/v1/runs/{id}/log`: the log, followed until the run ends.
+/// `GET /api/v1/runs/{id}/log`: the log, followed until the run ends and
+/// its executor has written all of it.
 pub async fn log(State(daemon): State<Arc<Daemon>>, Path(id): Path<String>) -> ApiResult {
     let run = find(&daemon, id).await?;
     let alias = run
@@ -144,11 +145,17 @@ pub async fn log(State(daemon): State<Arc<Daemon>>, Path(id): Path<String>) -> A
                 }
                 let store = daemon.shared.store.clone();
                 let key = id.clone();
-                let finished = blocking(move || store.get(&key))
-                    .await
-                    .ok()
-                    .flatten()
-                    .is_none_or(|r| r.state.is_final());
+                let run = blocking(move || store.get(&key)).await.ok().flatten();
+                // Ended, and its log whole (a copy may still be writing it).
+                let finished = run.as_ref().is_none_or(|r| {
+                    r.state.is_final()
+                        && daemon
+                            .shared
+                            .clusters()
+                            .executors
+                            .get(r.cluster.as_ref().unwrap_or(&r.configured_cluster))
+                            .is_none_or(|e| e.log_complete(&r.id))
+                });
                 if finished {
                     // One last read after the end, then stop.
                     let chunk = read_from(&path, offset).await;
