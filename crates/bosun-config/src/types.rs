@@ -302,8 +302,10 @@ pub struct BuildCluster {
     pub trusted: Option<Vec<TrustRule>>,
     /// Where `triggered` runs go while this cluster is not Reachable.
     pub failover_to: Option<String>,
-    /// Local: the user jobs run as (required when the daemon runs as root and
-    /// trusted clusters are configured).
+    /// Local: the user jobs run as, `UID`, `UID:GID` or a name from
+    /// `/etc/passwd`, or `unprivileged` (`nobody` when the daemon runs as
+    /// root, the daemon's own user otherwise); required when the daemon runs
+    /// as root and trusted clusters are configured.
     pub run_as: Option<String>,
 }
 

@@ -104,8 +104,19 @@ pub enum LocalUsersError {
         source: RunAsError,
     },
     /// Trusted clusters, a root daemon, and local clusters without `run_as`.
-    #[error("trusted clusters are configured and bosun runs as root, so local jobs could read its credentials: set build_clusters.<alias>.run_as to an unprivileged user for the local cluster(s) {} (an implicit default cluster must be defined to set it)", .0.join(", "))]
+    #[error("trusted clusters are configured and bosun runs as root, so local jobs could read its credentials: set build_clusters.<alias>.run_as (a user, or `unprivileged`: nobody) for the local cluster(s) {} (an implicit default cluster must be defined to set it)", .0.join(", "))]
     Unprotected(Vec<String>),
+    /// A `run_as` naming another user, and bosun not root (it cannot switch
+    /// users).
+    #[error("build_clusters.{alias}.run_as: {spec:?} is another user, and bosun runs as uid {euid}, not root, so it cannot run jobs as that user: run bosun as root, or set run_as: unprivileged (jobs then run as bosun's own user), or remove run_as")]
+    NotRoot {
+        /// The cluster.
+        alias: String,
+        /// Its `run_as`.
+        spec: String,
+        /// The user bosun runs as.
+        euid: u32,
+    },
     /// A `run_as` user that cannot reach its cluster's run directory.
     #[error("build_clusters.{alias}.run_as: user {spec:?} (uid {uid}, gid {gid}) cannot reach the run directory {dir}: {blocked} (mode {mode:o}, owner {owner}:{group}) is not searchable by it, so every job of cluster {alias} would fail to start; give it search permission (e.g. chmod o+x {blocked}) or choose a --data-dir it can reach")]
     Unreachable {
@@ -138,6 +149,15 @@ pub enum LocalUsersError {
     },
 }
 
+/// The `run_as` word for "never as root": as [`NOBODY`] when bosun runs as
+/// root, as bosun's own user otherwise.
+pub const UNPRIVILEGED: &str = "unprivileged";
+
+/// The user `run_as: unprivileged` names when bosun runs as root: `nobody`,
+/// which every Debian and most systems have (65534 when `/etc/passwd` lacks
+/// it).
+pub const NOBODY: &str = "nobody";
+
 /// The user each local cluster runs its jobs as (`build_clusters.<alias>.run_as`).
 /// Local jobs could read the daemon's kubeconfigs, so when trusted clusters are
 /// configured and bosun runs as root, every local cluster must set one.
@@ -145,22 +165,51 @@ pub fn local_users(
     config: &ProwConfig,
     clusters: &BTreeMap<String, ClusterDef>,
 ) -> Result<HashMap<String, RunAs>, LocalUsersError> {
+    local_users_as(config, clusters, rustix::process::geteuid().as_raw())
+}
+
+/// [`local_users`] for a daemon running as `euid`.
+fn local_users_as(
+    config: &ProwConfig,
+    clusters: &BTreeMap<String, ClusterDef>,
+    euid: u32,
+) -> Result<HashMap<String, RunAs>, LocalUsersError> {
     let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let root = euid == 0;
     let mut users = HashMap::new();
+    let mut protected = Vec::new();
     for (alias, c) in &config.build_clusters {
-        if let Some(spec) = &c.run_as {
-            let user = RunAs::resolve(spec, &passwd).map_err(|source| LocalUsersError::RunAs {
+        let Some(spec) = &c.run_as else { continue };
+        protected.push(alias.clone());
+        let user = if spec == UNPRIVILEGED {
+            if !root {
+                // Already unprivileged: jobs run as bosun's own user.
+                continue;
+            }
+            RunAs::resolve(NOBODY, &passwd).unwrap_or(RunAs {
+                uid: 65534,
+                gid: 65534,
+            })
+        } else {
+            RunAs::resolve(spec, &passwd).map_err(|source| LocalUsersError::RunAs {
                 alias: alias.clone(),
                 source,
-            })?;
-            users.insert(alias.clone(), user);
+            })?
+        };
+        if !root && user.uid != euid {
+            return Err(LocalUsersError::NotRoot {
+                alias: alias.clone(),
+                spec: spec.clone(),
+                euid,
+            });
         }
+        users.insert(alias.clone(), user);
     }
     let trusted = config.build_clusters.values().any(|c| c.trusted.is_some());
-    if trusted && rustix::process::geteuid().is_root() {
+    if trusted && root {
         let missing: Vec<String> = clusters
             .iter()
-            .filter(|(a, c)| matches!(c, ClusterDef::Local { .. }) && !users.contains_key(*a))
+            .filter(|(a, c)| matches!(c, ClusterDef::Local { .. }) && !protected.contains(*a))
             .map(|(a, _)| a.clone())
             .collect();
         if !missing.is_empty() {
@@ -225,4 +274,66 @@ pub fn check_run_dirs(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(yaml: &str) -> ProwConfig {
+        let docs = bosun_config::yaml::parse_documents(yaml).unwrap();
+        bosun_config::yaml::from_node(&docs[0], &Default::default()).unwrap()
+    }
+
+    fn local(aliases: &[&str]) -> BTreeMap<String, ClusterDef> {
+        aliases
+            .iter()
+            .map(|a| (a.to_string(), ClusterDef::Local { slots: 1 }))
+            .collect()
+    }
+
+    #[test]
+    fn unprivileged_is_nobody_as_root_and_bosuns_own_user_otherwise() {
+        let c = config(
+            "build_clusters:\n  a: {kind: local, run_as: unprivileged}\n  t: {kind: local, run_as: unprivileged, trusted: [{jobs: [x]}]}\n",
+        );
+        let defs = local(&["a", "t"]);
+        let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+        let nobody = RunAs::resolve(NOBODY, &passwd).unwrap_or(RunAs {
+            uid: 65534,
+            gid: 65534,
+        });
+        let as_root = local_users_as(&c, &defs, 0).unwrap();
+        assert_eq!(as_root.get("a"), Some(&nobody));
+        assert_eq!(as_root.get("t"), Some(&nobody));
+        // Not root: no user to switch to, and the trusted rule is met.
+        assert!(local_users_as(&c, &defs, 1000).unwrap().is_empty());
+    }
+
+    #[test]
+    fn another_user_needs_root_and_trusted_clusters_need_every_local_one_protected() {
+        let c = config("build_clusters:\n  a: {kind: local, run_as: \"2000:2000\"}\n");
+        let defs = local(&["a"]);
+        let e = local_users_as(&c, &defs, 1000).unwrap_err().to_string();
+        assert!(
+            e.contains("build_clusters.a.run_as") && e.contains("unprivileged"),
+            "{e}"
+        );
+        // As itself, it is no switch.
+        let own = local_users_as(&c, &defs, 2000).unwrap();
+        assert_eq!(
+            own.get("a"),
+            Some(&RunAs {
+                uid: 2000,
+                gid: 2000
+            })
+        );
+        let c = config(
+            "build_clusters:\n  a: {kind: local, run_as: unprivileged}\n  b: {kind: local}\n  t: {kind: local, run_as: unprivileged, trusted: [{jobs: [x]}]}\n",
+        );
+        let defs = local(&["a", "b", "t"]);
+        let e = local_users_as(&c, &defs, 0).unwrap_err().to_string();
+        assert!(e.contains("local cluster(s) b"), "{e}");
+        assert!(local_users_as(&c, &defs, 1000).is_ok());
+    }
 }
