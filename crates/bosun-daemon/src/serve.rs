@@ -76,6 +76,17 @@ pub fn run(args: &ServeArgs) -> Outcome {
 
 /// Starts the daemon and serves until a signal; why it could not.
 fn serve_until_signal(args: &ServeArgs) -> Result<(), String> {
+    // Runs' paths (their directories, a pipeline's step scripts) are handed
+    // to processes that run elsewhere: the data directory is absolute from
+    // here on.
+    let mut args = args.clone();
+    args.data_dir = std::path::absolute(&args.data_dir).map_err(|e| {
+        format!(
+            "cannot find the data directory {}: {e}",
+            args.data_dir.display()
+        )
+    })?;
+    let args = &args;
     let token = read_token(args.api_token_file.as_deref(), "API")?;
     let read_token = read_token(args.read_token_file.as_deref(), "read")?;
     if token.is_none() && !args.listen.ip().is_loopback() && !args.insecure_no_auth {

@@ -415,19 +415,22 @@ pub fn prepare(
     // The first line of the mirror's FETCH_HEAD after a fetch from `uri`.
     let fetched = || fetch_head_lines(&fetch_head).into_iter().next();
 
+    // `git fetch [--upload-pack=...]` from `uri`.
+    let upload_pack = root_owned_upload_pack(uri);
+    let fetch = |rest: &[&str]| {
+        let mut args = vec!["fetch"];
+        args.extend(upload_pack.as_deref());
+        args.extend(rest);
+        git(&args, Scope::Remote, true)
+    };
     if want.heads_and_tags {
-        runner.run(git(
-            &[
-                "fetch",
-                "--prune",
-                uri,
-                "+HEAD:refs/bosun/HEAD",
-                "+refs/heads/*:refs/heads/*",
-                "+refs/tags/*:refs/tags/*",
-            ],
-            Scope::Remote,
-            true,
-        ))?;
+        runner.run(fetch(&[
+            "--prune",
+            uri,
+            "+HEAD:refs/bosun/HEAD",
+            "+refs/heads/*:refs/heads/*",
+            "+refs/tags/*:refs/tags/*",
+        ]))?;
         if let Some((_, _, desc)) = fetched() {
             learn(&desc, &mut mirror);
         }
@@ -444,7 +447,7 @@ pub fn prepare(
             if present {
                 continue;
             }
-            runner.run(git(&["fetch", uri, x], Scope::Remote, true))?;
+            runner.run(fetch(&[uri, x]))?;
             if let Some((_, _, desc)) = fetched() {
                 learn(&desc, &mut mirror);
             }
@@ -454,7 +457,7 @@ pub fn prepare(
                 false,
             ))?;
         } else {
-            runner.run(git(&["fetch", uri, x], Scope::Remote, true))?;
+            runner.run(fetch(&[uri, x]))?;
             let Some((object, _, desc)) = fetched() else {
                 return Err(runner.fail(
                     format!("bosun: read {}", fetch_head.display()),
@@ -514,6 +517,30 @@ fn resolved_name(desc: &str) -> Option<String> {
         }
     }
     None
+}
+
+/// For a fetch from a repository on this machine that root owns, by
+/// another user (a local cluster's job under `run_as`, cloning the checkout
+/// its configuration names): the `--upload-pack` that lets git serve it.
+/// git refuses to read a repository another user owns ("dubious
+/// ownership"), so that its configuration cannot run code as the reader;
+/// root could run anything as any user anyway, so trusting root's
+/// repositories gives nothing away. Only that fetch's upload-pack trusts
+/// it (`safe.directory` from its own command line); the user's
+/// configuration is untouched. `None` for a remote URL, a repository of
+/// another owner, or when running as root.
+pub fn root_owned_upload_pack(uri: &str) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    if rustix::process::geteuid().is_root() {
+        return None;
+    }
+    let path = match uri.strip_prefix("file://") {
+        Some(p) => p,
+        None if !uri.contains("://") && uri.starts_with('/') => uri,
+        None => return None,
+    };
+    let owner = fs::metadata(path).ok()?.uid();
+    (owner == 0).then(|| "--upload-pack=git -c safe.directory=* upload-pack".to_string())
 }
 
 #[cfg(test)]

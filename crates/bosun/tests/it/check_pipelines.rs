@@ -407,5 +407,5 @@ fn the_quickstart_is_clean() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}");
     assert!(stdout.ends_with("; 0 errors, 0 warnings\n"), "{stdout}");
-    assert!(stdout.contains(": 5 periodics,"), "{stdout}");
+    assert!(stdout.contains(": 6 periodics,"), "{stdout}");
 }

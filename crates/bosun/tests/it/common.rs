@@ -190,3 +190,42 @@ pub fn assert_run(run: &Run, code: i32, stdout: Expect) {
     stdout.assert_eq(&run.stdout);
     assert_eq!(run.code, code, "exit code; stdout:\n{}", run.stdout);
 }
+
+/// A copy of the project that every user can reach, for daemons whose jobs
+/// run as another user (the quickstart's `run_as: unprivileged` is `nobody`
+/// when the tests run as root): the project's root may lie below a
+/// directory only its owner can search, wherever it was cloned.
+pub struct Reachable {
+    /// `DIR/checkout`: `git clone -b main` of the project, with the working
+    /// tree's `examples/` copied over it (uncommitted changes included).
+    pub checkout: PathBuf,
+    /// `DIR/bin`: this test build's `bosun`, copied.
+    pub bin: PathBuf,
+}
+
+/// Makes a [`Reachable`] copy in `dir`, which is made searchable by all.
+pub fn reachable_copy(dir: &Path) -> Reachable {
+    use std::os::unix::fs::PermissionsExt;
+    let project = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap();
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let checkout = dir.join("checkout");
+    let run = |cmd: &mut std::process::Command| {
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{cmd:?}: {out:?}");
+    };
+    run(std::process::Command::new("git")
+        .args(["clone", "-q", "--no-hardlinks", "-b", "main"])
+        .arg(&project)
+        .arg(&checkout));
+    run(std::process::Command::new("cp")
+        .arg("-a")
+        .arg(project.join("examples/."))
+        .arg(checkout.join("examples")));
+    let bin = dir.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_bosun"), bin.join("bosun")).unwrap();
+    Reachable { checkout, bin }
+}

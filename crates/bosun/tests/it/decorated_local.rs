@@ -15,6 +15,8 @@ type Daemon = common::Serve;
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
+        // A clone a run made as another user (a cluster's `run_as`).
+        .args(["-c", "safe.directory=*"])
         .args(args)
         .current_dir(dir)
         .env("GIT_CONFIG_NOSYSTEM", "1")
@@ -593,9 +595,12 @@ fn a_corpus_periodic_with_extra_refs_runs_end_to_end() {
 #[test]
 fn the_quickstarts_decorated_job_clones_this_checkout() {
     let (_d, dir) = tmp();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    // As root, the quickstart's jobs run as nobody: the daemon runs from a
+    // copy of the project every user can reach, its `bosun` included.
+    let copy = common::reachable_copy(&dir);
+    let root = copy.checkout.clone();
     let daemon_log = dir.join("daemon.log");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_bosun"))
+    let mut child = Command::new(copy.bin.join("bosun"))
         .arg("serve")
         .arg("--config")
         .arg(root.join("examples/quickstart/config.yaml"))
@@ -636,7 +641,9 @@ fn the_quickstarts_decorated_job_clones_this_checkout() {
     });
     let out = log(port, &id);
     assert_eq!(run["state"], "success", "{run}\n{out}");
-    let clone = dir.join(format!("data/runs/default/{id}/go/src/example.com/bosun"));
+    // The cluster the dispatcher placed it on.
+    let cluster = run["cluster"].as_str().unwrap().to_string();
+    let clone = dir.join(format!("data/runs/{cluster}/{id}/go/src/example.com/bosun"));
     assert!(out.contains(&format!("in {}", clone.display())), "{out}");
     let (status, lines) = artifact(port, &id, "artifacts/rust-lines.txt");
     assert_eq!(status, 200);

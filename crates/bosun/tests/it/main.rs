@@ -34,6 +34,7 @@ mod pipelines_local;
 mod placement;
 mod prometheus;
 mod quickstart_pipeline;
+mod readme_walkthrough;
 mod serve;
 mod web_browser;
 mod web_pages;

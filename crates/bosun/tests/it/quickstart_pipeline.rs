@@ -7,7 +7,7 @@
 //! workspace and gives a result, `publish` prints them with that result,
 //! and the `finally` task reports the outcome.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -38,12 +38,12 @@ fn the_quickstarts_pipeline_periodic_runs_its_tasks_locally() {
     let dir = tmp.path();
     // The project's root: the README's commands run there. The quickstart's
     // config.yaml names the checkout (`in_repo:`, a path beside that file).
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap();
+    // As root, the quickstart's jobs run as nobody: the daemon runs from a
+    // copy of the project every user can reach, its `bosun` included.
+    let copy = common::reachable_copy(dir);
+    let root = copy.checkout.clone();
     let daemon_log = dir.join("daemon.log");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_bosun"))
+    let mut child = Command::new(copy.bin.join("bosun"))
         .args(["serve", "--config", "examples/quickstart/config.yaml"])
         .args(["--job-config", "examples/quickstart/jobs"])
         .arg("--data-dir")

@@ -114,7 +114,19 @@ pub async fn page(ctx: Ctx, State(web): State<Arc<Web>>) -> Response {
                 .and_then(|c| c.trusted.as_ref())
                 .map(|rules| rules.iter().map(describe_rule).collect())
                 .unwrap_or_default(),
-            run_as: bc.and_then(|c| c.run_as.clone()).unwrap_or_default(),
+            run_as: match (
+                bc.and_then(|c| c.run_as.as_deref()),
+                in_force.clusters.users.get(alias),
+            ) {
+                (None, _) => String::new(),
+                (Some(crate::clusters::UNPRIVILEGED), Some(u)) => format!(
+                    "{} (uid {}; run_as: unprivileged)",
+                    crate::clusters::NOBODY,
+                    u.uid
+                ),
+                (Some(spec), Some(u)) => format!("{spec} (uid {})", u.uid),
+                (Some(spec), None) => format!("bosun's own user (run_as: {spec})"),
+            },
         });
     }
     let plan = shared.placer.engine.service.plan();
