@@ -246,14 +246,7 @@ pub fn check_run_dirs(
                 continue;
             };
             let mode = meta.mode();
-            let search = if meta.uid() == user.uid {
-                mode & 0o100
-            } else if meta.gid() == user.gid {
-                mode & 0o010
-            } else {
-                mode & 0o001
-            };
-            if search == 0 {
+            if !permits(&meta, *user, 0o1) {
                 let spec = config
                     .build_clusters
                     .get(alias)
@@ -274,6 +267,58 @@ pub fn check_run_dirs(
         }
     }
     Ok(())
+}
+
+/// Whether `meta`'s mode gives `user` the permission `bits` (`0o1` search
+/// or execute, `0o4` read) as owner, group or other (a job runs with its
+/// uid and gid alone, no supplementary groups).
+fn permits(meta: &std::fs::Metadata, user: RunAs, bits: u32) -> bool {
+    let mode = meta.mode();
+    let shift = if meta.uid() == user.uid {
+        6
+    } else if meta.gid() == user.gid {
+        3
+    } else {
+        0
+    };
+    (mode >> shift) & bits == bits
+}
+
+/// Why each local cluster's `run_as` user cannot execute `program` (bosun's
+/// own binary, which its decorated and pipeline runs start as that user):
+/// a directory above it it cannot search, or the file it cannot execute.
+/// Its plain jobs still run, so this is a warning, not a refusal.
+pub fn unreachable_program(users: &HashMap<String, RunAs>, program: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut aliases: Vec<&String> = users.keys().collect();
+    aliases.sort();
+    for alias in aliases {
+        let user = users[alias];
+        if user.uid == 0 {
+            continue;
+        }
+        let mut steps: Vec<(&Path, u32)> = program.ancestors().skip(1).map(|d| (d, 0o1)).collect();
+        steps.reverse();
+        steps.push((program, 0o1));
+        for (p, bits) in steps {
+            let Ok(meta) = std::fs::metadata(p) else {
+                continue;
+            };
+            if !permits(&meta, user, bits) {
+                out.push(format!(
+                    "build_clusters.{alias}.run_as: user uid {} cannot run {} ({} has mode {:o}, owner {}:{}), so the decorated and pipeline jobs of cluster {alias} will fail to start; install bosun where every user can run it (e.g. /usr/local/bin) or give it that permission",
+                    user.uid,
+                    program.display(),
+                    p.display(),
+                    meta.mode() & 0o7777,
+                    meta.uid(),
+                    meta.gid(),
+                ));
+                break;
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -335,5 +380,37 @@ mod tests {
         let e = local_users_as(&c, &defs, 0).unwrap_err().to_string();
         assert!(e.contains("local cluster(s) b"), "{e}");
         assert!(local_users_as(&c, &defs, 1000).is_ok());
+    }
+
+    #[test]
+    fn a_program_the_user_cannot_reach_is_named_with_the_directory_in_the_way() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("private");
+        std::fs::create_dir(&dir).unwrap();
+        let program = dir.join("bosun");
+        std::fs::write(&program, "").unwrap();
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let stranger = RunAs {
+            uid: 4242,
+            gid: 4242,
+        };
+        let users: HashMap<String, RunAs> = [("a".to_string(), stranger)].into();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let why = unreachable_program(&users, &program);
+        assert_eq!(why.len(), 1, "{why:?}");
+        assert!(
+            why[0].contains(&format!("{} has mode 700", dir.display())),
+            "{why:?}"
+        );
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(unreachable_program(&users, &program).is_empty());
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let why = unreachable_program(&users, &program);
+        assert!(
+            why[0].contains(&format!("{} has mode 700", program.display())),
+            "{why:?}"
+        );
     }
 }

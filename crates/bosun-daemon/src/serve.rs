@@ -187,6 +187,11 @@ fn serve_until_signal(args: &ServeArgs) -> Result<(), String> {
     };
     let runs_dir = args.data_dir.join("runs");
     check_run_dirs(&runs_dir, &snapshot.config, &run_as).map_err(|e| e.to_string())?;
+    if let Ok(exe) = std::env::current_exe() {
+        for why in crate::clusters::unreachable_program(&run_as, &exe) {
+            tracing::warn!("{why}");
+        }
+    }
     let engine = crate::plans::engine(
         &snapshot.config,
         &args.data_dir,
