@@ -254,7 +254,9 @@ fn run(args: &WriteBackArgs) -> Result<Report, String> {
     if config.job_config.is_empty() {
         return Err("give the job configuration to rewrite (--job-config DIR)".to_string());
     }
+    let loading = spinner("loading the configuration");
     let loaded = load(&config.load_options(), &OsFiles);
+    loading.finish_and_clear();
     let Some(snapshot) = loaded.snapshot else {
         let errors: Vec<String> = loaded
             .diagnostics
@@ -299,13 +301,39 @@ fn run(args: &WriteBackArgs) -> Result<Report, String> {
             config,
             clusters: &clusters,
         });
-    Ok(write_back(
+    let files = files_bar(if args.dry_run {
+        "reading job files"
+    } else {
+        "writing job files"
+    });
+    let report = write_back(
         &snapshot,
         &config.job_config,
         os.as_ref(),
         &plan,
         args.dry_run,
-    ))
+        &files,
+    );
+    files.finish_and_clear();
+    Ok(report)
+}
+
+/// A spinner saying what is being done, redrawn while it lasts, on
+/// standard error when it is a terminal; hidden otherwise (indicatif draws
+/// nothing where no one watches), so logs and pipes stay clean.
+fn spinner(what: &'static str) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new_spinner().with_message(what);
+    bar.enable_steady_tick(std::time::Duration::from_millis(100));
+    bar
+}
+
+/// The job files' progress (`N/M files`), shown as [`spinner`] is.
+fn files_bar(what: &'static str) -> indicatif::ProgressBar {
+    let style = indicatif::ProgressStyle::with_template("{msg} {wide_bar} {pos}/{len} files")
+        .expect("a valid template");
+    indicatif::ProgressBar::new(0)
+        .with_style(style)
+        .with_message(what)
 }
 
 /// The plan in force of the `bosun dispatcher` at `url` (`GET URL/plan`).
@@ -399,13 +427,14 @@ pub enum Outcome {
 
 /// Writes the plan's clusters into the job files under `job_config`
 /// (and OpenShift's `buildFarm` lists), or with `dry_run` only says what it
-/// would write.
+/// would write; counts each job file it edits on `progress`.
 pub fn write_back(
     snapshot: &Snapshot,
     job_config: &[PathBuf],
     openshift: Option<&OpenShiftInput<'_>>,
     plan: &BTreeMap<String, String>,
     dry_run: bool,
+    progress: &indicatif::ProgressBar,
 ) -> Report {
     let mut report = Report {
         dry_run,
@@ -531,7 +560,9 @@ pub fn write_back(
     }
 
     let mut changes: Vec<(String, Mark, JobChange)> = Vec::new();
+    progress.set_length(per_file.len() as u64);
     for (path, (display, targets, olds)) in &per_file {
+        progress.inc(1);
         let path = Path::new(path);
         let text = match fs::read_to_string(path) {
             Ok(t) => t,

@@ -1002,8 +1002,14 @@ fn the_whole_corpus_changes_only_cluster_lines() {
         .into_iter()
         .map(|(job, (cluster, _))| (job, other(&cluster)))
         .collect();
-    let report =
-        bosun_dispatcher::writeback::write_back(&before, &[dir.join("jobs")], None, &plan, false);
+    let report = bosun_dispatcher::writeback::write_back(
+        &before,
+        &[dir.join("jobs")],
+        None,
+        &plan,
+        false,
+        &indicatif::ProgressBar::hidden(),
+    );
     assert!(report.errors.is_empty(), "{:?}", report.errors);
     assert!(report.left.is_empty(), "{}", report.to_text());
     assert!(report.changes.len() > 3000, "{}", report.changes.len());
@@ -1046,4 +1052,46 @@ fn the_whole_corpus_changes_only_cluster_lines() {
             check(&y.base.name, &y.base.cluster, &x.base.cluster);
         }
     }
+}
+
+/// On a terminal, write-back shows how far it is (the job files read or
+/// written, `N/M files`); through a pipe (every other test here) it prints
+/// its report alone.
+#[test]
+fn write_back_shows_progress_on_a_terminal_only() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    tree(dir, "");
+    let plan: BTreeMap<&str, &str> = PLAN.iter().copied().collect();
+    std::fs::write(
+        dir.join("plan.json"),
+        serde_json::to_string(&serde_json::json!({ "assignments": plan })).unwrap(),
+    )
+    .unwrap();
+    let plan = dir.join("plan.json").display().to_string();
+    let (ok, piped) = write_back(dir, &["--plan", &plan, "--dry-run"]);
+    assert!(ok, "{piped}");
+    assert!(!piped.contains("job files"), "{piped}");
+    assert!(!piped.contains('\r'), "{piped:?}");
+    // The same command on a pseudo-terminal (util-linux `script`).
+    let mut args: Vec<String> = vec!["dispatch".into(), "write-back".into()];
+    args.extend(config_args(dir));
+    args.extend(["--plan".to_string(), plan, "--dry-run".into()]);
+    let quoted: Vec<String> = std::iter::once(env!("CARGO_BIN_EXE_bosun").to_string())
+        .chain(args)
+        .map(|a| format!("'{}'", a.replace('\'', r"'\''")))
+        .collect();
+    let out = Command::new("script")
+        .args(["-qec", &quoted.join(" "), "/dev/null"])
+        .env("TERM", "xterm")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("util-linux's script");
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{shown}");
+    let files = shown
+        .split("reading job files")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no progress on a terminal: {shown:?}"));
+    assert!(files.contains(" files"), "{shown:?}");
 }
