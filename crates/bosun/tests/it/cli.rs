@@ -99,17 +99,40 @@ fn wait_state(port: u16, id: &str, done: impl Fn(&str) -> bool) -> serde_json::V
     }
 }
 
-/// Waits until the log of run `id`, as it is now, holds `text`.
+/// `GET path` of the daemon on `port`: status and body; the test fails if
+/// the whole answer has not come within 5 seconds.
+fn get_at_once(port: u16, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    if let Err(e) = s.read_to_end(&mut out) {
+        panic!(
+            "GET {path}: no whole answer within 5 s ({e}): {}",
+            String::from_utf8_lossy(&out)
+        );
+    }
+    let out = String::from_utf8(out).unwrap();
+    let status = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = out.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+    (status, crate::common::dechunk(body))
+}
+
+/// Waits until the log of run `id`, as it is now (`?follow=false`, which
+/// must answer at once), holds `text`.
 fn wait_log(port: u16, id: &str, text: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let (status, log) = request(
-            port,
-            "GET",
-            &format!("/api/v1/runs/{id}/log?follow=false"),
-            None,
-            None,
-        );
+        let (status, log) = get_at_once(port, &format!("/api/v1/runs/{id}/log?follow=false"));
         if status == 200 && log.contains(text) {
             return;
         }
@@ -166,15 +189,12 @@ fn logs_prints_what_a_run_wrote_now_or_followed() {
         "pending",
         "still running"
     );
-    // The route itself: followed by default, at once with `follow=false`.
-    let (status, log) = request(
-        port,
-        "GET",
-        &format!("/api/v1/runs/{sleeper}/log?follow=false"),
-        None,
-        None,
-    );
+    // The route itself: at once with `follow=false`.
+    let (status, log) = get_at_once(port, &format!("/api/v1/runs/{sleeper}/log?follow=false"));
     assert_eq!((status, log.as_str()), (200, "started\n"));
+    // Its process is not left behind the test's daemon.
+    assert_eq!(bosun(port, &["abort", &sleeper]).code, 0);
+    wait_state(port, &sleeper, |s| s == "aborted");
 
     // Followed: every line, as the run writes them, until it ends.
     let talk = trigger(port, "talk");
