@@ -1,12 +1,17 @@
-//! `bosun run`, `bosun runs` and `bosun periodics`: the API from the command line.
+//! What the commands over the daemon's API share: where the daemon is and
+//! the token ([`ServerArgs`]), the listings' output format ([`OutputArgs`]),
+//! the requests ([`Api`]), and errors that say what to do about them. The
+//! commands are `runs` (`run`, `runs`, `logs`, `abort`, `rerun`),
+//! `periodics`, `clusters` and `config`.
 
-use bosun_base::command::{Failed, Outcome};
+use bosun_base::command::Failed;
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
-use clap::Args;
+use clap::{Args, ValueEnum};
+use serde_json::Value;
 
-/// Where the daemon is.
+/// Where the daemon is, and the token it wants.
 #[derive(Args, Debug, Clone)]
 pub struct ServerArgs {
     /// The daemon's URL.
@@ -17,215 +22,252 @@ pub struct ServerArgs {
         global = true
     )]
     pub server: String,
-    /// A file with the API token.
+    /// A file with the token, sent with every request: the API token
+    /// (`bosun serve --api-token-file`) for actions, it or the read token
+    /// (`--read-token-file`) for reads.
     #[arg(long, value_name = "FILE", env = "BOSUN_TOKEN_FILE", global = true)]
     pub token_file: Option<PathBuf>,
 }
 
-/// `bosun run` arguments.
+/// How a listing is printed.
+#[derive(ValueEnum, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Format {
+    /// Columns, for people.
+    #[default]
+    Table,
+    /// The API's JSON answer as it is, for scripts.
+    Json,
+}
+
+/// `--output` (`-o`).
 #[derive(Args, Debug, Clone)]
-pub struct RunArgs {
-    /// The job's name.
-    pub job: String,
-    /// Its repository (`org/repo`), when several jobs share the name.
-    #[arg(long)]
-    pub repo: Option<String>,
-    /// Its type (`periodic`, `presubmit`, `postsubmit`), when several jobs share the name.
-    #[arg(long = "type")]
-    pub job_type: Option<String>,
-    /// Refs as JSON (`{"org": ..., "repo": ..., "base_ref": ..., "pulls": [...]}`).
-    #[arg(long)]
-    pub refs: Option<String>,
-    /// Follow the log and exit with the run's result (0 on success).
-    #[arg(long)]
-    pub follow: bool,
-    #[command(flatten)]
-    pub server: ServerArgs,
+pub struct OutputArgs {
+    /// `table` for people, `json` for the API's answer as it is.
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_enum,
+        default_value_t,
+        global = true
+    )]
+    pub output: Format,
 }
 
-/// `bosun runs` arguments.
-#[derive(Args, Debug, Clone)]
-pub struct RunsArgs {
-    /// Only this job.
-    #[arg(long)]
-    pub job: Option<String>,
-    /// Only this state.
-    #[arg(long)]
-    pub state: Option<String>,
-    /// At most this many.
-    #[arg(long, default_value_t = 20)]
-    pub limit: usize,
-    #[command(flatten)]
-    pub server: ServerArgs,
+/// The daemon's API as the commands use it: its URL and the token, sent with
+/// every request when one is given (reads need one too when the daemon has
+/// a read token).
+pub struct Api {
+    base: String,
+    token: Option<String>,
+    token_file: Option<PathBuf>,
+    agent: ureq::Agent,
 }
 
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .build()
-        .into()
+/// An answer of the API: its status and body.
+pub struct Answer {
+    /// The HTTP status.
+    pub status: u16,
+    /// The body as text.
+    pub body: String,
 }
 
-fn token(s: &ServerArgs) -> Result<Option<String>, String> {
-    s.token_file
-        .as_ref()
-        .map(|p| {
-            std::fs::read_to_string(p)
-                .map(|t| t.trim().to_string())
-                .map_err(|e| format!("cannot read {}: {e}", p.display()))
+impl Answer {
+    /// A 2xx.
+    pub fn ok(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+
+    /// The body as JSON.
+    pub fn json(&self) -> Result<Value, Failed> {
+        serde_json::from_str(&self.body).map_err(|e| {
+            Failed::error(format!(
+                "the daemon's answer is not JSON ({e}): {}",
+                self.body
+            ))
         })
-        .transpose()
-}
-
-fn fail(msg: impl std::fmt::Display) -> Outcome {
-    Err(Failed::error(msg))
-}
-
-/// Triggers a run.
-pub fn run(args: &RunArgs, out: &mut dyn Write) -> Outcome {
-    let mut body = serde_json::json!({"job": args.job});
-    if let Some(r) = &args.repo {
-        body["repo"] = r.clone().into();
     }
-    if let Some(t) = &args.job_type {
-        body["type"] = t.clone().into();
+
+    /// Why the API refused: its `error`, else the body as it is.
+    pub fn reason(&self) -> String {
+        serde_json::from_str::<Value>(&self.body)
+            .ok()
+            .and_then(|v| v["error"].as_str().map(str::to_string))
+            .unwrap_or_else(|| self.body.trim().to_string())
     }
-    if let Some(r) = &args.refs {
-        match serde_json::from_str::<serde_json::Value>(r) {
-            Ok(v) => body["refs"] = v,
-            Err(e) => return fail(format!("--refs is not JSON: {e}")),
+
+    /// Prints the body as it is (a listing's `-o json`).
+    pub fn print(&self, out: &mut dyn Write) -> Result<(), Failed> {
+        out.write_all(self.body.as_bytes())?;
+        if !self.body.ends_with('\n') {
+            writeln!(out)?;
         }
+        Ok(())
     }
-    let token = match token(&args.server) {
-        Ok(t) => t,
-        Err(e) => return fail(e),
-    };
-    let mut req = agent().post(format!("{}/api/v1/runs", args.server.server));
-    if let Some(t) = &token {
-        req = req.header("Authorization", &format!("Bearer {t}"));
+}
+
+impl Api {
+    /// The API of the daemon `args` names, with the token of its token file.
+    pub fn new(args: &ServerArgs) -> Result<Api, Failed> {
+        let token = args
+            .token_file
+            .as_ref()
+            .map(|p| {
+                std::fs::read_to_string(p)
+                    .map(|t| t.trim().to_string())
+                    .map_err(|e| Failed::error(format!("cannot read {}: {e}", p.display())))
+            })
+            .transpose()?;
+        Ok(Api {
+            base: args.server.trim_end_matches('/').to_string(),
+            token,
+            token_file: args.token_file.clone(),
+            agent: ureq::Agent::config_builder()
+                .http_status_as_error(false)
+                .build()
+                .into(),
+        })
     }
-    let mut resp = match req.send_json(&body) {
-        Ok(r) => r,
-        Err(e) => return fail(format!("cannot reach {}: {e}", args.server.server)),
-    };
-    let status = resp.status().as_u16();
-    let text = resp.body_mut().read_to_string().unwrap_or_default();
-    if status != 201 {
-        return fail(format!("{status}: {text}"));
+
+    /// `GET path`: any answer, or why the daemon could not be reached.
+    pub fn get(&self, path: &str) -> Result<Answer, Failed> {
+        let mut req = self.agent.get(format!("{}{path}", self.base));
+        if let Some(t) = &self.token {
+            req = req.header("Authorization", &format!("Bearer {t}"));
+        }
+        answer(req.call().map_err(|e| self.unreachable(e))?)
     }
-    let run: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-    let id = run["id"].as_str().unwrap_or_default().to_string();
-    let _ = writeln!(
-        out,
-        "{id} {} {}",
-        run["job"].as_str().unwrap_or_default(),
-        run["state"].as_str().unwrap_or_default()
-    );
-    if !args.follow {
-        return Ok(());
+
+    /// `POST path` with a JSON body, or none.
+    pub fn post(&self, path: &str, body: Option<&Value>) -> Result<Answer, Failed> {
+        let mut req = self.agent.post(format!("{}{path}", self.base));
+        if let Some(t) = &self.token {
+            req = req.header("Authorization", &format!("Bearer {t}"));
+        }
+        let resp = match body {
+            Some(b) => req.send_json(b),
+            None => req.send_empty(),
+        };
+        answer(resp.map_err(|e| self.unreachable(e))?)
     }
-    let url = format!("{}/api/v1/runs/{id}/log", args.server.server);
-    if let Ok(mut resp) = agent().get(&url).call() {
+
+    /// `GET path`, its body copied to `out` as it comes (a log followed);
+    /// an answer that is not a 2xx is handed back, read whole.
+    pub fn stream(&self, path: &str, out: &mut dyn Write) -> Result<Result<(), Answer>, Failed> {
+        let mut req = self.agent.get(format!("{}{path}", self.base));
+        if let Some(t) = &self.token {
+            req = req.header("Authorization", &format!("Bearer {t}"));
+        }
+        let mut resp = req.call().map_err(|e| self.unreachable(e))?;
+        if !resp.status().is_success() {
+            return Ok(Err(answer(resp)?));
+        }
         let mut reader = resp.body_mut().as_reader();
         let mut buf = [0u8; 8192];
-        while let Ok(n) = reader.read(&mut buf) {
-            if n == 0 {
-                break;
+        loop {
+            match reader.read(&mut buf) {
+                Ok(0) => return Ok(Ok(())),
+                Ok(n) => {
+                    out.write_all(&buf[..n])?;
+                    out.flush()?;
+                }
+                Err(e) => {
+                    return Err(Failed::error(format!(
+                        "the daemon at {} stopped answering: {e}",
+                        self.base
+                    )))
+                }
             }
-            let _ = out.write_all(&buf[..n]);
-            let _ = out.flush();
         }
     }
-    // The log ends when the run does; its final state decides the exit code.
-    let state = agent()
-        .get(format!("{}/api/v1/runs/{id}", args.server.server))
-        .call()
-        .ok()
-        .and_then(|mut r| r.body_mut().read_json::<serde_json::Value>().ok())
-        .and_then(|v| v["state"].as_str().map(str::to_string))
-        .unwrap_or_default();
-    let _ = writeln!(out, "{id} {state}");
-    if state == "success" {
-        Ok(())
-    } else {
-        // The run's state, printed above, says why.
-        Err(Failed::status(1))
+
+    /// `answer` if it is a 2xx, else why not ([`Api::refused`]).
+    pub fn check(&self, answer: Answer, run: Option<&str>) -> Result<Answer, Failed> {
+        if answer.ok() {
+            Ok(answer)
+        } else {
+            Err(self.refused(&answer, run))
+        }
+    }
+
+    /// A refusal as an error that says what to do: a token to pass (401),
+    /// the API's reason as it is (403: a trusted cluster's rules, and any
+    /// other status), a run that does not exist (a 404 about the run `run`).
+    pub fn refused(&self, answer: &Answer, run: Option<&str>) -> Failed {
+        let reason = answer.reason();
+        match answer.status {
+            401 => Failed::error(match &self.token_file {
+                None => format!(
+                    "the daemon at {} wants a token (401): pass --token-file FILE \
+                     (or set BOSUN_TOKEN_FILE) with its API token",
+                    self.base
+                ),
+                Some(f) => format!(
+                    "the daemon at {} refused the token in {} (401): pass --token-file FILE \
+                     (or set BOSUN_TOKEN_FILE) with its API token",
+                    self.base,
+                    f.display()
+                ),
+            }),
+            403 => Failed::error(format!("refused: {reason}")),
+            404 if run.is_some_and(|id| self.run_is_missing(id)) => Failed::error(format!(
+                "no run {}; list runs with `bosun runs`",
+                run.unwrap_or_default()
+            )),
+            409 => {
+                let candidates: Vec<String> = serde_json::from_str::<Value>(&answer.body)
+                    .ok()
+                    .and_then(|v| v["candidates"].as_array().cloned())
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|c| {
+                        let mut s = format!("--type {}", c["type"].as_str().unwrap_or_default());
+                        if let Some(r) = c["repo"].as_str() {
+                            s.push_str(&format!(" --repo {r}"));
+                        }
+                        s
+                    })
+                    .collect();
+                if candidates.is_empty() {
+                    Failed::error(format!("{}: {reason}", answer.status))
+                } else {
+                    Failed::error(format!("{reason}; one of: {}", candidates.join(" | ")))
+                }
+            }
+            status => Failed::error(format!("{status}: {reason}")),
+        }
+    }
+
+    /// The daemon says there is no run `id`.
+    fn run_is_missing(&self, id: &str) -> bool {
+        self.get(&format!("/api/v1/runs/{}", segment(id)))
+            .is_ok_and(|a| a.status == 404)
+    }
+
+    /// Why the daemon could not be reached, and what to do.
+    fn unreachable(&self, e: ureq::Error) -> Failed {
+        Failed::error(format!(
+            "cannot reach the daemon at {} ({e}): start it with `bosun serve`, \
+             or give its URL with --server URL (or set BOSUN_SERVER)",
+            self.base
+        ))
     }
 }
 
-/// Lists runs.
-pub fn runs(args: &RunsArgs, out: &mut dyn Write) -> Outcome {
-    let mut url = format!("{}/api/v1/runs?limit={}", args.server.server, args.limit);
-    if let Some(j) = &args.job {
-        url.push_str(&format!("&job={j}"));
-    }
-    if let Some(s) = &args.state {
-        url.push_str(&format!("&state={s}"));
-    }
-    let mut resp = match agent().get(&url).call() {
-        Ok(r) => r,
-        Err(e) => return fail(format!("cannot reach {}: {e}", args.server.server)),
-    };
+/// A response read whole.
+fn answer(mut resp: ureq::http::Response<ureq::Body>) -> Result<Answer, Failed> {
     let status = resp.status().as_u16();
-    let v: serde_json::Value = match resp.body_mut().read_json() {
-        Ok(v) if status == 200 => v,
-        Ok(v) => return fail(format!("{status}: {v}")),
-        Err(e) => return fail(e),
-    };
-    let _ = writeln!(
-        out,
-        "{:<36}  {:<40}  {:<10}  {:<10}  {:<27}  DESCRIPTION",
-        "ID", "JOB", "TYPE", "STATE", "CREATED"
-    );
-    for r in v["runs"].as_array().into_iter().flatten() {
-        let s = |k: &str| r[k].as_str().unwrap_or_default().to_string();
-        let _ = writeln!(
-            out,
-            "{:<36}  {:<40}  {:<10}  {:<10}  {:<27}  {}",
-            s("id"),
-            s("job"),
-            s("job_type"),
-            s("state"),
-            s("created_at"),
-            s("description")
-        );
-    }
-    Ok(())
+    let body = resp
+        .body_mut()
+        .with_config()
+        .limit(u64::MAX)
+        .read_to_string()
+        .map_err(|e| Failed::error(format!("cannot read the daemon's answer: {e}")))?;
+    Ok(Answer { status, body })
 }
 
-/// What `bosun periodics` does.
-#[derive(clap::Subcommand, Debug, Clone)]
-pub enum PeriodicsAction {
-    /// List the periodics: schedule, next fire, last run, paused (the default).
-    List,
-    /// Start a run of a periodic now, outside its schedule.
-    Trigger {
-        /// The periodic's identity (its name, or ORG/REPO:name when in-repo).
-        periodic: String,
-    },
-    /// Pause a periodic: its ticks are recorded as skipped until it is resumed.
-    Pause {
-        /// The periodic's identity.
-        periodic: String,
-    },
-    /// Resume a paused periodic.
-    Resume {
-        /// The periodic's identity.
-        periodic: String,
-    },
-}
-
-/// `bosun periodics` arguments.
-#[derive(Args, Debug, Clone)]
-pub struct PeriodicsArgs {
-    #[command(subcommand)]
-    pub action: Option<PeriodicsAction>,
-    #[command(flatten)]
-    pub server: ServerArgs,
-}
-
-/// Percent-encodes a path segment (an in-repo identity has a `/`).
-fn segment(s: &str) -> String {
+/// Percent-encodes a path segment or a query value (an in-repo identity has
+/// a `/`).
+pub fn segment(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b':' => {
@@ -236,98 +278,54 @@ fn segment(s: &str) -> String {
         .collect()
 }
 
-/// Lists or controls periodics.
-pub fn periodics(args: &PeriodicsArgs, out: &mut dyn Write) -> Outcome {
-    let base = &args.server.server;
-    let (verb, periodic) = match &args.action {
-        None | Some(PeriodicsAction::List) => ("list", None),
-        Some(PeriodicsAction::Trigger { periodic }) => ("trigger", Some(periodic)),
-        Some(PeriodicsAction::Pause { periodic }) => ("pause", Some(periodic)),
-        Some(PeriodicsAction::Resume { periodic }) => ("resume", Some(periodic)),
-    };
-    let resp = match periodic {
-        None => agent().get(format!("{base}/api/v1/periodics")).call(),
-        Some(p) => {
-            let token = match token(&args.server) {
-                Ok(t) => t,
-                Err(e) => return fail(e),
-            };
-            let mut req = agent().post(format!("{base}/api/v1/periodics/{}/{verb}", segment(p)));
-            if let Some(t) = token {
-                req = req.header("Authorization", &format!("Bearer {t}"));
-            }
-            req.send_empty()
-        }
-    };
-    let mut resp = match resp {
-        Ok(r) => r,
-        Err(e) => return fail(format!("cannot reach {base}: {e}")),
-    };
-    let status = resp.status().as_u16();
-    let v: serde_json::Value = match resp.body_mut().read_json() {
-        Ok(v) if (200..300).contains(&status) => v,
-        Ok(v) => {
-            return fail(format!(
-                "{status}: {}",
-                v["error"]
-                    .as_str()
-                    .map_or_else(|| v.to_string(), str::to_string)
-            ))
-        }
-        Err(e) => return fail(e),
-    };
-    match verb {
-        "list" => {
-            let _ = writeln!(
-                out,
-                "{:<50}  {:<24}  {:<6}  {:<25}  LAST RUN",
-                "PERIODIC", "SCHEDULE", "PAUSED", "NEXT FIRE"
-            );
-            for p in v["periodics"].as_array().into_iter().flatten() {
-                let s = |k: &str| p[k].as_str().unwrap_or("-").to_string();
-                let last = match &p["last_run"] {
-                    serde_json::Value::Null => "-".to_string(),
-                    r => format!(
-                        "{} {} {}",
-                        r["id"].as_str().unwrap_or_default(),
-                        r["state"].as_str().unwrap_or_default(),
-                        r["created_at"].as_str().unwrap_or_default()
-                    ),
-                };
-                let _ = writeln!(
-                    out,
-                    "{:<50}  {:<24}  {:<6}  {:<25}  {last}",
-                    s("identity"),
-                    s("schedule"),
-                    if p["paused"].as_bool() == Some(true) {
-                        "yes"
-                    } else {
-                        "no"
-                    },
-                    s("next_fire"),
-                );
+/// Rows printed as columns as wide as their widest cell, two spaces apart
+/// (the last column as it is).
+pub fn columns(out: &mut dyn Write, rows: &[Vec<String>]) -> Result<(), Failed> {
+    let n = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..n)
+        .map(|i| {
+            rows.iter()
+                .filter_map(|r| r.get(i))
+                .map(|c| c.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for row in rows {
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            if i + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                line.push_str(&format!("{cell:<w$}  ", w = widths[i]));
             }
         }
-        "trigger" => {
-            let _ = writeln!(
-                out,
-                "{} {}",
-                v["id"].as_str().unwrap_or_default(),
-                v["state"].as_str().unwrap_or_default()
-            );
-        }
-        _ => {
-            let _ = writeln!(
-                out,
-                "{} {}",
-                v["periodic"].as_str().unwrap_or_default(),
-                if v["paused"].as_bool() == Some(true) {
-                    "paused"
-                } else {
-                    "resumed"
-                }
-            );
-        }
+        writeln!(out, "{}", line.trim_end())?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_are_as_wide_as_their_widest_cell() {
+        let mut out = Vec::new();
+        let rows = [
+            vec!["ALIAS".to_string(), "KIND".into(), "TRUSTED".into()],
+            vec!["default".to_string(), "local".into(), "no".into()],
+            vec!["t".to_string(), "kubernetes".into(), "jobs=a".into()],
+        ];
+        columns(&mut out, &rows).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "ALIAS    KIND        TRUSTED\ndefault  local       no\nt        kubernetes  jobs=a\n"
+        );
+    }
+
+    #[test]
+    fn segments_are_percent_encoded() {
+        assert_eq!(segment("org/app:name x"), "org%2Fapp:name%20x");
+    }
 }

@@ -2,19 +2,25 @@
 //! binary: it sets the allocator, parses the command line and hands each
 //! command to its crate (`bosun-daemon` serves, `bosun-dispatcher` plans and
 //! dispatches, `bosun-cluster` supervises local runs, `bosun-injob` runs the
-//! in-job programs); the commands that
-//! are neither (`check`, `schedule`, and `run`, `runs`, `periodics` over the
-//! API) are its own modules. Every command returns a
-//! [`bosun_base::command::Outcome`]; `main` turns it into the exit status.
+//! in-job programs); the commands that are neither (`check`, `schedule`; the
+//! commands over the API: `run`, `runs`, `logs`, `abort`, `rerun`,
+//! `periodics`, `clusters`, `config`; `completions` and `man`) are its own
+//! modules. Every command returns a [`bosun_base::command::Outcome`]; `main`
+//! turns it into the exit status.
 
 use std::process::ExitCode;
 
 use bosun_daemon::serve;
 use bosun_dispatcher::cli as dispatch;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 mod check;
 mod client;
+mod clusters;
+mod config;
+mod manual;
+mod periodics;
+mod runs;
 mod schedule;
 
 /// mimalloc rather than the system allocator: the daemon allocates and frees
@@ -41,16 +47,31 @@ enum Command {
     /// Run the daemon: the controller, the JSON API and metrics.
     Serve(serve::ServeArgs),
     /// Trigger a run of a job through the daemon's API.
-    Run(client::RunArgs),
+    Run(runs::RunArgs),
     /// List runs through the daemon's API.
-    Runs(client::RunsArgs),
+    Runs(runs::RunsArgs),
+    /// Print a run's log (what it holds now, or followed with --follow).
+    Logs(runs::LogsArgs),
+    /// Abort a run that has not ended.
+    Abort(runs::AbortArgs),
+    /// Run a run's job again, as a new run; print the new run's id.
+    Rerun(runs::RerunArgs),
     /// List periodics, trigger one now, pause or resume one.
-    Periodics(client::PeriodicsArgs),
+    Periodics(periodics::PeriodicsArgs),
+    /// List the build clusters: kind, health, trusted and its allow rules.
+    Clusters(clusters::ClustersArgs),
+    /// Show the daemon's configuration status, or reload it now.
+    Config(config::ConfigArgs),
     /// Plan which build cluster each job runs on.
     Dispatch(dispatch::DispatchArgs),
     /// Run the dispatcher: Prow's external scheduling strategy, served from
     /// a balanced plan.
     Dispatcher(dispatch::DispatcherArgs),
+    /// Print the shell completion script for bash, zsh, fish, elvish or
+    /// powershell.
+    Completions(manual::CompletionsArgs),
+    /// Print the man page bosun.1, or write every page into --dir.
+    Man(manual::ManArgs),
     /// Supervise a local cluster's runs (started by the daemon; not for people).
     #[command(hide = true)]
     RunShim {
@@ -95,9 +116,16 @@ fn main() -> ExitCode {
         Command::Check(args) => check::run(&args, &mut out()),
         Command::Schedule(args) => schedule::run(&args, &mut out()),
         Command::Serve(args) => serve::run(&args),
-        Command::Run(args) => client::run(&args, &mut out()),
-        Command::Runs(args) => client::runs(&args, &mut out()),
-        Command::Periodics(args) => client::periodics(&args, &mut out()),
+        Command::Run(args) => runs::run(&args, &mut out()),
+        Command::Runs(args) => runs::runs(&args, &mut out()),
+        Command::Logs(args) => runs::logs(&args, &mut out()),
+        Command::Abort(args) => runs::abort(&args, &mut out()),
+        Command::Rerun(args) => runs::rerun(&args, &mut out()),
+        Command::Periodics(args) => periodics::periodics(&args, &mut out()),
+        Command::Clusters(args) => clusters::clusters(&args, &mut out()),
+        Command::Config(args) => config::config(&args, &mut out()),
+        Command::Completions(args) => manual::completions(&args, &Cli::command(), &mut out()),
+        Command::Man(args) => manual::man(&args, &Cli::command(), &mut out()),
         Command::Dispatch(args) => dispatch::plan_command(&args, &mut out()),
         Command::Dispatcher(args) => dispatch::dispatcher_command(&args),
         Command::RunShim { args } => bosun_cluster::local::LocalExecutor::shim_main(&args),

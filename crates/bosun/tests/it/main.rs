@@ -22,6 +22,7 @@ mod web_support;
 mod artifacts_api;
 mod check_golden;
 mod check_pipelines;
+mod cli;
 mod decorated_local;
 mod deploy_manifests;
 mod dispatch_openshift;

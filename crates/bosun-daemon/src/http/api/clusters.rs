@@ -1,4 +1,5 @@
-//! `/api/v1/clusters`: every build cluster with its kind and health.
+//! `/api/v1/clusters`: every build cluster with its kind, health and, for a
+//! trusted cluster, its allow rules.
 
 use std::sync::Arc;
 
@@ -31,6 +32,15 @@ pub async fn list(State(daemon): State<Arc<Daemon>>) -> Response {
                 "status": health.word(),
                 "prow_status": health.prow_word(),
                 "reason": reason,
+                // `build_clusters.<alias>.trusted` as configured: the allow
+                // rules (`jobs`, `repos`, `types`), or null for a cluster that
+                // is not trusted (a kubeconfig context never is).
+                "trusted": in_force
+                    .snapshot
+                    .config
+                    .build_clusters
+                    .get(alias)
+                    .and_then(|c| c.trusted.as_ref()),
             });
             match def {
                 ClusterDef::Local { slots } => {

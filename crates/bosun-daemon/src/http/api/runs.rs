@@ -102,9 +102,22 @@ pub async fn get(State(daemon): State<Arc<Daemon>>, Path(id): Path<String>) -> A
     Ok(Json(find(&daemon, id).await?).into_response())
 }
 
+/// `GET /api/v1/runs/{id}/log` query.
+#[derive(Debug, Deserialize)]
+pub struct LogQuery {
+    /// `false`: the log as it is now, without waiting for the run to end
+    /// (default `true`).
+    follow: Option<bool>,
+}
+
 /// `GET /api/v1/runs/{id}/log`: the log, followed until the run ends and
-/// its executor has written all of it.
-pub async fn log(State(daemon): State<Arc<Daemon>>, Path(id): Path<String>) -> ApiResult {
+/// its executor has written all of it; with `?follow=false`, what the log
+/// holds now (nothing yet for a run that has not started), at once.
+pub async fn log(
+    State(daemon): State<Arc<Daemon>>,
+    Path(id): Path<String>,
+    Query(q): Query<LogQuery>,
+) -> ApiResult {
     let run = find(&daemon, id).await?;
     let alias = run
         .cluster
@@ -127,6 +140,13 @@ pub async fn log(State(daemon): State<Arc<Daemon>>, Path(id): Path<String>) -> A
             }
         }
         out
+    }
+    if q.follow == Some(false) {
+        return Ok((
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            read_from(&path, 0).await,
+        )
+            .into_response());
     }
     let state = (daemon.clone(), run.id.clone(), path, 0u64, false);
     let stream =
