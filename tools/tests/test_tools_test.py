@@ -7,6 +7,7 @@ only finds the caches, prints the export lines, and hands its arguments to
 cargo test.
 """
 import os
+import shutil
 import subprocess
 import tempfile
 import unittest
@@ -53,9 +54,15 @@ def built(script):
 class MissingParts(unittest.TestCase):
     def test_every_missing_part_is_named_with_its_command_and_nothing_is_built(self):
         with tempfile.TemporaryDirectory() as tmp:
+            # apt-get and sudo stand-ins that only note they ran: with
+            # --no-install nothing may be installed, and a test must not
+            # install anything on this machine either.
+            apt_log = os.path.join(tmp, "apt.log")
+            noted = '#!/bin/sh\necho "$0 $*" >>"$APT_LOG"\nexit 1\n'
             bin_dir = farm(
                 os.path.join(tmp, "bin"),
                 leave_out={"prometheus", "promtool", "chromedriver", "go"},
+                replace={"apt-get": noted, "sudo": noted},
             )
             cache = os.path.join(tmp, "cache")
             target = os.path.join(tmp, "target")
@@ -64,6 +71,7 @@ class MissingParts(unittest.TestCase):
                 PATH=bin_dir,
                 XDG_CACHE_HOME=cache,
                 CARGO_TARGET_DIR=target,
+                APT_LOG=apt_log,
             )
             out = subprocess.run(
                 [SCRIPT, "--no-install", "--setup-only"],
@@ -87,6 +95,7 @@ class MissingParts(unittest.TestCase):
             named = [l for l in said.splitlines() if l.startswith("  ") and l[2] != " "]
             self.assertEqual(len(named), 3, said)
             self.assertIn("--no-install: nothing was installed", said)
+            self.assertFalse(os.path.exists(apt_log), "apt-get or sudo ran")
             # Nothing built: no cache entry, no cargo target, no export lines.
             self.assertFalse(os.path.exists(os.path.join(cache, "bosun")), said)
             self.assertFalse(os.path.exists(target), said)
@@ -117,6 +126,42 @@ class EverythingInPlace(unittest.TestCase):
         self.assertIn(f"export BOSUN_TEKTON_VALIDATE={self.tekton}", lines)
         self.assertTrue(any(l.startswith("export RUST_TEST_THREADS=") for l in lines), lines)
         self.assertNotIn("building", out.stderr)
+
+    def test_a_missing_debian_package_is_installed_with_apt_get(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            bin_dir = os.path.join(tmp, "bin")
+            log = os.path.join(tmp, "apt.log")
+            # apt-get "installs" procps by putting pgrep back on PATH; sudo
+            # (asked when this does not run as root) passes the command on.
+            apt_get = (
+                "#!/bin/sh\n"
+                'echo "$DEBIAN_FRONTEND apt-get $*" >>"$APT_LOG"\n'
+                'if [ "$1" = install ]; then ln -s "$PGREP" "$FARM/pgrep"; fi\n'
+            )
+            sudo = '#!/bin/sh\n[ "$1" = -n ] && shift\nexec "$@"\n'
+            farm(bin_dir, leave_out={"pgrep"}, replace={"apt-get": apt_get, "sudo": sudo})
+            env = dict(
+                os.environ,
+                PATH=bin_dir,
+                APT_LOG=log,
+                FARM=bin_dir,
+                PGREP=shutil.which("pgrep"),
+            )
+            out = subprocess.run(
+                [SCRIPT, "--setup-only"], env=env, capture_output=True, text=True, timeout=60
+            )
+            self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+            self.assertIn("installing procps", out.stderr)
+            with open(log) as f:
+                ran = f.read().splitlines()
+            self.assertEqual(
+                ran[-2:],
+                [
+                    "noninteractive apt-get update -q",
+                    "noninteractive apt-get install -y -q procps",
+                ],
+            )
+            self.assertIn(f"export BOSUN_KUBE_BIN_DIR={self.kube}", out.stdout.splitlines())
 
     def cargo_sees(self, *args):
         """What cargo is run with (arguments, then the variables the tests
