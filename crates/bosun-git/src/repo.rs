@@ -213,7 +213,9 @@ mod tests {
                 .env("GIT_COMMITTER_NAME", "t")
                 .env("GIT_COMMITTER_EMAIL", "t@example.com")
                 .output()
-                .unwrap();
+                .unwrap_or_else(|e| {
+                    panic!("git could not run ({e}): install it with `apt-get install -y git`, or run the tests with tools/test")
+                });
             assert!(out.status.success(), "git {args:?}: {out:?}");
             String::from_utf8(out.stdout).unwrap().trim().to_string()
         };

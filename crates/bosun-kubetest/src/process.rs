@@ -18,7 +18,7 @@ pub const BIN_DIR_ENV: &str = "BOSUN_KUBE_BIN_DIR";
 
 /// The directory holding `kube-apiserver` and `etcd`: `$BOSUN_KUBE_BIN_DIR`,
 /// else what `tools/kube/build.sh --check` prints. Panics, saying how to
-/// build them, when neither has them.
+/// build them (`tools/test`), when neither has them.
 pub fn bin_dir() -> PathBuf {
     static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let found = DIR.get_or_init(|| {
@@ -28,7 +28,7 @@ pub fn bin_dir() -> PathBuf {
                 Ok(dir)
             } else {
                 Err(format!(
-                    "${BIN_DIR_ENV}={} has no kube-apiserver and etcd: run tools/kube/build.sh (or .ci/run) to build them",
+                    "${BIN_DIR_ENV}={} has no kube-apiserver and etcd: run tools/test --setup-only to build them and print the directory to export",
                     dir.display()
                 ))
             };
@@ -41,7 +41,7 @@ pub fn bin_dir() -> PathBuf {
             .map_err(|e| format!("{}: {e}", script.display()))?;
         if !out.status.success() {
             return Err(format!(
-                "kube-apiserver and etcd are needed by this test and are not built: run tools/kube/build.sh (or .ci/run) to build them, or set ${BIN_DIR_ENV}. {}",
+                "kube-apiserver and etcd are needed by this test and are not built: run the tests with tools/test, which builds them (or tools/test --setup-only, then export what it prints). {}",
                 String::from_utf8_lossy(&out.stderr).trim()
             ));
         }

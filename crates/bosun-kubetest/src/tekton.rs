@@ -293,7 +293,7 @@ pub fn validator() -> PathBuf {
                 Ok(path)
             } else {
                 Err(format!(
-                    "${VALIDATE_ENV}={} is not a file: run tools/tekton/build.sh (or .ci/run) to build it",
+                    "${VALIDATE_ENV}={} is not a file: run tools/test --setup-only to build tekton-validate and print the path to export",
                     path.display()
                 ))
             };
@@ -307,7 +307,7 @@ pub fn validator() -> PathBuf {
             .map_err(|e| format!("{}: {e}", script.display()))?;
         if !out.status.success() {
             return Err(format!(
-                "tekton-validate (Tekton's own PipelineRun validation) is needed by this test and is not built: run tools/tekton/build.sh (or .ci/run) to build it, or set ${VALIDATE_ENV}. {}",
+                "tekton-validate (Tekton's own PipelineRun validation) is needed by this test and is not built: run the tests with tools/test, which builds it (or tools/test --setup-only, then export what it prints). {}",
                 String::from_utf8_lossy(&out.stderr).trim()
             ));
         }

@@ -60,7 +60,9 @@ impl Tmp {
         let status = std::process::Command::new("mkfifo")
             .arg(self.path(rel))
             .status()
-            .expect("run mkfifo");
+            .unwrap_or_else(|e| {
+                panic!("mkfifo could not run ({e}): install it with `apt-get install -y coreutils`, or run the tests with tools/test")
+            });
         assert!(status.success(), "mkfifo failed");
     }
 

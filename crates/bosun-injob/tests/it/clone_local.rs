@@ -76,7 +76,9 @@ fn git_as_configured(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> String 
         .env_remove("GIT_COMMITTER_EMAIL")
         .envs(env.iter().copied())
         .output()
-        .unwrap();
+        .unwrap_or_else(|e| {
+            panic!("git could not run ({e}): install it with `apt-get install -y git`, or run the tests with tools/test")
+        });
     assert!(
         out.status.success(),
         "git {args:?} in {}: {}",

@@ -1,6 +1,6 @@
 //! What the test modules share: a `bosun serve` of a test and the port a
-//! daemon logs, a minimal HTTP client, JSON, temporary directories, and the
-//! outcome of a `bosun` command.
+//! daemon logs, a minimal HTTP client, JSON, temporary directories, the
+//! outcome of a `bosun` command, and the programs a test needs on PATH.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -175,6 +175,20 @@ pub fn tmp() -> (tempfile::TempDir, PathBuf) {
     let d = tempfile::tempdir().unwrap();
     let p = d.path().to_path_buf();
     (d, p)
+}
+
+/// Fails the test unless `program` is on PATH, naming the Debian `package`
+/// that provides it and `tools/test` (which installs every part the tests
+/// need): without it the test would fail later, and less clearly.
+pub fn needs(program: &str, package: &str) {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    if !std::env::split_paths(&path).any(|d| d.join(program).is_file()) {
+        panic!(
+            "`{program}` is not on PATH, and this test runs it: install it with \
+             `apt-get install -y {package}`, or run the tests with tools/test, \
+             which installs what they need"
+        );
+    }
 }
 
 /// What one run of `bosun` gave.

@@ -26,7 +26,9 @@ fn git(dir: &Path, args: &[&str]) -> String {
         .env("GIT_COMMITTER_NAME", "Test")
         .env("GIT_COMMITTER_EMAIL", "test@example.com")
         .output()
-        .unwrap();
+        .unwrap_or_else(|e| {
+            panic!("git could not run ({e}): install it with `apt-get install -y git`, or run the tests with tools/test")
+        });
     assert!(
         out.status.success(),
         "git {args:?} in {}: {}",
@@ -499,6 +501,9 @@ fn corpus_job(file: &Path, name: &str) -> String {
 
 #[test]
 fn a_corpus_periodic_with_extra_refs_runs_end_to_end() {
+    // The job clones with git and runs its `make` target.
+    common::needs("git", "git");
+    common::needs("make", "make");
     let (_d, dir) = tmp();
     // etcd's release-3.7 branch, as a local repository: its Makefile has
     // the job's `test-unit` target.
@@ -594,6 +599,7 @@ fn a_corpus_periodic_with_extra_refs_runs_end_to_end() {
 
 #[test]
 fn the_quickstarts_decorated_job_clones_this_checkout() {
+    common::needs("git", "git");
     let (_d, dir) = tmp();
     // As root, the quickstart's jobs run as nobody: the daemon runs from a
     // copy of the project every user can reach, its `bosun` included.

@@ -455,7 +455,9 @@ fn an_aborted_pipeline_stops_its_steps() {
         let ps = std::process::Command::new("pgrep")
             .args(["-f", "^sleep 600$"])
             .output()
-            .unwrap();
+            .unwrap_or_else(|e| {
+                panic!("pgrep could not run ({e}): install it with `apt-get install -y procps`, or run the tests with tools/test")
+            });
         if !ps.status.success() {
             break;
         }

@@ -4,8 +4,9 @@
 //! that scrapes nothing, and SIGKILLed when dropped (or when the test's
 //! thread ends: the parent-death signal).
 //!
-//! Missing binaries fail the test, with how to install them: CI installs
-//! them (`.ci/run`), and a test that skipped silently would prove nothing.
+//! Missing binaries fail the test, with how to install them: tools/test
+//! installs them (as CI does), and a test that skipped silently would prove
+//! nothing.
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -23,7 +24,8 @@ fn find(name: &str) -> PathBuf {
             panic!(
                 "`{name}` not found on PATH: these tests run a real Prometheus. \
                  Install it with `apt-get install -y prometheus` (Debian's package has \
-                 `prometheus` and `promtool`; .ci/run installs it)"
+                 `prometheus` and `promtool`), or run the tests with tools/test, which \
+                 installs it"
             )
         })
 }

@@ -377,7 +377,9 @@ fn rusqlite_lock(path: &Path) -> Child {
         ))
         .stdout(Stdio::piped())
         .spawn()
-        .unwrap();
+        .unwrap_or_else(|e| {
+            panic!("python3 could not run ({e}): install it with `apt-get install -y python3`, or run the tests with tools/test")
+        });
     let mut child = child;
     let mut buf = [0u8; 7];
     child.stdout.as_mut().unwrap().read_exact(&mut buf).unwrap();

@@ -5,8 +5,9 @@
 //! the dispatcher's chart and ask why a job is on its cluster. A screenshot
 //! of each page is kept in `target/web-screenshots/`.
 //!
-//! Needs `chromium` and `chromedriver` (`apt-get install chromium
-//! chromium-driver`; `.ci/run` installs them): without them it fails.
+//! Needs `/usr/bin/chromium` and `chromedriver` (`apt-get install -y
+//! chromium chromium-driver`; tools/test installs them): without them it
+//! fails, saying so.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -27,8 +28,17 @@ impl Drop for Driver {
     }
 }
 
+/// Where Debian's `chromium` package puts the browser.
+const CHROMIUM: &str = "/usr/bin/chromium";
+
 /// Starts chromedriver on a free loopback port; its URL.
 fn chromedriver() -> (Driver, String) {
+    assert!(
+        std::path::Path::new(CHROMIUM).is_file(),
+        "{CHROMIUM} is missing, and this test runs it: install it with \
+         `apt-get install -y chromium chromium-driver`, or run the tests with tools/test"
+    );
+    crate::common::needs("chromedriver", "chromium-driver");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -39,7 +49,9 @@ fn chromedriver() -> (Driver, String) {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .expect("chromedriver (Debian's chromium-driver) is needed: apt-get install chromium chromium-driver");
+        .unwrap_or_else(|e| {
+            panic!("chromedriver could not start ({e}): install it with `apt-get install -y chromium-driver`, or run the tests with tools/test")
+        });
     let driver = Driver(child);
     let deadline = Instant::now() + Duration::from_secs(20);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
@@ -125,7 +137,7 @@ async fn the_dashboard_in_chromium() {
     caps.insert(
         "goog:chromeOptions".into(),
         json!({
-            "binary": "/usr/bin/chromium",
+            "binary": CHROMIUM,
             "args": [
                 "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                 "--no-first-run", "--disable-background-networking",
