@@ -216,7 +216,7 @@ fn check(line: &str, ran: &Ran, user: &str) {
     } else if line.starts_with("bosun run publish-app") && line.contains("pulls") {
         assert_ne!(ran.code, Some(0), "{line}:\n{out}");
         assert!(
-            out.contains(r#"job publish-app runs on trusted cluster \"release\""#)
+            out.contains(r#"refused: job publish-app runs on trusted cluster "release""#)
                 && out.contains("with pull requests are not allowed"),
             "{line}:\n{out}"
         );
