@@ -5,9 +5,10 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::common;
+use crate::common::wait_state;
 
 const KUBECONFIG: &str = "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"https://127.0.0.1:1\"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: gone, context: {cluster: c, user: u}}]\ncurrent-context: gone\n";
 
@@ -93,19 +94,6 @@ fn send(port: u16, method: &'static str, path: &str, token: Option<&'static str>
         "{method} {path}"
     );
     answer
-}
-
-fn wait_state(port: u16, id: &str, done: impl Fn(&str) -> bool) -> serde_json::Value {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let (_, body) = common::request(port, "GET", &format!("/api/v1/runs/{id}"), None, None);
-        let run: serde_json::Value = serde_json::from_str(&body).unwrap();
-        if done(run["state"].as_str().unwrap_or("")) {
-            return run;
-        }
-        assert!(Instant::now() < deadline, "run {id} stuck: {run}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 fn trigger(port: u16, job: &str) -> String {

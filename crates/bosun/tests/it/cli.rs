@@ -8,6 +8,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::common::wait_state;
 use crate::common::{json, request, start, tmp, Run, Serve};
 
 const CONFIG: &str = "build_clusters:\n  default: {kind: local, max_concurrency: 4}\n";
@@ -82,20 +83,6 @@ fn bosun_within(args: &[&str], limit: Duration) -> Run {
         code: status.code().unwrap_or(-1),
         stdout: std::fs::read_to_string(&stdout).unwrap(),
         stderr: std::fs::read_to_string(&stderr).unwrap(),
-    }
-}
-
-/// The run `id` once `done` holds for its state (within 30 s).
-fn wait_state(port: u16, id: &str, done: impl Fn(&str) -> bool) -> serde_json::Value {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (_, body) = request(port, "GET", &format!("/api/v1/runs/{id}"), None, None);
-        let run = json(&body);
-        if done(run["state"].as_str().unwrap_or("")) {
-            return run;
-        }
-        assert!(Instant::now() < deadline, "run {id} stuck: {run}");
-        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

@@ -243,3 +243,18 @@ pub fn reachable_copy(dir: &Path) -> Reachable {
     std::fs::copy(env!("CARGO_BIN_EXE_bosun"), bin.join("bosun")).unwrap();
     Reachable { checkout, bin }
 }
+
+/// The run `id` once `done` holds for its state (within a minute; panics
+/// with the run otherwise).
+pub fn wait_state(port: u16, id: &str, done: impl Fn(&str) -> bool) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, body) = request(port, "GET", &format!("/api/v1/runs/{id}"), None, None);
+        let run = json(&body);
+        if done(run["state"].as_str().unwrap_or("")) {
+            return run;
+        }
+        assert!(Instant::now() < deadline, "run {id} stuck: {run}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::common::wait_state;
 use crate::common::{self, json, request, request_full, tmp};
 
 type Daemon = common::Serve;
@@ -85,19 +86,6 @@ fn trigger(port: u16, body: &str) -> String {
     let (status, body) = request(port, "POST", "/api/v1/runs", Some(body), None);
     assert_eq!(status, 201, "{body}");
     json(&body)["id"].as_str().unwrap().to_string()
-}
-
-fn wait_state(port: u16, id: &str, done: impl Fn(&str) -> bool) -> serde_json::Value {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let (_, body) = request(port, "GET", &format!("/api/v1/runs/{id}"), None, None);
-        let run = json(&body);
-        if done(run["state"].as_str().unwrap_or("")) {
-            return run;
-        }
-        assert!(Instant::now() < deadline, "run {id} stuck: {run}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// A file of the run's artifacts, through the API.

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::common::wait_state;
 use crate::common::{json, request, request_full, start, tmp};
 
 const CONFIG: &str =
@@ -50,19 +51,6 @@ fn setup(dir: &Path) {
     std::fs::create_dir_all(dir.join("jobs")).unwrap();
     std::fs::write(dir.join("config.yaml"), CONFIG).unwrap();
     std::fs::write(dir.join("jobs/jobs.yaml"), JOBS).unwrap();
-}
-
-fn wait_state(port: u16, id: &str, done: impl Fn(&str) -> bool) -> serde_json::Value {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (_, body) = request(port, "GET", &format!("/api/v1/runs/{id}"), None, None);
-        let run = json(&body);
-        if done(run["state"].as_str().unwrap_or("")) {
-            return run;
-        }
-        assert!(Instant::now() < deadline, "run {id} stuck: {run}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 fn trigger(port: u16, body: &str) -> String {
