@@ -212,18 +212,24 @@ pub fn runs(args: &RunsArgs, out: &mut dyn Write) -> Outcome {
     let v = answer.json()?;
     writeln!(
         out,
-        "{:<36}  {:<40}  {:<10}  {:<10}  {:<27}  DESCRIPTION",
-        "ID", "JOB", "TYPE", "STATE", "CREATED"
+        "{:<36}  {:<40}  {:<10}  {:<10}  {:<12}  {:<27}  DESCRIPTION",
+        "ID", "JOB", "TYPE", "STATE", "CLUSTER", "CREATED"
     )?;
     for r in v["runs"].as_array().into_iter().flatten() {
         let s = |k: &str| r[k].as_str().unwrap_or_default().to_string();
+        // Where it runs; the configured cluster until it is placed.
+        let cluster = r["cluster"]
+            .as_str()
+            .or(r["configured_cluster"].as_str())
+            .unwrap_or_default();
         writeln!(
             out,
-            "{:<36}  {:<40}  {:<10}  {:<10}  {:<27}  {}",
+            "{:<36}  {:<40}  {:<10}  {:<10}  {:<12}  {:<27}  {}",
             s("id"),
             s("job"),
             s("job_type"),
             s("state"),
+            cluster,
             s("created_at"),
             s("description")
         )?;

@@ -213,7 +213,7 @@ pub struct Reachable {
     /// `DIR/checkout`: `git clone -b main` of the project, with the working
     /// tree's `examples/` copied over it (uncommitted changes included).
     pub checkout: PathBuf,
-    /// `DIR/bin`: this test build's `bosun`, copied.
+    /// `DIR/bin`: this test build's `bosun`, linked or copied there.
     pub bin: PathBuf,
 }
 
@@ -240,7 +240,13 @@ pub fn reachable_copy(dir: &Path) -> Reachable {
         .arg(checkout.join("examples")));
     let bin = dir.join("bin");
     std::fs::create_dir(&bin).unwrap();
-    std::fs::copy(env!("CARGO_BIN_EXE_bosun"), bin.join("bosun")).unwrap();
+    // A hard link, not a copy: a file being written while another test
+    // forks can be held open by that child, and exec'ing it then fails
+    // ("Text file busy"). A copy only across file systems.
+    let exe = Path::new(env!("CARGO_BIN_EXE_bosun"));
+    if std::fs::hard_link(exe, bin.join("bosun")).is_err() {
+        std::fs::copy(exe, bin.join("bosun")).unwrap();
+    }
     Reachable { checkout, bin }
 }
 

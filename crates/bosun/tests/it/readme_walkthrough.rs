@@ -250,6 +250,16 @@ fn check(line: &str, ran: &Ran, user: &str) {
         for want in ["publish-app", "release-notes", "hello"] {
             assert!(out.contains(want), "{line}: no {want}:\n{out}");
         }
+        // Each run with its cluster: publish-app on the trusted one.
+        let row = |job: &str| {
+            out.lines()
+                .find(|l| l.split_whitespace().nth(1) == Some(job))
+                .unwrap_or_else(|| panic!("{line}: no run of {job}:\n{out}"))
+                .split_whitespace()
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(row("publish-app")[4], "release", "{out}");
+        assert_eq!(row("release-notes")[4], "default", "{out}");
     } else {
         panic!("the README's walk-through has a command this test does not check: {line}");
     }
