@@ -20,7 +20,8 @@
 //!   forge wanting a given user, GitLab's `oauth2` for an OAuth token).
 //!   The machine's credential helpers are turned off for the command
 //!   (`credential.helper` empty), so the token is the only credential
-//!   tried. HTTP(S) remotes only.
+//!   tried. HTTPS remotes only (plain HTTP to this machine's loopback
+//!   too: a token never crosses the network in clear text).
 //! - [`Credentials::SshKey`]: `GIT_SSH_COMMAND=ssh -i KEY -o
 //!   IdentitiesOnly=yes -o BatchMode=yes` (the key alone, never a prompt).
 //!   The forge's host key must be in the `known_hosts` of the user bosun
@@ -132,6 +133,24 @@ fn is_ssh(url: &str) -> bool {
             .is_some_and(|colon| !url[..colon].contains('/'))
 }
 
+/// Whether a header sent to `url` stays private: HTTPS, or plain HTTP to
+/// this machine's loopback (a test server, a local proxy).
+fn sent_privately(url: &str) -> bool {
+    let shown = display_url(url).to_ascii_lowercase();
+    if shown.starts_with("https://") {
+        return true;
+    }
+    let Some(rest) = shown.strip_prefix("http://") else {
+        return false;
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => authority.split(':').next().unwrap_or_default(),
+    };
+    host == "localhost" || host == "::1" || host.starts_with("127.")
+}
+
 /// `scheme://host[:port]/` of an HTTP(S) URL, user information removed.
 fn origin(url: &str) -> String {
     let shown = display_url(url);
@@ -178,6 +197,13 @@ impl Remote {
                         ErrorKind::Credentials,
                         format!("a token file ({}) is for HTTP(S) remotes", path.display()),
                         "the clone URI (https://...) or use an SSH key for an SSH remote",
+                    ));
+                }
+                if !sent_privately(&self.clone_uri) {
+                    return Err(self.error(
+                        ErrorKind::Credentials,
+                        "a token is sent over HTTPS only (or over HTTP to this machine)",
+                        "the clone URI: https://...",
                     ));
                 }
                 let text = std::fs::read_to_string(path).map_err(|e| {
@@ -491,6 +517,19 @@ mod tests {
             "{shown}"
         );
         assert!(!shown.contains("urlpass"), "{shown}");
+        // Never in clear text over the network; over HTTP to this machine,
+        // yes.
+        for (url, private) in [
+            ("http://example.com/a/b", false),
+            ("http://127.0.0.1:8080/a/b", true),
+            ("http://[::1]:8080/a/b", true),
+            ("http://localhost/a/b", true),
+            ("http://localhost.example.com/a/b", false),
+            ("HTTPS://example.com/a/b", true),
+        ] {
+            let r = remote(url, Credentials::TokenFile(file.clone()));
+            assert_eq!(r.env().is_ok(), private, "{url}");
+        }
         // A token for an SSH remote is refused.
         let e = remote("git@example.com:a/b", Credentials::TokenFile(file))
             .env()
