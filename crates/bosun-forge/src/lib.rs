@@ -1,16 +1,18 @@
-//! bosun's side of the forge (GitHub and the like): where what a repository
-//! says and what its events start will live. Empty on purpose: it is the
-//! home the next capabilities are built in, so that each has an obvious
-//! place and the layer check (`tools/check-layers.py`) keeps it there.
+//! bosun's side of the forge (GitHub and the like): what a repository says
+//! and what its events start.
 //!
-//! What comes here:
+//! Here now:
+//! - [`repos`]: **repositories as the source of truth**: a repository
+//!   followed from its git remote (its branch's head by `git ls-remote`, a
+//!   bare mirror per repository fetched with that branch only, credentials
+//!   through git's environment only), and its `.prow.yaml`/`.prow/` and
+//!   `.lighthouse/*/triggers.yaml` loaded at a commit by bosun-config's
+//!   loader without a checkout, so that the daemon can register, change or
+//!   retire the jobs and periodics each pushed commit defines.
+//!
+//! What comes here next:
 //! - **webhooks**: the forge's events (push, pull request, issue comment),
 //!   their signatures checked, each delivery recorded once;
-//! - **repositories as the source of truth**: a bare mirror per repository
-//!   followed from git (`bosun_git::repo`: a targeted fetch, a file read at
-//!   a commit), whose `.prow.yaml` and `.lighthouse/*/triggers.yaml` at
-//!   each pushed commit register, change or retire the jobs and periodics
-//!   the repository defines;
 //! - **triggering**: which presubmits and postsubmits an event starts, with
 //!   Prow's trigger rules (trusted users, `/test`, `/retest`, `/ok-to-test`,
 //!   `run_if_changed`, branches);
@@ -22,3 +24,5 @@
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+
+pub mod repos;

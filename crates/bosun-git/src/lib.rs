@@ -8,7 +8,16 @@
 //!   under a root, each under a `flock`, and their pruning;
 //! - [`repo`]: a bare repository fetched with exactly the refs asked for,
 //!   whose files are read and listed at a commit without a checkout (a
-//!   repository's own job configuration at a pushed commit).
+//!   repository's own job configuration at a pushed commit), and whose
+//!   commits are compared (`is_ancestor`);
+//! - [`remote`]: commands reaching a remote with credentials given through
+//!   git's environment only, recorded and reported with every secret
+//!   redacted; `ls-remote` in no repository;
+//! - [`objects`]: a repository's trees and blobs read on demand through
+//!   one `git cat-file --batch`;
+//! - `testing` (feature `test-support`): bare repositories served over HTTP
+//!   by `git http-backend` on loopback, and work repositories pushing to
+//!   them, for the tests of the crates that follow remotes.
 //!
 //! Blocking code over `std::process`: no async runtime.
 
@@ -16,5 +25,9 @@
 #![warn(missing_docs)]
 
 pub mod mirror;
+pub mod objects;
+pub mod remote;
 pub mod repo;
 pub mod runner;
+#[cfg(feature = "test-support")]
+pub mod testing;

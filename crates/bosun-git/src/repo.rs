@@ -1,21 +1,27 @@
 //! A bare repository bosun keeps for itself and reads without a checkout:
-//! fetched with exactly the refs asked for ([`Repo::fetch`]), its commits
-//! resolved ([`Repo::resolve`]), its files read and listed at a commit
-//! ([`Repo::read_file`], [`Repo::list`]). What follows a repository's own
-//! configuration (its `.prow.yaml`, its `.lighthouse/*/triggers.yaml` at a
-//! pushed commit) reads it here; clones fetch through [`crate::mirror`].
+//! fetched with exactly the refs asked for ([`Repo::fetch`],
+//! [`Repo::fetch_with`] for a remote needing credentials), its commits
+//! resolved ([`Repo::resolve`]) and compared ([`Repo::is_ancestor`]), its
+//! files read and listed at a commit ([`Repo::read_file`], [`Repo::list`],
+//! or through one process for many reads: [`crate::objects`]). What follows
+//! a repository's own configuration (its `.prow.yaml`, its
+//! `.lighthouse/*/triggers.yaml` at a pushed commit) reads it here; clones
+//! fetch through [`crate::mirror`].
 //!
 //! Every command sees the environment [`crate::runner`] gives git (nothing
 //! pointing at another repository or identity, no prompt); the commands
 //! that work on the repository alone see no system or user configuration,
-//! the fetch sees this machine's (its credentials, its proxies). Paths and
-//! revisions are passed after `--` or as `REV:PATH` objects, never as
-//! options, so a name starting with `-` is read as a name.
+//! the fetch sees this machine's (its credentials, its proxies) and the
+//! [`RemoteEnv`] it is given. Paths and revisions are passed after `--` or
+//! as `REV:PATH` objects, never as options, so a name starting with `-` is
+//! read as a name.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use crate::runner::{exit_error, scrub, Scope};
+use crate::objects::Objects;
+use crate::remote::{RemoteCall, RemoteEnv};
+use crate::runner::{exit_error, scrub, Command as Record, Scope};
 
 /// A git command that failed: what was run and what git said.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -54,19 +60,172 @@ impl Repo {
         &self.dir
     }
 
+    /// The bare repository at `dir`, which must be one (nothing is
+    /// created): an error names what is missing.
+    pub fn open(dir: impl Into<PathBuf>) -> Result<Repo, GitError> {
+        let repo = Repo { dir: dir.into() };
+        if !repo.dir.join("HEAD").is_file() {
+            return Err(GitError {
+                args: "rev-parse --is-bare-repository".into(),
+                dir: repo.dir.display().to_string(),
+                error: "not a repository".into(),
+                stderr: format!("{} has no HEAD", repo.dir.display()),
+            });
+        }
+        let out = repo.git(Scope::Local, &["rev-parse", "--is-bare-repository"])?;
+        if String::from_utf8_lossy(&out).trim() != "true" {
+            return Err(GitError {
+                args: "rev-parse --is-bare-repository".into(),
+                dir: repo.dir.display().to_string(),
+                error: "not a bare repository".into(),
+                stderr: String::new(),
+            });
+        }
+        Ok(repo)
+    }
+
     /// Fetches `refspecs` (`+refs/heads/main:refs/heads/main`, a SHA, a
     /// name) from `url`, and nothing else: no tags, no other branches.
     pub fn fetch(&self, url: &str, refspecs: &[&str]) -> Result<(), GitError> {
-        let mut args = vec![
-            "fetch",
-            "--quiet",
-            "--no-tags",
-            "--no-write-fetch-head",
-            "--",
+        self.fetch_with(url, refspecs, &RemoteEnv::new()).map(drop)
+    }
+
+    /// [`Repo::fetch`] with `env` (credentials, through the environment
+    /// only): the command's record, in which, as in the error, the URL has
+    /// no user information and no secret of `env` shows.
+    pub fn fetch_with(
+        &self,
+        url: &str,
+        refspecs: &[&str],
+        env: &RemoteEnv,
+    ) -> Result<Record, GitError> {
+        RemoteCall {
+            git_dir: Some(&self.dir),
+            before: &[
+                "fetch",
+                "--quiet",
+                "--no-tags",
+                "--no-write-fetch-head",
+                "--",
+            ],
             url,
+            after: refspecs,
+            env,
+        }
+        .run()
+        .map(|(_, record)| record)
+    }
+
+    /// Whether `older` is `newer` or one of its ancestors (`git merge-base
+    /// --is-ancestor`). `newer` must be a commit of the repository; an
+    /// `older` it does not have is no ancestor (every ancestor of a commit
+    /// is in a repository that is not shallow, as bosun's are).
+    pub fn is_ancestor(&self, older: &str, newer: &str) -> Result<bool, GitError> {
+        let Some(newer) = self.resolve(newer)? else {
+            return Err(GitError {
+                args: format!("merge-base --is-ancestor {older} {newer}"),
+                dir: self.dir.display().to_string(),
+                error: "exit status 128".into(),
+                stderr: format!("fatal: not a commit in this repository: {newer}"),
+            });
+        };
+        let Some(older) = self.resolve(older)? else {
+            return Ok(false);
+        };
+        let args = [
+            "merge-base",
+            "--is-ancestor",
+            older.as_str(),
+            newer.as_str(),
         ];
-        args.extend_from_slice(refspecs);
-        self.git(Scope::Remote, &args).map(drop)
+        let out = self.run(Scope::Local, &args)?;
+        match out.status.code() {
+            Some(0) => Ok(true),
+            Some(1) => Ok(false),
+            _ => Err(self.failed(&args, &out)),
+        }
+    }
+
+    /// Points `HEAD` at `refname` (`refs/heads/main`).
+    pub fn set_head(&self, refname: &str) -> Result<(), GitError> {
+        self.git(Scope::Local, &["symbolic-ref", "HEAD", refname])
+            .map(drop)
+    }
+
+    /// Every ref of the repository (`refs/heads/main`), sorted.
+    pub fn refs(&self) -> Result<Vec<String>, GitError> {
+        let out = self.git(Scope::Local, &["for-each-ref", "--format=%(refname)"])?;
+        let mut refs: Vec<String> = String::from_utf8_lossy(&out)
+            .lines()
+            .map(str::to_string)
+            .collect();
+        refs.sort();
+        Ok(refs)
+    }
+
+    /// Deletes the ref `name` (a full name).
+    pub fn delete_ref(&self, name: &str) -> Result<(), GitError> {
+        self.git(Scope::Local, &["update-ref", "-d", "--", name])
+            .map(drop)
+    }
+
+    /// Sets the repository's own configuration `key` to `value`.
+    pub fn set_config(&self, key: &str, value: &str) -> Result<(), GitError> {
+        self.git(Scope::Local, &["config", "--", key, value])
+            .map(drop)
+    }
+
+    /// The repository's own configuration `key`, `None` when unset.
+    pub fn config(&self, key: &str) -> Result<Option<String>, GitError> {
+        let args = ["config", "--get", "--", key];
+        let out = self.run(Scope::Local, &args)?;
+        match out.status.code() {
+            Some(0) => Ok(Some(
+                String::from_utf8_lossy(&out.stdout).trim().to_string(),
+            )),
+            Some(1) => Ok(None),
+            _ => Err(self.failed(&args, &out)),
+        }
+    }
+
+    /// Removes the lock files (`*.lock`) a git process left when it was
+    /// killed (`refs/heads/main.lock`, `packed-refs.lock`, `config.lock`),
+    /// each of which would make every later update fail with "File
+    /// exists"; the files removed. Only for a caller that knows no git
+    /// process is working on the repository (bosun's own lock on it held):
+    /// a live process's lock would be taken from it.
+    pub fn clear_stale_locks(&self) -> std::io::Result<Vec<PathBuf>> {
+        let mut removed = Vec::new();
+        let mut dirs = vec![self.dir.clone()];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir)? {
+                let entry = entry?;
+                let path = entry.path();
+                let kind = entry.file_type()?;
+                let name = entry.file_name();
+                let name = name.to_string_lossy();
+                if kind.is_dir() {
+                    // Loose objects' directories (`objects/ab`) hold no locks.
+                    let loose = dir == self.dir.join("objects")
+                        && name.len() == 2
+                        && name.bytes().all(|b| b.is_ascii_hexdigit());
+                    if !loose {
+                        dirs.push(path);
+                    }
+                } else if name.ends_with(".lock") {
+                    std::fs::remove_file(&path)?;
+                    removed.push(path);
+                }
+            }
+        }
+        removed.sort();
+        Ok(removed)
+    }
+
+    /// A reader of the repository's objects through one `git cat-file
+    /// --batch` ([`crate::objects`]), objects over `limit` bytes not read.
+    pub fn objects(&self, limit: u64) -> Result<Objects, GitError> {
+        Objects::start(self, limit)
     }
 
     /// The commit `rev` names (a SHA, a ref), or `None` when the repository
@@ -195,6 +354,23 @@ impl Repo {
     }
 }
 
+/// Whether git takes `name` as a branch name (`git check-ref-format
+/// refs/heads/NAME`): no `:`, no wildcard, no `..`, no space, so that it
+/// can stand in a refspec as itself.
+pub fn is_branch_name(name: &str) -> bool {
+    if name.is_empty() || name.starts_with('-') {
+        return false;
+    }
+    let mut cmd = Command::new("git");
+    cmd.args(["check-ref-format", &format!("refs/heads/{name}")])
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    scrub(&mut cmd, Scope::Local);
+    cmd.status().is_ok_and(|s| s.success())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -295,6 +471,18 @@ mod tests {
         assert_eq!(repo.resolve(unknown).unwrap(), None);
         assert!(repo.read_file(unknown, "README").is_err());
         assert!(repo.list(unknown, "").is_err());
+    }
+
+    #[test]
+    fn branch_names_are_those_git_takes() {
+        for ok in ["main", "release/1.2", "feature-x", "v1.0_rc"] {
+            assert!(is_branch_name(ok), "{ok}");
+        }
+        for bad in [
+            "", "*", "a:b", "a..b", "-x", "a b", "x.lock", "a/", "@{-1}", "a^",
+        ] {
+            assert!(!is_branch_name(bad), "{bad}");
+        }
     }
 
     #[test]
