@@ -1,11 +1,14 @@
-//! bosun's side of the forge (GitHub and the like): where what a repository
-//! says and what its events start will live. Empty on purpose: it is the
-//! home the next capabilities are built in, so that each has an obvious
-//! place and the layer check (`tools/check-layers.py`) keeps it there.
+//! bosun's side of the forge (GitHub, Gitea, GitLab): what a repository
+//! says and what its events start.
 //!
-//! What comes here:
-//! - **webhooks**: the forge's events (push, pull request, issue comment),
-//!   their signatures checked, each delivery recorded once;
+//! - [`hook`]: **webhook intake**: a delivery's method, headers and raw body
+//!   checked as Prow's hook checks them (its order, status codes and texts),
+//!   its signature or token against Prow's HMAC secret file, a cap on the
+//!   body; the accepted delivery (forge, event, delivery id, repository, raw
+//!   body) to record before answering, and its body read as plain data
+//!   (pushes, repository changes).
+//!
+//! What comes here next:
 //! - **repositories as the source of truth**: a bare mirror per repository
 //!   followed from git (`bosun_git::repo`: a targeted fetch, a file read at
 //!   a commit), whose `.prow.yaml` and `.lighthouse/*/triggers.yaml` at
@@ -17,8 +20,11 @@
 //! - **reporting**: runs' states back to the forge as Prow's crier reports
 //!   them (commit statuses, the summary comment).
 //!
-//! It depends on no daemon, no cluster client and no HTTP server: the daemon
-//! mounts its handlers and hands it the store; what it decides is plain data.
+//! It depends on no daemon, no cluster client and no HTTP server
+//! (`tools/check-layers.py` keeps them out): the daemon mounts its handlers
+//! and hands it the store; what it decides is plain data.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+
+pub mod hook;
