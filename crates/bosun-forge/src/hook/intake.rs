@@ -52,6 +52,8 @@
 //! request is accepted without a signature or token made with one of those
 //! tokens; a token with an empty value matches nothing.
 
+use std::fmt;
+
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE, X_CONTENT_TYPE_OPTIONS};
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use serde_json::Value;
@@ -166,7 +168,7 @@ impl Reply {
 
 /// A request whose method and headers passed: what [`Intake::check_body`]
 /// checks its body against.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Head {
     /// The forge that sent it.
     pub forge: Forge,
@@ -176,6 +178,21 @@ pub struct Head {
     pub delivery_id: String,
     /// The signature (GitHub, Gitea) or token (GitLab) as sent.
     credential: Vec<u8>,
+}
+
+/// GitLab's token is the secret itself: it is never printed, only its length.
+impl fmt::Debug for Head {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Head")
+            .field("forge", &self.forge)
+            .field("event", &self.event)
+            .field("delivery_id", &self.delivery_id)
+            .field(
+                "credential",
+                &format_args!("<{} bytes>", self.credential.len()),
+            )
+            .finish()
+    }
 }
 
 /// An accepted delivery: what is recorded before it is answered.

@@ -525,6 +525,19 @@ mod gitlab {
     }
 
     #[test]
+    fn the_token_is_never_printed() {
+        let request = push().with("X-Gitlab-Token", "s3cret-token");
+        let head = Intake::new()
+            .check_head(&request.method, &request.headers)
+            .unwrap();
+        let printed = format!("{head:?}");
+        // Neither as text nor as bytes (`[115, 51, 99, ...]`).
+        assert!(!printed.contains("s3cret"), "{printed}");
+        assert!(!printed.contains("115, 51, 99"), "{printed}");
+        assert!(printed.contains("credential: <12 bytes>"), "{printed}");
+    }
+
+    #[test]
     fn gitlabs_other_checks_name_its_headers() {
         assert_eq!(
             refusal(
