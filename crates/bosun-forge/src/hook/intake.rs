@@ -480,3 +480,62 @@ fn string_at(value: &Value, path: &[&str]) -> Option<Option<String>> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hook::secrets::github_signature;
+
+    /// Prow's secret file example (forge.md, Prow's `hmac_test.go`).
+    const PROW_FILE: &str = "\
+'*':        [{value: abc,  created_at: 2020-10-02T15:00:00Z}, {value: key,  created_at: 2018-10-02T15:00:00Z}]
+'org1':     [{value: abc1, created_at: 2020-10-02T15:00:00Z}]
+'org2/repo': [{value: abc2, created_at: 2020-10-02T15:00:00Z}]
+";
+
+    /// Prow's own test vectors, their signatures as Prow's tests write them:
+    /// bodies that are not GitHub payloads, only signed JSON.
+    fn check(body: &str, signature: &str) -> Result<Delivery, Reply> {
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            ("X-GitHub-Event", "ping"),
+            ("X-GitHub-Delivery", "1"),
+            ("X-Hub-Signature-256", signature),
+            ("Content-Type", "application/json"),
+        ] {
+            headers.insert(name, HeaderValue::from_str(value).unwrap());
+        }
+        Intake::new().check(
+            &Method::POST,
+            &headers,
+            body.as_bytes().to_vec(),
+            &Secrets::parse(PROW_FILE.as_bytes()),
+        )
+    }
+
+    #[test]
+    fn prows_vectors_are_accepted_at_their_levels() {
+        // No repository, no organization: `*`.
+        let global = "sha256=19092633e5aa9a849dfcc9d2df4e76db2df1fcba7f38915f2c7833bd8a510f2f";
+        let delivery = check("{}", global).unwrap();
+        assert_eq!(delivery.repo, None);
+        // The organization `org1`: its level.
+        let org = r#"{"organization": {"login": "org1"}}"#;
+        let org1 = "sha256=87e9dcd175b5188a43e6ba0511da057b51f38f5a88088b198f26db13f1409280";
+        check(org, org1).unwrap();
+        // Hex is read in either case.
+        check(org, &org1.to_uppercase().replace("SHA256=", "sha256=")).unwrap();
+        // `*`'s token does not sign for `org1`, which has a level.
+        let reply = check(org, &secrets_signature(b"abc", org)).unwrap_err();
+        assert_eq!(
+            reply.body,
+            "403 Forbidden: Invalid X-Hub-Signature-256 - misconfigured webhook secret from organization/repo: org1\n"
+        );
+        // `*`'s older token signs too (rotation).
+        check("{}", &secrets_signature(b"key", "{}")).unwrap();
+    }
+
+    fn secrets_signature(key: &[u8], body: &str) -> String {
+        github_signature(key, body.as_bytes())
+    }
+}
