@@ -39,9 +39,10 @@ pub struct Push {
     pub git_ref: String,
     /// The ref's value before the push (all zeros when it was created).
     pub before: String,
-    /// The ref's value after the push (all zeros when it was deleted): for an
-    /// annotated tag, the tag object, as every forge sends it (GitLab's
-    /// `checkout_sha`, the commit the ref leads to, is not read).
+    /// The ref's value after the push, as the forge sends it in `after` (all
+    /// zeros when it was deleted). GitLab's `checkout_sha`, the commit the
+    /// ref leads to (null on a deletion), is not read: for a branch it is
+    /// `after`.
     pub after: String,
     /// Whether the push created the ref. GitHub says so; for Gitea and
     /// GitLab, `before` is all zeros.

@@ -47,10 +47,15 @@
 //!   `misconfigured webhook secret` message, as a wrong signature does.
 //!
 //! The secret file's level is chosen by the payload's repository
-//! (`repository.full_name`; GitLab: `project.path_with_namespace`), else its
-//! organization (`organization.login`), as [`Secrets::tokens_for`] says. No
-//! request is accepted without a signature or token made with one of those
-//! tokens; a token with an empty value matches nothing.
+//! (`repository.full_name`; GitLab: `project.path_with_namespace`), else, for
+//! GitHub and Gitea, its organization (`organization.login`), as
+//! [`Secrets::tokens_for`] says. No request is accepted without a signature
+//! or token made with one of those tokens; a token with an empty value
+//! matches nothing.
+//!
+//! Every event that passes is accepted and answered alike, `ping` and events
+//! bosun reads nothing from included; the latter are marked
+//! [`Delivery::ignored`].
 
 use std::fmt;
 
