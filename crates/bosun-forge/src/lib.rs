@@ -1,7 +1,12 @@
-//! bosun's side of the forge (GitHub and the like): what a repository says
-//! and what its events start.
+//! bosun's side of the forge (GitHub, Gitea, GitLab): what a repository
+//! says and what its events start.
 //!
-//! Here now:
+//! - [`hook`]: **webhook intake**: a delivery's method, headers and raw body
+//!   checked as Prow's hook checks them (its order, status codes and texts),
+//!   its signature or token against Prow's HMAC secret file, a cap on the
+//!   body; the accepted delivery (forge, event, delivery id, repository, raw
+//!   body) to record before answering, and its body read as plain data
+//!   (pushes, repository changes).
 //! - [`repos`]: **repositories as the source of truth**: a repository
 //!   followed from its git remote (its branch's head by `git ls-remote`, a
 //!   bare mirror per repository fetched with that branch only, credentials
@@ -11,18 +16,18 @@
 //!   retire the jobs and periodics each pushed commit defines.
 //!
 //! What comes here next:
-//! - **webhooks**: the forge's events (push, pull request, issue comment),
-//!   their signatures checked, each delivery recorded once;
 //! - **triggering**: which presubmits and postsubmits an event starts, with
 //!   Prow's trigger rules (trusted users, `/test`, `/retest`, `/ok-to-test`,
 //!   `run_if_changed`, branches);
 //! - **reporting**: runs' states back to the forge as Prow's crier reports
 //!   them (commit statuses, the summary comment).
 //!
-//! It depends on no daemon, no cluster client and no HTTP server: the daemon
-//! mounts its handlers and hands it the store; what it decides is plain data.
+//! It depends on no daemon, no cluster client and no HTTP server
+//! (`tools/check-layers.py` keeps them out): the daemon mounts its handlers
+//! and hands it the store; what it decides is plain data.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod hook;
 pub mod repos;
