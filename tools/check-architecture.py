@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Keeps ARCHITECTURE.md's code map true at the level of files.
+r"""Keeps ARCHITECTURE.md's code map true at the level of files.
 
 Under `## Code map`, each crate has a section headed `### \`crates/NAME\``
 holding a table whose first column names files or directories of that crate

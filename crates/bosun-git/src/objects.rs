@@ -12,7 +12,8 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
-use crate::repo::{GitError, Repo};
+use crate::error::GitError;
+use crate::repo::Repo;
 use crate::runner::{exit_error, scrub, Scope};
 
 /// What an object is.

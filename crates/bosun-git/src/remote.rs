@@ -20,7 +20,7 @@ use std::path::Path;
 use std::process::{Command as Process, Output, Stdio};
 use std::time::Instant;
 
-use crate::repo::GitError;
+use crate::error::GitError;
 use crate::runner::{exit_error, scrub, Command, Scope};
 
 /// What [`RemoteEnv`] writes in place of a secret.

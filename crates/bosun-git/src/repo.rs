@@ -19,23 +19,10 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use crate::objects::Objects;
 use crate::remote::{RemoteCall, RemoteEnv};
 use crate::runner::{exit_error, scrub, Command as Record, Scope};
 
-/// A git command that failed: what was run and what git said.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("git {args} (in {dir}): {error}: {stderr}")]
-pub struct GitError {
-    /// The arguments, space-separated.
-    pub args: String,
-    /// The repository.
-    pub dir: String,
-    /// How it ended (`exit status 128`).
-    pub error: String,
-    /// What it wrote on standard error, trimmed.
-    pub stderr: String,
-}
+pub use crate::error::GitError;
 
 /// A bare repository at a path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -220,12 +207,6 @@ impl Repo {
         }
         removed.sort();
         Ok(removed)
-    }
-
-    /// A reader of the repository's objects through one `git cat-file
-    /// --batch` ([`crate::objects`]), objects over `limit` bytes not read.
-    pub fn objects(&self, limit: u64) -> Result<Objects, GitError> {
-        Objects::start(self, limit)
     }
 
     /// The commit `rev` names (a SHA, a ref), or `None` when the repository

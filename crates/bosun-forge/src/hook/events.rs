@@ -11,7 +11,7 @@ use std::fmt;
 
 use serde_json::Value;
 
-use super::intake::Forge;
+use super::forge::Forge;
 
 /// An event as bosun reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -64,6 +64,8 @@ use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use serde_json::Value;
 use subtle::ConstantTimeEq;
 
+pub use super::forge::Forge;
+
 use super::events::{self, Event, EventError};
 use super::secrets::{verify_hmac_sha256, Secrets};
 
@@ -78,46 +80,6 @@ pub const ACCEPTED_TEXT: &str = "Event received. Have a nice day.";
 /// The content type of every answer (what Go's `http.Error` sets, and what
 /// Go sniffs for the plain-text answer to an accepted delivery).
 pub const REPLY_CONTENT_TYPE: &str = "text/plain; charset=utf-8";
-
-/// The forge a delivery comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Forge {
-    /// GitHub (and GitHub Enterprise Server).
-    GitHub,
-    /// Gitea, and Forgejo, which sends Gitea's headers.
-    Gitea,
-    /// GitLab.
-    GitLab,
-}
-
-impl Forge {
-    /// Its name in lowercase (`github`, `gitea`, `gitlab`), for logs and labels.
-    pub fn name(self) -> &'static str {
-        match self {
-            Forge::GitHub => "github",
-            Forge::Gitea => "gitea",
-            Forge::GitLab => "gitlab",
-        }
-    }
-
-    /// Its name as its texts say it.
-    fn display(self) -> &'static str {
-        match self {
-            Forge::GitHub => "GitHub",
-            Forge::Gitea => "Gitea",
-            Forge::GitLab => "GitLab",
-        }
-    }
-
-    /// The header that carries the signature or token.
-    fn credential_header(self) -> &'static str {
-        match self {
-            Forge::GitHub => "X-Hub-Signature-256",
-            Forge::Gitea => "X-Gitea-Signature",
-            Forge::GitLab => "X-Gitlab-Token",
-        }
-    }
-}
 
 /// What to answer: a status and a plain-text body.
 #[derive(Debug, Clone, PartialEq, Eq)]

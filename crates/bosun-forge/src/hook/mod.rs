@@ -16,6 +16,7 @@
 //! and [`WEBHOOK_RESPONSE_CODES`].
 
 pub mod events;
+pub mod forge;
 pub mod intake;
 pub mod secrets;
 

@@ -100,7 +100,7 @@ impl CommitFiles {
             stderr: format!("fatal: not a commit in this repository: {commit}"),
         };
         let full = repo.resolve(commit)?.ok_or_else(unknown)?;
-        let mut objects = repo.objects(MAX_FILE)?;
+        let mut objects = bosun_git::objects::Objects::start(repo, MAX_FILE)?;
         let tree = match objects.read(&format!("{full}^{{tree}}"))? {
             Found::Object(o) if o.kind == ObjectKind::Tree => o,
             _ => return Err(unknown()),
