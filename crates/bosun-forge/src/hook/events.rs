@@ -164,38 +164,26 @@ pub fn parse(forge: Forge, event: &str, body: &[u8]) -> Result<Event, EventError
             default_branch: body.string("repository.default_branch")?,
             pusher: body.string("pusher.name")?,
         })),
-        (Forge::Gitea, _) => {
-            let before = body.string("before")?;
-            let after = body.string("after")?;
-            Ok(Event::Push(Push {
-                repo: body.string("repository.full_name")?,
-                git_ref: body.string("ref")?,
-                created: is_zero(&before),
-                deleted: is_zero(&after),
-                forced: false,
-                before,
-                after,
-                clone_url: body.string("repository.clone_url")?,
-                default_branch: body.string("repository.default_branch")?,
-                pusher: body.string("pusher.login")?,
-            }))
-        }
-        (Forge::GitLab, _) => {
-            let before = body.string("before")?;
-            let after = body.string("after")?;
-            Ok(Event::Push(Push {
-                repo: body.string("project.path_with_namespace")?,
-                git_ref: body.string("ref")?,
-                created: is_zero(&before),
-                deleted: is_zero(&after),
-                forced: false,
-                before,
-                after,
-                clone_url: body.string("project.git_http_url")?,
-                default_branch: body.string("project.default_branch")?,
-                pusher: body.string("user_username")?,
-            }))
-        }
+        // Neither says whether a push was forced; a created or deleted
+        // ref is told by an all-zero side.
+        (Forge::Gitea, _) => zero_sided_push(
+            &body,
+            [
+                "repository.full_name",
+                "repository.clone_url",
+                "repository.default_branch",
+                "pusher.login",
+            ],
+        ),
+        (Forge::GitLab, _) => zero_sided_push(
+            &body,
+            [
+                "project.path_with_namespace",
+                "project.git_http_url",
+                "project.default_branch",
+                "user_username",
+            ],
+        ),
     }
 }
 
@@ -273,6 +261,27 @@ impl Fields<'_> {
             }),
         }
     }
+}
+
+/// A push as Gitea and GitLab send it: `before`, `after` and `ref` at the
+/// top, and the fields `[repository, clone URL, default branch, pusher]`
+/// at these paths.
+fn zero_sided_push(body: &Fields<'_>, paths: [&str; 4]) -> Result<Event, EventError> {
+    let [repo, clone_url, default_branch, pusher] = paths;
+    let before = body.string("before")?;
+    let after = body.string("after")?;
+    Ok(Event::Push(Push {
+        repo: body.string(repo)?,
+        git_ref: body.string("ref")?,
+        created: is_zero(&before),
+        deleted: is_zero(&after),
+        forced: false,
+        before,
+        after,
+        clone_url: body.string(clone_url)?,
+        default_branch: body.string(default_branch)?,
+        pusher: body.string(pusher)?,
+    }))
 }
 
 #[cfg(test)]
