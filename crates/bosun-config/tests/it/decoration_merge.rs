@@ -697,12 +697,7 @@ presubmits:
 fn corpus() -> Option<PathBuf> {
     let beside =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus/test-infra/config");
-    [
-        beside,
-        PathBuf::from("/work/shared/corpus/test-infra/config"),
-    ]
-    .into_iter()
-    .find(|p| p.join("jobs").is_dir())
+    beside.join("jobs").is_dir().then_some(beside)
 }
 
 /// Clusters whose corpus entry writes `gcs_credentials_secret: ""`.

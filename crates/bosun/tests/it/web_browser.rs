@@ -5,7 +5,7 @@
 //! the dispatcher's chart and ask why a job is on its cluster. A screenshot
 //! of each page is kept in `target/web-screenshots/`.
 //!
-//! Needs `/usr/bin/chromium` and `chromedriver` (`apt-get install -y
+//! Needs `chromium` and `chromedriver` on `PATH` (`apt-get install -y
 //! chromium chromium-driver`; tools/test installs them): without them it
 //! fails, saying so.
 
@@ -28,16 +28,19 @@ impl Drop for Driver {
     }
 }
 
-/// Where Debian's `chromium` package puts the browser.
-const CHROMIUM: &str = "/usr/bin/chromium";
+/// The browser: `chromium` on `PATH`, as tools/test checks for it
+/// (Debian's package puts it in `/usr/bin`).
+fn chromium() -> PathBuf {
+    crate::common::needs("chromium", "chromium");
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join("chromium"))
+        .find(|p| p.is_file())
+        .expect("found on PATH by `needs`")
+}
 
 /// Starts chromedriver on a free loopback port; its URL.
 fn chromedriver() -> (Driver, String) {
-    assert!(
-        std::path::Path::new(CHROMIUM).is_file(),
-        "{CHROMIUM} is missing, and this test runs it: install it with \
-         `apt-get install -y chromium chromium-driver`, or run the tests with tools/test"
-    );
     crate::common::needs("chromedriver", "chromium-driver");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -137,7 +140,7 @@ async fn the_dashboard_in_chromium() {
     caps.insert(
         "goog:chromeOptions".into(),
         json!({
-            "binary": CHROMIUM,
+            "binary": chromium(),
             "args": [
                 "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                 "--no-first-run", "--disable-background-networking",
