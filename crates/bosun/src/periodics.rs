@@ -6,7 +6,7 @@ use std::io::Write;
 
 use clap::Args;
 
-use crate::client::{segment, Api, Format, OutputArgs, ServerArgs};
+use crate::client::{columns, segment, Api, Format, OutputArgs, ServerArgs};
 
 /// What `bosun periodics` does.
 #[derive(clap::Subcommand, Debug, Clone)]
@@ -61,11 +61,9 @@ pub fn periodics(args: &PeriodicsArgs, out: &mut dyn Write) -> Outcome {
     let v = answer.json()?;
     match verb {
         "list" => {
-            writeln!(
-                out,
-                "{:<50}  {:<24}  {:<6}  {:<25}  LAST RUN",
-                "PERIODIC", "SCHEDULE", "PAUSED", "NEXT FIRE"
-            )?;
+            let mut rows = vec![["PERIODIC", "SCHEDULE", "PAUSED", "NEXT FIRE", "LAST RUN"]
+                .map(String::from)
+                .to_vec()];
             for p in v["periodics"].as_array().into_iter().flatten() {
                 let s = |k: &str| p[k].as_str().unwrap_or("-").to_string();
                 let last = match &p["last_run"] {
@@ -77,19 +75,20 @@ pub fn periodics(args: &PeriodicsArgs, out: &mut dyn Write) -> Outcome {
                         r["created_at"].as_str().unwrap_or_default()
                     ),
                 };
-                writeln!(
-                    out,
-                    "{:<50}  {:<24}  {:<6}  {:<25}  {last}",
+                let paused = if p["paused"].as_bool() == Some(true) {
+                    "yes"
+                } else {
+                    "no"
+                };
+                rows.push(vec![
                     s("identity"),
                     s("schedule"),
-                    if p["paused"].as_bool() == Some(true) {
-                        "yes"
-                    } else {
-                        "no"
-                    },
+                    paused.to_string(),
                     s("next_fire"),
-                )?;
+                    last,
+                ]);
             }
+            columns(out, &rows)?;
         }
         "trigger" => {
             writeln!(

@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::Args;
 use serde_json::Value;
 
-use crate::client::{segment, Api, Format, OutputArgs, ServerArgs};
+use crate::client::{columns, segment, Api, Format, OutputArgs, ServerArgs};
 
 /// `bosun run` arguments.
 #[derive(Args, Debug, Clone)]
@@ -210,29 +210,35 @@ pub fn runs(args: &RunsArgs, out: &mut dyn Write) -> Outcome {
         return answer.print(out);
     }
     let v = answer.json()?;
-    writeln!(
-        out,
-        "{:<36}  {:<40}  {:<10}  {:<10}  {:<12}  {:<27}  DESCRIPTION",
-        "ID", "JOB", "TYPE", "STATE", "CLUSTER", "CREATED"
-    )?;
+    let mut rows = vec![[
+        "ID",
+        "JOB",
+        "TYPE",
+        "STATE",
+        "CLUSTER",
+        "CREATED",
+        "DESCRIPTION",
+    ]
+    .map(String::from)
+    .to_vec()];
     for r in v["runs"].as_array().into_iter().flatten() {
         let s = |k: &str| r[k].as_str().unwrap_or_default().to_string();
         // Where it runs; the configured cluster until it is placed.
         let cluster = r["cluster"]
             .as_str()
             .or(r["configured_cluster"].as_str())
-            .unwrap_or_default();
-        writeln!(
-            out,
-            "{:<36}  {:<40}  {:<10}  {:<10}  {:<12}  {:<27}  {}",
+            .unwrap_or_default()
+            .to_string();
+        rows.push(vec![
             s("id"),
             s("job"),
             s("job_type"),
             s("state"),
             cluster,
             s("created_at"),
-            s("description")
-        )?;
+            s("description"),
+        ]);
     }
+    columns(out, &rows)?;
     Ok(())
 }

@@ -451,14 +451,7 @@ fn string_at(value: &Value, path: &[&str]) -> Option<Option<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hook::secrets::github_signature;
-
-    /// Prow's secret file example (forge.md, Prow's `hmac_test.go`).
-    const PROW_FILE: &str = "\
-'*':        [{value: abc,  created_at: 2020-10-02T15:00:00Z}, {value: key,  created_at: 2018-10-02T15:00:00Z}]
-'org1':     [{value: abc1, created_at: 2020-10-02T15:00:00Z}]
-'org2/repo': [{value: abc2, created_at: 2020-10-02T15:00:00Z}]
-";
+    use crate::hook::secrets::{github_signature, PROW_EXAMPLE as PROW_FILE};
 
     /// Prow's own test vectors, their signatures as Prow's tests write them:
     /// bodies that are not GitHub payloads, only signed JSON.

@@ -233,15 +233,18 @@ fn mac(key: &[u8], body: &[u8]) -> Hmac<Sha256> {
     mac
 }
 
+/// Prow's secret file example (forge.md, Prow's `hmac_test.go`), for the
+/// tests of this module and of the intake.
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const PROW_EXAMPLE: &str = "\
+pub(crate) const PROW_EXAMPLE: &str = "\
 '*':        [{value: abc,  created_at: 2020-10-02T15:00:00Z}, {value: key,  created_at: 2018-10-02T15:00:00Z}]
 'org1':     [{value: abc1, created_at: 2020-10-02T15:00:00Z}]
 'org2/repo': [{value: abc2, created_at: 2020-10-02T15:00:00Z}]
 ";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
 
     fn values(tokens: Option<&[Token]>) -> Option<Vec<&str>> {
         tokens.map(|tokens| {
