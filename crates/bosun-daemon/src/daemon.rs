@@ -23,6 +23,10 @@ pub struct Daemon {
     pub token: Option<String>,
     /// Where local clusters keep their runs (`DATA_DIR/runs`).
     pub runs_dir: PathBuf,
+    /// The repositories followed from their remotes.
+    pub repos: Arc<crate::repos::Repos>,
+    /// The webhook intake's settings (`POST /hook`).
+    pub webhooks: crate::http::api::hook::Webhooks,
 }
 
 impl Daemon {
@@ -33,6 +37,7 @@ impl Daemon {
         wake: Arc<Notify>,
         token: Option<String>,
         runs_dir: PathBuf,
+        repos: Arc<crate::repos::Repos>,
     ) -> Arc<Daemon> {
         Arc::new(Daemon {
             controller: Arc::new(Controller::new(shared.clone(), wake)),
@@ -40,6 +45,8 @@ impl Daemon {
             runs: RunFactory::default(),
             token,
             runs_dir,
+            repos,
+            webhooks: Default::default(),
         })
     }
 

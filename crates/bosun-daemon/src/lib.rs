@@ -19,6 +19,9 @@
 //!   `sinker` (retention): tasks over the shared state;
 //! - `periodics` (the scheduler task), `runs` (the one run-creation path)
 //!   and `plans` (the dispatcher's task): use the controller's handle;
+//! - `repos` (the repositories followed from their remotes: their
+//!   snapshots composed into the job set in force, loads, the resync, the
+//!   stored webhook deliveries processed), over `state`;
 //! - `daemon` (what the HTTP layer sees), `reload` (the config watcher);
 //! - `http`, the HTTP layer: the router (every route, the read check and
 //!   the token check), `http::auth` and `http::error`, which the JSON API
@@ -39,6 +42,7 @@ pub mod periodics;
 pub mod placement;
 pub mod plans;
 pub mod reload;
+pub mod repos;
 pub mod runs;
 pub mod serve;
 pub mod sinker;

@@ -90,6 +90,18 @@ pub struct Metrics {
     pub cluster_status: Family<Labels, Gauge>,
     /// Prow's: failed creations of a Kubernetes client, per cluster.
     pub failed_client_creations: Family<Labels, PlainCounter>,
+    /// Prow hook's: accepted webhook deliveries, by `event_type`.
+    pub webhook_counter: Family<Labels, PlainCounter>,
+    /// Prow hook's: webhook answers, by `response_code`.
+    pub webhook_response_codes: Family<Labels, PlainCounter>,
+    /// Repository loads by result (`success`, `error`, `git_error`).
+    pub repo_loads: Family<Labels, Counter>,
+    /// Pushes that asked for a load.
+    pub repo_pushes: Counter,
+    /// Per followed repository: seconds since its remote last answered.
+    pub repo_resync_lag: Family<Labels, FloatGauge>,
+    /// Per followed repository: 1 while its last load failed.
+    pub repo_error: Family<Labels, Gauge>,
 }
 
 /// The labels of a periodic's series: its job name and its identity.
@@ -249,7 +261,49 @@ impl Metrics {
             "Failed creations of a Kubernetes client, per build cluster (Prow's name)",
             failed_client_creations.clone(),
         );
+        let webhook_counter = Family::<Labels, PlainCounter>::default();
+        registry.register(
+            bosun_forge::hook::WEBHOOK_COUNTER,
+            "A counter of the webhooks made to bosun (Prow hook's name), by event type",
+            webhook_counter.clone(),
+        );
+        let webhook_response_codes = Family::<Labels, PlainCounter>::default();
+        registry.register(
+            bosun_forge::hook::WEBHOOK_RESPONSE_CODES,
+            "A counter of the different responses bosun has responded to webhooks with (Prow hook's name)",
+            webhook_response_codes.clone(),
+        );
+        let repo_loads = Family::<Labels, Counter>::default();
+        registry.register(
+            "bosun_repo_loads",
+            "Loads of a followed repository's configuration by result: success, error (its configuration has errors; the last good stays), git_error (its remote could not be read)",
+            repo_loads.clone(),
+        );
+        let repo_pushes = Counter::default();
+        registry.register(
+            "bosun_repo_pushes",
+            "Pushes to a followed repository's branch that asked for a load",
+            repo_pushes.clone(),
+        );
+        let repo_resync_lag = Family::<Labels, FloatGauge>::default();
+        registry.register(
+            "bosun_repo_resync_lag_seconds",
+            "Per followed repository: seconds since its remote last answered (a resync, a load)",
+            repo_resync_lag.clone(),
+        );
+        let repo_error = Family::<Labels, Gauge>::default();
+        registry.register(
+            "bosun_repo_config_error",
+            "Per followed repository: 1 while its last load failed (the last good snapshot stays in force)",
+            repo_error.clone(),
+        );
         Arc::new(Metrics {
+            webhook_counter,
+            webhook_response_codes,
+            repo_loads,
+            repo_pushes,
+            repo_resync_lag,
+            repo_error,
             cluster_status,
             failed_client_creations,
             head,
@@ -348,6 +402,45 @@ impl Metrics {
             if seconds(t) > g.get() {
                 g.set(seconds(t));
             }
+        }
+    }
+
+    /// A repository load ended with `result`.
+    pub fn repo_load(&self, result: &str) {
+        self.repo_loads
+            .get_or_create(&vec![("result".into(), result.to_string())])
+            .inc();
+    }
+
+    /// A push asked for a load.
+    pub fn repo_push(&self) {
+        self.repo_pushes.inc();
+    }
+
+    /// `repo`'s resync lag.
+    pub fn repo_resync_lag(&self, repo: &str, seconds: f64) {
+        self.repo_resync_lag
+            .get_or_create(&vec![("repo".into(), repo.to_string())])
+            .set(seconds);
+    }
+
+    /// Whether `repo`'s last load failed.
+    pub fn set_repo_error(&self, repo: &str, error: bool) {
+        self.repo_error
+            .get_or_create(&vec![("repo".into(), repo.to_string())])
+            .set(i64::from(error));
+    }
+
+    /// A webhook was answered with `code`; accepted ones count their
+    /// `event`.
+    pub fn webhook(&self, code: u16, event: Option<&str>) {
+        self.webhook_response_codes
+            .get_or_create(&vec![("response_code".into(), code.to_string())])
+            .inc();
+        if let Some(event) = event {
+            self.webhook_counter
+                .get_or_create(&vec![("event_type".into(), event.to_string())])
+                .inc();
         }
     }
 

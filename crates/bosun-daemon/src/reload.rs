@@ -14,7 +14,6 @@
 //! runs end in error, and an unchanged local cluster keeps its executor.
 
 use bosun_base::sync::Lock;
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -90,22 +89,23 @@ pub fn reload(daemon: &Daemon, reason: &str) -> bool {
             return false;
         }
     };
-    let jobs = bosun_scheduler::config::jobs(&snapshot);
-    let keep: HashSet<String> = jobs.iter().map(|j| j.identity.to_string()).collect();
-    {
-        let mut scheduler = app.scheduler.locked();
-        let gone: Vec<String> = scheduler
-            .jobs()
-            .map(|j| j.identity.to_string())
-            .filter(|id| !keep.contains(id))
-            .collect();
-        scheduler.set_jobs(jobs, now);
-        for id in gone {
-            app.metrics.forget_periodic(&id);
-        }
-    }
+    // The repositories' last good jobs on the new central configuration,
+    // checked against it again; one change of the job set at a time.
+    let repos = &daemon.repos;
+    let compose = repos.composing();
+    let previous = app.snapshot();
+    let kube: Vec<String> = app
+        .config_args
+        .kube_contexts()
+        .into_iter()
+        .map(|c| c.name)
+        .collect();
+    let snapshot = repos.compose(&*app.store, &app.metrics, snapshot, Some(&previous), &kube, now);
     let status = ConfigStatus::loaded(&snapshot, warnings, now, reason);
     let (added, removed) = app.set_in_force(snapshot, defs, users);
+    app.set_repo_commits(repos.commits());
+    app.install_periodics(&app.snapshot(), now);
+    drop(compose);
     if !added.is_empty() || !removed.is_empty() {
         tracing::info!(?added, ?removed, "build clusters changed");
     }
@@ -181,7 +181,11 @@ fn watches(app: &Shared) -> Vec<Watch> {
         }
     }
     let snapshot = app.snapshot();
-    for source in args.in_repo.iter().chain(&snapshot.config.in_repo) {
+    for source in args
+        .in_repo
+        .iter()
+        .chain(crate::repos::directory_sources(&snapshot.config))
+    {
         out.push(Watch {
             dir: PathBuf::from(&source.path),
             recursive: true,

@@ -147,8 +147,12 @@ impl RunFactory {
                     repo.as_deref(),
                     job_type.as_deref(),
                 )?;
+                let given = refs.is_some();
                 let mut new = t.template.run(refs.map(|r| *r));
                 new.state = initial_state(&snapshot.config);
+                if !given {
+                    shared.stamp_commits(&mut new);
+                }
                 Draft {
                     needs_pulls: job_type == JobType::Presubmit,
                     new,
@@ -180,6 +184,7 @@ impl RunFactory {
                 });
                 let mut new = t.template.run(None);
                 new.state = initial_state(&snapshot.config);
+                shared.stamp_commits(&mut new);
                 Draft {
                     new,
                     repo: Some(t.repo.clone()),

@@ -43,6 +43,21 @@ pub struct ServeArgs {
     /// lookups never need one). Without it, reads are public.
     #[arg(long, value_name = "FILE")]
     pub read_token_file: Option<PathBuf>,
+    /// Prow's HMAC secret file: forges' webhooks (`POST /hook`) must be
+    /// signed (GitHub, Gitea) or carry a token (GitLab) of it. A single
+    /// token, or `{"*"|org|org/repo: [{value, created_at}]}` (the most
+    /// specific level applies; any token listed is accepted, for rotation).
+    /// Read again when it changes. Without it, `/hook` accepts nothing.
+    #[arg(long, value_name = "FILE")]
+    pub hmac_secret_file: Option<PathBuf>,
+    /// The largest webhook body taken, in bytes (larger: 413). GitHub's
+    /// largest payload is 25 MB.
+    #[arg(long, value_name = "BYTES", default_value_t = bosun_forge::hook::intake::DEFAULT_MAX_BODY)]
+    pub hook_max_body: u64,
+    /// Store accepted webhook deliveries but process none (hidden: tests
+    /// kill the daemon between a delivery's 200 and its processing).
+    #[arg(long, hide = true)]
+    pub webhook_hold: bool,
     /// Allow a non-loopback --listen address without a token.
     #[arg(long)]
     pub insecure_no_auth: bool,
@@ -141,6 +156,28 @@ fn serve_until_signal(args: &ServeArgs) -> Result<(), String> {
     metrics
         .seed(&*store)
         .map_err(|e| format!("cannot count the retained runs: {e}"))?;
+    // The followed repositories' stored snapshots, composed at once with the
+    // central configuration: nothing waits on git.
+    let repos = Arc::new(crate::repos::Repos::new(args.data_dir.join("repos")));
+    repos.load_records(
+        store
+            .repos()
+            .map_err(|e| format!("cannot read the followed repositories: {e}"))?,
+    );
+    let kube: Vec<String> = args
+        .config
+        .kube_contexts()
+        .into_iter()
+        .map(|c| c.name)
+        .collect();
+    let snapshot = repos.compose(
+        &*store,
+        &metrics,
+        snapshot,
+        None,
+        &kube,
+        jiff::Timestamp::now(),
+    );
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let clusters = clusters(&snapshot.config, &args.config.kube_contexts(), cpus);
     let shim = vec![
@@ -211,8 +248,14 @@ fn serve_until_signal(args: &ServeArgs) -> Result<(), String> {
         metrics,
         config_args: args.config.clone(),
         cpus,
+        repo_commits: repos.commits(),
     }));
-    let daemon = Daemon::new(shared, wake, token, runs_dir);
+    let daemon = Daemon::new(shared, wake, token, runs_dir, repos);
+    if let Some(file) = &args.hmac_secret_file {
+        daemon
+            .webhooks
+            .configure(file.clone(), args.hook_max_body)?;
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -251,7 +294,7 @@ async fn serve(
     tracing::info!(listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "bosun serving");
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
     let shared = daemon.shared.clone();
-    let tasks = vec![
+    let mut tasks = vec![
         tokio::spawn(daemon.controller.clone().run(stop.clone())),
         tokio::spawn(crate::sinker::sinker_loop(shared.clone(), stop.clone())),
         tokio::spawn(crate::periodics::scheduler_loop(
@@ -265,12 +308,24 @@ async fn serve(
             args.health_interval,
             stop.clone(),
         )),
+        tokio::spawn(crate::repos::resync::resync_loop(
+            shared.clone(),
+            daemon.repos.clone(),
+            stop.clone(),
+        )),
         tokio::spawn(crate::plans::plan_loop(
             shared,
             daemon.controller.clone(),
             stop.clone(),
         )),
     ];
+    if !args.webhook_hold {
+        tasks.push(tokio::spawn(crate::repos::hook::delivery_loop(
+            daemon.shared.clone(),
+            daemon.repos.clone(),
+            stop.clone(),
+        )));
+    }
     let mut stop_http = stop.clone();
     let options = crate::http::Options {
         read_token,

@@ -95,8 +95,15 @@ fn sim_with(start: Timestamp, config: &str, jobs: &str) -> Sim {
             bosun_dispatcher::demand::DemandSource::Ones,
             None,
         ))),
+        repo_commits: Default::default(),
     }));
-    let daemon = Daemon::new(shared, Arc::default(), None, dir.path().join("runs"));
+    let daemon = Daemon::new(
+        shared,
+        Arc::default(),
+        None,
+        dir.path().join("runs"),
+        Arc::new(crate::repos::Repos::new(dir.path().join("repos"))),
+    );
     Sim {
         daemon,
         clock,

@@ -27,6 +27,50 @@ use serde::Serialize;
 use crate::clusters::{Clusters, ExecutorFactory, HealthBook};
 use crate::metrics::Metrics;
 
+/// The annotation on an in-repo periodic's runs naming the commit its
+/// definition was loaded at (its refs' `base_sha` is the branch head).
+pub const DEFINITION_COMMIT: &str = "bosun.dev/definition-commit";
+
+/// Per followed repository (`org/name`): its branch head last seen and the
+/// commit of its snapshot in force.
+pub type RepoCommits = HashMap<String, (String, String)>;
+
+/// The scheduler's entries for `snapshot`: an in-repo periodic of a
+/// followed repository gets the branch head last seen as its refs'
+/// `base_sha` and its definition's commit as an annotation.
+pub fn scheduler_jobs(
+    snapshot: &Snapshot,
+    commits: &RepoCommits,
+) -> Vec<bosun_scheduler::PeriodicJob> {
+    let mut jobs = bosun_scheduler::config::jobs(snapshot);
+    if commits.is_empty() {
+        return jobs;
+    }
+    for job in &mut jobs {
+        stamp_commits(&mut job.template, commits);
+    }
+    jobs
+}
+
+/// Gives a run of a followed repository's periodic (`periodic` is
+/// `org/repo:name`, its refs its repository's) the branch head last seen as
+/// its refs' `base_sha` and the snapshot's commit as the
+/// [`DEFINITION_COMMIT`] annotation. Others are left as they are.
+pub fn stamp_commits(new: &mut bosun_store::NewRun, commits: &RepoCommits) {
+    let Some((repo, _)) = new.periodic.as_deref().and_then(|p| p.split_once(':')) else {
+        return;
+    };
+    let Some((head, definition)) = commits.get(repo) else {
+        return;
+    };
+    if let Some(refs) = new.refs.as_mut() {
+        refs.base_sha = Some(head.clone());
+    }
+    let mut annotations = (*new.annotations).clone();
+    annotations.insert(DEFINITION_COMMIT.to_string(), definition.clone());
+    new.annotations = Arc::new(annotations);
+}
+
 /// The configuration in force: a snapshot and its build clusters.
 pub struct InForce {
     /// The configuration.
@@ -115,6 +159,10 @@ pub struct Shared {
     pub config_args: ConfigArgs,
     /// Where runs in `scheduling` go (bosun's dispatcher, an external one).
     pub placer: Arc<crate::placement::Placer>,
+    /// Per followed repository: its branch head last seen and the commit
+    /// of its snapshot in force (the repositories keep it; the scheduler's
+    /// templates read it).
+    repo_commits: RwLock<Arc<RepoCommits>>,
     in_force: RwLock<Arc<InForce>>,
     make_executor: ExecutorFactory,
     /// The executors of removed clusters, kept until the controller has
@@ -152,6 +200,9 @@ pub struct SharedParts {
     pub cpus: usize,
     /// Where runs in `scheduling` go.
     pub placer: Arc<crate::placement::Placer>,
+    /// Per followed repository: its branch head last seen and the commit of
+    /// its snapshot in force.
+    pub repo_commits: RepoCommits,
 }
 
 impl Shared {
@@ -164,7 +215,7 @@ impl Shared {
             .reload_success_time
             .set(crate::metrics::seconds(now));
         let mut scheduler = bosun_scheduler::Scheduler::new();
-        scheduler.set_jobs(bosun_scheduler::config::jobs(&p.snapshot), now);
+        scheduler.set_jobs(scheduler_jobs(&p.snapshot, &p.repo_commits), now);
         let pods = PodSettings::of(&p.snapshot.config);
         let clusters = Clusters::build(p.clusters, p.users, pods, &p.make_executor, None);
         Shared {
@@ -179,6 +230,7 @@ impl Shared {
             health_changed: tokio::sync::Notify::new(),
             config_args: p.config_args,
             placer: p.placer,
+            repo_commits: RwLock::new(Arc::new(p.repo_commits)),
             in_force: RwLock::new(Arc::new(InForce {
                 snapshot: Arc::new(p.snapshot),
                 clusters: Arc::new(clusters),
@@ -259,6 +311,79 @@ impl Shared {
             self.clusters_changed.notify_one();
         }
         (added, removed)
+    }
+
+    /// Puts `snapshot` in force with the build clusters in force (a
+    /// repository's jobs changed; the central configuration did not), and
+    /// gives the scheduler its periodics. The caller holds the repositories'
+    /// compose lock.
+    pub fn set_snapshot(&self, snapshot: Snapshot) {
+        let now = self.clock.now();
+        let snapshot = Arc::new(snapshot);
+        {
+            let mut slot = self.in_force.write_locked();
+            let clusters = slot.clusters.clone();
+            *slot = Arc::new(InForce {
+                snapshot: snapshot.clone(),
+                clusters,
+            });
+        }
+        self.install_periodics(&snapshot, now);
+        let mut status = self.config_status();
+        let counts = snapshot.counts();
+        status.version = snapshot.version;
+        status.periodics = counts.periodics;
+        status.presubmits = counts.presubmits;
+        status.postsubmits = counts.postsubmits;
+        self.set_config_status(status);
+    }
+
+    /// `base` (the snapshot in force) with `change`'s repository's jobs
+    /// replaced (`None`: removed), put in force; without a change, the
+    /// scheduler's templates only are made again (a repository's head
+    /// moved). The caller holds the repositories' compose lock.
+    pub fn put_repo_jobs(
+        &self,
+        base: &Snapshot,
+        change: Option<(String, Option<bosun_config::RepoJobs>)>,
+    ) {
+        match change {
+            Some(change) => self.set_snapshot(base.with_repos([change])),
+            None => self.install_periodics(base, self.clock.now()),
+        }
+    }
+
+    /// Gives the scheduler the periodics of `snapshot` (added, changed,
+    /// removed; the others untouched) and forgets the metrics of those
+    /// removed.
+    pub fn install_periodics(&self, snapshot: &Snapshot, now: Timestamp) {
+        let commits = self.repo_commits.read_locked().clone();
+        let jobs = scheduler_jobs(snapshot, &commits);
+        let keep: std::collections::HashSet<&str> = jobs.iter().map(|j| &*j.identity).collect();
+        let mut scheduler = self.scheduler.locked();
+        let gone: Vec<String> = scheduler
+            .jobs()
+            .map(|j| j.identity.to_string())
+            .filter(|id| !keep.contains(id.as_str()))
+            .collect();
+        drop(keep);
+        scheduler.set_jobs(jobs, now);
+        drop(scheduler);
+        for id in gone {
+            self.metrics.forget_periodic(&id);
+        }
+        self.scheduler_wake.notify_one();
+    }
+
+    /// [`stamp_commits`] with the commits in force.
+    pub fn stamp_commits(&self, new: &mut bosun_store::NewRun) {
+        stamp_commits(new, &self.repo_commits.read_locked());
+    }
+
+    /// Records the followed repositories' commits (read by the scheduler's
+    /// templates from the next [`Shared::install_periodics`] on).
+    pub fn set_repo_commits(&self, commits: RepoCommits) {
+        *self.repo_commits.write_locked() = Arc::new(commits);
     }
 
     /// The executor of the removed cluster `alias`, if it is still kept.

@@ -31,3 +31,5 @@
 
 pub mod hook;
 pub mod repos;
+#[cfg(feature = "test-support")]
+pub mod testing;

@@ -20,6 +20,7 @@ mod clusters;
 mod config;
 mod manual;
 mod periodics;
+mod repos;
 mod runs;
 mod schedule;
 
@@ -60,6 +61,8 @@ enum Command {
     Periodics(periodics::PeriodicsArgs),
     /// List the build clusters: kind, health, trusted and its allow rules.
     Clusters(clusters::ClustersArgs),
+    /// List the repositories followed from their remotes, or refresh one.
+    Repos(repos::ReposArgs),
     /// Show the daemon's configuration status, or reload it now.
     Config(config::ConfigArgs),
     /// Plan which build cluster each job runs on.
@@ -123,6 +126,7 @@ fn main() -> ExitCode {
         Command::Rerun(args) => runs::rerun(&args, &mut out()),
         Command::Periodics(args) => periodics::periodics(&args, &mut out()),
         Command::Clusters(args) => clusters::clusters(&args, &mut out()),
+        Command::Repos(args) => repos::repos(&args, &mut out()),
         Command::Config(args) => config::config(&args, &mut out()),
         Command::Completions(args) => manual::completions(&args, &Cli::command(), &mut out()),
         Command::Man(args) => manual::man(&args, &Cli::command(), &mut out()),

@@ -81,6 +81,15 @@ pub fn router_with(daemon: Arc<Daemon>, options: Options) -> Router {
         .route("/api/v1/config/status", get(api::config::status))
         .route("/api/v1/config/reload", guarded(post(api::config::reload)))
         .route("/api/v1/clusters", get(api::clusters::list))
+        .route("/api/v1/repos", get(api::repos::list))
+        .route("/api/v1/repos/{org}/{repo}", get(api::repos::get))
+        .route(
+            "/api/v1/repos/{org}/{repo}/refresh",
+            guarded(post(api::repos::refresh)),
+        )
+        // Forges' webhooks: signed with the HMAC secret file's tokens (no
+        // API token); every method answered as Prow answers it.
+        .route("/hook", axum::routing::any(api::hook::receive))
         .route("/api/v1/periodics", get(api::periodics::list))
         .route(
             "/api/v1/periodics/{identity}/ticks",

@@ -109,7 +109,7 @@ impl Reply {
     }
 
     /// An error answer, as Go's `http.Error` writes `text`.
-    fn error(status: StatusCode, text: impl Into<String>) -> Reply {
+    pub fn error(status: StatusCode, text: impl Into<String>) -> Reply {
         let mut body = text.into();
         body.push('\n');
         Reply { status, body }
@@ -366,7 +366,9 @@ impl Intake {
         })
     }
 
-    fn too_large(&self) -> Reply {
+    /// The answer to a body longer than [`Intake::max_body`] (413), for a
+    /// reader that stops reading one byte past it.
+    pub fn too_large(&self) -> Reply {
         Reply::error(
             StatusCode::PAYLOAD_TOO_LARGE,
             format!(

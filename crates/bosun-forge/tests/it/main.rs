@@ -16,6 +16,6 @@ mod events;
 mod follow;
 mod github_schema;
 mod intake;
-mod requests;
+use bosun_forge::testing as requests;
 mod secret_levels;
 mod tree;

@@ -36,6 +36,7 @@ mod placement;
 mod prometheus;
 mod quickstart_pipeline;
 mod readme_walkthrough;
+mod repos;
 mod serve;
 mod web_browser;
 mod web_pages;

@@ -70,6 +70,53 @@ struct ConfigPage {
     notes: Vec<String>,
     clusters: usize,
     sources: Vec<String>,
+    repos: Vec<RepoRow>,
+}
+
+/// A followed repository's row.
+struct RepoRow {
+    repo: String,
+    branch: String,
+    commit: String,
+    loaded_at: String,
+    jobs: String,
+    state: &'static str,
+    last_webhook: String,
+    message: String,
+    problems: Vec<Problem>,
+    retired: String,
+}
+
+fn repo_rows(views: Vec<crate::repos::RepoView>) -> Vec<RepoRow> {
+    views
+        .into_iter()
+        .map(|v| {
+            let r = v.record;
+            let j = &v.jobs_in_force;
+            RepoRow {
+                repo: r.repo,
+                branch: r.branch.unwrap_or_else(|| "-".into()),
+                commit: r
+                    .commit
+                    .map_or_else(|| "-".into(), |c| c[..c.len().min(12)].to_string()),
+                loaded_at: r.loaded_at.map_or_else(|| "-".into(), fmt::time),
+                jobs: format!(
+                    "{} periodics, {} presubmits, {} postsubmits",
+                    j.periodics.len(),
+                    j.presubmits.len(),
+                    j.postsubmits.len()
+                ),
+                state: v.state,
+                last_webhook: r.last_webhook_at.map_or_else(|| "-".into(), fmt::time),
+                message: r.error.as_ref().map(|e| e.message.clone()).unwrap_or_default(),
+                problems: r
+                    .error
+                    .map(|e| e.diagnostics.iter().map(|d| split_diagnostic(d)).collect())
+                    .unwrap_or_default(),
+                retired: r.retired.map(|t| t.reason).unwrap_or_default(),
+            }
+        })
+        .collect()
 }
 
 /// `GET /config`.
@@ -99,6 +146,7 @@ pub async fn page(ctx: Ctx, State(web): State<Arc<Web>>) -> Response {
         notes: s.notes.clone(),
         clusters: shared.clusters().defs.len(),
         sources,
+        repos: repo_rows(web.daemon.repos.views(&shared.snapshot())),
     };
     ctx.page(StatusCode::OK, &page)
 }

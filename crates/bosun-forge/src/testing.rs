@@ -1,12 +1,15 @@
-//! Requests as each forge sends them (every header it sets), the fixtures,
-//! and GitHub's webhook description that every GitHub payload a test sends
-//! is validated against first.
+//! For tests, of this crate and of others (feature `test-support`):
+//! webhook requests as each forge sends them (every header it sets), the
+//! vendored example payloads (`tests/fixtures`, their origin in its
+//! README), and GitHub's webhook description that every GitHub payload a
+//! test sends is validated against first.
+#![allow(missing_docs, clippy::missing_panics_doc)]
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use bosun_forge::hook::secrets::{github_signature, hmac_sha256};
-use bosun_forge::hook::{Delivery, Intake, Reply, Secrets};
+use crate::hook::secrets::{github_signature, hmac_sha256};
+use crate::hook::{Delivery, Intake, Reply, Secrets};
 use hmac::{Hmac, Mac};
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 use serde_json::{json, Value};
