@@ -10,6 +10,8 @@
 //!   second create of the same tick returns the existing run.
 //! - Schedule state and tick outcomes live in their own tables, which retention
 //!   never touches.
+//! - [`repos`]: the repositories bosun follows (their last good configuration)
+//!   and the webhook deliveries it accepted, kept before the forge is answered.
 //!
 //! The store knows nothing of HTTP or executors.
 
@@ -20,6 +22,7 @@ pub mod active;
 pub mod clock;
 pub mod memory;
 mod prepared;
+pub mod repos;
 pub mod run;
 pub mod sqlite;
 pub mod template;
@@ -31,6 +34,10 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 pub use prepared::PreparedFires;
+pub use repos::{
+    Accepted, NewDelivery, RepoError, RepoJob, RepoRecord, RepoSnapshot, RetiredJob, Retirement,
+    SeenHead, StoredDelivery,
+};
 pub use run::{Labels, NewRun, Run, RunState, Spec, Transition};
 
 /// Store failures.
@@ -562,6 +569,83 @@ pub trait Store: Send + Sync {
     /// ([`TransitionObserver::on_deleted`]). Schedule state and outcomes are
     /// kept.
     fn delete_completed_before(&self, cutoff: Timestamp) -> Result<Vec<String>, StoreError>;
+
+    // Followed repositories and webhook deliveries. The defaults refuse with
+    // `Unavailable`, as a store that keeps neither (the test fakes of other
+    // crates) would; the memory and SQLite stores keep both, and the
+    // conformance suite holds them to the same rules.
+
+    /// Writes a repository's record whole (replacing the one of its `repo`),
+    /// durable on return. Of its `retired_jobs` the newest
+    /// [`repos::RETIRED_JOBS_KEPT`] are kept.
+    fn put_repo(&self, record: &RepoRecord) -> Result<(), StoreError> {
+        let _ = record;
+        Err(no_repos())
+    }
+
+    /// Every repository's record, sorted by `repo`.
+    fn repos(&self) -> Result<Vec<RepoRecord>, StoreError> {
+        Err(no_repos())
+    }
+
+    /// Deletes a repository's record; false when there was none.
+    fn delete_repo(&self, repo: &str) -> Result<bool, StoreError> {
+        let _ = repo;
+        Err(no_repos())
+    }
+
+    /// Keeps a webhook delivery, durably (committed, and as durable as the
+    /// store's commits are) before it returns, under the next seq (seqs
+    /// increase strictly in acceptance order and are never reused).
+    ///
+    /// (forge, delivery_id) is unique: a second delivery of the same pair
+    /// stores nothing and is [`Accepted::Duplicate`], with the first one's
+    /// seq and whether it was processed, for as long as the first is kept
+    /// (see [`Store::prune_deliveries`]). An empty delivery id is never a
+    /// duplicate.
+    fn accept_delivery(&self, d: NewDelivery) -> Result<Accepted, StoreError> {
+        let _ = d;
+        Err(no_repos())
+    }
+
+    /// The deliveries not processed yet whose seq is above `after_seq`, in
+    /// seq order, at most `limit` of them.
+    fn pending_deliveries(
+        &self,
+        after_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<StoredDelivery>, StoreError> {
+        let _ = (after_seq, limit);
+        Err(no_repos())
+    }
+
+    /// A delivery by seq, processed or not (a processed one without its
+    /// body); none once pruned.
+    fn delivery(&self, seq: u64) -> Result<Option<StoredDelivery>, StoreError> {
+        let _ = seq;
+        Err(no_repos())
+    }
+
+    /// Marks deliveries processed at `at`: their bodies go, their ids stay
+    /// (a redelivery is still a duplicate). Seqs unknown or already
+    /// processed are left as they are.
+    fn mark_processed(&self, seqs: &[u64], at: Timestamp) -> Result<(), StoreError> {
+        let _ = (seqs, at);
+        Err(no_repos())
+    }
+
+    /// Deletes the processed deliveries received before `before` (their ids
+    /// with them: a redelivery is then new); returns how many. Unprocessed
+    /// ones are kept, however old.
+    fn prune_deliveries(&self, before: Timestamp) -> Result<usize, StoreError> {
+        let _ = before;
+        Err(no_repos())
+    }
+}
+
+/// What a store that keeps no repositories or deliveries answers.
+fn no_repos() -> StoreError {
+    StoreError::Unavailable("this store keeps no repositories or webhook deliveries".into())
 }
 
 /// A shared store.

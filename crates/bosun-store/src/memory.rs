@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use jiff::Timestamp;
 
 use crate::prepared::{Payload, PreparedFire, PreparedFires};
+use crate::repos::{Accepted, NewDelivery, RepoRecord, StoredDelivery};
 use crate::run::{apply, Run};
 use crate::{
     count_by_labels, new_run_id, Before, Created, DemandSums, Fire, JobDemand, NewRun,
@@ -29,6 +30,13 @@ struct Inner {
     versions: HashMap<String, u64>,
     floor: u64,
     changes: u64,
+    repos: BTreeMap<String, RepoRecord>,
+    /// Kept deliveries by seq, with when each was processed.
+    deliveries: BTreeMap<u64, (StoredDelivery, Option<Timestamp>)>,
+    /// The seq of each kept (forge, delivery id), empty ids aside.
+    delivery_ids: HashMap<(String, String), u64>,
+    /// The last seq handed out (pruning never lowers it).
+    last_seq: u64,
 }
 
 impl Inner {
@@ -356,6 +364,97 @@ impl Store for MemoryStore {
             sums.add(r, since, now);
         }
         Ok(sums.finish())
+    }
+
+    fn put_repo(&self, record: &RepoRecord) -> Result<(), StoreError> {
+        let mut record = record.clone();
+        record.cap_retired_jobs();
+        self.lock().repos.insert(record.repo.clone(), record);
+        Ok(())
+    }
+
+    fn repos(&self) -> Result<Vec<RepoRecord>, StoreError> {
+        Ok(self.lock().repos.values().cloned().collect())
+    }
+
+    fn delete_repo(&self, repo: &str) -> Result<bool, StoreError> {
+        Ok(self.lock().repos.remove(repo).is_some())
+    }
+
+    fn accept_delivery(&self, d: NewDelivery) -> Result<Accepted, StoreError> {
+        let mut g = self.lock();
+        let key = (d.forge, d.delivery_id);
+        if !key.1.is_empty() {
+            if let Some(&seq) = g.delivery_ids.get(&key) {
+                let processed = g.deliveries.get(&seq).is_some_and(|(_, p)| p.is_some());
+                return Ok(Accepted::Duplicate { seq, processed });
+            }
+        }
+        g.last_seq += 1;
+        let seq = g.last_seq;
+        let (forge, delivery_id) = key;
+        if !delivery_id.is_empty() {
+            g.delivery_ids
+                .insert((forge.clone(), delivery_id.clone()), seq);
+        }
+        let stored = StoredDelivery {
+            seq,
+            forge,
+            event: d.event,
+            delivery_id,
+            repo: d.repo,
+            body: d.body,
+            received_at: crate::run::micros(d.received_at),
+        };
+        g.deliveries.insert(seq, (stored, None));
+        Ok(Accepted::New { seq })
+    }
+
+    fn pending_deliveries(
+        &self,
+        after_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<StoredDelivery>, StoreError> {
+        let g = self.lock();
+        Ok(g.deliveries
+            .range(after_seq.saturating_add(1)..)
+            .filter(|(_, (_, processed))| processed.is_none())
+            .take(limit)
+            .map(|(_, (d, _))| d.clone())
+            .collect())
+    }
+
+    fn delivery(&self, seq: u64) -> Result<Option<StoredDelivery>, StoreError> {
+        Ok(self.lock().deliveries.get(&seq).map(|(d, _)| d.clone()))
+    }
+
+    fn mark_processed(&self, seqs: &[u64], at: Timestamp) -> Result<(), StoreError> {
+        let at = crate::run::micros(at);
+        let mut g = self.lock();
+        for seq in seqs {
+            if let Some((d, processed @ None)) = g.deliveries.get_mut(seq) {
+                d.body = Vec::new();
+                *processed = Some(at);
+            }
+        }
+        Ok(())
+    }
+
+    fn prune_deliveries(&self, before: Timestamp) -> Result<usize, StoreError> {
+        let before = crate::run::micros(before);
+        let mut g = self.lock();
+        let doomed: Vec<u64> = g
+            .deliveries
+            .iter()
+            .filter(|(_, (d, processed))| processed.is_some() && d.received_at < before)
+            .map(|(seq, _)| *seq)
+            .collect();
+        for seq in &doomed {
+            if let Some((d, _)) = g.deliveries.remove(seq) {
+                g.delivery_ids.remove(&(d.forge, d.delivery_id));
+            }
+        }
+        Ok(doomed.len())
     }
 
     fn delete_completed_before(&self, cutoff: Timestamp) -> Result<Vec<String>, StoreError> {

@@ -1,7 +1,7 @@
 //! What each request writes in a batch's transaction: the runs it creates or
 //! moves, a fire (into the tables, or appended to the fire log), prepared
-//! fires, outcomes, schedule state, retention, keeping the writer's caches
-//! as exact as what it wrote.
+//! fires, outcomes, schedule state, retention, repositories' records and
+//! webhook deliveries, keeping the writer's caches as exact as what it wrote.
 
 use std::sync::Arc;
 
@@ -16,12 +16,14 @@ use super::fire_log::{
     LoggedRun,
 };
 use super::request::{ClusterBefore, Op, Reply, Target};
+use super::sql;
 use super::sql::{
     delete_runs, get_run, insert_run, insert_spec, keep_build_id, put_outcomes, put_state,
     retained_ids, tick_run, update_run,
 };
 use super::versions::Versions;
 use crate::prepared::{LogEntry, Payload};
+use crate::repos::{Accepted, NewDelivery};
 use crate::run::{apply, Run, RunState};
 use crate::{
     Created, NewRun, PeriodicState, PreparedFires, RunCount, StoreError, TickOutcome, Transition,
@@ -102,6 +104,27 @@ pub(super) fn apply_op(
                 Err(e) => Reply::Retain(reply, Err(e), Vec::new()),
             }
         }
+        Op::PutRepo(repo, record, reply) => Reply::Unit(
+            reply,
+            sql::put_repo(tx, &repo, &record)
+                .map(drop)
+                .map_err(unavailable),
+        ),
+        Op::DeleteRepo(repo, reply) => Reply::Deleted(
+            reply,
+            sql::delete_repo(tx, &repo)
+                .map(|n| n > 0)
+                .map_err(unavailable),
+        ),
+        Op::Accept(d, reply) => Reply::Accepted(reply, accept(tx, &d).map_err(unavailable)),
+        Op::MarkProcessed(seqs, at, reply) => Reply::Unit(
+            reply,
+            sql::mark_processed(tx, &seqs, at.as_microsecond()).map_err(unavailable),
+        ),
+        Op::PruneDeliveries(before, reply) => Reply::Pruned(
+            reply,
+            sql::prune_deliveries(tx, before.as_microsecond()).map_err(unavailable),
+        ),
         Op::Raw(sql, reply) => {
             cache.touched.all = true;
             // It may change any run.
@@ -375,4 +398,19 @@ fn retain(
     }
     delete_runs(tx, &ids)?;
     Ok((ids, counts))
+}
+
+/// Keeps a delivery unless its (forge, delivery id) is kept already (an
+/// earlier request of this batch included: the transaction sees its row).
+fn accept(tx: &rusqlite::Transaction<'_>, d: &NewDelivery) -> rusqlite::Result<Accepted> {
+    if !d.delivery_id.is_empty() {
+        if let Some((seq, processed)) = sql::find_delivery(tx, &d.forge, &d.delivery_id)? {
+            return Ok(Accepted::Duplicate {
+                seq: seq as u64,
+                processed,
+            });
+        }
+    }
+    let seq = sql::insert_delivery(tx, d)?;
+    Ok(Accepted::New { seq: seq as u64 })
 }

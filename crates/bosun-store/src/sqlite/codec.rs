@@ -1,7 +1,8 @@
-//! Rows and the store's values: a run, a schedule state, an outcome decoded
-//! from its row (`ts`, `json`: the columns' encodings); a new run encoded for
-//! its row by its caller ([`Prepared`]), and its template, the columns every
-//! run of a periodic shares ([`TemplateCols`], stored once per content).
+//! Rows and the store's values: a run, a schedule state, an outcome, a kept
+//! webhook delivery decoded from its row (`ts`, `json`: the columns'
+//! encodings); a new run encoded for its row by its caller ([`Prepared`]), and
+//! its template, the columns every run of a periodic shares ([`TemplateCols`],
+//! stored once per content).
 
 use std::sync::Arc;
 
@@ -9,6 +10,7 @@ use jiff::Timestamp;
 use rusqlite::Row;
 use serde::{Deserialize, Serialize};
 
+use crate::repos::StoredDelivery;
 use crate::run::{job_type_from_str, Run};
 use crate::{new_run_id, NewRun, PeriodicState, RunCount, RunSummary, TickOutcome};
 
@@ -108,6 +110,20 @@ pub(super) fn outcome_from_row(r: &Row<'_>) -> rusqlite::Result<TickOutcome> {
         outcome: r.get(4)?,
         run_id: r.get(5)?,
         recorded_at: ts(r.get(6)?)?,
+    })
+}
+
+/// A `deliveries` row (`seq, forge, event, delivery_id, repo, body,
+/// received_at`); a processed one's body is NULL, read as empty.
+pub(super) fn delivery_from_row(r: &Row<'_>) -> rusqlite::Result<StoredDelivery> {
+    Ok(StoredDelivery {
+        seq: r.get::<_, i64>(0)? as u64,
+        forge: r.get(1)?,
+        event: r.get(2)?,
+        delivery_id: r.get(3)?,
+        repo: r.get(4)?,
+        body: r.get::<_, Option<Vec<u8>>>(5)?.unwrap_or_default(),
+        received_at: ts(r.get(6)?)?,
     })
 }
 

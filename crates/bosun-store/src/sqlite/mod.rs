@@ -37,6 +37,14 @@
 //! their commit checks each periodic's version (bumped by the writer after
 //! every commit touching it) and inserts all of them as one record.
 //!
+//! Followed repositories are a JSON record each, read and written whole.
+//! Webhook deliveries are written by the writer as every other write is, so
+//! the accepts of many concurrent HTTP requests share one transaction and its
+//! fsync (each caller is answered once that commit is done); the check of a
+//! (forge, delivery id) already kept is made in the same transaction, so two
+//! concurrent deliveries of one id make one row. Reads of either go through
+//! the reader's connection.
+//!
 //! A write that cannot commit (disk full, database locked by another process past
 //! the busy timeout, I/O error) fails with [`StoreError::Unavailable`] and leaves
 //! nothing behind: a request that breaks its own rules (no such run, a
@@ -79,6 +87,7 @@ use self::fire_log::FireEntry;
 use self::request::{fail_op, Op, TransitionReply};
 use self::versions::Versions;
 use self::writer::{FoldGate, Writer};
+use crate::repos::{Accepted, NewDelivery, RepoRecord, StoredDelivery};
 use crate::run::Run;
 use crate::{
     CreateDone, Created, Fire, JobDemand, NewRun, PeriodicRuns, PeriodicState, PreparedFires,
@@ -515,6 +524,56 @@ impl Store for SqliteStore {
     fn delete_completed_before(&self, cutoff: Timestamp) -> Result<Vec<String>, StoreError> {
         self.send(|tx| Op::Retain(cutoff, tx))
     }
+
+    fn put_repo(&self, record: &RepoRecord) -> Result<(), StoreError> {
+        // Encoded here, so that the writer only writes.
+        let json = if record.retired_jobs.len() > crate::repos::RETIRED_JOBS_KEPT {
+            let mut capped = record.clone();
+            capped.cap_retired_jobs();
+            codec::to_json(&capped)
+        } else {
+            codec::to_json(record)
+        };
+        self.send(|tx| Op::PutRepo(record.repo.clone(), json, tx))
+    }
+
+    fn repos(&self) -> Result<Vec<RepoRecord>, StoreError> {
+        let records = self.read(sql::repo_records)?;
+        records
+            .iter()
+            .map(|r| serde_json::from_str(r).map_err(|e| StoreError::Invalid(e.to_string())))
+            .collect()
+    }
+
+    fn delete_repo(&self, repo: &str) -> Result<bool, StoreError> {
+        self.send(|tx| Op::DeleteRepo(repo.to_string(), tx))
+    }
+
+    fn accept_delivery(&self, d: NewDelivery) -> Result<Accepted, StoreError> {
+        // Concurrent accepts (one per HTTP request) share the writer's
+        // transaction and its fsync.
+        self.send(|tx| Op::Accept(Box::new(d), tx))
+    }
+
+    fn pending_deliveries(
+        &self,
+        after_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<StoredDelivery>, StoreError> {
+        self.read(|c| sql::pending_deliveries(c, after_seq, limit))
+    }
+
+    fn delivery(&self, seq: u64) -> Result<Option<StoredDelivery>, StoreError> {
+        self.read(|c| sql::delivery(c, seq))
+    }
+
+    fn mark_processed(&self, seqs: &[u64], at: Timestamp) -> Result<(), StoreError> {
+        self.send(|tx| Op::MarkProcessed(seqs.to_vec(), at, tx))
+    }
+
+    fn prune_deliveries(&self, before: Timestamp) -> Result<usize, StoreError> {
+        self.send(|tx| Op::PruneDeliveries(before, tx))
+    }
 }
 
 #[cfg(test)]
@@ -598,6 +657,33 @@ mod tests {
             assert!(seeks.iter().any(|s| p.contains(s)), "{f:?}: {p}");
             assert!(!p.contains("TEMP B-TREE"), "{f:?}: {p}");
             assert!(p.contains("sqlite_autoindex_runs_1 (id=?)"), "{f:?}: {p}");
+        }
+    }
+
+    /// A redelivery is found through the unique index of delivery ids, and
+    /// the pending deliveries through their partial index (not a walk of the
+    /// processed ones kept for their ids).
+    #[test]
+    fn deliveries_are_found_through_their_indexes() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = schema(&dir.path().join("bosun.db"), schema::MIGRATIONS.len());
+        for (q, args, index) in [
+            (sql::FIND_DELIVERY, params!["github", "d"], "deliveries_id"),
+            (
+                sql::PENDING_DELIVERIES,
+                params![0, 10],
+                "deliveries_pending",
+            ),
+        ] {
+            let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {q}")).unwrap();
+            let p: Vec<String> = stmt
+                .query_map(args, |r| r.get::<_, String>(3))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+            let p = p.join("; ");
+            assert!(p.contains(index), "{q}: {p}");
+            assert!(!p.contains("TEMP B-TREE"), "{q}: {p}");
         }
     }
 

@@ -9,6 +9,7 @@ use jiff::Timestamp;
 
 use super::codec::{Prepared, Template};
 use super::error::unavailable;
+use crate::repos::{Accepted, NewDelivery};
 use crate::run::{Run, RunState};
 use crate::{
     CreateDone, Created, PeriodicState, PreparedFires, RunCount, StoreError, TickOutcome,
@@ -58,6 +59,12 @@ pub(super) enum Op {
     Outcomes(Vec<TickOutcome>, Sender<Result<(), StoreError>>),
     Retain(Timestamp, Sender<Result<Vec<String>, StoreError>>),
     Raw(String, Sender<Result<(), StoreError>>),
+    /// A repository's record: its key and its JSON (encoded by the caller).
+    PutRepo(String, String, Sender<Result<(), StoreError>>),
+    DeleteRepo(String, Sender<Result<bool, StoreError>>),
+    Accept(Box<NewDelivery>, Sender<Result<Accepted, StoreError>>),
+    MarkProcessed(Vec<u64>, Timestamp, Sender<Result<(), StoreError>>),
+    PruneDeliveries(Timestamp, Sender<Result<usize, StoreError>>),
 }
 
 /// Replies held until the batch's commit.
@@ -85,6 +92,12 @@ pub(super) enum Reply {
         Vec<RunCount>,
     ),
     Prepared(Sender<PreparedResults>, PreparedResults),
+    Deleted(Sender<Result<bool, StoreError>>, Result<bool, StoreError>),
+    Accepted(
+        Sender<Result<Accepted, StoreError>>,
+        Result<Accepted, StoreError>,
+    ),
+    Pruned(Sender<Result<usize, StoreError>>, Result<usize, StoreError>),
 }
 
 impl Reply {
@@ -99,6 +112,9 @@ impl Reply {
             Reply::Fire(_, Err(e)) => e,
             Reply::Retain(_, Err(e), _) => e,
             Reply::Prepared(_, Err(e)) => e,
+            Reply::Deleted(_, Err(e)) => e,
+            Reply::Accepted(_, Err(e)) => e,
+            Reply::Pruned(_, Err(e)) => e,
             _ => return false,
         };
         matches!(e, StoreError::Unavailable(_) | StoreError::Invalid(_))
@@ -114,6 +130,9 @@ impl Reply {
             Reply::Fire(_, Err(e)) => e,
             Reply::Retain(_, Err(e), _) => e,
             Reply::Prepared(_, Err(e)) => e,
+            Reply::Deleted(_, Err(e)) => e,
+            Reply::Accepted(_, Err(e)) => e,
+            Reply::Pruned(_, Err(e)) => e,
             _ => return None,
         };
         Some(match e {
@@ -134,6 +153,9 @@ pub(super) fn fail(r: Reply, msg: &str) {
         Reply::Fire(tx, _) => drop(tx.send(Err(e()))),
         Reply::Retain(tx, ..) => drop(tx.send(Err(e()))),
         Reply::Prepared(tx, _) => drop(tx.send(Err(e()))),
+        Reply::Deleted(tx, _) => drop(tx.send(Err(e()))),
+        Reply::Accepted(tx, _) => drop(tx.send(Err(e()))),
+        Reply::Pruned(tx, _) => drop(tx.send(Err(e()))),
     }
 }
 
@@ -143,7 +165,14 @@ pub(super) fn fail_op(op: Op, msg: &str) {
     match op {
         Op::Create(_, _, done) => done(Err(e())),
         Op::Transition(_, _, tx) => drop(tx.send(Err(e()))),
-        Op::PutState(_, tx) | Op::Outcomes(_, tx) | Op::Raw(_, tx) => drop(tx.send(Err(e()))),
+        Op::PutState(_, tx)
+        | Op::Outcomes(_, tx)
+        | Op::Raw(_, tx)
+        | Op::PutRepo(_, _, tx)
+        | Op::MarkProcessed(_, _, tx) => drop(tx.send(Err(e()))),
+        Op::DeleteRepo(_, tx) => drop(tx.send(Err(e()))),
+        Op::Accept(_, tx) => drop(tx.send(Err(e()))),
+        Op::PruneDeliveries(_, tx) => drop(tx.send(Err(e()))),
         Op::Templates(_, tx) => drop(tx.send(Err(e()))),
         Op::Prepared(_, _, tx) => drop(tx.send(Err(e()))),
         Op::Fire(_, _, tx) => drop(tx.send(Err(e()))),

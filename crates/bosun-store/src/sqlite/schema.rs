@@ -192,6 +192,28 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // dashboard's latest skips and their total): a partial index, which a
     // `run` outcome, nearly every insert, does not touch.
     "CREATE INDEX tick_outcomes_skipped ON tick_outcomes(periodic, first_tick) WHERE outcome <> 'run';",
+    // 9: the repositories bosun follows (a record each, as JSON: it is read
+    // and written whole) and the webhook deliveries it accepted. A delivery's
+    // seq is AUTOINCREMENT so that it is never handed out again once pruned
+    // (a reader that has seen seq N takes only later ones). Its (forge,
+    // delivery id) is unique unless the id is empty (GitLab may send none).
+    // The pending ones are found through a partial index, so that the replay
+    // at start-up never walks the processed ones kept for their ids; pruning
+    // walks the processed ones by receipt.
+    "CREATE TABLE repos (repo TEXT PRIMARY KEY, record TEXT NOT NULL);
+     CREATE TABLE deliveries (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        forge TEXT NOT NULL,
+        event TEXT NOT NULL,
+        delivery_id TEXT NOT NULL,
+        repo TEXT,
+        body BLOB,
+        received_at INTEGER NOT NULL,
+        processed_at INTEGER
+     );
+     CREATE UNIQUE INDEX deliveries_id ON deliveries(forge, delivery_id) WHERE delivery_id <> '';
+     CREATE INDEX deliveries_pending ON deliveries(seq) WHERE processed_at IS NULL;
+     CREATE INDEX deliveries_processed ON deliveries(received_at) WHERE processed_at IS NOT NULL;",
 ];
 
 /// Applies the migrations `PRAGMA user_version` says are missing, each in a

@@ -7,9 +7,11 @@ use std::collections::HashMap;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::codec::{
-    count_from_row, outcome_from_row, run_from_row, state_from_row, summary_from_row, Prepared,
+    count_from_row, delivery_from_row, outcome_from_row, run_from_row, state_from_row,
+    summary_from_row, Prepared,
 };
 use super::error::unavailable;
+use crate::repos::{NewDelivery, StoredDelivery};
 use crate::run::Run;
 use crate::{JobDemand, PeriodicRuns, PeriodicState, RunCount, RunFilter, StoreError, TickOutcome};
 
@@ -508,4 +510,134 @@ pub(super) fn ticks_taken<'a>(
             Ok(false)
         })
         .collect()
+}
+
+/// Writes a repository's record (its JSON), replacing the one of `repo`.
+pub(super) fn put_repo(conn: &Connection, repo: &str, record: &str) -> rusqlite::Result<usize> {
+    exec(
+        conn,
+        "INSERT INTO repos(repo, record) VALUES (?1, ?2) ON CONFLICT(repo) DO UPDATE SET record = ?2",
+        params![repo, record],
+    )
+}
+
+/// Deletes a repository's record; how many went (0 or 1).
+pub(super) fn delete_repo(conn: &Connection, repo: &str) -> rusqlite::Result<usize> {
+    exec(conn, "DELETE FROM repos WHERE repo = ?1", [repo])
+}
+
+/// Every repository's record (its JSON), by repository.
+pub(super) fn repo_records(c: &Connection) -> rusqlite::Result<Vec<String>> {
+    let mut stmt = c.prepare_cached("SELECT record FROM repos ORDER BY repo")?;
+    let rows = stmt.query_map([], |r| r.get(0))?;
+    rows.collect()
+}
+
+/// The seq of the kept delivery of (forge, delivery id), and whether it was
+/// processed. `delivery_id <> ''` lets SQLite use the partial unique index.
+pub(super) const FIND_DELIVERY: &str = "SELECT seq, processed_at IS NOT NULL FROM deliveries WHERE forge = ?1 AND delivery_id = ?2 AND delivery_id <> ''";
+
+/// The kept delivery of (forge, delivery id), if any: its seq and whether it
+/// was processed.
+pub(super) fn find_delivery(
+    conn: &Connection,
+    forge: &str,
+    delivery_id: &str,
+) -> rusqlite::Result<Option<(i64, bool)>> {
+    row(conn, FIND_DELIVERY, params![forge, delivery_id], |r| {
+        Ok((r.get(0)?, r.get(1)?))
+    })
+    .optional()
+}
+
+/// Keeps a delivery; its seq.
+pub(super) fn insert_delivery(conn: &Connection, d: &NewDelivery) -> rusqlite::Result<i64> {
+    exec(
+        conn,
+        "INSERT INTO deliveries(forge, event, delivery_id, repo, body, received_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![
+            d.forge,
+            d.event,
+            d.delivery_id,
+            d.repo,
+            d.body,
+            d.received_at.as_microsecond(),
+        ],
+    )?;
+    Ok(conn.last_insert_rowid())
+}
+
+/// The columns of a delivery's row, in the order [`delivery_from_row`]
+/// decodes them.
+macro_rules! delivery_columns {
+    () => {
+        "seq, forge, event, delivery_id, repo, body, received_at"
+    };
+}
+
+/// The pending deliveries (not processed) after seq `after`, at most `limit`,
+/// in seq order, through the partial index of pending ones.
+pub(super) const PENDING_DELIVERIES: &str = concat!(
+    "SELECT ",
+    delivery_columns!(),
+    " FROM deliveries WHERE processed_at IS NULL AND seq > ?1 ORDER BY seq LIMIT ?2"
+);
+
+/// The pending deliveries after seq `after` (see [`PENDING_DELIVERIES`]).
+pub(super) fn pending_deliveries(
+    c: &Connection,
+    after: u64,
+    limit: usize,
+) -> rusqlite::Result<Vec<StoredDelivery>> {
+    let mut stmt = c.prepare_cached(PENDING_DELIVERIES)?;
+    let rows = stmt.query_map(
+        params![
+            i64::try_from(after).unwrap_or(i64::MAX),
+            i64::try_from(limit).unwrap_or(i64::MAX)
+        ],
+        delivery_from_row,
+    )?;
+    rows.collect()
+}
+
+/// A delivery by seq.
+pub(super) fn delivery(c: &Connection, seq: u64) -> rusqlite::Result<Option<StoredDelivery>> {
+    let Ok(seq) = i64::try_from(seq) else {
+        return Ok(None);
+    };
+    row(
+        c,
+        concat!(
+            "SELECT ",
+            delivery_columns!(),
+            " FROM deliveries WHERE seq = ?1"
+        ),
+        [seq],
+        delivery_from_row,
+    )
+    .optional()
+}
+
+/// Marks deliveries processed at `at` (microseconds), dropping their bodies;
+/// those already processed keep their time.
+pub(super) fn mark_processed(conn: &Connection, seqs: &[u64], at: i64) -> rusqlite::Result<()> {
+    let mut stmt = conn.prepare_cached(
+        "UPDATE deliveries SET processed_at = ?2, body = NULL WHERE seq = ?1 AND processed_at IS NULL",
+    )?;
+    for &seq in seqs {
+        if let Ok(seq) = i64::try_from(seq) {
+            stmt.execute(params![seq, at])?;
+        }
+    }
+    Ok(())
+}
+
+/// Deletes the processed deliveries received before `before`
+/// (microseconds); how many.
+pub(super) fn prune_deliveries(conn: &Connection, before: i64) -> rusqlite::Result<usize> {
+    exec(
+        conn,
+        "DELETE FROM deliveries WHERE processed_at IS NOT NULL AND received_at < ?1",
+        [before],
+    )
 }

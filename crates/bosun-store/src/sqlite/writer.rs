@@ -290,6 +290,15 @@ impl Writer {
                     }
                     let _ = tx.send(res);
                 }
+                Reply::Deleted(tx, res) => {
+                    let _ = tx.send(res);
+                }
+                Reply::Accepted(tx, res) => {
+                    let _ = tx.send(res);
+                }
+                Reply::Pruned(tx, res) => {
+                    let _ = tx.send(res);
+                }
                 Reply::Prepared(tx, res) => {
                     if let (Some(o), Ok(results)) = (observer, &res) {
                         for created in results.iter().flatten() {

@@ -6,10 +6,12 @@ use std::sync::{Arc, Mutex};
 
 use bosun_config::types::{JobType, Refs};
 use bosun_store::memory::MemoryStore;
+use bosun_store::repos::RETIRED_JOBS_KEPT;
 use bosun_store::sqlite::{SqliteOptions, SqliteStore};
 use bosun_store::{
-    Created, Fire, JobDemand, NewRun, PeriodicState, PreparedFires, Run, RunFilter, RunState,
-    Store, StoreError, TickOutcome, Transition, TransitionObserver,
+    Accepted, Created, Fire, JobDemand, NewDelivery, NewRun, PeriodicState, PreparedFires,
+    RepoError, RepoJob, RepoRecord, RepoSnapshot, RetiredJob, Retirement, Run, RunFilter, RunState,
+    SeenHead, Store, StoreError, StoredDelivery, TickOutcome, Transition, TransitionObserver,
 };
 use jiff::Timestamp;
 
@@ -1785,4 +1787,418 @@ fn the_observer_is_told_what_each_change_left_and_what_retention_deleted() {
         assert_eq!(changes.deleted.lock().unwrap().len(), deleted.len());
         assert!(s.get(&a2.id).unwrap().is_some());
     }
+}
+
+// Followed repositories and webhook deliveries.
+
+/// A record with every field set.
+fn full_repo(repo: &str) -> RepoRecord {
+    RepoRecord {
+        repo: repo.into(),
+        clone_uri: format!("https://git.example/{repo}.git"),
+        branch: Some("main".into()),
+        followed_because: "in_repo_config.enabled[acme/widgets]".into(),
+        followed_since: t("2026-01-01T00:00:00Z"),
+        snapshot: Some(RepoSnapshot {
+            commit: "c0ffee".into(),
+            loaded_at: t("2026-01-01T00:00:01.123456789Z"),
+            files: BTreeMap::from([
+                (".prow.yaml".into(), "presubmits: []\n".into()),
+                (".prow/a.yaml".into(), "periodics:\n- name: a\n".into()),
+            ]),
+            dirs: vec!["".into(), ".prow".into()],
+            jobs: vec![RepoJob {
+                kind: "periodic".into(),
+                name: "a".into(),
+            }],
+        }),
+        head: Some(SeenHead {
+            commit: "c0ffee".into(),
+            at: t("2026-01-01T00:00:02Z"),
+            by: "push".into(),
+        }),
+        error: Some(RepoError {
+            commit: Some("bad".into()),
+            at: t("2026-01-01T00:00:03Z"),
+            message: "cannot load .prow.yaml".into(),
+            diagnostics: vec!["line 1: unknown field".into()],
+        }),
+        last_webhook_at: Some(t("2026-01-01T00:00:04Z")),
+        missing_since: Some(t("2026-01-01T00:00:05Z")),
+        retired: Some(Retirement {
+            at: t("2026-01-01T00:00:06Z"),
+            reason: "archived".into(),
+            commit: None,
+        }),
+        retired_jobs: vec![RetiredJob {
+            kind: "presubmit".into(),
+            name: "old".into(),
+            at: t("2026-01-01T00:00:07Z"),
+            commit: "c0ffee".into(),
+            reason: "dropped by c0ffee".into(),
+        }],
+    }
+}
+
+/// A record with only what is required.
+fn bare_repo(repo: &str) -> RepoRecord {
+    RepoRecord {
+        repo: repo.into(),
+        clone_uri: format!("https://git.example/{repo}.git"),
+        branch: None,
+        followed_because: "in_repo[0] in config.yaml".into(),
+        followed_since: t("2026-01-01T00:00:00Z"),
+        snapshot: None,
+        head: None,
+        error: None,
+        last_webhook_at: None,
+        missing_since: None,
+        retired: None,
+        retired_jobs: vec![],
+    }
+}
+
+#[test]
+fn repos_are_put_replaced_listed_and_deleted() {
+    each_store(|s, _| {
+        assert_eq!(s.repos().unwrap(), vec![]);
+        let (a, b) = (full_repo("acme/widgets"), bare_repo("acme/gadgets"));
+        s.put_repo(&a).unwrap();
+        s.put_repo(&b).unwrap();
+        assert_eq!(s.repos().unwrap(), vec![b.clone(), a.clone()], "by repo");
+        // Replaced whole: what the new record leaves out is gone.
+        let a2 = RepoRecord {
+            snapshot: None,
+            ..bare_repo("acme/widgets")
+        };
+        s.put_repo(&a2).unwrap();
+        assert_eq!(s.repos().unwrap(), vec![b.clone(), a2.clone()]);
+        s.put_repo(&a).unwrap();
+        assert_eq!(s.repos().unwrap(), vec![b.clone(), a.clone()]);
+        assert!(s.delete_repo("acme/gadgets").unwrap());
+        assert!(!s.delete_repo("acme/gadgets").unwrap());
+        assert!(!s.delete_repo("acme/none").unwrap());
+        assert_eq!(s.repos().unwrap(), vec![a.clone()]);
+    });
+}
+
+#[test]
+fn a_repos_retired_jobs_keep_the_newest_thousand() {
+    each_store(|s, _| {
+        let mut r = bare_repo("acme/widgets");
+        let job = |i: usize| RetiredJob {
+            kind: "periodic".into(),
+            name: format!("j{i}"),
+            at: t("2026-01-01T00:00:00Z"),
+            commit: "c".into(),
+            reason: "dropped".into(),
+        };
+        r.retired_jobs = (0..RETIRED_JOBS_KEPT + 5).map(job).collect();
+        s.put_repo(&r).unwrap();
+        let kept = &s.repos().unwrap()[0].retired_jobs;
+        assert_eq!(kept.len(), RETIRED_JOBS_KEPT);
+        assert_eq!(kept[0].name, "j5", "the oldest go");
+        assert_eq!(kept[RETIRED_JOBS_KEPT - 1], job(RETIRED_JOBS_KEPT + 4));
+        // The record's own helper keeps the same bound.
+        let mut capped = bare_repo("acme/widgets");
+        for i in 0..RETIRED_JOBS_KEPT + 5 {
+            capped.retire_job(job(i));
+        }
+        assert_eq!(&capped.retired_jobs, kept);
+    });
+}
+
+fn delivery(forge: &str, id: &str, at: &str) -> NewDelivery {
+    NewDelivery {
+        forge: forge.into(),
+        event: "push".into(),
+        delivery_id: id.into(),
+        repo: Some("acme/widgets".into()),
+        body: format!("{{\"id\":\"{id}\"}}").into_bytes(),
+        received_at: t(at),
+    }
+}
+
+/// The kept form of `d` under `seq`.
+fn stored(d: &NewDelivery, seq: u64) -> StoredDelivery {
+    StoredDelivery {
+        seq,
+        forge: d.forge.clone(),
+        event: d.event.clone(),
+        delivery_id: d.delivery_id.clone(),
+        repo: d.repo.clone(),
+        body: d.body.clone(),
+        received_at: d.received_at,
+    }
+}
+
+fn new_seq(a: Accepted) -> u64 {
+    match a {
+        Accepted::New { seq } => seq,
+        other => panic!("not new: {other:?}"),
+    }
+}
+
+#[test]
+fn a_delivery_id_is_accepted_once_per_forge() {
+    each_store(|s, _| {
+        let at = "2026-01-01T00:00:00Z";
+        let first = new_seq(s.accept_delivery(delivery("github", "d1", at)).unwrap());
+        let second = new_seq(s.accept_delivery(delivery("github", "d2", at)).unwrap());
+        assert!(second > first);
+        // Another forge's id of the same text is another delivery.
+        let gitea = new_seq(s.accept_delivery(delivery("gitea", "d1", at)).unwrap());
+        assert!(gitea > second);
+        let again = s.accept_delivery(delivery("github", "d1", at)).unwrap();
+        assert_eq!(
+            again,
+            Accepted::Duplicate {
+                seq: first,
+                processed: false
+            }
+        );
+        s.mark_processed(&[first], t("2026-01-01T00:00:01Z"))
+            .unwrap();
+        assert_eq!(
+            s.accept_delivery(delivery("github", "d1", at)).unwrap(),
+            Accepted::Duplicate {
+                seq: first,
+                processed: true
+            }
+        );
+        // A duplicate stores nothing.
+        let pending: Vec<u64> = s
+            .pending_deliveries(0, 100)
+            .unwrap()
+            .iter()
+            .map(|d| d.seq)
+            .collect();
+        assert_eq!(pending, [second, gitea]);
+        // Without an id, never a duplicate.
+        let e1 = new_seq(s.accept_delivery(delivery("gitlab", "", at)).unwrap());
+        let e2 = new_seq(s.accept_delivery(delivery("gitlab", "", at)).unwrap());
+        assert!(e2 > e1 && e1 > gitea);
+        s.mark_processed(&[e1], t("2026-01-01T00:00:01Z")).unwrap();
+        let e3 = new_seq(s.accept_delivery(delivery("gitlab", "", at)).unwrap());
+        assert!(e3 > e2);
+    });
+}
+
+#[test]
+fn pending_deliveries_come_in_seq_order_after_a_seq_up_to_a_limit() {
+    each_store(|s, _| {
+        let news: Vec<NewDelivery> = (0..6)
+            .map(|i| delivery("github", &format!("d{i}"), "2026-01-01T00:00:00.5Z"))
+            .collect();
+        let seqs: Vec<u64> = news
+            .iter()
+            .map(|d| new_seq(s.accept_delivery(d.clone()).unwrap()))
+            .collect();
+        s.mark_processed(&[seqs[1], seqs[4]], t("2026-01-01T00:01:00Z"))
+            .unwrap();
+        let all = s.pending_deliveries(0, 100).unwrap();
+        let want: Vec<StoredDelivery> = [0, 2, 3, 5]
+            .iter()
+            .map(|&i| stored(&news[i], seqs[i]))
+            .collect();
+        assert_eq!(all, want, "every field, processed ones left out");
+        let page = s.pending_deliveries(seqs[0], 2).unwrap();
+        assert_eq!(page, want[1..3]);
+        let rest = s.pending_deliveries(seqs[3], 2).unwrap();
+        assert_eq!(rest, want[3..]);
+        assert_eq!(s.pending_deliveries(seqs[5], 10).unwrap(), vec![]);
+        assert_eq!(s.pending_deliveries(0, 0).unwrap(), vec![]);
+    });
+}
+
+#[test]
+fn processing_drops_a_deliverys_body_and_keeps_its_id() {
+    each_store(|s, _| {
+        let (a, b) = (
+            delivery("github", "a", "2026-01-01T00:00:00Z"),
+            delivery("github", "b", "2026-01-01T00:00:00Z"),
+        );
+        let sa = new_seq(s.accept_delivery(a.clone()).unwrap());
+        let sb = new_seq(s.accept_delivery(b.clone()).unwrap());
+        assert_eq!(s.delivery(sa).unwrap(), Some(stored(&a, sa)));
+        s.mark_processed(&[sa, sa, 999_999], t("2026-01-01T00:00:01Z"))
+            .unwrap();
+        assert_eq!(
+            s.delivery(sa).unwrap(),
+            Some(StoredDelivery {
+                body: vec![],
+                ..stored(&a, sa)
+            })
+        );
+        assert_eq!(
+            s.delivery(sb).unwrap(),
+            Some(stored(&b, sb)),
+            "the other keeps its body"
+        );
+        assert_eq!(s.delivery(999_999).unwrap(), None);
+    });
+}
+
+#[test]
+fn pruning_removes_only_processed_deliveries_received_before_the_cutoff() {
+    each_store(|s, _| {
+        let old = "2026-01-01T00:00:00Z";
+        let new = "2026-01-04T00:00:00Z";
+        let a = new_seq(s.accept_delivery(delivery("github", "a", old)).unwrap());
+        let b = new_seq(s.accept_delivery(delivery("github", "b", old)).unwrap());
+        let c = new_seq(s.accept_delivery(delivery("github", "c", new)).unwrap());
+        s.mark_processed(&[a, c], t(new)).unwrap();
+        assert_eq!(s.prune_deliveries(t("2026-01-02T00:00:00Z")).unwrap(), 1);
+        assert_eq!(s.delivery(a).unwrap(), None, "processed and old: pruned");
+        assert!(s.delivery(b).unwrap().is_some(), "pending, however old");
+        assert!(s.delivery(c).unwrap().is_some(), "processed, but recent");
+        assert_eq!(
+            s.pending_deliveries(0, 10)
+                .unwrap()
+                .iter()
+                .map(|d| d.seq)
+                .collect::<Vec<_>>(),
+            [b]
+        );
+        assert_eq!(
+            s.accept_delivery(delivery("github", "c", new)).unwrap(),
+            Accepted::Duplicate {
+                seq: c,
+                processed: true
+            }
+        );
+        // A pruned id is a new delivery again, under a new seq.
+        let a2 = new_seq(s.accept_delivery(delivery("github", "a", new)).unwrap());
+        assert!(a2 > c);
+        // Seqs are never handed out again, even the newest once pruned.
+        s.mark_processed(&[b, a2], t(new)).unwrap();
+        assert_eq!(s.prune_deliveries(t("2026-01-05T00:00:00Z")).unwrap(), 3);
+        assert_eq!(s.pending_deliveries(0, 10).unwrap(), vec![]);
+        let d = new_seq(s.accept_delivery(delivery("github", "d", new)).unwrap());
+        assert!(d > a2, "{d} after {a2}");
+        assert_eq!(s.prune_deliveries(t("2026-01-05T00:00:00Z")).unwrap(), 0);
+    });
+}
+
+#[test]
+fn concurrent_accepts_get_distinct_seqs_and_one_id_one_delivery() {
+    // 16 threads of 200 accepts; threads 2k and 2k+1 send the same ids at
+    // once, as a forge redelivering while the first delivery is in flight.
+    const THREADS: usize = 16;
+    const EACH: usize = 200;
+    each_store(|s, _| {
+        let results: Vec<Vec<(String, Accepted)>> = std::thread::scope(|sc| {
+            let handles: Vec<_> = (0..THREADS)
+                .map(|i| {
+                    sc.spawn(move || {
+                        (0..EACH)
+                            .map(|k| {
+                                let id = format!("d{}-{k}", i / 2);
+                                let mut d = delivery("github", &id, "2026-01-01T00:00:00Z");
+                                d.body = vec![b'x'; 7 * 1024];
+                                (id, s.accept_delivery(d).unwrap())
+                            })
+                            .collect()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut by_id: BTreeMap<String, Vec<Accepted>> = BTreeMap::new();
+        for (id, a) in results.into_iter().flatten() {
+            by_id.entry(id).or_default().push(a);
+        }
+        assert_eq!(by_id.len(), THREADS / 2 * EACH);
+        let mut seqs = std::collections::BTreeSet::new();
+        for (id, accepts) in &by_id {
+            let news: Vec<u64> = accepts
+                .iter()
+                .filter_map(|a| match a {
+                    Accepted::New { seq } => Some(*seq),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(news.len(), 1, "{id}: {accepts:?}");
+            assert!(
+                accepts.contains(&Accepted::Duplicate {
+                    seq: news[0],
+                    processed: false
+                }),
+                "{id}: {accepts:?}"
+            );
+            assert!(seqs.insert(news[0]), "{id}: seq {} twice", news[0]);
+        }
+        let pending = s.pending_deliveries(0, 10_000).unwrap();
+        assert_eq!(
+            pending.iter().map(|d| d.seq).collect::<Vec<_>>(),
+            seqs.into_iter().collect::<Vec<_>>()
+        );
+    });
+}
+
+#[test]
+fn sqlite_keeps_repos_and_deliveries_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bosun.db");
+    let at = "2026-01-01T00:00:00Z";
+    let (a, b, c) = {
+        let s = SqliteStore::open(&path).unwrap();
+        s.put_repo(&full_repo("acme/widgets")).unwrap();
+        s.put_repo(&bare_repo("acme/gadgets")).unwrap();
+        let a = new_seq(s.accept_delivery(delivery("github", "a", at)).unwrap());
+        let b = new_seq(s.accept_delivery(delivery("github", "b", at)).unwrap());
+        let c = new_seq(s.accept_delivery(delivery("gitlab", "", at)).unwrap());
+        s.mark_processed(&[a], t(at)).unwrap();
+        (a, b, c)
+    };
+    let s = SqliteStore::open(&path).unwrap();
+    assert_eq!(
+        s.repos().unwrap(),
+        vec![bare_repo("acme/gadgets"), full_repo("acme/widgets")]
+    );
+    assert_eq!(
+        s.pending_deliveries(0, 10).unwrap(),
+        vec![
+            stored(&delivery("github", "b", at), b),
+            stored(&delivery("gitlab", "", at), c)
+        ],
+        "the deliveries not processed are replayed"
+    );
+    assert_eq!(
+        s.accept_delivery(delivery("github", "a", at)).unwrap(),
+        Accepted::Duplicate {
+            seq: a,
+            processed: true
+        }
+    );
+    assert_eq!(
+        s.accept_delivery(delivery("github", "b", at)).unwrap(),
+        Accepted::Duplicate {
+            seq: b,
+            processed: false
+        }
+    );
+    // Seqs go on after the restart, even past pruned ones.
+    s.mark_processed(&[b, c], t(at)).unwrap();
+    assert_eq!(s.prune_deliveries(t("2026-01-02T00:00:00Z")).unwrap(), 3);
+    drop(s);
+    let s = SqliteStore::open(&path).unwrap();
+    let d = new_seq(s.accept_delivery(delivery("github", "d", at)).unwrap());
+    assert!(d > c, "{d} after {c}");
+}
+
+#[test]
+fn a_store_without_repositories_refuses_them() {
+    let s = Required(MemoryStore::new());
+    let refused = |r: Result<(), StoreError>| {
+        assert!(matches!(r, Err(StoreError::Unavailable(_))), "{r:?}");
+    };
+    refused(s.put_repo(&bare_repo("acme/widgets")));
+    refused(s.repos().map(drop));
+    refused(
+        s.accept_delivery(delivery("github", "a", "2026-01-01T00:00:00Z"))
+            .map(drop),
+    );
+    refused(s.pending_deliveries(0, 10).map(drop));
+    refused(s.mark_processed(&[1], t("2026-01-01T00:00:00Z")));
 }
