@@ -123,7 +123,7 @@ pub fn load(opts: &LoadOptions, fs: &dyn FileSource) -> Loaded {
     if let Some(path) = &opts.config {
         parsed.append(parse_file(fs, path, &Format::Config));
         if let Some((config, ..)) = &mut parsed.config {
-            resolve_in_repo_paths(&mut config.in_repo, path);
+            resolve_config_paths(config, path);
         }
     }
     // (source, given on the command line rather than in the config file)
@@ -241,22 +241,40 @@ fn resolve_fields(fs: &dyn FileSource, diags: &mut [Diagnostic]) {
 /// beside that file, as a relative `clone_uri` names a repository beside its
 /// job file: it is joined to the directory of `config_file` (as the file was
 /// named, so a relative `--config` keeps paths relative to the process's
-/// directory). The snapshot's config holds the joined path, which is what
-/// everything reading `in_repo` (the loader, the reload watches) uses. An empty
-/// path stays empty (the config's checks report it); an absolute one is kept.
-/// `--in-repo` on the command line is not touched: it is relative to the
-/// process's directory, as every other path argument.
-fn resolve_in_repo_paths(sources: &mut [InRepoSource], config_file: &Path) {
+/// directory). So are the credential files `in_repo[].token_file` and
+/// `in_repo[].ssh_key_file`, and `repos.token_file` and `repos.ssh_key_file`.
+/// The snapshot's config holds the joined paths, which is what everything
+/// reading them (the loader, the reload watches, what fetches the remotes) uses.
+/// An empty path stays empty (the config's checks report it); an absolute one
+/// is kept. `--in-repo` on the command line is not touched: it is relative to
+/// the process's directory, as every other path argument.
+fn resolve_config_paths(config: &mut ProwConfig, config_file: &Path) {
     let dir = config_file.parent().unwrap_or(Path::new(""));
-    for source in sources {
-        let path = Path::new(&source.path);
-        if source.path.is_empty() || path.is_absolute() {
-            continue;
+    let beside = |path: &mut String| {
+        let p = Path::new(path.as_str());
+        if path.is_empty() || p.is_absolute() {
+            return;
         }
         // `components` drops the `.` parts (`./lighthouse-app`); `..` is kept,
         // as the directory may be relative and cannot be shortened.
-        let joined: PathBuf = dir.join(path).components().collect();
-        source.path = joined.to_string_lossy().into_owned();
+        let joined: PathBuf = dir.join(p).components().collect();
+        *path = joined.to_string_lossy().into_owned();
+    };
+    for source in &mut config.in_repo {
+        beside(&mut source.path);
+        for file in [&mut source.token_file, &mut source.ssh_key_file]
+            .into_iter()
+            .flatten()
+        {
+            beside(file);
+        }
+    }
+    let repos = &mut config.repos;
+    for file in [&mut repos.token_file, &mut repos.ssh_key_file]
+        .into_iter()
+        .flatten()
+    {
+        beside(file);
     }
 }
 
@@ -286,7 +304,9 @@ fn check_duplicate_basenames(files: &[(PathBuf, Format)], diags: &mut Vec<Diagno
 }
 
 /// Finds the in-repo files of one checkout: `.prow/` (all YAML below it) or else
-/// `.prow.yaml`, as Prow; and `.lighthouse/*/triggers.yaml`.
+/// `.prow.yaml`, as Prow; and `.lighthouse/*/triggers.yaml`. An entry with a
+/// `clone_uri` is skipped: it names a git remote, not a directory, and the
+/// daemon follows it.
 fn in_repo_files(
     fs: &dyn FileSource,
     source: &InRepoSource,
@@ -294,6 +314,9 @@ fn in_repo_files(
     files: &mut Vec<(PathBuf, Format)>,
     diags: &mut Vec<Diagnostic>,
 ) {
+    if source.clone_uri.is_some() {
+        return;
+    }
     let bad_name = !valid_repo_name(&source.repo);
     if !from_options && (source.path.is_empty() || bad_name) {
         return; // reported, with its position, by the config's checks

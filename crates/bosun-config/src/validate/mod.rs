@@ -38,7 +38,7 @@ use crate::types::{JobSource, JobType, ProwConfig};
 use self::ctx::{Clusters, Ctx};
 
 pub use self::clusters::{is_local_cluster, reachable_clusters, trust_admits};
-pub use self::in_repo::in_repo_allows_cluster;
+pub use self::in_repo::{in_repo_allows_cluster, in_repo_config_enabled};
 pub use self::pod_spec::reserved_env;
 pub use self::schedule::{ScheduleCheck, ScheduleProblem};
 pub use crate::defaults::{
