@@ -3840,6 +3840,7 @@ fn the_loader_skips_clone_uri_entries() {
     assert_eq!(s.counts().presubmits, 1);
     assert_eq!(s.presubmits["o/r"][0].name(), "unit");
     assert_eq!(l.stats.files, 3, "config.yaml, jobs.yaml and .prow.yaml");
+    assert_eq!(s.repo_stats.keys().collect::<Vec<_>>(), ["o/r"]);
 }
 
 /// `in_repo[i].path` (or a `clone_uri`) is required. (The loader also reports that it cannot read the
