@@ -8,6 +8,10 @@ use std::fmt;
 
 use serde::de;
 
+/// The hint of a diagnostic about a duration that does not parse.
+pub(crate) const DURATION_HINT: &str =
+    "durations are Go durations such as 90s, 10m, 1h30m (no `d`: write 24h)";
+
 /// A Go duration, in nanoseconds (may be negative, as in Go).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct GoDuration(pub i64);

@@ -25,7 +25,7 @@ mod parsed;
 
 pub use diag::{Diagnostic, Severity};
 pub use duration::GoDuration;
-pub use load::{load, LoadOptions, Loaded};
-pub use model::{Job, JobCounts, Origin, Periodic, Postsubmit, Presubmit, Snapshot};
+pub use load::{load, load_repo, LoadOptions, Loaded, RepoLoadOptions, RepoLoaded};
+pub use model::{Job, JobCounts, Origin, Periodic, Postsubmit, Presubmit, RepoJobs, Snapshot};
 pub use source::{FileSource, OsFiles};
 pub use validate::{ScheduleCheck, ScheduleProblem};

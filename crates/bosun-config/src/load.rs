@@ -7,14 +7,13 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use rayon::prelude::*;
 use serde::de::DeserializeOwned;
 
 use crate::diag::Diagnostic;
-use crate::model::{Job, LoadStats, Origin, PresetDef, Snapshot};
+use crate::model::{next_version, Job, LoadStats, Origin, PresetDef, Snapshot};
 use crate::names::valid_repo_name;
 use crate::parsed::Parsed;
 use crate::source::{walk, EntryKind, FileSource};
@@ -28,6 +27,9 @@ use crate::yaml::{self, from_node_as_go, FoldedKey, KeyNotes, Mark, Node, Unknow
 pub use crate::defaults::default_config;
 
 mod lighthouse;
+mod repo;
+
+pub use repo::{load_repo, RepoLoadOptions, RepoLoaded};
 
 /// What to load.
 #[derive(Clone, Default)]
@@ -70,8 +72,6 @@ impl Loaded {
         self.diagnostics.len() - self.errors()
     }
 }
-
-static VERSION: AtomicU64 = AtomicU64::new(0);
 
 /// The format of one file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,7 +123,7 @@ pub fn load(opts: &LoadOptions, fs: &dyn FileSource) -> Loaded {
     if let Some(path) = &opts.config {
         parsed.append(parse_file(fs, path, &Format::Config));
         if let Some((config, ..)) = &mut parsed.config {
-            resolve_in_repo_paths(&mut config.in_repo, path);
+            resolve_config_paths(config, path);
         }
     }
     // (source, given on the command line rather than in the config file)
@@ -163,13 +163,8 @@ pub fn load(opts: &LoadOptions, fs: &dyn FileSource) -> Loaded {
         );
     }
 
-    let results: Vec<Parsed> = files
-        .par_iter()
-        .map(|(path, format)| parse_file(fs, path, format))
-        .collect();
-    for r in results {
-        parsed.append(r);
-    }
+    let mut repo_stats = BTreeMap::new();
+    parse_files(fs, &files, &mut parsed, &mut repo_stats);
 
     let config = match &parsed.config {
         Some((c, ..)) => c.clone(),
@@ -193,13 +188,14 @@ pub fn load(opts: &LoadOptions, fs: &dyn FileSource) -> Loaded {
     Loaded {
         snapshot: snapshot.filter(|_| ok).map(
             |(config, presets, periodics, presubmits, postsubmits)| Snapshot {
-                version: VERSION.fetch_add(1, Ordering::Relaxed) + 1,
+                version: next_version(),
                 config,
                 presets,
                 periodics,
                 presubmits,
                 postsubmits,
                 stats: stats.clone(),
+                repo_stats,
             },
         ),
         diagnostics,
@@ -241,22 +237,40 @@ fn resolve_fields(fs: &dyn FileSource, diags: &mut [Diagnostic]) {
 /// beside that file, as a relative `clone_uri` names a repository beside its
 /// job file: it is joined to the directory of `config_file` (as the file was
 /// named, so a relative `--config` keeps paths relative to the process's
-/// directory). The snapshot's config holds the joined path, which is what
-/// everything reading `in_repo` (the loader, the reload watches) uses. An empty
-/// path stays empty (the config's checks report it); an absolute one is kept.
-/// `--in-repo` on the command line is not touched: it is relative to the
-/// process's directory, as every other path argument.
-fn resolve_in_repo_paths(sources: &mut [InRepoSource], config_file: &Path) {
+/// directory). So are the credential files `in_repo[].token_file` and
+/// `in_repo[].ssh_key_file`, and `repos.token_file` and `repos.ssh_key_file`.
+/// The snapshot's config holds the joined paths, which is what everything
+/// reading them (the loader, the reload watches, what fetches the remotes) uses.
+/// An empty path stays empty (the config's checks report it); an absolute one
+/// is kept. `--in-repo` on the command line is not touched: it is relative to
+/// the process's directory, as every other path argument.
+fn resolve_config_paths(config: &mut ProwConfig, config_file: &Path) {
     let dir = config_file.parent().unwrap_or(Path::new(""));
-    for source in sources {
-        let path = Path::new(&source.path);
-        if source.path.is_empty() || path.is_absolute() {
-            continue;
+    let beside = |path: &mut String| {
+        let p = Path::new(path.as_str());
+        if path.is_empty() || p.is_absolute() {
+            return;
         }
         // `components` drops the `.` parts (`./lighthouse-app`); `..` is kept,
         // as the directory may be relative and cannot be shortened.
-        let joined: PathBuf = dir.join(path).components().collect();
-        source.path = joined.to_string_lossy().into_owned();
+        let joined: PathBuf = dir.join(p).components().collect();
+        *path = joined.to_string_lossy().into_owned();
+    };
+    for source in &mut config.in_repo {
+        beside(&mut source.path);
+        for file in [&mut source.token_file, &mut source.ssh_key_file]
+            .into_iter()
+            .flatten()
+        {
+            beside(file);
+        }
+    }
+    let repos = &mut config.repos;
+    for file in [&mut repos.token_file, &mut repos.ssh_key_file]
+        .into_iter()
+        .flatten()
+    {
+        beside(file);
     }
 }
 
@@ -285,8 +299,10 @@ fn check_duplicate_basenames(files: &[(PathBuf, Format)], diags: &mut Vec<Diagno
     }
 }
 
-/// Finds the in-repo files of one checkout: `.prow/` (all YAML below it) or else
-/// `.prow.yaml`, as Prow; and `.lighthouse/*/triggers.yaml`.
+/// Finds the in-repo files of one `in_repo` entry or `--in-repo` checkout
+/// ([`checkout_files`]). An entry with a `clone_uri` is skipped: it names a
+/// git remote, not a directory, and the daemon loads it
+/// ([`load_repo`]).
 fn in_repo_files(
     fs: &dyn FileSource,
     source: &InRepoSource,
@@ -294,6 +310,9 @@ fn in_repo_files(
     files: &mut Vec<(PathBuf, Format)>,
     diags: &mut Vec<Diagnostic>,
 ) {
+    if source.clone_uri.is_some() {
+        return;
+    }
     let bad_name = !valid_repo_name(&source.repo);
     if !from_options && (source.path.is_empty() || bad_name) {
         return; // reported, with its position, by the config's checks
@@ -309,8 +328,28 @@ fn in_repo_files(
         );
         return;
     }
-    let root = Path::new(&source.path);
-    let branch = source.branch.clone().unwrap_or_else(|| "main".to_string());
+    let branch = source.branch.as_deref().unwrap_or("main");
+    checkout_files(
+        fs,
+        &source.repo,
+        branch,
+        Path::new(&source.path),
+        files,
+        diags,
+    );
+}
+
+/// Finds the in-repo files of the checkout of `repo` (on `branch`) at `root`:
+/// `.prow/` (all YAML below it) or else `.prow.yaml`, as Prow; and
+/// `.lighthouse/*/triggers.yaml`. `load` and `load_repo` both find them here.
+fn checkout_files(
+    fs: &dyn FileSource,
+    repo: &str,
+    branch: &str,
+    root: &Path,
+    files: &mut Vec<(PathBuf, Format)>,
+    diags: &mut Vec<Diagnostic>,
+) {
     match fs.stat(root) {
         Ok(EntryKind::Dir) => {}
         Ok(_) => {
@@ -321,18 +360,15 @@ fn in_repo_files(
         }
         Err(e) => {
             diags.push(
-                Diagnostic::error(format!(
-                    "cannot read in-repo checkout of {}: {e}",
-                    source.repo
-                ))
-                .in_file(&label(root)),
+                Diagnostic::error(format!("cannot read in-repo checkout of {repo}: {e}"))
+                    .in_file(&label(root)),
             );
             return;
         }
     }
     let prow_fmt = Format::ProwYaml {
-        repo: source.repo.clone(),
-        branch: branch.clone(),
+        repo: repo.to_string(),
+        branch: branch.to_string(),
     };
     let prow_dir = root.join(".prow");
     if fs.stat(&prow_dir).ok() == Some(EntryKind::Dir) {
@@ -371,8 +407,8 @@ fn in_repo_files(
                 Ok(EntryKind::File) => files.push((
                     triggers,
                     Format::Lighthouse {
-                        repo: source.repo.clone(),
-                        branch: branch.clone(),
+                        repo: repo.to_string(),
+                        branch: branch.to_string(),
                         root: root.to_path_buf(),
                     },
                 )),
@@ -382,6 +418,29 @@ fn in_repo_files(
                 Err(_) => {}
             }
         }
+    }
+}
+
+/// Reads, parses and types `files` in parallel, appending the results to
+/// `parsed` in the order of `files`; what the in-repo files of each
+/// repository read goes to `repo_stats` too.
+fn parse_files(
+    fs: &dyn FileSource,
+    files: &[(PathBuf, Format)],
+    parsed: &mut Parsed,
+    repo_stats: &mut BTreeMap<String, LoadStats>,
+) {
+    let results: Vec<Parsed> = files
+        .par_iter()
+        .map(|(path, format)| parse_file(fs, path, format))
+        .collect();
+    for ((_, format), r) in files.iter().zip(results) {
+        if let Format::ProwYaml { repo, .. } | Format::Lighthouse { repo, .. } = format {
+            let stats = repo_stats.entry(repo.clone()).or_default();
+            stats.files += r.stats.files;
+            stats.bytes += r.stats.bytes;
+        }
+        parsed.append(r);
     }
 }
 

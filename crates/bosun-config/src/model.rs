@@ -2,6 +2,7 @@
 //! every other part of bosun reads.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -11,6 +12,10 @@ use crate::types::{
     ProwConfig,
 };
 use crate::yaml::{go_fold_eq, go_key_field, go_order, Mark, Node, Value};
+
+mod repo_jobs;
+
+pub use repo_jobs::RepoJobs;
 
 /// Where something was defined: the file and the start of the definition.
 ///
@@ -275,6 +280,16 @@ pub struct Snapshot {
     pub postsubmits: BTreeMap<String, Vec<Postsubmit>>,
     /// What was read.
     pub stats: LoadStats,
+    /// What was read of each repository's in-repo files (counted in `stats`
+    /// too).
+    pub repo_stats: BTreeMap<String, LoadStats>,
+}
+
+static VERSION: AtomicU64 = AtomicU64::new(0);
+
+/// The version of a new snapshot: one more than the last one this process built.
+pub(crate) fn next_version() -> u64 {
+    VERSION.fetch_add(1, Ordering::Relaxed) + 1
 }
 
 impl Snapshot {

@@ -37,6 +37,46 @@ pub(crate) fn valid_repo_name(repo: &str) -> bool {
     matches!(repo.split_once('/'), Some((o, r)) if !o.is_empty() && !r.is_empty() && !r.contains('/'))
 }
 
+/// A git remote bosun can follow: `https://`, `http://`, `ssh://` or
+/// `file://` with something after the scheme, or scp-like `[user@]host:path`
+/// (`git@github.com:org/repo.git`); no whitespace or control characters.
+pub(crate) fn valid_clone_uri(uri: &str) -> bool {
+    if uri.is_empty() || uri.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return false;
+    }
+    if let Some((scheme, rest)) = uri.split_once("://") {
+        return matches!(scheme, "https" | "http" | "ssh" | "file") && !rest.is_empty();
+    }
+    // scp-like, as git tells it: a `:` before any `/`.
+    let Some((host, path)) = uri.split_once(':') else {
+        return false;
+    };
+    let host = host
+        .rsplit_once('@')
+        .map_or(host, |(user, host)| if user.is_empty() { "" } else { host });
+    !host.is_empty() && !host.contains('/') && !path.is_empty()
+}
+
+/// A branch name git accepts, simply checked (`git check-ref-format
+/// --branch`'s main rules): not empty; no whitespace, control characters,
+/// `~ ^ : ? * [ \`, `..`, `@{` or `//`; not starting with `-` or `/`; not
+/// ending with `/`, `.` or `.lock`; no part starting with `.`; not `@`.
+pub(crate) fn valid_branch_name(branch: &str) -> bool {
+    let bad_char = |c: char| {
+        c.is_whitespace() || c.is_control() || matches!(c, '~' | '^' | ':' | '?' | '*' | '[' | '\\')
+    };
+    !branch.is_empty()
+        && branch != "@"
+        && !branch.chars().any(bad_char)
+        && !branch.contains("..")
+        && !branch.contains("@{")
+        && !branch.contains("//")
+        && !branch.starts_with(['-', '/'])
+        && !branch.ends_with(['/', '.'])
+        && !branch.ends_with(".lock")
+        && !branch.split('/').any(|part| part.starts_with('.'))
+}
+
 // --- Kubernetes name rules (apimachinery's IsQualifiedName / IsValidLabelValue).
 
 const QUALIFIED_NAME_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
@@ -192,6 +232,46 @@ mod tests {
         let e = qualified_name_errors("bad label");
         assert_eq!(e, vec!["name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"]);
         assert_eq!(qualified_name_errors("").len(), 2);
+    }
+
+    #[test]
+    fn clone_uris() {
+        for ok in [
+            "https://github.com/org/repo.git",
+            "http://git.local/org/repo",
+            "ssh://git@github.com/org/repo.git",
+            "file:///srv/git/repo.git",
+            "git@github.com:org/repo.git",
+            "host:org/repo",
+        ] {
+            assert!(valid_clone_uri(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "github.com/org/repo",
+            "ftp://host/repo",
+            "https://",
+            "https://host/a repo",
+            "@host:repo",
+            "git@host:",
+            "/srv/git/repo.git",
+            "./repo:x",
+        ] {
+            assert!(!valid_clone_uri(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn branch_names() {
+        for ok in ["main", "release-1.0", "feature/x", "v1@2"] {
+            assert!(valid_branch_name(ok), "{ok}");
+        }
+        for bad in [
+            "", "@", "a b", "a..b", "-x", "/x", "x/", "x.", "x.lock", "a//b", "a:b", "a~1", "a^",
+            "a?", "a*", "a[", "a\\b", "a@{1}", ".x", "a/.b", "a\tb",
+        ] {
+            assert!(!valid_branch_name(bad), "{bad:?}");
+        }
     }
 
     #[test]

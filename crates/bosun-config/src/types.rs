@@ -76,8 +76,13 @@ pub struct ProwConfig {
     pub build_clusters: BTreeMap<String, BuildCluster>,
     /// **bosun**: the dispatcher that assigns relocatable jobs to build clusters.
     pub dispatcher: Option<DispatcherConfig>,
-    /// **bosun**: local checkouts whose in-repo configuration is loaded.
+    /// **bosun**: repositories whose in-repo configuration is loaded: local
+    /// checkouts, and git remotes the daemon follows.
     pub in_repo: Vec<InRepoSource>,
+    /// **bosun**: how the daemon follows repositories from their git remotes
+    /// (`in_repo` entries with a `clone_uri`, and the repositories
+    /// `in_repo_config.enabled` turns on).
+    pub repos: ReposConfig,
 
     // Prow sections bosun accepts and ignores.
     /// Prow's `tide` (merge automation): ignored by bosun.
@@ -252,12 +257,84 @@ pub struct ExternalCache {
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(default)]
 pub struct InRepoConfig {
-    /// Per `*`, `org` or `org/repo`: whether in-repo config is enabled (Prow's switch;
-    /// bosun loads the checkouts listed in `in_repo` / `--in-repo`).
+    /// Per `*`, `org` or `org/repo`: whether in-repo config is enabled, the
+    /// most specific key winning (Prow's switch; default off). The daemon
+    /// follows an `org/repo` key set to true at once, from
+    /// `repos.clone_base`; under a `*` or `org` key, a repository is followed
+    /// from the first signed webhook bosun accepts for it. The checkouts
+    /// listed in `in_repo` / `--in-repo` are loaded whatever this says.
     pub enabled: BTreeMap<String, bool>,
     /// Per `*`, `org` or `org/repo`: the clusters in-repo jobs may use.
     /// Default `{"*": ["default"]}`.
     pub allowed_clusters: BTreeMap<String, Vec<String>>,
+}
+
+/// **bosun**: following repositories from their git remotes.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct ReposConfig {
+    /// Where the repositories `in_repo_config.enabled` names are cloned
+    /// from: `org/repo` from `{clone_base}/org/repo.git`. Default
+    /// `https://github.com`.
+    pub clone_base: Option<String>,
+    /// How often each followed repository's branch head is asked for (`git
+    /// ls-remote`), a Go duration. Default `5m`.
+    pub resync: Option<String>,
+    /// How long a followed repository must have been missing at every
+    /// resync (deleted, renamed, or its branch gone) before its jobs are
+    /// retired, a Go duration. Default `1h`.
+    pub gone_after: Option<String>,
+    /// A file holding a token for the HTTPS remotes of the repositories
+    /// followed through `in_repo_config.enabled` (an `in_repo` entry gives
+    /// its own), sent in a header. A relative path is relative to the
+    /// directory of the config file.
+    pub token_file: Option<String>,
+    /// A private key file for their SSH remotes. A relative path is relative
+    /// to the directory of the config file. Not with `token_file`.
+    pub ssh_key_file: Option<String>,
+}
+
+/// `repos.clone_base`'s default.
+pub const DEFAULT_CLONE_BASE: &str = "https://github.com";
+/// `repos.resync`'s default.
+pub const DEFAULT_REPOS_RESYNC: GoDuration = GoDuration::from_secs(5 * 60);
+/// `repos.gone_after`'s default.
+pub const DEFAULT_REPOS_GONE_AFTER: GoDuration = GoDuration::from_secs(3600);
+
+impl ReposConfig {
+    /// `resync`, defaulted (a value the validator refuses reads as the default).
+    pub fn resync_interval(&self) -> std::time::Duration {
+        positive_or(self.resync.as_deref(), DEFAULT_REPOS_RESYNC)
+    }
+
+    /// `gone_after`, defaulted (a value the validator refuses reads as the default).
+    pub fn gone_after(&self) -> std::time::Duration {
+        positive_or(self.gone_after.as_deref(), DEFAULT_REPOS_GONE_AFTER)
+    }
+
+    /// `clone_base`, defaulted, without a trailing `/`.
+    pub fn clone_base(&self) -> &str {
+        self.clone_base
+            .as_deref()
+            .unwrap_or(DEFAULT_CLONE_BASE)
+            .trim_end_matches('/')
+    }
+
+    /// The clone URI of `org_repo` (`org/repo`) followed through
+    /// `in_repo_config.enabled`: `{clone_base}/org/repo.git`.
+    pub fn clone_uri_for(&self, org_repo: &str) -> String {
+        format!("{}/{org_repo}.git", self.clone_base())
+    }
+}
+
+/// A Go duration written in the config, or `default` when it is absent, not a
+/// duration or not positive.
+fn positive_or(written: Option<&str>, default: GoDuration) -> std::time::Duration {
+    written
+        .and_then(|w| GoDuration::parse(w).ok())
+        .filter(|d| d.as_nanos() > 0)
+        .unwrap_or(default)
+        .to_std()
 }
 
 /// A preset: environment and volumes for jobs whose labels match.
@@ -575,18 +652,38 @@ pub enum DemandSource {
     Prometheus,
 }
 
-/// **bosun**: a local checkout whose in-repo configuration is loaded.
+/// **bosun**: a repository whose in-repo configuration is loaded: a local
+/// checkout (`path`), or a git remote the daemon follows (`clone_uri`).
+/// Exactly one of `path` and `clone_uri` is set; no two entries name the
+/// same `repo`.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(default)]
 pub struct InRepoSource {
     /// `org/repo`.
     pub repo: String,
-    /// Directory of the checkout: a relative path is relative to the
+    /// Directory of a local checkout: a relative path is relative to the
     /// directory of the config file that names it (to the current directory
-    /// for `--in-repo`).
+    /// for `--in-repo`). Empty for a `clone_uri` entry.
     pub path: String,
-    /// Branch the checkout is on (periodics' base ref). Default `main`.
+    /// A git remote the daemon follows: `https://`, `http://`, `ssh://`,
+    /// `file://`, or scp-like `git@host:org/repo.git`. Its branch's head is
+    /// fetched on every `repos.resync`, and the configuration at each new
+    /// head is loaded against the central configuration in force; a bad
+    /// commit keeps the repository's last good jobs. `bosun check` does not
+    /// fetch it (name a checkout with `--in-repo` to check one).
+    pub clone_uri: Option<String>,
+    /// The branch: for a `path`, the branch the checkout is on (periodics'
+    /// base ref), default `main`; for a `clone_uri`, the branch followed,
+    /// default the remote's HEAD.
     pub branch: Option<String>,
+    /// With a `clone_uri` over HTTP(S): a file holding a token, sent in a
+    /// header (never in the URL). A relative path is relative to the
+    /// directory of the config file, as `path`.
+    pub token_file: Option<String>,
+    /// With a `clone_uri` over SSH: a private key file. A relative path is
+    /// relative to the directory of the config file, as `path`. Not with
+    /// `token_file`.
+    pub ssh_key_file: Option<String>,
 }
 
 /// The kind of a job.

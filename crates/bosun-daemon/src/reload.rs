@@ -181,11 +181,9 @@ fn watches(app: &Shared) -> Vec<Watch> {
         }
     }
     let snapshot = app.snapshot();
-    for source in args
-        .in_repo
-        .iter()
-        .chain(crate::repos::directory_sources(&snapshot.config))
-    {
+    // A `clone_uri` entry has no directory to watch: the daemon follows it.
+    let checkouts = args.in_repo.iter().chain(&snapshot.config.in_repo);
+    for source in checkouts.filter(|s| !s.path.is_empty()) {
         out.push(Watch {
             dir: PathBuf::from(&source.path),
             recursive: true,

@@ -105,6 +105,7 @@ fn parse_in_repo(s: &str) -> Result<InRepoSource, String> {
         repo: repo.to_string(),
         path,
         branch,
+        ..InRepoSource::default()
     })
 }
 

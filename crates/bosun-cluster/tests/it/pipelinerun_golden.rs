@@ -914,6 +914,7 @@ fn loaded_pipeline_run(files: &[(&str, &str)], name: &str) -> Value {
             repo: "acme/app".into(),
             path: root.to_string_lossy().into_owned(),
             branch: Some("main".into()),
+            ..Default::default()
         }],
         ..Default::default()
     };

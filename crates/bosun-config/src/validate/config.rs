@@ -1,6 +1,6 @@
 //! The central `config.yaml`'s own sections: bosun's `build_clusters` (limits,
 //! failover, kind-specific fields, trusted-cluster rules), `scheduler.failover`,
-//! `dispatcher`, `in_repo` sources and `plank`'s queues, limits and decoration
+//! `dispatcher`, `in_repo` sources, `repos` and `plank`'s queues, limits and decoration
 //! defaults.
 
 use std::sync::Arc;
@@ -8,10 +8,12 @@ use std::sync::Arc;
 use regex::Regex;
 
 use crate::diag::Diagnostic;
+use crate::duration::{GoDuration, DURATION_HINT};
 use crate::model::{Job, Origin, Periodic};
-use crate::names::{short_regex_error, valid_repo_name};
+use crate::names::{short_regex_error, valid_branch_name, valid_clone_uri, valid_repo_name};
 use crate::types::{
     ClusterKind, DemandSource, DispatcherConfig, JobBase, JobSource, PeriodicFields, ProwConfig,
+    ReposConfig,
 };
 use crate::yaml::Mark;
 
@@ -120,17 +122,8 @@ pub(super) fn check(
             replan_check(replan, schedule, &at, d);
         }
     }
-    for (i, src) in config.in_repo.iter().enumerate() {
-        if !valid_repo_name(&src.repo) {
-            d.push(err(format!(
-                "in_repo[{i}].repo must be ORG/REPO, found {:?}",
-                src.repo
-            )));
-        }
-        if src.path.is_empty() {
-            d.push(err(format!("in_repo[{i}].path must be set")));
-        }
-    }
+    in_repo_check(config, &err, d);
+    repos_check(&config.repos, &at, d);
     for (q, _) in config
         .plank
         .job_queue_capacities
@@ -150,6 +143,98 @@ pub(super) fn check(
         d.push(err(
             "plank.max_concurrency must be a non-negative number".into()
         ));
+    }
+}
+
+/// `in_repo`: each entry a repository (named once) with a checkout or a
+/// remote, the credentials only with a remote and one kind of them, a branch
+/// git would accept.
+fn in_repo_check(config: &ProwConfig, err: &dyn Fn(String) -> Diagnostic, d: &mut Vec<Diagnostic>) {
+    for (i, src) in config.in_repo.iter().enumerate() {
+        let entry = format!("in_repo[{i}]");
+        if !valid_repo_name(&src.repo) {
+            d.push(err(format!(
+                "{entry}.repo must be ORG/REPO, found {:?}",
+                src.repo
+            )));
+        } else if let Some(first) = config.in_repo[..i].iter().position(|s| s.repo == src.repo) {
+            d.push(
+                err(format!(
+                    "{entry}.repo: {} is already in_repo[{first}]",
+                    src.repo
+                ))
+                .hint("name each repository once"),
+            );
+        }
+        match (src.path.is_empty(), &src.clone_uri) {
+            (true, None) => d.push(
+                err(format!("{entry}.path or {entry}.clone_uri must be set"))
+                    .hint("path: a local checkout; clone_uri: a git remote bosun serve follows"),
+            ),
+            (false, Some(_)) => d.push(err(format!(
+                "{entry}.clone_uri and {entry}.path exclude each other (a git remote or a local checkout): set one"
+            ))),
+            (_, Some(uri)) if !valid_clone_uri(uri) => d.push(
+                err(format!(
+                    "{entry}.clone_uri: {uri:?} is not a git remote URL"
+                ))
+                .hint("write https://HOST/ORG/REPO.git, ssh://git@HOST/ORG/REPO.git, file:///DIR or git@HOST:ORG/REPO.git"),
+            ),
+            _ => {}
+        }
+        if src.clone_uri.is_none() {
+            for (key, value) in [
+                ("token_file", &src.token_file),
+                ("ssh_key_file", &src.ssh_key_file),
+            ] {
+                if value.is_some() {
+                    d.push(err(format!(
+                        "{entry}.{key} is for a git remote, and {entry} has no clone_uri"
+                    )));
+                }
+            }
+        } else if src.token_file.is_some() && src.ssh_key_file.is_some() {
+            d.push(err(format!(
+                "{entry}.ssh_key_file and {entry}.token_file exclude each other (SSH or HTTPS)"
+            )));
+        }
+        if let Some(branch) = src.branch.as_deref().filter(|b| !valid_branch_name(b)) {
+            d.push(err(format!(
+                "{entry}.branch: {branch:?} is not a valid branch name"
+            )));
+        }
+    }
+}
+
+/// `repos`: durations that parse and are positive, a base URL git can clone
+/// from, one kind of credentials.
+fn repos_check(
+    repos: &ReposConfig,
+    at: &dyn Fn(Diagnostic) -> Diagnostic,
+    d: &mut Vec<Diagnostic>,
+) {
+    for (key, value) in [("resync", &repos.resync), ("gone_after", &repos.gone_after)] {
+        let Some(value) = value else { continue };
+        match GoDuration::parse(value) {
+            Err(e) => d.push(at(
+                Diagnostic::error(format!("repos.{key}: {e}")).hint(DURATION_HINT)
+            )),
+            Ok(v) if v.as_nanos() <= 0 => d.push(at(Diagnostic::error(format!(
+                "repos.{key}: must be a positive duration, found {value:?}"
+            )))),
+            Ok(_) => {}
+        }
+    }
+    if let Some(base) = repos.clone_base.as_deref().filter(|b| !valid_clone_uri(b)) {
+        d.push(at(Diagnostic::error(format!(
+            "repos.clone_base: {base:?} is not a git remote URL"
+        ))
+        .hint("write the URL repositories are cloned from without ORG/REPO, such as https://github.com")));
+    }
+    if repos.token_file.is_some() && repos.ssh_key_file.is_some() {
+        d.push(at(Diagnostic::error(
+            "repos.ssh_key_file and repos.token_file exclude each other (SSH or HTTPS)",
+        )));
     }
 }
 

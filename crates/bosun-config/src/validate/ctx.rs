@@ -16,7 +16,20 @@ pub(super) struct Clusters<'c> {
     pub(super) config: &'c ProwConfig,
 }
 
-impl Clusters<'_> {
+impl<'c> Clusters<'c> {
+    /// The aliases `config.build_clusters` and the kubeconfig contexts define.
+    pub(super) fn new(config: &'c ProwConfig, kubeconfig_clusters: &'c [String]) -> Self {
+        Clusters {
+            explicit: config
+                .build_clusters
+                .keys()
+                .map(String::as_str)
+                .chain(kubeconfig_clusters.iter().map(String::as_str))
+                .collect(),
+            config,
+        }
+    }
+
     /// A job's alias is checked only when clusters are configured explicitly, and
     /// never against `default`, which always exists (implicitly local when nothing
     /// defines it).

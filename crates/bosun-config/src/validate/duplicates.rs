@@ -2,13 +2,13 @@
 //! postsubmits (central and in-repo together) duplicate names and shared GitHub
 //! contexts, counted only where the jobs' branches intersect (Prow's `Brancher`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use regex::Regex;
 
 use crate::diag::Diagnostic;
 use crate::model::{Job, Periodic, Postsubmit, Presubmit};
-use crate::types::JobType;
+use crate::types::{JobSource, JobType};
 
 use super::ctx::{err_at, warn_at};
 
@@ -80,8 +80,8 @@ impl Brancher<'_> {
 
 /// Duplicate names and shared contexts among one repository's pre- or postsubmits,
 /// counted only where branches intersect (central and in-repo together).
-pub(super) fn repo_jobs<K>(
-    jobs: &[Job<K>],
+pub(super) fn repo_jobs<'j, K: 'j>(
+    jobs: impl IntoIterator<Item = &'j Job<K>>,
     ty: JobType,
     parts: impl Fn(&Job<K>) -> (&Vec<String>, &Vec<String>, &String),
     d: &mut Vec<Diagnostic>,
@@ -97,6 +97,7 @@ pub(super) fn repo_jobs<K>(
     let brancher = |j| brancher(&parts, j);
     let mut by_name: HashMap<&str, Vec<&Job<K>>> = HashMap::new();
     let mut by_context: HashMap<&str, Vec<&Job<K>>> = HashMap::new();
+    let jobs = jobs.into_iter();
     for j in jobs {
         let earlier = by_name.entry(j.base.name.as_str()).or_default();
         if let Some(first) = earlier
@@ -146,19 +147,22 @@ pub(super) fn repo_jobs<K>(
 }
 
 /// Jobs sharing a name are one unit for the dispatcher, and an external
-/// scheduler answers by name (checked when either is configured): a warning on every job whose cluster differs
-/// from that of the first job of its name (periodics, then presubmits, then
-/// postsubmits, each in order).
-pub(super) fn clusters_by_name(
-    periodics: &[Periodic],
-    presubmits: &BTreeMap<String, Vec<Presubmit>>,
-    postsubmits: &BTreeMap<String, Vec<Postsubmit>>,
+/// scheduler answers by name (checked when either is configured): a warning on
+/// every job whose cluster differs from that of the first job of its name
+/// (periodics, then presubmits, then postsubmits, each in order), for the jobs
+/// whose source `report` accepts.
+pub(super) fn clusters_by_name<'j>(
+    periodics: impl IntoIterator<Item = &'j Periodic>,
+    presubmits: impl IntoIterator<Item = &'j Presubmit>,
+    postsubmits: impl IntoIterator<Item = &'j Postsubmit>,
+    report: &dyn Fn(&JobSource) -> bool,
     d: &mut Vec<Diagnostic>,
 ) {
     let mut first: HashMap<&str, (&str, String)> = HashMap::new();
     fn visit<'j, K>(
         j: &'j Job<K>,
         first: &mut HashMap<&'j str, (&'j str, String)>,
+        report: &dyn Fn(&JobSource) -> bool,
         d: &mut Vec<Diagnostic>,
     ) {
         match first.get(j.base.name.as_str()) {
@@ -166,7 +170,7 @@ pub(super) fn clusters_by_name(
                 let at = format!("{}:{}", j.origin.file, j.origin.mark);
                 first.insert(&j.base.name, (&j.base.cluster, at));
             }
-            Some((cluster, at)) if *cluster != j.base.cluster => d.push(
+            Some((cluster, at)) if *cluster != j.base.cluster && report(&j.source) => d.push(
                 warn_at(
                     j,
                     "cluster",
@@ -181,13 +185,13 @@ pub(super) fn clusters_by_name(
         }
     }
     for j in periodics {
-        visit(j, &mut first, d);
+        visit(j, &mut first, report, d);
     }
-    for j in presubmits.values().flatten() {
-        visit(j, &mut first, d);
+    for j in presubmits {
+        visit(j, &mut first, report, d);
     }
-    for j in postsubmits.values().flatten() {
-        visit(j, &mut first, d);
+    for j in postsubmits {
+        visit(j, &mut first, report, d);
     }
 }
 

@@ -4,14 +4,11 @@
 //! ignore, and the schedule engine's findings through the [`ScheduleCheck`] hook.
 
 use crate::diag::{Diagnostic, Severity};
-use crate::duration::GoDuration;
+use crate::duration::{GoDuration, DURATION_HINT};
 use crate::model::Periodic;
 
 use super::ctx::{err_at, warn_at};
 use super::schedule::ScheduleCheck;
-
-const DURATION_HINT: &str =
-    "durations are Go durations such as 90s, 10m, 1h30m (no `d`: write 24h)";
 
 /// A periodic's schedule (exactly one of `cron`, `interval` and
 /// `minimum_interval`, checked by the schedule engine), durations and retries, and

@@ -98,7 +98,7 @@ fn the_generator_reads_every_documented_type_as_serde_does() {
     let page = generator::render(&src).unwrap();
     let structs = serde_lists!(serde_fields:
         ProwConfig, Plank, DefaultDecorationConfigEntry, Sinker, Scheduler, Failover,
-        ExternalScheduler, ExternalCache, InRepoConfig, Preset, BuildCluster, TrustRule,
+        ExternalScheduler, ExternalCache, InRepoConfig, ReposConfig, Preset, BuildCluster, TrustRule,
         DispatcherConfig, DispatchGroup, InRepoSource, JobBase, PipelineRunParam,
         RerunAuthConfig, TeamSlug, Refs, Pull, DecorationConfig, SchedulingOptions,
         PeriodicFields, Retry, PresubmitFields, PostsubmitFields, TriggerConfigFile,

@@ -37,6 +37,7 @@ impl Tmp {
             repo: repo.into(),
             path: self.dir(rel),
             branch: branch.map(str::to_string),
+            ..InRepoSource::default()
         }
     }
 
@@ -1011,7 +1012,7 @@ fn in_repo_entry_without_a_path_is_one_error() {
     // One error, at the entry that lacks its path; nothing is read from "".
     assert_eq!(
         lines,
-        vec!["$TMP/config.yaml:2:3: error: in_repo[0].path must be set"]
+        vec!["$TMP/config.yaml:2:3: error: in_repo[0].path or in_repo[0].clone_uri must be set\n  hint: path: a local checkout; clone_uri: a git remote bosun serve follows"]
     );
 }
 
@@ -1123,7 +1124,7 @@ fn a_relative_config_keeps_its_in_repo_paths_relative_and_in_repo_options_are_fr
         in_repo: vec![InRepoSource {
             repo: "org/cli".into(),
             path: format!("{rel}/cli"),
-            branch: None,
+            ..InRepoSource::default()
         }],
         ..LoadOptions::default()
     });

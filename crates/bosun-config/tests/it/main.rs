@@ -9,4 +9,5 @@ mod config_reference;
 mod decoration_merge;
 mod in_repo;
 mod kubeconfig;
+mod repo_load;
 mod rules;

@@ -7,6 +7,7 @@
 //! is the line right after the opening quote.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bosun_config::model::Snapshot;
 use bosun_config::source::MemFiles;
@@ -3695,10 +3696,157 @@ fn in_repo_presets_apply_to_in_repo_jobs_only() {
     );
 }
 
-/// `in_repo[i].path` is required. (The loader also reports that it cannot read the
+/// The diagnostics about `config.yaml` itself (the loader's own, about
+/// checkouts it cannot read, are left out).
+fn config_lines(l: &Loaded) -> Vec<String> {
+    l.diagnostics
+        .iter()
+        .filter(|d| d.file.as_deref() == Some(CONFIG))
+        .map(ToString::to_string)
+        .collect()
+}
+
+/// An `in_repo` entry is a checkout (`path`) or a git remote (`clone_uri`),
+/// not both; credentials go with a remote, one kind of them; a `branch` is
+/// one git accepts; a repository is named once.
+#[test]
+fn in_repo_remotes_and_their_credentials() {
+    let config = "
+        in_repo:
+        - {repo: o/a, clone_uri: 'https://github.com/o/a.git', branch: release-1.0, token_file: /t}
+        - {repo: o/b, path: /b, clone_uri: 'https://github.com/o/b.git'}
+        - {repo: o/c, path: /c, token_file: /t, ssh_key_file: /k}
+        - {repo: o/d, clone_uri: 'git@github.com:o/d.git', token_file: /t, ssh_key_file: /k}
+        - {repo: o/e, clone_uri: github.com/o/e}
+        - {repo: o/f, clone_uri: 'ssh://git@github.com/o/f.git', branch: 'a..b'}
+        - {repo: o/a, clone_uri: 'file:///srv/git/a.git'}
+        - {repo: o/g, clone_uri: 'git@github.com:o/g.git', ssh_key_file: /k}
+        ";
+    let l = check(config, "");
+    assert!(l.snapshot.is_none());
+    assert_eq!(
+        config_lines(&l),
+        [
+            format!("{CONFIG}:3:25: error: in_repo[1].clone_uri and in_repo[1].path exclude each other (a git remote or a local checkout): set one"),
+            format!("{CONFIG}:4:25: error: in_repo[2].token_file is for a git remote, and in_repo[2] has no clone_uri"),
+            format!("{CONFIG}:4:41: error: in_repo[2].ssh_key_file is for a git remote, and in_repo[2] has no clone_uri"),
+            format!("{CONFIG}:5:68: error: in_repo[3].ssh_key_file and in_repo[3].token_file exclude each other (SSH or HTTPS)"),
+            format!("{CONFIG}:6:15: error: in_repo[4].clone_uri: \"github.com/o/e\" is not a git remote URL\n  hint: write https://HOST/ORG/REPO.git, ssh://git@HOST/ORG/REPO.git, file:///DIR or git@HOST:ORG/REPO.git"),
+            format!("{CONFIG}:7:58: error: in_repo[5].branch: \"a..b\" is not a valid branch name"),
+            format!("{CONFIG}:8:4: error: in_repo[6].repo: o/a is already in_repo[0]\n  hint: name each repository once"),
+        ]
+    );
+}
+
+/// `repos`: durations that parse and are positive, a base URL git can clone
+/// from, one kind of credentials; the accessors give the defaults.
+#[test]
+fn repos_section_is_checked_and_defaulted() {
+    let l = check(
+        "
+        repos:
+          clone_base: github.com
+          resync: 5x
+          gone_after: 0s
+          token_file: /t
+          ssh_key_file: /k
+        ",
+        "",
+    );
+    assert_diags(
+        &l,
+        &[
+            format!("{CONFIG}:2:3: error: repos.clone_base: \"github.com\" is not a git remote URL\n  hint: write the URL repositories are cloned from without ORG/REPO, such as https://github.com"),
+            format!("{CONFIG}:3:3: error: repos.resync: time: unknown unit \"x\" in duration \"5x\"{DURATION_HINT}"),
+            format!("{CONFIG}:4:3: error: repos.gone_after: must be a positive duration, found \"0s\""),
+            format!("{CONFIG}:6:3: error: repos.ssh_key_file and repos.token_file exclude each other (SSH or HTTPS)"),
+        ],
+    );
+
+    let s = clean(&check("", "")).clone();
+    let repos = &s.config.repos;
+    assert_eq!(repos.resync_interval(), Duration::from_secs(300));
+    assert_eq!(repos.gone_after(), Duration::from_secs(3600));
+    assert_eq!(repos.clone_uri_for("o/r"), "https://github.com/o/r.git");
+
+    let l = check(
+        "
+        repos:
+          clone_base: 'https://gitea.example.com/'
+          resync: 90s
+          gone_after: 2h30m
+        ",
+        "",
+    );
+    let repos = &clean(&l).config.repos;
+    assert_eq!(repos.resync_interval(), Duration::from_secs(90));
+    assert_eq!(repos.gone_after(), Duration::from_secs(9000));
+    assert_eq!(
+        repos.clone_uri_for("o/r"),
+        "https://gitea.example.com/o/r.git"
+    );
+}
+
+/// Relative credential files, of `in_repo` entries and of `repos`, are
+/// beside `config.yaml`, as a relative `path` is.
+#[test]
+fn relative_credential_files_are_beside_config_yaml() {
+    let l = check(
+        "
+        in_repo:
+        - {repo: o/a, clone_uri: 'https://github.com/o/a.git', token_file: secrets/a-token}
+        - {repo: o/b, clone_uri: 'git@github.com:o/b.git', ssh_key_file: /abs/key}
+        repos:
+          ssh_key_file: ./keys/id
+        ",
+        "",
+    );
+    let config = &clean(&l).config;
+    assert_eq!(
+        config.in_repo[0].token_file.as_deref(),
+        Some("/c/secrets/a-token")
+    );
+    assert_eq!(config.in_repo[1].ssh_key_file.as_deref(), Some("/abs/key"));
+    assert_eq!(config.repos.ssh_key_file.as_deref(), Some("/c/keys/id"));
+}
+
+/// The loader reads checkouts; an entry with a `clone_uri` names a remote,
+/// which it leaves to the daemon: no error, no jobs, nothing read.
+#[test]
+fn the_loader_skips_clone_uri_entries() {
+    let l = load_files(
+        &[
+            (
+                CONFIG,
+                "
+                in_repo:
+                - {repo: o/r, path: /repo}
+                - {repo: o/remote, clone_uri: 'https://github.com/o/remote.git'}
+                ",
+            ),
+            (JOBS, ""),
+            (
+                PROW_YAML,
+                "
+                presubmits:
+                - name: unit
+                  spec: {containers: [{image: alpine}]}
+                ",
+            ),
+        ],
+        &options(),
+    );
+    let s = clean(&l);
+    assert_eq!(s.counts().presubmits, 1);
+    assert_eq!(s.presubmits["o/r"][0].name(), "unit");
+    assert_eq!(l.stats.files, 3, "config.yaml, jobs.yaml and .prow.yaml");
+    assert_eq!(s.repo_stats.keys().collect::<Vec<_>>(), ["o/r"]);
+}
+
+/// `in_repo[i].path` (or a `clone_uri`) is required. (The loader also reports that it cannot read the
 /// checkout; only the validator's diagnostic is asserted here.)
 #[test]
-fn in_repo_sources_need_a_path() {
+fn in_repo_sources_need_a_path_or_a_clone_uri() {
     let l = check("in_repo: [{repo: o/r, path: ''}]", "");
     assert!(l.snapshot.is_none());
     let config: Vec<String> = l
@@ -3709,6 +3857,6 @@ fn in_repo_sources_need_a_path() {
         .collect();
     assert_eq!(
         config,
-        [format!("{CONFIG}:1:23: error: in_repo[0].path must be set")]
+        [format!("{CONFIG}:1:23: error: in_repo[0].path or in_repo[0].clone_uri must be set\n  hint: path: a local checkout; clone_uri: a git remote bosun serve follows")]
     );
 }

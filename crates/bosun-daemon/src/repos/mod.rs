@@ -59,9 +59,6 @@ use serde::Serialize;
 use crate::state::Shared;
 
 
-/// How many retired jobs a record keeps (the oldest are dropped).
-const RETIRED_JOBS_KEPT: usize = 1000;
-
 /// A repository bosun should follow, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Want {
@@ -730,7 +727,8 @@ impl Repos {
         let slot = self
             .slot(repo)
             .ok_or_else(|| LoadFailure::NotFollowed(repo.to_string()))?;
-        let _one = slot.loading.lock().await;
+        let held = slot.clone();
+        let _one = held.loading.lock().await;
         let (me, shared, repo) = (self.clone(), shared.clone(), repo.to_string());
         let started = Instant::now();
         let result = tokio::task::spawn_blocking(move || me.load(&shared, &slot, &repo, hint, by))
@@ -873,7 +871,7 @@ impl Repos {
         let after: BTreeSet<RepoJob> = list.iter().cloned().collect();
         for gone in before.difference(&after) {
             tracing::info!(repo, kind = %gone.kind, job = %gone.name, commit = %commit, "retired: its repository's configuration no longer defines it");
-            st.record.retired_jobs.push(RetiredJob {
+            st.record.retire_job(RetiredJob {
                 kind: gone.kind.clone(),
                 name: gone.name.clone(),
                 at: now,
@@ -884,8 +882,6 @@ impl Repos {
         st.record
             .retired_jobs
             .retain(|r| !after.contains(&RepoJob { kind: r.kind.clone(), name: r.name.clone() }));
-        let excess = st.record.retired_jobs.len().saturating_sub(RETIRED_JOBS_KEPT);
-        st.record.retired_jobs.drain(..excess);
         st.record.snapshot = Some(RepoSnapshot {
             commit: commit.clone(),
             loaded_at: now,
@@ -1152,15 +1148,6 @@ fn view(st: &SlotState, snapshot: &Snapshot) -> RepoView {
         jobs_in_force: in_force,
         last_answer_at: st.last_answer,
     }
-}
-
-/// The `in_repo` entries of `config` that name directories (the others are
-/// followed from their remotes).
-pub fn directory_sources(config: &ProwConfig) -> impl Iterator<Item = &InRepoSource> {
-    config
-        .in_repo
-        .iter()
-        .filter(|s| s.clone_uri.as_deref().is_none_or(str::is_empty))
 }
 
 /// Whether a job source is `repo`'s own configuration.

@@ -57,7 +57,7 @@ fn world_with(config: &str, jobs: &[(&str, &str)], in_repo: &[(&str, &str)]) -> 
             vec![InRepoSource {
                 repo: "o/r".into(),
                 path: "/repo".into(),
-                branch: None,
+                ..InRepoSource::default()
             }]
         },
         ..LoadOptions::default()

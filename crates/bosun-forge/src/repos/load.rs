@@ -131,6 +131,7 @@ pub fn load_at_with(
         repo: org_repo.to_string(),
         path: root.to_string_lossy().into_owned(),
         branch: Some(branch.to_string()),
+        ..InRepoSource::default()
     });
     let loaded = bosun_config::load(
         &opts,

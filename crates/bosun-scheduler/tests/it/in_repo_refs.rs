@@ -42,6 +42,7 @@ fn periodics(branch: Option<&str>) -> Vec<Periodic> {
             repo: "acme/widget".into(),
             path: checkout.display().to_string(),
             branch: branch.map(String::from),
+            ..InRepoSource::default()
         }],
         ..LoadOptions::default()
     };

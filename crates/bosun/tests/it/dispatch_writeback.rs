@@ -236,7 +236,7 @@ fn snapshot(dir: &Path) -> Snapshot {
             in_repo: vec![InRepoSource {
                 repo: "acme/widget".into(),
                 path: dir.join("repo").display().to_string(),
-                branch: None,
+                ..InRepoSource::default()
             }],
             ..LoadOptions::default()
         },

@@ -1,6 +1,7 @@
 //! The README's quickstart, as a reader runs it, so the README cannot drift
-//! from what works: `bosun serve` with the arguments of the README's first
-//! command, then every command of the walk-through block (the fenced block
+//! from what works: the README's first command (the quickstart's script,
+//! which makes the git remote the quickstart follows and runs `bosun
+//! serve`, here the built one through `$BOSUN`), then every command of the walk-through block (the fenced block
 //! after the `<!-- walk-through ... -->` line), one after the other, each
 //! checked. Every command of the block must have a check here: a new line
 //! in the README without one fails the test.
@@ -43,17 +44,16 @@ fn commands<'a>(block: &[&'a str]) -> Vec<&'a str> {
         .collect()
 }
 
-/// `bosun serve`'s arguments in the README's first command
-/// (`cargo run --release -- serve ...`).
-fn serve_args(readme: &str) -> Vec<String> {
+/// The README's first command: the quickstart's script
+/// (`examples/quickstart/serve`, which makes the remote the quickstart
+/// follows and runs `bosun serve`), with its arguments.
+fn serve_command(readme: &str) -> Vec<String> {
     let block = block_after(readme, "## Two commands");
     let line = commands(&block)
         .into_iter()
-        .find(|l| l.contains(" serve "))
-        .expect("the README's first command runs bosun serve");
-    let (cargo, args) = line.split_once(" -- ").unwrap();
-    assert_eq!(cargo, "cargo run --release", "{line}");
-    args.split_whitespace().map(str::to_string).collect()
+        .find(|l| l.starts_with("examples/quickstart/serve"))
+        .expect("the README's first command runs the quickstart's serve script");
+    line.split_whitespace().map(str::to_string).collect()
 }
 
 /// Who the daemon runs as.
@@ -87,18 +87,20 @@ fn walk_through(who: As) {
     }
     // The README's command, from the checkout, on a port of its own.
     let log = tmp.path().join("serve.log");
+    let script = serve_command(&text);
     let mut serve = match who {
-        As::Myself => Command::new(&bosun),
+        As::Myself => Command::new("bash"),
         As::Nobody => {
             let mut c = Command::new("setpriv");
             c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-                .arg(&bosun);
+                .arg("bash");
             c
         }
     };
     let child = serve
-        .args(serve_args(&text))
+        .args(&script)
         .args(["--listen", "127.0.0.1:0"])
+        .env("BOSUN", &bosun)
         .current_dir(checkout)
         .env_remove("KUBECONFIG")
         .stdout(Stdio::null())
@@ -235,6 +237,26 @@ fn check(line: &str, ran: &Ran, user: &str) {
         ] {
             assert!(out.contains(want), "{line}: no {want}:\n{out}");
         }
+    } else if line.starts_with("git clone -q examples/quickstart/remote/lighthouse-app.git") {
+        ok();
+    } else if line.starts_with("sed -i") && line.contains("lighthouse-work/") {
+        ok();
+    } else if line.starts_with("git -C lighthouse-work") && line.contains(" commit ") {
+        ok();
+    } else if line.starts_with("git -C lighthouse-work push") {
+        ok();
+    } else if line.starts_with("bosun repos refresh example/lighthouse-app") {
+        ok();
+        assert!(
+            out.contains("example/lighthouse-app: the configuration at ")
+                && out.contains(" is in force"),
+            "{line}:\n{out}"
+        );
+    } else if line.starts_with("bosun repos") {
+        ok();
+        for want in ["example/lighthouse-app", "main", "1 periodic", "following"] {
+            assert!(out.contains(want), "{line}: no {want}:\n{out}");
+        }
     } else if line.starts_with("bosun periodics") {
         ok();
         for want in [
@@ -242,6 +264,7 @@ fn check(line: &str, ran: &Ran, user: &str) {
             "*/5 * * * *",
             "hello",
             "example/lighthouse-app:release-notes",
+            "30 * * * *",
         ] {
             assert!(out.contains(want), "{line}: no {want}:\n{out}");
         }

@@ -31,7 +31,7 @@ pub async fn get(
 ) -> ApiResult {
     let repo = format!("{org}/{name}");
     let shared = &daemon.shared;
-    let view = shared
+    let view = daemon
         .repos
         .view(&repo, &shared.snapshot())
         .ok_or_else(|| ApiError::NotFound(format!("bosun does not follow {repo}")))?;
