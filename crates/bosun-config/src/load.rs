@@ -239,7 +239,8 @@ fn resolve_fields(fs: &dyn FileSource, diags: &mut [Diagnostic]) {
 /// named, so a relative `--config` keeps paths relative to the process's
 /// directory). So are the credential files `in_repo[].token_file` and
 /// `in_repo[].ssh_key_file`, and `repos.token_file` and `repos.ssh_key_file`.
-/// The snapshot's config holds the joined paths, which is what everything
+/// A `clone_uri` starting with `./` or `../` is a repository beside it too,
+/// made an absolute `file://` URL. The snapshot's config holds the joined paths, which is what everything
 /// reading them (the loader, the reload watches, what fetches the remotes) uses.
 /// An empty path stays empty (the config's checks report it); an absolute one
 /// is kept. `--in-repo` on the command line is not touched: it is relative to
@@ -258,6 +259,17 @@ fn resolve_config_paths(config: &mut ProwConfig, config_file: &Path) {
     };
     for source in &mut config.in_repo {
         beside(&mut source.path);
+        // A `clone_uri` of `./x` or `../x` is a repository beside this file,
+        // given to git as an absolute `file://` URL.
+        if let Some(uri) = source
+            .clone_uri
+            .as_mut()
+            .filter(|u| u.starts_with("./") || u.starts_with("../"))
+        {
+            let joined: PathBuf = dir.join(uri.as_str()).components().collect();
+            let absolute = std::path::absolute(&joined).unwrap_or(joined);
+            *uri = format!("file://{}", absolute.to_string_lossy());
+        }
         for file in [&mut source.token_file, &mut source.ssh_key_file]
             .into_iter()
             .flatten()

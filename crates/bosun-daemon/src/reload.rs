@@ -13,7 +13,6 @@
 //! replaced with it: a new cluster takes runs at once, a removed one's pending
 //! runs end in error, and an unchanged local cluster keeps its executor.
 
-use bosun_base::sync::Lock;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -100,7 +99,14 @@ pub fn reload(daemon: &Daemon, reason: &str) -> bool {
         .into_iter()
         .map(|c| c.name)
         .collect();
-    let snapshot = repos.compose(&*app.store, &app.metrics, snapshot, Some(&previous), &kube, now);
+    let snapshot = repos.compose(
+        &*app.store,
+        &app.metrics,
+        snapshot,
+        Some(&previous),
+        &kube,
+        now,
+    );
     let status = ConfigStatus::loaded(&snapshot, warnings, now, reason);
     let (added, removed) = app.set_in_force(snapshot, defs, users);
     app.set_repo_commits(repos.commits());

@@ -17,6 +17,7 @@ use bosun_host::logging::{init_logging, LogFormat};
 use bosun_store::active::{ActiveRuns, Observers};
 use bosun_store::clock::SystemClock;
 use bosun_store::sqlite::{SqliteOptions, SqliteStore};
+use bosun_store::Store;
 use clap::Args;
 
 use crate::clusters::{check_run_dirs, local_users, ExecutorFactory};

@@ -181,7 +181,8 @@ mod tests {
 
     #[test]
     fn jobs_and_details_in_words() {
-        let v = serde_json::json!({"periodics": ["a", "b"], "presubmits": ["c"], "postsubmits": []});
+        let v =
+            serde_json::json!({"periodics": ["a", "b"], "presubmits": ["c"], "postsubmits": []});
         assert_eq!(jobs(&v), "2 periodics, 1 presubmit");
         assert_eq!(jobs(&serde_json::json!({})), "none");
         let r = serde_json::json!({

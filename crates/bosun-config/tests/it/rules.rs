@@ -3810,6 +3810,35 @@ fn relative_credential_files_are_beside_config_yaml() {
     assert_eq!(config.repos.ssh_key_file.as_deref(), Some("/c/keys/id"));
 }
 
+/// A `clone_uri` of `./x` or `../x` is a repository beside `config.yaml`,
+/// given to git as an absolute `file://` URL; others are kept as written.
+#[test]
+fn relative_clone_uris_are_file_urls_beside_config_yaml() {
+    let l = check(
+        "
+        in_repo:
+        - {repo: o/a, clone_uri: ./remote/a.git}
+        - {repo: o/b, clone_uri: ../up/b.git}
+        - {repo: o/c, clone_uri: 'file:///srv/c.git'}
+        ",
+        "",
+    );
+    let config = &clean(&l).config;
+    let uris: Vec<&str> = config
+        .in_repo
+        .iter()
+        .map(|s| s.clone_uri.as_deref().unwrap())
+        .collect();
+    assert_eq!(
+        uris,
+        [
+            "file:///c/remote/a.git",
+            "file:///c/../up/b.git",
+            "file:///srv/c.git"
+        ]
+    );
+}
+
 /// The loader reads checkouts; an entry with a `clone_uri` names a remote,
 /// which it leaves to the daemon: no error, no jobs, nothing read.
 #[test]

@@ -345,8 +345,10 @@ fn hex(bytes: &[u8]) -> String {
 
 /// Paths every client may read with no token.
 fn always_public(path: &str) -> bool {
-    matches!(path, "/healthz" | "/readyz" | "/metrics" | "/login" | "/hook")
-        || path.starts_with("/assets/")
+    matches!(
+        path,
+        "/healthz" | "/readyz" | "/metrics" | "/login" | "/hook"
+    ) || path.starts_with("/assets/")
         || path == "/api/v1/dispatch"
         || path.starts_with("/api/v1/dispatch/")
 }

@@ -138,8 +138,7 @@ async fn worker(
         flush(&shared, &repos, &mut push).await;
         let s = shared.clone();
         let at = s.clock.now();
-        let marked =
-            tokio::task::spawn_blocking(move || s.store.mark_processed(&done, at)).await;
+        let marked = tokio::task::spawn_blocking(move || s.store.mark_processed(&done, at)).await;
         if !matches!(marked, Ok(Ok(()))) {
             tracing::warn!("cannot mark webhook deliveries processed; they are processed again at the next start");
         }
@@ -154,7 +153,9 @@ async fn flush(shared: &Arc<Shared>, repos: &Arc<Repos>, push: &mut Option<(Stri
     shared.metrics.repo_push();
     match repos.refresh(shared, &repo, Some(commit), "push").await {
         Ok(_) => {}
-        Err(e) => tracing::warn!(repo = %repo, error = %e, "the push could not be loaded; the resync retries"),
+        Err(e) => {
+            tracing::warn!(repo = %repo, error = %e, "the push could not be loaded; the resync retries")
+        }
     }
 }
 
@@ -203,11 +204,7 @@ fn action(shared: &Shared, repos: &Repos, d: &StoredDelivery) -> Action {
                 RepositoryAction::Renamed { from, to }
                 | RepositoryAction::Transferred { from, to } => {
                     Action::Now(Box::new(move |s, repos| {
-                        repos.retire(
-                            s,
-                            &from,
-                            format!("renamed to {to} (repository webhook)"),
-                        );
+                        repos.retire(s, &from, format!("renamed to {to} (repository webhook)"));
                     }))
                 }
             }

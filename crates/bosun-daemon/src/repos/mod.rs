@@ -47,17 +47,16 @@ use std::time::{Duration, Instant};
 
 use bosun_base::sync::{Lock, ReadWrite};
 use bosun_config::source::{FileSource, MemEntry, MemFiles};
-use bosun_config::types::{InRepoSource, JobSource, ProwConfig};
+use bosun_config::types::{JobSource, ProwConfig};
 use bosun_config::{RepoJobs, RepoLoadOptions, Snapshot};
 use bosun_forge::repos::{Backoff, CommitFiles, Credentials, ErrorKind, Head, Mirror, Remote};
 use bosun_store::{
-    RepoError, RepoJob, RepoRecord, RepoSnapshot, Retirement, RetiredJob, SeenHead, StoreError,
+    RepoError, RepoJob, RepoRecord, RepoSnapshot, RetiredJob, Retirement, SeenHead, StoreError,
 };
 use jiff::Timestamp;
 use serde::Serialize;
 
 use crate::state::Shared;
-
 
 /// A repository bosun should follow, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -346,12 +345,7 @@ impl Repos {
     /// `base` with `change` put in force (see [`Shared::put_repo_jobs`]),
     /// the repositories' commits published first. The caller holds the
     /// compose lock.
-    fn apply(
-        &self,
-        shared: &Shared,
-        base: &Snapshot,
-        change: Option<(String, Option<RepoJobs>)>,
-    ) {
+    fn apply(&self, shared: &Shared, base: &Snapshot, change: Option<(String, Option<RepoJobs>)>) {
         shared.set_repo_commits(self.commits());
         shared.put_repo_jobs(base, change);
     }
@@ -584,7 +578,10 @@ impl Repos {
             tracing::info!(repo = %name, "no longer followed: its jobs are retired");
             st.record.retired = Some(Retirement {
                 at: now,
-                reason: format!("{REMOVED} (it was followed because of {})", st.record.followed_because),
+                reason: format!(
+                    "{REMOVED} (it was followed because of {})",
+                    st.record.followed_because
+                ),
                 commit: st.record.snapshot.as_ref().map(|s| s.commit.clone()),
             });
             let _ = store.put_repo(&st.record);
@@ -650,7 +647,12 @@ impl Repos {
     pub fn branch(&self, repo: &str) -> Option<Option<String>> {
         let slot = self.slot(repo)?;
         let st = slot.state.locked();
-        Some(st.record.branch.clone().or_else(|| st.remote.branch.clone()))
+        Some(
+            st.record
+                .branch
+                .clone()
+                .or_else(|| st.remote.branch.clone()),
+        )
     }
 
     /// Every followed repository as the API shows it.
@@ -772,7 +774,10 @@ impl Repos {
                 return Ok(Loaded::Unchanged(a.clone()));
             }
         }
-        let branch = remote.branch.clone().or_else(|| slot.state.locked().record.branch.clone());
+        let branch = remote
+            .branch
+            .clone()
+            .or_else(|| slot.state.locked().record.branch.clone());
         let head = match (hint.filter(|_| !stale_hint), branch) {
             (Some(commit), Some(branch)) => Head { branch, commit },
             _ => match remote.head() {
@@ -862,18 +867,19 @@ impl Repos {
             contents.insert(path, String::from_utf8_lossy(&bytes).into_owned());
         }
         let list = job_list(&jobs);
-        let before: BTreeSet<RepoJob> = st
+        let key = |j: &RepoJob| (j.kind.clone(), j.name.clone());
+        let before: BTreeSet<(String, String)> = st
             .record
             .snapshot
             .as_ref()
-            .map(|s| s.jobs.iter().cloned().collect())
+            .map(|s| s.jobs.iter().map(key).collect())
             .unwrap_or_default();
-        let after: BTreeSet<RepoJob> = list.iter().cloned().collect();
-        for gone in before.difference(&after) {
-            tracing::info!(repo, kind = %gone.kind, job = %gone.name, commit = %commit, "retired: its repository's configuration no longer defines it");
+        let after: BTreeSet<(String, String)> = list.iter().map(key).collect();
+        for (kind, name) in before.difference(&after) {
+            tracing::info!(repo, kind = %kind, job = %name, commit = %commit, "retired: its repository's configuration no longer defines it");
             st.record.retire_job(RetiredJob {
-                kind: gone.kind.clone(),
-                name: gone.name.clone(),
+                kind: kind.clone(),
+                name: name.clone(),
                 at: now,
                 commit: commit.clone(),
                 reason: format!("no longer defined at {}", short(&commit)),
@@ -881,7 +887,7 @@ impl Repos {
         }
         st.record
             .retired_jobs
-            .retain(|r| !after.contains(&RepoJob { kind: r.kind.clone(), name: r.name.clone() }));
+            .retain(|r| !after.contains(&(r.kind.clone(), r.name.clone())));
         st.record.snapshot = Some(RepoSnapshot {
             commit: commit.clone(),
             loaded_at: now,
@@ -917,10 +923,16 @@ impl Repos {
         st.next_check = Instant::now() + resync;
         let _ = shared.store.put_repo(&st.record);
         drop(st);
-        shared.metrics.set_repo_error(&shared_repo_name(slot), false);
+        shared
+            .metrics
+            .set_repo_error(&shared_repo_name(slot), false);
         if moved {
             let _compose = self.compose.locked();
-            self.apply(shared, &shared.snapshot(), None::<(String, Option<RepoJobs>)>);
+            self.apply(
+                shared,
+                &shared.snapshot(),
+                None::<(String, Option<RepoJobs>)>,
+            );
         }
     }
 
@@ -944,8 +956,8 @@ impl Repos {
         let mut retire = false;
         if e.kind == ErrorKind::NotFound {
             let since = *st.record.missing_since.get_or_insert(now);
-            let gone = (now.as_millisecond() - since.as_millisecond()) as u128
-                >= gone_after.as_millis();
+            let gone =
+                (now.as_millisecond() - since.as_millisecond()) as u128 >= gone_after.as_millis();
             if gone && st.record.retired.is_none() {
                 st.record.retired = Some(Retirement {
                     at: now,

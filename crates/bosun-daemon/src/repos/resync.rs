@@ -33,8 +33,12 @@ pub async fn resync_loop(
             if !running.insert(repo.clone()) {
                 continue;
             }
-            let (shared, repos, slots, done) =
-                (shared.clone(), repos.clone(), slots.clone(), done_tx.clone());
+            let (shared, repos, slots, done) = (
+                shared.clone(),
+                repos.clone(),
+                slots.clone(),
+                done_tx.clone(),
+            );
             tokio::spawn(async move {
                 let _turn = slots.acquire().await;
                 let _ = repos.refresh(&shared, &repo, None, "resync").await;

@@ -99,7 +99,8 @@ impl World {
             None => self.work.remove(file),
         };
         let c = self.work.commit(&format!("change {file}"));
-        self.work.push(&self.git.repo_dir("acme/app"), "main", false);
+        self.work
+            .push(&self.git.repo_dir("acme/app"), "main", false);
         c
     }
 }
@@ -114,7 +115,9 @@ fn github_push(repo: &str, clone_url: &str, before: &str, after: &str, forced: b
     body["after"] = json!(after);
     body["created"] = json!(false);
     body["forced"] = json!(forced);
-    body["compare"] = json!(format!("https://github.com/{repo}/compare/{before}...{after}"));
+    body["compare"] = json!(format!(
+        "https://github.com/{repo}/compare/{before}...{after}"
+    ));
     let r = &mut body["repository"];
     r["name"] = json!(name);
     r["full_name"] = json!(repo);
@@ -148,7 +151,10 @@ fn send(port: u16, req: Request, id: &str) -> (u16, String) {
 /// `req` as it is on the wire.
 fn raw(port: u16, req: &Request) -> (u16, String) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    let mut head = format!("{} /hook HTTP/1.1\r\nHost: x\r\nConnection: close\r\n", req.method);
+    let mut head = format!(
+        "{} /hook HTTP/1.1\r\nHost: x\r\nConnection: close\r\n",
+        req.method
+    );
     for (name, value) in &req.headers {
         head.push_str(&format!("{name}: {}\r\n", value.to_str().unwrap()));
     }
@@ -165,7 +171,10 @@ fn raw(port: u16, req: &Request) -> (u16, String) {
         .nth(1)
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
-    let body = out.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    let body = out
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
     (status, body)
 }
 
@@ -173,7 +182,10 @@ fn raw(port: u16, req: &Request) -> (u16, String) {
 fn hook_push(w: &World, port: u16, id: &str, before: &str, after: &str) {
     let body = github_push("acme/app", &w.git.url("acme/app"), before, after, false);
     let (status, text) = send(port, Request::github("push", body, TOKEN), id);
-    assert_eq!((status, text.as_str()), (200, "Event received. Have a nice day."));
+    assert_eq!(
+        (status, text.as_str()),
+        (200, "Event received. Have a nice day.")
+    );
 }
 
 fn repos(port: u16) -> Vec<Value> {
@@ -230,10 +242,7 @@ fn wait_periodic(port: u16, identity: &str, what: &str, cond: impl Fn(Option<&Va
 
 /// Triggers `identity` now; the run.
 fn trigger(port: u16, identity: &str) -> Value {
-    let path = format!(
-        "/api/v1/periodics/{}/trigger",
-        identity.replace('/', "%2F")
-    );
+    let path = format!("/api/v1/periodics/{}/trigger", identity.replace('/', "%2F"));
     let (status, body) = request(port, "POST", &path, None, None);
     assert_eq!(status, 201, "{body}");
     json(&body)
@@ -262,11 +271,16 @@ fn pushes_register_change_refuse_and_retire_in_repo_periodics() {
 
     // Followed from the remote at start: its periodics, presubmits and
     // postsubmits in force.
-    let r = wait_repo(port, "acme/app", "the first load", |r| r["state"] == "following");
+    let r = wait_repo(port, "acme/app", "the first load", |r| {
+        r["state"] == "following"
+    });
     assert_eq!(r["commit"], first.as_str());
     assert_eq!(r["branch"], "main");
     assert_eq!(r["followed_because"], "in_repo[0] of the configuration");
-    assert_eq!(r["jobs_in_force"]["periodics"], json!(["nightly", "weekly"]));
+    assert_eq!(
+        r["jobs_in_force"]["periodics"],
+        json!(["nightly", "weekly"])
+    );
     assert_eq!(r["jobs_in_force"]["presubmits"], json!(["unit"]));
     assert_eq!(r["jobs_in_force"]["postsubmits"], json!(["publish"]));
     let p = periodic(port, "acme/app:nightly").expect("the in-repo periodic");
@@ -283,12 +297,17 @@ fn pushes_register_change_refuse_and_retire_in_repo_periodics() {
     let first_run = run["id"].as_str().unwrap().to_string();
 
     // A second push changes the schedule.
-    let second = w.push(".lighthouse/jobs/triggers.yaml", Some(&triggers("0 4 * * *")));
+    let second = w.push(
+        ".lighthouse/jobs/triggers.yaml",
+        Some(&triggers("0 4 * * *")),
+    );
     hook_push(&w, port, "d-2", &first, &second);
     wait_periodic(port, "acme/app:nightly", "the new schedule", |p| {
         p.is_some_and(|p| p["schedule"] == "0 4 * * *")
     });
-    let r = wait_repo(port, "acme/app", "the second commit", |r| r["commit"] == second.as_str());
+    let r = wait_repo(port, "acme/app", "the second commit", |r| {
+        r["commit"] == second.as_str()
+    });
     assert_eq!(r["head"]["by"], "push");
     assert!(r["last_webhook_at"].is_string(), "{r:#}");
 
@@ -299,20 +318,27 @@ fn pushes_register_change_refuse_and_retire_in_repo_periodics() {
         Some("apiVersion: config.lighthouse.jenkins-x.io/v1alpha1\nkind: TriggerConfig\nspec:\n  periodics: [\n"),
     );
     hook_push(&w, port, "d-3", &second, &third);
-    let r = wait_repo(port, "acme/app", "the refused commit", |r| r["state"] == "error");
+    let r = wait_repo(port, "acme/app", "the refused commit", |r| {
+        r["state"] == "error"
+    });
     assert_eq!(r["commit"], second.as_str(), "the last good stays: {r:#}");
     assert_eq!(r["error"]["commit"], third.as_str());
     let diagnostics = r["error"]["diagnostics"].as_array().unwrap();
     let place = format!("acme/app@{third}/.lighthouse/jobs/triggers.yaml:");
     assert!(
-        diagnostics.iter().any(|d| d.as_str().unwrap().starts_with(&place)),
+        diagnostics
+            .iter()
+            .any(|d| d.as_str().unwrap().starts_with(&place)),
         "an error at {place}LINE: {diagnostics:#?}"
     );
     assert_eq!(
         periodic(port, "acme/app:nightly").unwrap()["schedule"],
         "0 4 * * *"
     );
-    assert_eq!(metric(port, "bosun_repo_config_error{repo=\"acme/app\"}"), 1.0);
+    assert_eq!(
+        metric(port, "bosun_repo_config_error{repo=\"acme/app\"}"),
+        1.0
+    );
     let run = trigger(port, "acme/app:nightly");
     assert_eq!(run["refs"]["base_sha"], third.as_str());
     assert_eq!(
@@ -321,33 +347,55 @@ fn pushes_register_change_refuse_and_retire_in_repo_periodics() {
     );
 
     // A fourth removes `nightly`: retired with the commit, its runs kept.
-    let fourth = w.push(".lighthouse/jobs/triggers.yaml", Some(&triggers_weekly_only()));
+    let fourth = w.push(
+        ".lighthouse/jobs/triggers.yaml",
+        Some(&triggers_weekly_only()),
+    );
     hook_push(&w, port, "d-4", &third, &fourth);
     wait_periodic(port, "acme/app:nightly", "nightly retired", |p| p.is_none());
-    let r = wait_repo(port, "acme/app", "the fourth commit", |r| r["commit"] == fourth.as_str());
+    let r = wait_repo(port, "acme/app", "the fourth commit", |r| {
+        r["commit"] == fourth.as_str()
+    });
     assert_eq!(r["state"], "following");
     let retired = r["retired_jobs"].as_array().unwrap();
     assert!(
-        retired
-            .iter()
-            .any(|j| j["name"] == "nightly" && j["kind"] == "periodic" && j["commit"] == fourth.as_str()),
+        retired.iter().any(|j| j["name"] == "nightly"
+            && j["kind"] == "periodic"
+            && j["commit"] == fourth.as_str()),
         "{retired:#?}"
     );
     assert!(periodic(port, "acme/app:weekly").is_some());
-    let (status, _) = request(port, "GET", &format!("/api/v1/runs/{first_run}"), None, None);
+    let (status, _) = request(
+        port,
+        "GET",
+        &format!("/api/v1/runs/{first_run}"),
+        None,
+        None,
+    );
     assert_eq!(status, 200, "a retired periodic's history is kept");
 
     // Two pushes delivered out of order: the older never wins.
-    let fifth = w.push(".lighthouse/jobs/triggers.yaml", Some(&triggers("0 6 * * *")));
-    let sixth = w.push(".lighthouse/jobs/triggers.yaml", Some(&triggers("0 7 * * *")));
+    let fifth = w.push(
+        ".lighthouse/jobs/triggers.yaml",
+        Some(&triggers("0 6 * * *")),
+    );
+    let sixth = w.push(
+        ".lighthouse/jobs/triggers.yaml",
+        Some(&triggers("0 7 * * *")),
+    );
     hook_push(&w, port, "d-6", &fifth, &sixth);
-    wait_repo(port, "acme/app", "the sixth commit", |r| r["commit"] == sixth.as_str());
+    wait_repo(port, "acme/app", "the sixth commit", |r| {
+        r["commit"] == sixth.as_str()
+    });
     hook_push(&w, port, "d-5", &fourth, &fifth);
     // The older delivery is processed (the counter of pushes moves) and
     // changes nothing.
     let deadline = Instant::now() + Duration::from_secs(20);
     while metric(port, "bosun_repo_pushes") < 5.0 {
-        assert!(Instant::now() < deadline, "the fifth push was not processed");
+        assert!(
+            Instant::now() < deadline,
+            "the fifth push was not processed"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::sleep(Duration::from_millis(300));
@@ -359,26 +407,26 @@ fn pushes_register_change_refuse_and_retire_in_repo_periodics() {
 
     // A force-push back to the fifth commit's tree applies.
     w.work.git(&["reset", "--hard", &fifth]);
-    w.work.write(".lighthouse/jobs/triggers.yaml", &triggers("0 8 * * *"));
+    w.work
+        .write(".lighthouse/jobs/triggers.yaml", &triggers("0 8 * * *"));
     let forced = w.work.commit("forced");
     w.work.push(&w.git.repo_dir("acme/app"), "main", true);
     let body = github_push("acme/app", &w.git.url("acme/app"), &sixth, &forced, true);
     let (status, _) = send(port, Request::github("push", body, TOKEN), "d-forced");
     assert_eq!(status, 200);
-    wait_repo(port, "acme/app", "the forced commit", |r| r["commit"] == forced.as_str());
+    wait_repo(port, "acme/app", "the forced commit", |r| {
+        r["commit"] == forced.as_str()
+    });
     wait_periodic(port, "acme/app:nightly", "the forced schedule", |p| {
         p.is_some_and(|p| p["schedule"] == "0 8 * * *")
     });
 
     // A push with no webhook: a refresh by the API loads it.
-    let quiet = w.push(".lighthouse/jobs/triggers.yaml", Some(&triggers("0 9 * * *")));
-    let (status, body) = request(
-        port,
-        "POST",
-        "/api/v1/repos/acme/app/refresh",
-        None,
-        None,
+    let quiet = w.push(
+        ".lighthouse/jobs/triggers.yaml",
+        Some(&triggers("0 9 * * *")),
     );
+    let (status, body) = request(port, "POST", "/api/v1/repos/acme/app/refresh", None, None);
     assert_eq!(status, 200, "{body}");
     let v = json(&body);
     assert_eq!(v["outcome"], "applied");
@@ -408,9 +456,16 @@ fn the_resync_catches_missed_pushes_and_retires_a_repository_gone_for_the_grace(
     let w = World::new(&dir, "repos: {resync: 1s, gone_after: 3s}\n");
     let daemon = w.start(&[]);
     let port = daemon.port;
-    wait_repo(port, "acme/app", "the first load", |r| r["state"] == "following");
-    let missed = w.push(".lighthouse/jobs/triggers.yaml", Some(&triggers("0 11 * * *")));
-    let r = wait_repo(port, "acme/app", "the resync", |r| r["commit"] == missed.as_str());
+    wait_repo(port, "acme/app", "the first load", |r| {
+        r["state"] == "following"
+    });
+    let missed = w.push(
+        ".lighthouse/jobs/triggers.yaml",
+        Some(&triggers("0 11 * * *")),
+    );
+    let r = wait_repo(port, "acme/app", "the resync", |r| {
+        r["commit"] == missed.as_str()
+    });
     assert_eq!(r["head"]["by"], "resync");
     assert_eq!(
         periodic(port, "acme/app:nightly").unwrap()["schedule"],
@@ -420,10 +475,14 @@ fn the_resync_catches_missed_pushes_and_retires_a_repository_gone_for_the_grace(
     let repo_dir = w.git.repo_dir("acme/app");
     let away = dir.join("away.git");
     std::fs::rename(&repo_dir, &away).unwrap();
-    let r = wait_repo(port, "acme/app", "missing", |r| r["missing_since"].is_string());
+    let r = wait_repo(port, "acme/app", "missing", |r| {
+        r["missing_since"].is_string()
+    });
     assert_eq!(r["state"], "error", "missing, not retired yet: {r:#}");
     assert!(periodic(port, "acme/app:nightly").is_some());
-    let r = wait_repo(port, "acme/app", "retired after the grace", |r| r["state"] == "retired");
+    let r = wait_repo(port, "acme/app", "retired after the grace", |r| {
+        r["state"] == "retired"
+    });
     assert!(
         r["retired"]["reason"].as_str().unwrap().starts_with("gone"),
         "{r:#}"
@@ -444,14 +503,22 @@ fn a_delivery_stored_before_a_crash_is_processed_once_and_the_stored_snapshot_se
     let w = World::new(&dir, "");
     let first = w.work.git(&["rev-parse", "HEAD"]).trim().to_string();
     let mut daemon = w.start(&[]);
-    wait_repo(daemon.port, "acme/app", "the first load", |r| r["state"] == "following");
+    wait_repo(daemon.port, "acme/app", "the first load", |r| {
+        r["state"] == "following"
+    });
     drop(daemon);
     // Stored, answered, not processed: then killed.
     daemon = w.start(&["--webhook-hold"]);
-    let second = w.push(".lighthouse/jobs/triggers.yaml", Some(&triggers("0 12 * * *")));
+    let second = w.push(
+        ".lighthouse/jobs/triggers.yaml",
+        Some(&triggers("0 12 * * *")),
+    );
     hook_push(&w, daemon.port, "crash-1", &first, &second);
     std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(repo(daemon.port, "acme/app").unwrap()["commit"], first.as_str());
+    assert_eq!(
+        repo(daemon.port, "acme/app").unwrap()["commit"],
+        first.as_str()
+    );
     rustix::process::kill_process(
         rustix::process::Pid::from_raw(daemon.child.id() as i32).unwrap(),
         rustix::process::Signal::KILL,
@@ -461,10 +528,15 @@ fn a_delivery_stored_before_a_crash_is_processed_once_and_the_stored_snapshot_se
     // The next start replays it, once.
     daemon = w.start(&[]);
     let port = daemon.port;
-    wait_repo(port, "acme/app", "the replayed push", |r| r["commit"] == second.as_str());
+    wait_repo(port, "acme/app", "the replayed push", |r| {
+        r["commit"] == second.as_str()
+    });
     let deadline = Instant::now() + Duration::from_secs(10);
     while metric(port, "bosun_repo_pushes") < 1.0 {
-        assert!(Instant::now() < deadline, "the stored push was not replayed");
+        assert!(
+            Instant::now() < deadline,
+            "the stored push was not replayed"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     // Redelivered by the forge: acknowledged, not processed again.
@@ -503,7 +575,9 @@ fn reloads_add_repositories_and_a_refused_in_repo_job_keeps_its_last_good_form()
     lib.push(&w.git.repo_dir("acme/lib"), "main", false);
     let daemon = w.start(&[]);
     let port = daemon.port;
-    wait_repo(port, "acme/app", "the first load", |r| r["state"] == "following");
+    wait_repo(port, "acme/app", "the first load", |r| {
+        r["state"] == "following"
+    });
     assert!(repo(port, "acme/lib").is_none());
     // Added by the configuration's `in_repo_config.enabled`.
     w.write_config(&format!(
@@ -512,16 +586,21 @@ fn reloads_add_repositories_and_a_refused_in_repo_job_keeps_its_last_good_form()
     ));
     let (status, body) = request(port, "POST", "/api/v1/config/reload", None, None);
     assert_eq!(status, 200, "{body}");
-    let r = wait_repo(port, "acme/lib", "added by the reload", |r| r["state"] == "following");
+    let r = wait_repo(port, "acme/lib", "added by the reload", |r| {
+        r["state"] == "following"
+    });
     assert_eq!(r["followed_because"], "in_repo_config.enabled[acme/lib]");
     assert!(periodic(port, "acme/lib:weekly").is_some());
     // A central configuration that refuses the in-repo jobs' cluster.
     w.write_config("in_repo_config:\n  allowed_clusters: {'*': [other]}\n");
     let (status, body) = request(port, "POST", "/api/v1/config/reload", None, None);
     assert_eq!(status, 200, "{body}");
-    let r = wait_repo(port, "acme/app", "refused by the central configuration", |r| {
-        r["state"] == "error"
-    });
+    let r = wait_repo(
+        port,
+        "acme/app",
+        "refused by the central configuration",
+        |r| r["state"] == "error",
+    );
     let diagnostics = r["error"]["diagnostics"].to_string();
     assert!(diagnostics.contains("allowed_clusters"), "{r:#}");
     assert!(
@@ -543,11 +622,20 @@ fn reloads_add_repositories_and_a_refused_in_repo_job_keeps_its_last_good_form()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
-    assert!(text.contains("acme/app") && text.contains("allowed_clusters"), "{text}");
-    assert!(text.contains("acme/lib") && text.contains("retired"), "{text}");
+    assert!(
+        text.contains("acme/app") && text.contains("allowed_clusters"),
+        "{text}"
+    );
+    assert!(
+        text.contains("acme/lib") && text.contains("retired"),
+        "{text}"
+    );
     w.write_config("");
     request(port, "POST", "/api/v1/config/reload", None, None);
-    let change = w.push(".lighthouse/jobs/triggers.yaml", Some(&triggers("0 13 * * *")));
+    let change = w.push(
+        ".lighthouse/jobs/triggers.yaml",
+        Some(&triggers("0 13 * * *")),
+    );
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_bosun"))
         .args(["repos", "refresh", "acme/app", "--server", &server])
         .output()
@@ -555,7 +643,10 @@ fn reloads_add_repositories_and_a_refused_in_repo_job_keeps_its_last_good_form()
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
     assert!(
-        text.contains(&format!("the configuration at {} is in force", &change[..12])),
+        text.contains(&format!(
+            "the configuration at {} is in force",
+            &change[..12]
+        )),
         "{text}"
     );
 }
@@ -568,10 +659,7 @@ fn reloads_add_repositories_and_a_refused_in_repo_job_keeps_its_last_good_form()
 #[test]
 fn webhooks_are_signed_with_the_secret_files_levels_and_every_forge_registers() {
     let (_d, dir) = tmp();
-    let w = World::new(
-        &dir,
-        "in_repo_config:\n  enabled: {tea: true, lab: true}\n",
-    );
+    let w = World::new(&dir, "in_repo_config:\n  enabled: {tea: true, lab: true}\n");
     for (repo, branch) in [("tea/app", "main"), ("lab/app", "main")] {
         w.git.create(repo, branch);
         w.work.push(&w.git.repo_dir(repo), "main", false);
@@ -591,13 +679,20 @@ fn webhooks_are_signed_with_the_secret_files_levels_and_every_forge_registers() 
         Request::github("push", push.clone(), b"x").without("X-Hub-Signature-256"),
         "s-1",
     );
-    assert_eq!((status, body.as_str()), (403, "403 Forbidden: Missing X-Hub-Signature-256\n"));
+    assert_eq!(
+        (status, body.as_str()),
+        (403, "403 Forbidden: Missing X-Hub-Signature-256\n")
+    );
     // Wrong, and the organization's token where the repository has its own.
     for token in [&b"wrong"[..], b"org-new", b"s3cret-token"] {
         let (status, _) = send(port, Request::github("push", push.clone(), token), "s-2");
         assert_eq!(status, 403, "{}", String::from_utf8_lossy(token));
     }
-    let (status, _) = send(port, Request::github("push", push.clone(), b"repo-only"), "s-3");
+    let (status, _) = send(
+        port,
+        Request::github("push", push.clone(), b"repo-only"),
+        "s-3",
+    );
     assert_eq!(status, 200);
     // Rotation: both of the organization's tokens, for its other repositories.
     let other = github_push("acme/other", &w.git.url("acme/other"), &head, &head, false);
@@ -630,7 +725,9 @@ fn webhooks_are_signed_with_the_secret_files_levels_and_every_forge_registers() 
         "tea-1",
     );
     assert_eq!(status, 200, "{body}");
-    let r = wait_repo(port, "tea/app", "followed from Gitea", |r| r["state"] == "following");
+    let r = wait_repo(port, "tea/app", "followed from Gitea", |r| {
+        r["state"] == "following"
+    });
     assert_eq!(
         r["followed_because"],
         "webhook for tea/app under in_repo_config.enabled[tea]"
@@ -649,7 +746,9 @@ fn webhooks_are_signed_with_the_secret_files_levels_and_every_forge_registers() 
         "lab-1",
     );
     assert_eq!(status, 200, "{body}");
-    wait_repo(port, "lab/app", "followed from GitLab", |r| r["state"] == "following");
+    wait_repo(port, "lab/app", "followed from GitLab", |r| {
+        r["state"] == "following"
+    });
     assert!(periodic(port, "lab/app:nightly").is_some());
     // A repository under no enabled key is not followed.
     assert!(repo(port, "acme/other").is_none());

@@ -108,7 +108,11 @@ fn repo_rows(views: Vec<crate::repos::RepoView>) -> Vec<RepoRow> {
                 ),
                 state: v.state,
                 last_webhook: r.last_webhook_at.map_or_else(|| "-".into(), fmt::time),
-                message: r.error.as_ref().map(|e| e.message.clone()).unwrap_or_default(),
+                message: r
+                    .error
+                    .as_ref()
+                    .map(|e| e.message.clone())
+                    .unwrap_or_default(),
                 problems: r
                     .error
                     .map(|e| e.diagnostics.iter().map(|d| split_diagnostic(d)).collect())
