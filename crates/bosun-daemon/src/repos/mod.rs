@@ -755,12 +755,17 @@ impl Repos {
             (
                 st.remote.clone(),
                 st.record.snapshot.as_ref().map(|s| s.commit.clone()),
-                st.record.retired.is_some(),
+                st.record.retired.as_ref().map(|r| r.reason.clone()),
             )
         };
-        if retired {
-            return Ok(Loaded::Retired);
-        }
+        // A repository retired as gone is still asked for: found again, its
+        // jobs come back. Any other retirement ends only by what made it
+        // (the configuration, an unarchive).
+        let gone = match &retired {
+            Some(reason) if reason.starts_with(GONE) => true,
+            Some(_) => return Ok(Loaded::Retired),
+            None => false,
+        };
         let mirror = Mirror::open(&self.mirrors, repo);
         // A pushed commit the mirror knows as an ancestor of the one applied
         // is an old delivery or a force-push back: the remote says which.
@@ -786,6 +791,10 @@ impl Repos {
             },
         };
         slot.state.locked().last_answer = Some(shared.clock.now());
+        if gone {
+            tracing::info!(repo, "found again: its jobs come back");
+            self.revive(shared, repo, GONE);
+        }
         if applied.as_deref() == Some(head.commit.as_str())
             && slot.state.locked().record.error.is_none()
         {
