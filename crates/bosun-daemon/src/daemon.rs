@@ -26,7 +26,7 @@ pub struct Daemon {
     /// The repositories followed from their remotes.
     pub repos: Arc<crate::repos::Repos>,
     /// The webhook intake's settings (`POST /hook`).
-    pub webhooks: crate::http::api::hook::Webhooks,
+    pub webhooks: crate::repos::webhooks::Webhooks,
 }
 
 impl Daemon {

@@ -35,10 +35,12 @@
 //!   firing calls neither git nor the network.
 //!
 //! [`hook`] processes stored webhook deliveries; [`resync`] asks every
-//! remote for its head on a timer.
+//! remote for its head on a timer; [`webhooks`] holds the intake's settings
+//! and the HMAC secret file's tokens.
 
 pub mod hook;
 pub mod resync;
+pub mod webhooks;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
