@@ -339,6 +339,32 @@ fn pushes_register_change_refuse_and_retire_in_repo_periodics() {
         metric(port, "bosun_repo_config_error{repo=\"acme/app\"}"),
         1.0
     );
+    // The same error on the dashboard's Config page, and from `bosun check`
+    // on a checkout of that commit.
+    let (status, page) = request(port, "GET", "/config", None, None);
+    assert_eq!(status, 200);
+    assert!(page.contains(r#"id="repos""#), "{page}");
+    assert!(
+        page.contains(&format!("acme/app@{third}/.lighthouse/jobs/triggers.yaml")),
+        "{page}"
+    );
+    let line = diagnostics[0].as_str().unwrap()[place.len()..]
+        .split(':')
+        .next()
+        .unwrap()
+        .to_string();
+    let checked = std::process::Command::new(env!("CARGO_BIN_EXE_bosun"))
+        .args(["check", "--in-repo"])
+        .arg(format!("acme/app={}", w.work.dir().display()))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&checked.stdout).to_string()
+        + &String::from_utf8_lossy(&checked.stderr);
+    assert!(!checked.status.success(), "{text}");
+    assert!(
+        text.contains(&format!(".lighthouse/jobs/triggers.yaml:{line}:")),
+        "bosun check names the same line {line}: {text}"
+    );
     let run = trigger(port, "acme/app:nightly");
     assert_eq!(run["refs"]["base_sha"], third.as_str());
     assert_eq!(
