@@ -143,7 +143,19 @@ fn walk_through(who: As) {
     let address = format!("127.0.0.1:{port}");
     for line in commands {
         let command = line.replace("localhost:8080", &address);
-        let out = Command::new("bash")
+        // A reader runs the commands as the user the daemon runs as (git
+        // refuses a repository another user owns).
+        let mut shell = match who {
+            As::Myself => Command::new("bash"),
+            As::Nobody => {
+                let mut c = Command::new("setpriv");
+                c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+                    .arg("bash")
+                    .env("HOME", checkout);
+                c
+            }
+        };
+        let out = shell
             .args(["-c", &command])
             .current_dir(checkout)
             .env("PATH", &path)
@@ -164,7 +176,10 @@ fn walk_through(who: As) {
     // The dashboard, as the README describes it: the dispatcher's chart and
     // its explanations; the clusters, which is trusted, and the user jobs
     // run as.
-    let (status, page) = request(port, "GET", "/dispatcher", None, None);
+    // (The page's list of moves is the last re-plan's: the followed
+    // repository's jobs, which arrive after the first plan, may be the last
+    // placed. A job's explanation is asked for by name.)
+    let (status, page) = request(port, "GET", "/dispatcher?job=post-app-build", None, None);
     assert_eq!(status, 200);
     assert!(page.contains(r#"id="plan-chart""#), "{page}");
     assert!(
