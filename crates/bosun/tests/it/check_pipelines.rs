@@ -394,12 +394,17 @@ spec:
 
 #[test]
 fn the_quickstart_is_clean() {
-    // As the README runs it, from the project's root.
+    // As the README runs it, from the project's root; the repository the
+    // quickstart follows from its remote checked from its directory here.
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let out = Command::new(env!("CARGO_BIN_EXE_bosun"))
         .args(["check", "--strict"])
         .args(["--config", "examples/quickstart/config.yaml"])
         .args(["--job-config", "examples/quickstart/jobs"])
+        .args([
+            "--in-repo",
+            "example/lighthouse-app=examples/quickstart/lighthouse-app",
+        ])
         .current_dir(&root)
         .env_remove("KUBECONFIG")
         .output()

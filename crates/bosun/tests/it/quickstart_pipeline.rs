@@ -1,7 +1,7 @@
 //! The quickstart's Lighthouse pipeline, end to end, as the README runs it:
 //! `bosun serve` on `examples/quickstart/` from the project's root, with the
-//! Lighthouse-style repository `examples/quickstart/lighthouse-app` loaded
-//! in-repo (the quickstart's `config.yaml` names it); `bosun run release-notes --follow` triggers its pipeline periodic
+//! Lighthouse-style repository `examples/quickstart/lighthouse-app` followed
+//! from the `file://` remote the quickstart's script makes; `bosun run release-notes --follow` triggers its pipeline periodic
 //! and follows its log. The pipeline runs on the quickstart's local `default`
 //! cluster, step by step: `draft` writes the notes into the shared
 //! workspace and gives a result, `publish` prints them with that result,
@@ -37,15 +37,16 @@ fn the_quickstarts_pipeline_periodic_runs_its_tasks_locally() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     // The project's root: the README's commands run there. The quickstart's
-    // config.yaml names the checkout (`in_repo:`, a path beside that file).
+    // script makes the remote its config.yaml follows (`in_repo:`, a
+    // `clone_uri` beside that file) and runs the daemon, here the built one.
     // As root, the quickstart's jobs run as nobody: the daemon runs from a
     // copy of the project every user can reach, its `bosun` included.
     let copy = common::reachable_copy(dir);
     let root = copy.checkout.clone();
     let daemon_log = dir.join("daemon.log");
-    let mut child = Command::new(copy.bin.join("bosun"))
-        .args(["serve", "--config", "examples/quickstart/config.yaml"])
-        .args(["--job-config", "examples/quickstart/jobs"])
+    let mut child = Command::new("bash")
+        .arg("examples/quickstart/serve")
+        .env("BOSUN", copy.bin.join("bosun"))
         .arg("--data-dir")
         .arg(dir.join("data"))
         .args(["--listen", "127.0.0.1:0"])
@@ -65,13 +66,18 @@ fn the_quickstarts_pipeline_periodic_runs_its_tasks_locally() {
         log: daemon_log,
     };
 
-    // The periodic is known by its in-repo identity; its cron has not fired.
-    let (status, body) = request(port, "GET", "/api/v1/periodics", None, None);
-    assert_eq!(status, 200, "{body}");
-    assert!(
-        body.contains("example/lighthouse-app:release-notes"),
-        "{body}"
-    );
+    // The periodic is known by its in-repo identity once the remote is
+    // cloned (nothing waits on it); its cron has not fired.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, body) = request(port, "GET", "/api/v1/periodics", None, None);
+        assert_eq!(status, 200, "{body}");
+        if body.contains("example/lighthouse-app:release-notes") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{body}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 
     // As the README says: trigger it and follow its log (a few kilobytes:
     // the pipes do not fill while it runs).
