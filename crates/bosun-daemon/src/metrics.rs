@@ -102,6 +102,8 @@ pub struct Metrics {
     pub repo_resync_lag: Family<Labels, FloatGauge>,
     /// Per followed repository: 1 while its last load failed.
     pub repo_error: Family<Labels, Gauge>,
+    /// Seconds from a webhook delivery's acceptance to its processing.
+    pub delivery_latency: Histogram,
 }
 
 /// The labels of a periodic's series: its job name and its identity.
@@ -297,7 +299,14 @@ impl Metrics {
             "Per followed repository: 1 while its last load failed (the last good snapshot stays in force)",
             repo_error.clone(),
         );
+        let delivery_latency = Histogram::new(exponential_buckets(0.001, 2.0, 17));
+        registry.register(
+            "bosun_webhook_delivery_processed_seconds",
+            "Seconds from a webhook delivery's acceptance (stored, answered 200) to its processing (its effect recorded)",
+            delivery_latency.clone(),
+        );
         Arc::new(Metrics {
+            delivery_latency,
             webhook_counter,
             webhook_response_codes,
             repo_loads,

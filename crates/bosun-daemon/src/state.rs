@@ -320,6 +320,13 @@ impl Shared {
     pub fn set_snapshot(&self, snapshot: Snapshot) {
         let now = self.clock.now();
         let snapshot = Arc::new(snapshot);
+        self.put_snapshot(snapshot.clone());
+        self.install_periodics(&snapshot, now);
+    }
+
+    /// `snapshot` in force with the clusters in force, and the status's
+    /// counts.
+    fn put_snapshot(&self, snapshot: Arc<Snapshot>) {
         {
             let mut slot = self.in_force.write_locked();
             let clusters = slot.clusters.clone();
@@ -328,7 +335,6 @@ impl Shared {
                 clusters,
             });
         }
-        self.install_periodics(&snapshot, now);
         let mut status = self.config_status();
         let counts = snapshot.counts();
         status.version = snapshot.version;
@@ -338,19 +344,49 @@ impl Shared {
         self.set_config_status(status);
     }
 
-    /// `base` (the snapshot in force) with `change`'s repository's jobs
-    /// replaced (`None`: removed), put in force; without a change, the
-    /// scheduler's templates only are made again (a repository's head
-    /// moved). The caller holds the repositories' compose lock.
+    /// `base` (the snapshot in force) with `repo`'s jobs replaced by
+    /// `change` (`Some(None)`: removed) and put in force; with no change,
+    /// `repo`'s periodics' templates only are made again (its head moved).
+    /// Only `repo`'s periodics are given to the scheduler again: the others'
+    /// entries are untouched. The caller holds the repositories' compose
+    /// lock.
     pub fn put_repo_jobs(
         &self,
         base: &Snapshot,
-        change: Option<(String, Option<bosun_config::RepoJobs>)>,
+        repo: &str,
+        change: Option<Option<bosun_config::RepoJobs>>,
     ) {
-        match change {
-            Some(change) => self.set_snapshot(base.with_repos([change])),
-            None => self.install_periodics(base, self.clock.now()),
+        let now = self.clock.now();
+        let snapshot = match change {
+            Some(jobs) => {
+                let snapshot = Arc::new(base.with_repos([(repo.to_string(), jobs)]));
+                self.put_snapshot(snapshot.clone());
+                snapshot
+            }
+            None => self.snapshot(),
+        };
+        let prefix = format!("{repo}:");
+        let owned = |identity: &str| identity.starts_with(&prefix);
+        let commits = self.repo_commits.read_locked().clone();
+        let mut jobs = bosun_scheduler::config::jobs_where(
+            &snapshot,
+            |p| matches!(&p.source, bosun_config::types::JobSource::InRepo { repo: r, .. } if r == repo),
+        );
+        for job in &mut jobs {
+            stamp_commits(&mut job.template, &commits);
         }
+        let mut scheduler = self.scheduler.locked();
+        let gone: Vec<String> = scheduler
+            .jobs()
+            .map(|j| j.identity.to_string())
+            .filter(|id| owned(id) && !jobs.iter().any(|j| &*j.identity == id))
+            .collect();
+        scheduler.set_jobs_where(jobs, now, owned);
+        drop(scheduler);
+        for id in gone {
+            self.metrics.forget_periodic(&id);
+        }
+        self.scheduler_wake.notify_one();
     }
 
     /// Gives the scheduler the periodics of `snapshot` (added, changed,

@@ -101,9 +101,14 @@ impl GitServer {
         let thread = {
             let (server, state, stop, root) =
                 (server.clone(), state.clone(), stop.clone(), root.clone());
+            // Each request on a thread of its own, as a forge serves
+            // clients side by side.
             std::thread::spawn(move || loop {
                 match server.recv() {
-                    Ok(request) => handle(&root, &state, request),
+                    Ok(request) => {
+                        let (root, state) = (root.clone(), state.clone());
+                        std::thread::spawn(move || handle(&root, &state, request));
+                    }
                     Err(_) if stop.load(Ordering::SeqCst) => break,
                     Err(_) => continue,
                 }

@@ -1,6 +1,6 @@
 //! The scheduler entries of a configuration snapshot.
 
-use bosun_config::{GoDuration, Snapshot};
+use bosun_config::{GoDuration, Periodic, Snapshot};
 use bosun_schedule::decide::{Policy, RetryPolicy, Trigger};
 use bosun_schedule::{ParseOptions, Schedule};
 use bosun_store::template::{initial_state, RunTemplate};
@@ -14,9 +14,16 @@ fn secs(d: Option<&str>) -> Option<u64> {
 
 /// The scheduler entries of a snapshot (validated, so every schedule parses).
 pub fn jobs(snapshot: &Snapshot) -> Vec<PeriodicJob> {
+    jobs_where(snapshot, |_| true)
+}
+
+/// The scheduler entries of the snapshot's periodics that `pick` picks (a
+/// followed repository's, whose jobs alone changed).
+pub fn jobs_where(snapshot: &Snapshot, pick: impl Fn(&Periodic) -> bool) -> Vec<PeriodicJob> {
     snapshot
         .periodics
         .iter()
+        .filter(|p| pick(p))
         .filter_map(|p| {
             let identity = p.identity();
             let k = &p.kind;

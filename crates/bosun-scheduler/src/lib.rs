@@ -137,6 +137,20 @@ impl Scheduler {
     /// `now`, unchanged ones keep their timers, removed ones leave (their queue
     /// entries are dropped lazily).
     pub fn set_jobs(&mut self, jobs: Vec<PeriodicJob>, now: Timestamp) {
+        self.set_jobs_where(jobs, now, |_| true);
+    }
+
+    /// [`Scheduler::set_jobs`] for the periodics `owned` says are this set's
+    /// (a followed repository's, by identity): `jobs` replaces them, and only
+    /// they are removed when `jobs` has them no more; the others are left as
+    /// they are. Every job of `jobs` must be owned.
+    pub fn set_jobs_where(
+        &mut self,
+        jobs: Vec<PeriodicJob>,
+        now: Timestamp,
+        owned: impl Fn(&str) -> bool,
+    ) {
+        debug_assert!(jobs.iter().all(|j| owned(&j.identity)));
         let mut keep = std::collections::HashSet::with_capacity(jobs.len());
         for job in jobs {
             keep.insert(job.identity.clone());
@@ -181,7 +195,7 @@ impl Scheduler {
         let gone: Vec<Arc<str>> = self
             .index
             .keys()
-            .filter(|id| !keep.contains(*id))
+            .filter(|id| owned(id) && !keep.contains(*id))
             .cloned()
             .collect();
         for id in gone {

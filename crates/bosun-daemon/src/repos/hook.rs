@@ -118,6 +118,7 @@ async fn worker(
             batch.push(d);
         }
         let mut done: Vec<u64> = Vec::new();
+        let mut received = Vec::new();
         let mut push: Option<(String, String)> = None;
         for d in batch {
             match action(&shared, &repos, &d) {
@@ -134,12 +135,18 @@ async fn worker(
                 Action::Nothing => {}
             }
             done.push(d.seq);
+            received.push(d.received_at);
         }
         flush(&shared, &repos, &mut push).await;
         let s = shared.clone();
         let at = s.clock.now();
         let marked = tokio::task::spawn_blocking(move || s.store.mark_processed(&done, at)).await;
-        if !matches!(marked, Ok(Ok(()))) {
+        if matches!(marked, Ok(Ok(()))) {
+            for r in received {
+                let waited = at.duration_since(r).as_secs_f64().max(0.0);
+                shared.metrics.delivery_latency.observe(waited);
+            }
+        } else {
             tracing::warn!("cannot mark webhook deliveries processed; they are processed again at the next start");
         }
     }

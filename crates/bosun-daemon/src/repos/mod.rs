@@ -158,6 +158,9 @@ pub struct Repos {
     pub deliveries_wake: tokio::sync::Notify,
     /// `repos.resync`, `repos.gone_after` of the configuration in force.
     timing: Mutex<(Duration, Duration)>,
+    /// Moves with every [`Repos::compose`] (a central configuration put in
+    /// force): a load made against the one before is checked again.
+    central: std::sync::atomic::AtomicU64,
 }
 
 /// A repository as `GET /api/v1/repos` shows it.
@@ -322,6 +325,7 @@ impl Repos {
             resync_wake: tokio::sync::Notify::new(),
             deliveries_wake: tokio::sync::Notify::new(),
             timing: Mutex::new((Duration::from_secs(300), Duration::from_secs(3600))),
+            central: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -339,6 +343,10 @@ impl Repos {
         self.slots.read_locked().keys().cloned().collect()
     }
 
+    fn central_generation(&self) -> u64 {
+        self.central.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// `repos.resync` and `repos.gone_after` in force.
     pub fn timing(&self) -> (Duration, Duration) {
         *self.timing.locked()
@@ -347,9 +355,15 @@ impl Repos {
     /// `base` with `change` put in force (see [`Shared::put_repo_jobs`]),
     /// the repositories' commits published first. The caller holds the
     /// compose lock.
-    fn apply(&self, shared: &Shared, base: &Snapshot, change: Option<(String, Option<RepoJobs>)>) {
+    fn apply(
+        &self,
+        shared: &Shared,
+        base: &Snapshot,
+        repo: &str,
+        change: Option<Option<RepoJobs>>,
+    ) {
         shared.set_repo_commits(self.commits());
-        shared.put_repo_jobs(base, change);
+        shared.put_repo_jobs(base, repo, change);
     }
 
     /// Per followed repository that is not retired: its branch head last
@@ -418,6 +432,8 @@ impl Repos {
         kube_contexts: &[String],
         now: Timestamp,
     ) -> Snapshot {
+        self.central
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         *self.timing.locked() = (
             central.config.repos.resync_interval(),
             central.config.repos.gone_after(),
@@ -813,10 +829,10 @@ impl Repos {
                 tracing::info!(repo, from = %a, to = %commit, "the branch was force-pushed: its new head applies");
             }
         }
-        // The load and its application happen on the job set in force now,
-        // one change at a time.
-        let _compose = self.compose.locked();
+        // Loaded off the compose lock, against the central configuration in
+        // force; checked again under it if a central reload came between.
         let now = shared.clock.now();
+        let central = self.central_generation();
         let base = shared.snapshot();
         let root = root_of(repo, &commit);
         let files = CommitFiles::open(synced.mirror.repo(), &commit, &root)
@@ -867,7 +883,8 @@ impl Repos {
             metrics.set_repo_error(repo, true);
             drop(st);
             // The head moved: in-repo periodics' refs follow it.
-            self.apply(shared, &base, None::<(String, Option<RepoJobs>)>);
+            let _compose = self.compose.locked();
+            self.apply(shared, &shared.snapshot(), repo, None);
             return Ok(Loaded::Refused(commit));
         };
         let mut contents = BTreeMap::new();
@@ -910,7 +927,42 @@ impl Repos {
         // Stored before it is in force: a restart composes what was applied.
         shared.store.put_repo(&st.record)?;
         drop(st);
-        self.apply(shared, &base, Some((repo.to_string(), Some(jobs))));
+        let _compose = self.compose.locked();
+        let jobs = if self.central_generation() == central {
+            jobs
+        } else {
+            let st = slot.state.locked();
+            let stored = st.record.snapshot.clone().expect("just stored");
+            drop(st);
+            let branch = synced.branch.clone();
+            match jobs_of(
+                &shared.snapshot(),
+                repo,
+                &branch,
+                &stored,
+                &opts.kubeconfig_clusters,
+            ) {
+                Ok(jobs) => jobs,
+                Err(diagnostics) => {
+                    // The reload that came between refuses them: what it
+                    // put in force stays, and says why.
+                    let mut st = slot.state.locked();
+                    st.record.error = Some(RepoError {
+                        commit: Some(commit.clone()),
+                        at: now,
+                        message: format!(
+                            "the central configuration refuses the jobs of {repo} at {}; their last good form stays in force",
+                            short(&commit)
+                        ),
+                        diagnostics,
+                    });
+                    shared.store.put_repo(&st.record)?;
+                    metrics.set_repo_error(repo, true);
+                    return Ok(Loaded::Refused(commit));
+                }
+            }
+        };
+        self.apply(shared, &shared.snapshot(), repo, Some(Some(jobs)));
         metrics.repo_load("success");
         metrics.set_repo_error(repo, false);
         tracing::info!(repo, commit = %commit, by, "repository configuration in force");
@@ -934,16 +986,11 @@ impl Repos {
         st.next_check = Instant::now() + resync;
         let _ = shared.store.put_repo(&st.record);
         drop(st);
-        shared
-            .metrics
-            .set_repo_error(&shared_repo_name(slot), false);
+        let repo = shared_repo_name(slot);
+        shared.metrics.set_repo_error(&repo, false);
         if moved {
             let _compose = self.compose.locked();
-            self.apply(
-                shared,
-                &shared.snapshot(),
-                None::<(String, Option<RepoJobs>)>,
-            );
+            self.apply(shared, &shared.snapshot(), &repo, None);
         }
     }
 
@@ -990,7 +1037,7 @@ impl Repos {
         if retire {
             tracing::warn!(repo = %repo, "gone for longer than repos.gone_after: its jobs are retired");
             let _compose = self.compose.locked();
-            self.apply(shared, &shared.snapshot(), Some((repo, None)));
+            self.apply(shared, &shared.snapshot(), &repo, Some(None));
         }
         LoadFailure::Git(e.to_string())
     }
@@ -1015,7 +1062,7 @@ impl Repos {
             let _ = shared.store.put_repo(&st.record);
         }
         let _compose = self.compose.locked();
-        self.apply(shared, &shared.snapshot(), Some((repo.to_string(), None)));
+        self.apply(shared, &shared.snapshot(), repo, Some(None));
         true
     }
 
@@ -1047,7 +1094,7 @@ impl Repos {
         });
         drop(st);
         if let Some(jobs) = jobs {
-            self.apply(shared, &base, Some((repo.to_string(), Some(jobs))));
+            self.apply(shared, &base, repo, Some(Some(jobs)));
         }
         self.resync_wake.notify_one();
         true
