@@ -469,3 +469,66 @@ impl Shared {
         self.periodics_evaluated.load(Ordering::Acquire)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bosun_config::source::MemFiles;
+    use bosun_config::types::InRepoSource;
+
+    /// The scheduler's template of a followed repository's periodic carries
+    /// the branch head as its refs' `base_sha` and the definition's commit
+    /// as an annotation; a central periodic's is left as it is.
+    #[test]
+    fn in_repo_periodics_fire_with_the_head_and_name_their_definitions_commit() {
+        let mut files = MemFiles::new();
+        files.file(
+            "/c/jobs/jobs.yaml",
+            "periodics:\n- name: central\n  interval: 1h\n  spec: {containers: [{image: x, command: [\"true\"]}]}\n",
+        );
+        files.file(
+            "/r/.lighthouse/jobs/triggers.yaml",
+            "apiVersion: config.lighthouse.jenkins-x.io/v1alpha1\nkind: TriggerConfig\nspec:\n  periodics:\n  - name: nightly\n    cron: \"0 3 * * *\"\n    spec: {containers: [{image: x, command: [\"true\"]}]}\n",
+        );
+        let opts = bosun_config::LoadOptions {
+            job_config: vec!["/c/jobs".into()],
+            in_repo: vec![InRepoSource {
+                repo: "o/r".into(),
+                path: "/r".into(),
+                branch: Some("main".into()),
+                ..InRepoSource::default()
+            }],
+            ..bosun_config::LoadOptions::default()
+        };
+        let loaded = bosun_config::load(&opts, &files);
+        let snapshot = loaded.snapshot.expect("valid");
+        let commits: RepoCommits =
+            [("o/r".to_string(), ("h3ad".to_string(), "d3f".to_string()))].into();
+        let jobs = scheduler_jobs(&snapshot, &commits);
+        let job = |id: &str| jobs.iter().find(|j| &*j.identity == id).unwrap();
+        let nightly = &job("o/r:nightly").template;
+        let refs = nightly.refs.as_ref().unwrap();
+        assert_eq!(
+            (refs.base_ref.as_deref(), refs.base_sha.as_deref()),
+            (Some("main"), Some("h3ad"))
+        );
+        assert_eq!(
+            nightly
+                .annotations
+                .get(DEFINITION_COMMIT)
+                .map(String::as_str),
+            Some("d3f")
+        );
+        let central = &job("central").template;
+        assert!(central.refs.is_none());
+        assert!(!central.annotations.contains_key(DEFINITION_COMMIT));
+        // Without the repository's commits, nothing is stamped.
+        let bare = scheduler_jobs(&snapshot, &RepoCommits::new());
+        let nightly = &bare
+            .iter()
+            .find(|j| &*j.identity == "o/r:nightly")
+            .unwrap()
+            .template;
+        assert_eq!(nightly.refs.as_ref().unwrap().base_sha, None);
+    }
+}

@@ -673,8 +673,13 @@ impl Repos {
         )
     }
 
-    /// Every followed repository as the API shows it.
-    pub fn views(&self, snapshot: &Snapshot) -> Vec<RepoView> {
+    /// Every followed repository as the API shows it, with the jobs in
+    /// force: read under the compose lock, so a repository's record and
+    /// the job set in force agree.
+    pub fn views(&self, shared: &Shared) -> Vec<RepoView> {
+        let _compose = self.compose.locked();
+        let snapshot = shared.snapshot();
+        let snapshot = &*snapshot;
         let slots: Vec<Arc<Slot>> = self.slots.read_locked().values().cloned().collect();
         slots
             .iter()
@@ -685,9 +690,11 @@ impl Repos {
             .collect()
     }
 
-    /// One repository as the API shows it.
-    pub fn view(&self, repo: &str, snapshot: &Snapshot) -> Option<RepoView> {
+    /// One repository as the API shows it (see [`Repos::views`]).
+    pub fn view(&self, repo: &str, shared: &Shared) -> Option<RepoView> {
         let slot = self.slot(repo)?;
+        let _compose = self.compose.locked();
+        let snapshot = &*shared.snapshot();
         let st = slot.state.locked();
         Some(view(&st, snapshot))
     }
@@ -716,6 +723,19 @@ impl Repos {
             }
         }
         (due, next)
+    }
+
+    /// How many followed repositories have no snapshot yet (their first
+    /// load is to come).
+    fn without_snapshot(&self) -> usize {
+        let slots = self.slots.read_locked();
+        slots
+            .values()
+            .filter(|s| {
+                let st = s.state.locked();
+                st.record.snapshot.is_none() && st.record.retired.is_none()
+            })
+            .count()
     }
 
     /// Seconds since each followed repository's remote last answered.
@@ -819,10 +839,19 @@ impl Repos {
             self.saw_head(shared, slot, &head.commit, by);
             return Ok(Loaded::Unchanged(head.commit));
         }
+        let first = mirror.is_none();
+        let started = Instant::now();
+        if first {
+            tracing::info!(repo, url = %remote.url(), "cloning the repository (its first load)");
+        }
         let synced = match Mirror::sync(&self.mirrors, &remote, &head) {
             Ok(s) => s,
             Err(e) => return Err(self.git_failed(shared, slot, e)),
         };
+        if first {
+            let waiting = self.without_snapshot().saturating_sub(1);
+            tracing::info!(repo, elapsed = ?started.elapsed(), waiting, "cloned; repositories still waiting for their first load: {waiting}");
+        }
         let commit = synced.commit.clone();
         if let Some(a) = &applied {
             if a != &commit && !synced.mirror.is_ancestor(a, &commit).unwrap_or(false) {
@@ -857,7 +886,7 @@ impl Repos {
         let (resync, _) = self.timing();
         st.next_check = Instant::now() + resync;
         st.last_answer = Some(now);
-        let Some(jobs) = loaded.jobs else {
+        let Some(mut jobs) = loaded.jobs else {
             let errors: Vec<String> = loaded
                 .diagnostics
                 .iter()
@@ -896,8 +925,13 @@ impl Repos {
         }
         let list = job_list(&jobs);
         let key = |j: &RepoJob| (j.kind.clone(), j.name.clone());
-        let before: BTreeSet<(String, String)> = st
-            .record
+        // The record as it is once this snapshot is in force: stored first
+        // (a restart composes what was applied), in memory with the job set
+        // in force, under the compose lock, so that a reader holding it sees
+        // both or neither.
+        let mut next = st.record.clone();
+        drop(st);
+        let before: BTreeSet<(String, String)> = next
             .snapshot
             .as_ref()
             .map(|s| s.jobs.iter().map(key).collect())
@@ -905,7 +939,7 @@ impl Repos {
         let after: BTreeSet<(String, String)> = list.iter().map(key).collect();
         for (kind, name) in before.difference(&after) {
             tracing::info!(repo, kind = %kind, job = %name, commit = %commit, "retired: its repository's configuration no longer defines it");
-            st.record.retire_job(RetiredJob {
+            next.retire_job(RetiredJob {
                 kind: kind.clone(),
                 name: name.clone(),
                 at: now,
@@ -913,55 +947,60 @@ impl Repos {
                 reason: format!("no longer defined at {}", short(&commit)),
             });
         }
-        st.record
-            .retired_jobs
+        next.retired_jobs
             .retain(|r| !after.contains(&(r.kind.clone(), r.name.clone())));
-        st.record.snapshot = Some(RepoSnapshot {
+        next.snapshot = Some(RepoSnapshot {
             commit: commit.clone(),
             loaded_at: now,
             files: contents,
             dirs: files.dirs_listed(),
             jobs: list,
         });
-        st.record.error = None;
-        // Stored before it is in force: a restart composes what was applied.
-        shared.store.put_repo(&st.record)?;
-        drop(st);
+        next.error = None;
+        shared.store.put_repo(&next)?;
         let _compose = self.compose.locked();
-        let jobs = if self.central_generation() == central {
-            jobs
+        let refused = if self.central_generation() == central {
+            None
         } else {
-            let st = slot.state.locked();
-            let stored = st.record.snapshot.clone().expect("just stored");
-            drop(st);
-            let branch = synced.branch.clone();
-            match jobs_of(
+            let stored = next.snapshot.as_ref().expect("just set");
+            let checked = jobs_of(
                 &shared.snapshot(),
                 repo,
-                &branch,
-                &stored,
+                &synced.branch,
+                stored,
                 &opts.kubeconfig_clusters,
-            ) {
-                Ok(jobs) => jobs,
-                Err(diagnostics) => {
-                    // The reload that came between refuses them: what it
-                    // put in force stays, and says why.
-                    let mut st = slot.state.locked();
-                    st.record.error = Some(RepoError {
-                        commit: Some(commit.clone()),
-                        at: now,
-                        message: format!(
-                            "the central configuration refuses the jobs of {repo} at {}; their last good form stays in force",
-                            short(&commit)
-                        ),
-                        diagnostics,
-                    });
-                    shared.store.put_repo(&st.record)?;
-                    metrics.set_repo_error(repo, true);
-                    return Ok(Loaded::Refused(commit));
+            );
+            match checked {
+                Ok(again) => {
+                    jobs = again;
+                    None
                 }
+                // The reload that came between refuses them: what it put in
+                // force stays, and says why.
+                Err(diagnostics) => Some(RepoError {
+                    commit: Some(commit.clone()),
+                    at: now,
+                    message: format!(
+                        "the central configuration refuses the jobs of {repo} at {}; their last good form stays in force",
+                        short(&commit)
+                    ),
+                    diagnostics,
+                }),
             }
         };
+        {
+            let mut st = slot.state.locked();
+            st.record.snapshot = next.snapshot;
+            st.record.retired_jobs = next.retired_jobs;
+            st.record.error = refused.clone();
+            if refused.is_some() {
+                shared.store.put_repo(&st.record)?;
+            }
+        }
+        if refused.is_some() {
+            metrics.set_repo_error(repo, true);
+            return Ok(Loaded::Refused(commit));
+        }
         self.apply(shared, &shared.snapshot(), repo, Some(Some(jobs)));
         metrics.repo_load("success");
         metrics.set_repo_error(repo, false);

@@ -792,3 +792,106 @@ fn webhooks_are_signed_with_the_secret_files_levels_and_every_forge_registers() 
     assert!(metric(port, "prow_webhook_response_codes{response_code=\"403\"}") >= 4.0);
     assert!(metric(port, "prow_webhook_response_codes{response_code=\"413\"}") >= 1.0);
 }
+
+/// A remote that needs a token is followed with `in_repo[].token_file`,
+/// sent as a header: the token is never in the API's answers nor the log;
+/// a wrong token is an error that says what to check.
+#[test]
+fn a_remote_needing_a_token_is_followed_with_the_token_file_and_never_shows_it() {
+    use base64::Engine as _;
+    let (_d, dir) = tmp();
+    let w = World::new(&dir, "");
+    let token = "tok-3f9a1c7e5b2d";
+    let basic = base64::engine::general_purpose::STANDARD.encode(format!("x-access-token:{token}"));
+    w.git.require_authorization(Some(&format!("Basic {basic}")));
+    std::fs::write(dir.join("token"), "wrong-token\n").unwrap();
+    std::fs::write(
+        dir.join("config.yaml"),
+        format!(
+            "build_clusters:\n  default: {{kind: local}}\nin_repo:\n- repo: acme/app\n  clone_uri: {}\n  branch: main\n  token_file: token\n",
+            w.git.url("acme/app")
+        ),
+    )
+    .unwrap();
+    let daemon = w.start(&[]);
+    let port = daemon.port;
+    let r = wait_repo(port, "acme/app", "refused", |r| r["state"] == "error");
+    let message = r["error"]["message"].as_str().unwrap();
+    assert!(message.contains("acme/app"), "{message}");
+    // The token file is read at each use: the right token, then a refresh.
+    std::fs::write(dir.join("token"), format!("{token}\n")).unwrap();
+    let (status, body) = request(port, "POST", "/api/v1/repos/acme/app/refresh", None, None);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(json(&body)["outcome"], "applied");
+    assert!(periodic(port, "acme/app:nightly").is_some());
+    let (_, all) = request(port, "GET", "/api/v1/repos", None, None);
+    let log = std::fs::read_to_string(&daemon.log).unwrap();
+    for text in [&all, &log] {
+        assert!(!text.contains(token) && !text.contains(&basic), "{text}");
+        assert!(!text.contains("wrong-token"), "{text}");
+    }
+}
+
+/// GitHub's `repository` events: an archived repository's jobs are retired
+/// and come back when it is unarchived; a deleted or renamed one's are
+/// retired, with the reason.
+#[test]
+fn repository_events_retire_and_bring_back_a_repositorys_jobs() {
+    let (_d, dir) = tmp();
+    let w = World::new(&dir, "");
+    w.git.create("acme/lib", "main");
+    w.work.push(&w.git.repo_dir("acme/lib"), "main", false);
+    std::fs::write(
+        dir.join("config.yaml"),
+        format!(
+            "build_clusters:\n  default: {{kind: local}}\nin_repo:\n- {{repo: acme/app, clone_uri: '{}', branch: main}}\n- {{repo: acme/lib, clone_uri: '{}', branch: main}}\n",
+            w.git.url("acme/app"),
+            w.git.url("acme/lib")
+        ),
+    )
+    .unwrap();
+    let daemon = w.start(&[]);
+    let port = daemon.port;
+    for repo in ["acme/app", "acme/lib"] {
+        wait_repo(port, repo, "the first load", |r| r["state"] == "following");
+    }
+    let event = |action: &str, repo: &str, renamed_from: Option<&str>| {
+        let mut body = fixture_json("github/repository-deleted.json");
+        let (org, name) = repo.split_once('/').unwrap();
+        body["action"] = json!(action);
+        body["repository"]["full_name"] = json!(repo);
+        body["repository"]["name"] = json!(name);
+        body["repository"]["owner"]["login"] = json!(org);
+        body["organization"]["login"] = json!(org);
+        body["repository"]["archived"] = json!(action == "archived");
+        if let Some(from) = renamed_from {
+            body["changes"] = json!({"repository": {"name": {"from": from}}});
+        }
+        serde_json::to_vec(&body).unwrap()
+    };
+    let send_event = |action: &str, repo: &str, from: Option<&str>, id: &str| {
+        let req = Request::github("repository", event(action, repo, from), TOKEN);
+        let (status, body) = send(port, req, id);
+        assert_eq!(status, 200, "{body}");
+    };
+    send_event("archived", "acme/app", None, "r-1");
+    let r = wait_repo(port, "acme/app", "archived", |r| r["state"] == "retired");
+    assert_eq!(r["retired"]["reason"], "archived (repository webhook)");
+    wait_periodic(port, "acme/app:nightly", "retired", |p| p.is_none());
+    send_event("unarchived", "acme/app", None, "r-2");
+    wait_repo(port, "acme/app", "unarchived", |r| {
+        r["state"] == "following"
+    });
+    wait_periodic(port, "acme/app:nightly", "back", |p| p.is_some());
+    // Renamed: the old name's jobs retire.
+    send_event("renamed", "acme/library", Some("lib"), "r-3");
+    let r = wait_repo(port, "acme/lib", "renamed", |r| r["state"] == "retired");
+    assert_eq!(
+        r["retired"]["reason"],
+        "renamed to acme/library (repository webhook)"
+    );
+    wait_periodic(port, "acme/lib:nightly", "retired", |p| p.is_none());
+    send_event("deleted", "acme/app", None, "r-4");
+    let r = wait_repo(port, "acme/app", "deleted", |r| r["state"] == "retired");
+    assert_eq!(r["retired"]["reason"], "deleted (repository webhook)");
+}

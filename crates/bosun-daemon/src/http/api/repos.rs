@@ -20,7 +20,7 @@ const REFRESH_WAIT: Duration = Duration::from_secs(120);
 /// `GET /api/v1/repos`.
 pub async fn list(State(daemon): State<Arc<Daemon>>) -> Response {
     let shared = &daemon.shared;
-    let repos = daemon.repos.views(&shared.snapshot());
+    let repos = daemon.repos.views(shared);
     Json(serde_json::json!({ "repos": repos })).into_response()
 }
 
@@ -33,7 +33,7 @@ pub async fn get(
     let shared = &daemon.shared;
     let view = daemon
         .repos
-        .view(&repo, &shared.snapshot())
+        .view(&repo, shared)
         .ok_or_else(|| ApiError::NotFound(format!("bosun does not follow {repo}")))?;
     Ok(Json(view).into_response())
 }
@@ -67,7 +67,7 @@ pub async fn refresh(
         }
         Err(e) => return Err(ApiError::Unprocessable(e.to_string())),
     };
-    let view = daemon.repos.view(&repo, &shared.snapshot());
+    let view = daemon.repos.view(&repo, &shared);
     Ok(Json(serde_json::json!({
         "outcome": outcome,
         "commit": commit,

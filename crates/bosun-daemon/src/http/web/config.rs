@@ -150,7 +150,7 @@ pub async fn page(ctx: Ctx, State(web): State<Arc<Web>>) -> Response {
         notes: s.notes.clone(),
         clusters: shared.clusters().defs.len(),
         sources,
-        repos: repo_rows(web.daemon.repos.views(&shared.snapshot())),
+        repos: repo_rows(web.daemon.repos.views(shared)),
     };
     ctx.page(StatusCode::OK, &page)
 }
