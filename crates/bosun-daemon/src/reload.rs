@@ -93,12 +93,7 @@ pub fn reload(daemon: &Daemon, reason: &str) -> bool {
     let repos = &daemon.repos;
     let compose = repos.composing();
     let previous = app.snapshot();
-    let kube: Vec<String> = app
-        .config_args
-        .kube_contexts()
-        .into_iter()
-        .map(|c| c.name)
-        .collect();
+    let kube = app.config_args.kube_context_names();
     let snapshot = repos.compose(
         &*app.store,
         &app.metrics,

@@ -165,12 +165,7 @@ fn serve_until_signal(args: &ServeArgs) -> Result<(), String> {
             .repos()
             .map_err(|e| format!("cannot read the followed repositories: {e}"))?,
     );
-    let kube: Vec<String> = args
-        .config
-        .kube_contexts()
-        .into_iter()
-        .map(|c| c.name)
-        .collect();
+    let kube = args.config.kube_context_names();
     let snapshot = repos.compose(
         &*store,
         &metrics,

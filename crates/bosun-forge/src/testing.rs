@@ -53,6 +53,37 @@ pub fn github_example(file: &str) -> Value {
     body
 }
 
+/// GitHub's example push (`push-branch-created.json`) as GitHub sends a
+/// push of `before..after` to the branch `main` of `repo` (`org/name`),
+/// its clone URL `clone_url` and default branch `main`; `forced` as GitHub
+/// says it.
+pub fn github_push(
+    repo: &str,
+    clone_url: &str,
+    before: &str,
+    after: &str,
+    forced: bool,
+) -> Vec<u8> {
+    let mut body = github_example("push-branch-created.json");
+    let (org, name) = repo.split_once('/').expect("org/name");
+    body["ref"] = json!("refs/heads/main");
+    body["before"] = json!(before);
+    body["after"] = json!(after);
+    body["created"] = json!(false);
+    body["forced"] = json!(forced);
+    body["compare"] = json!(format!(
+        "https://github.com/{repo}/compare/{before}...{after}"
+    ));
+    let r = &mut body["repository"];
+    r["name"] = json!(name);
+    r["full_name"] = json!(repo);
+    r["owner"]["login"] = json!(org);
+    r["owner"]["name"] = json!(org);
+    r["clone_url"] = json!(clone_url);
+    r["default_branch"] = json!("main");
+    bytes(&body)
+}
+
 /// [`github_example`] as the bytes GitHub sends.
 pub fn github_example_bytes(file: &str) -> Vec<u8> {
     bytes(&github_example(file))

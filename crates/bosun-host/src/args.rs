@@ -70,6 +70,11 @@ impl ConfigArgs {
         files
     }
 
+    /// The names of the kubeconfig files' contexts (build clusters too).
+    pub fn kube_context_names(&self) -> Vec<String> {
+        self.kube_contexts().into_iter().map(|c| c.name).collect()
+    }
+
     /// The contexts of the kubeconfig files (a file that cannot be read adds
     /// none; the loader reports it).
     pub fn kube_contexts(&self) -> Vec<bosun_cluster::registry::KubeContext> {

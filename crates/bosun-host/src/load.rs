@@ -35,7 +35,7 @@ use crate::args::ConfigArgs;
 pub fn load_checked(args: &ConfigArgs) -> Loaded {
     let mut loaded = load(&args.load_options(), &OsFiles);
     if let Some(snapshot) = &loaded.snapshot {
-        let contexts: Vec<String> = args.kube_contexts().into_iter().map(|c| c.name).collect();
+        let contexts = args.kube_context_names();
         let found = pipeline_diagnostics(snapshot, &contexts);
         if !found.is_empty() {
             loaded.diagnostics.extend(found);

@@ -28,9 +28,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bosun_forge::testing::{github_example, Request};
+use bosun_forge::testing::{github_example, github_push, Request};
 use bosun_git::testing::{GitServer, WorkRepo};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 const TOKEN: &[u8] = b"bench-token";
 
@@ -180,25 +180,6 @@ impl Hook {
     }
 }
 
-/// GitHub's example push, as GitHub sends a push of `before..after` to
-/// `repo`'s `main`.
-fn push_body(repo: &str, clone_url: &str, before: &str, after: &str) -> Vec<u8> {
-    let mut body = github_example("push-branch-created.json");
-    let (org, name) = repo.split_once('/').unwrap();
-    body["ref"] = json!("refs/heads/main");
-    body["before"] = json!(before);
-    body["after"] = json!(after);
-    body["created"] = json!(false);
-    let r = &mut body["repository"];
-    r["name"] = json!(name);
-    r["full_name"] = json!(repo);
-    r["owner"]["login"] = json!(org);
-    r["owner"]["name"] = json!(org);
-    r["clone_url"] = json!(clone_url);
-    r["default_branch"] = json!("main");
-    serde_json::to_vec(&body).unwrap()
-}
-
 /// `triggers.yaml` with 10 periodics, the last named `last`.
 fn triggers(last: &str) -> String {
     let mut out = String::from(
@@ -316,7 +297,13 @@ fn push_bench(bosun: &str, pushes: usize) {
     });
 
     // The schema check once: every body below has this shape.
-    let probe = push_body("bench/r0", &git.url("bench/r0"), &heads[0], &heads[0]);
+    let probe = github_push(
+        "bench/r0",
+        &git.url("bench/r0"),
+        &heads[0],
+        &heads[0],
+        false,
+    );
     let _ = Request::github("push", probe, TOKEN);
 
     let mut hook = Hook::connect(followed.port);
@@ -330,7 +317,7 @@ fn push_bench(bosun: &str, pushes: usize) {
         work.write(".lighthouse/jobs/triggers.yaml", &triggers(&name));
         let after = work.commit(&name);
         work.push(&git.repo_dir(&repo), "main", false);
-        let body = push_body(&repo, &git.url(&repo), &heads[r], &after);
+        let body = github_push(&repo, &git.url(&repo), &heads[r], &after, false);
         heads[r] = after;
         let req = Request::github_unchecked("push", body, TOKEN);
         // Turns: bosun's webhook, then the peer's pull.
@@ -372,7 +359,7 @@ fn push_bench(bosun: &str, pushes: usize) {
         work.write(".lighthouse/jobs/triggers.yaml", &triggers(&name));
         let after = work.commit(&name);
         work.push(&git.repo_dir(&repo), "main", false);
-        let body = push_body(&repo, &git.url(&repo), &heads[r], &after);
+        let body = github_push(&repo, &git.url(&repo), &heads[r], &after, false);
         burst.push((repo, name, Request::github_unchecked("push", body, TOKEN)));
     }
     let burst = Arc::new(burst);

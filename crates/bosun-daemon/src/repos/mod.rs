@@ -1181,12 +1181,7 @@ fn short(commit: &str) -> &str {
 }
 
 fn kube_context_names(shared: &Shared) -> Vec<String> {
-    shared
-        .config_args
-        .kube_contexts()
-        .into_iter()
-        .map(|c| c.name)
-        .collect()
+    shared.config_args.kube_context_names()
 }
 
 /// A stored snapshot's jobs, checked against `base`; the errors when it

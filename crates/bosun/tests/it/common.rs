@@ -64,6 +64,12 @@ pub fn request_full(
         .map(|t| format!("Authorization: Bearer {t}\r\n"))
         .unwrap_or_default();
     write!(s, "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n{auth}Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
+    answer(s)
+}
+
+/// The answer on `s` (a request sent with `Connection: close`): status,
+/// head and body.
+pub fn answer(mut s: TcpStream) -> (u16, String, String) {
     let mut out = String::new();
     let _ = s.read_to_string(&mut out);
     let status = out

@@ -5,16 +5,16 @@
 //! every GitHub payload validated against GitHub's webhook description
 //! first), by its resync, and by refreshes over the API and the CLI.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use bosun_forge::testing::{fixture_json, github_example, Request};
+use bosun_forge::testing::{fixture_json, github_example, github_push, Request};
 use bosun_git::testing::{GitServer, WorkRepo};
 use serde_json::{json, Value};
 
-use crate::common::{json, request, serve, tmp, Serve};
+use crate::common::{answer, json, request, serve, tmp, Serve};
 
 /// The token the tests' secret file gives every repository.
 const TOKEN: &[u8] = b"s3cret-token";
@@ -105,29 +105,6 @@ impl World {
     }
 }
 
-/// GitHub's push example, as GitHub sends a push of `before..after` to
-/// `org/name`'s `main` (its clone URL `clone_url`).
-fn github_push(repo: &str, clone_url: &str, before: &str, after: &str, forced: bool) -> Vec<u8> {
-    let mut body = github_example("push-branch-created.json");
-    let (org, name) = repo.split_once('/').unwrap();
-    body["ref"] = json!("refs/heads/main");
-    body["before"] = json!(before);
-    body["after"] = json!(after);
-    body["created"] = json!(false);
-    body["forced"] = json!(forced);
-    body["compare"] = json!(format!(
-        "https://github.com/{repo}/compare/{before}...{after}"
-    ));
-    let r = &mut body["repository"];
-    r["name"] = json!(name);
-    r["full_name"] = json!(repo);
-    r["owner"]["login"] = json!(org);
-    r["owner"]["name"] = json!(org);
-    r["clone_url"] = json!(clone_url);
-    r["default_branch"] = json!("main");
-    serde_json::to_vec(&body).unwrap()
-}
-
 /// Sends `req` to `POST /hook` with delivery id `id`: status and body.
 fn send(port: u16, req: Request, id: &str) -> (u16, String) {
     let req = if req.headers.contains_key("X-GitHub-Delivery") {
@@ -164,17 +141,7 @@ fn raw(port: u16, req: &Request) -> (u16, String) {
     head.push_str("\r\n");
     s.write_all(head.as_bytes()).unwrap();
     let _ = s.write_all(&req.body);
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    let status = out
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = out
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
+    let (status, _, body) = answer(s);
     (status, body)
 }
 
