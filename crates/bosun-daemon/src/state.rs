@@ -344,43 +344,49 @@ impl Shared {
         self.set_config_status(status);
     }
 
-    /// `base` (the snapshot in force) with `repo`'s jobs replaced by
-    /// `change` (`Some(None)`: removed) and put in force; with no change,
-    /// `repo`'s periodics' templates only are made again (its head moved).
-    /// Only `repo`'s periodics are given to the scheduler again: the others'
-    /// entries are untouched. The caller holds the repositories' compose
-    /// lock.
+    /// `base` (the snapshot in force) with each repository of `changes`
+    /// given its jobs (`None`: none) and put in force, in one swap; without
+    /// a change for a repository of `restamped`, only its periodics'
+    /// templates are made again (its head moved). Only those repositories'
+    /// periodics are given to the scheduler again: the others' entries are
+    /// untouched. The caller holds the repositories' compose lock.
     pub fn put_repo_jobs(
         &self,
         base: &Snapshot,
-        repo: &str,
-        change: Option<Option<bosun_config::RepoJobs>>,
+        changes: Vec<(String, Option<bosun_config::RepoJobs>)>,
+        restamped: &[String],
     ) {
         let now = self.clock.now();
-        let snapshot = match change {
-            Some(jobs) => {
-                let snapshot = Arc::new(base.with_repos([(repo.to_string(), jobs)]));
-                self.put_snapshot(snapshot.clone());
-                snapshot
-            }
-            None => self.snapshot(),
+        let mut repos: std::collections::HashSet<String> = restamped.iter().cloned().collect();
+        repos.extend(changes.iter().map(|(r, _)| r.clone()));
+        let snapshot = if changes.is_empty() {
+            self.snapshot()
+        } else {
+            let snapshot = Arc::new(base.with_repos(changes));
+            self.put_snapshot(snapshot.clone());
+            snapshot
         };
-        let prefix = format!("{repo}:");
-        let owned = |identity: &str| identity.starts_with(&prefix);
+        let owned = |identity: &str| {
+            identity
+                .split_once(':')
+                .is_some_and(|(repo, _)| repos.contains(repo))
+        };
         let commits = self.repo_commits.read_locked().clone();
         let mut jobs = bosun_scheduler::config::jobs_where(
             &snapshot,
-            |p| matches!(&p.source, bosun_config::types::JobSource::InRepo { repo: r, .. } if r == repo),
+            |p| matches!(&p.source, bosun_config::types::JobSource::InRepo { repo, .. } if repos.contains(repo)),
         );
         for job in &mut jobs {
             stamp_commits(&mut job.template, &commits);
         }
+        let keep: std::collections::HashSet<&str> = jobs.iter().map(|j| &*j.identity).collect();
         let mut scheduler = self.scheduler.locked();
         let gone: Vec<String> = scheduler
             .jobs()
             .map(|j| j.identity.to_string())
-            .filter(|id| owned(id) && !jobs.iter().any(|j| &*j.identity == id))
+            .filter(|id| owned(id) && !keep.contains(id.as_str()))
             .collect();
+        drop(keep);
         scheduler.set_jobs_where(jobs, now, owned);
         drop(scheduler);
         for id in gone {

@@ -5,14 +5,16 @@
 //! webhook). See the module's doc ([`super`]).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use bosun_base::sync::Lock;
 use bosun_config::source::FileSource;
-use bosun_config::RepoLoadOptions;
+use bosun_config::{RepoJobs, RepoLoadOptions};
 use bosun_forge::repos::{CommitFiles, ErrorKind, Head, Mirror};
-use bosun_store::{RepoError, RepoJob, RepoSnapshot, RetiredJob, Retirement, SeenHead, StoreError};
+use bosun_store::{
+    RepoError, RepoJob, RepoRecord, RepoSnapshot, RetiredJob, Retirement, SeenHead, StoreError,
+};
 
 use super::{
     job_list, jobs_of, kube_context_names, root_of, shared_repo_name, short, Repos, Slot, GONE,
@@ -53,6 +55,24 @@ impl From<StoreError> for LoadFailure {
     }
 }
 
+/// A load waiting for the compose lock to be put in force
+/// ([`Repos::apply_pending`]).
+pub(super) struct Pending {
+    repo: String,
+    slot: Arc<Slot>,
+    jobs: RepoJobs,
+    /// The record's snapshot and retired jobs once in force (stored).
+    next: RepoRecord,
+    /// [`Repos::central_generation`] when it was loaded.
+    central: u64,
+    branch: String,
+    kube: Vec<String>,
+    commit: String,
+    now: jiff::Timestamp,
+    /// What became of it, once in force.
+    done: Arc<Mutex<Option<Loaded>>>,
+}
+
 impl Repos {
     /// Loads `repo` at its branch's head: `hint`, a commit a push named, or
     /// what the remote answers. One load at a time per repository; the git
@@ -82,7 +102,7 @@ impl Repos {
     fn load(
         &self,
         shared: &Shared,
-        slot: &Slot,
+        slot: &Arc<Slot>,
         repo: &str,
         hint: Option<String>,
         by: &str,
@@ -186,7 +206,7 @@ impl Repos {
         let (resync, _) = self.timing();
         st.next_check = Instant::now() + resync;
         st.last_answer = Some(now);
-        let Some(mut jobs) = loaded.jobs else {
+        let Some(jobs) = loaded.jobs else {
             let errors: Vec<String> = loaded
                 .diagnostics
                 .iter()
@@ -258,54 +278,88 @@ impl Repos {
         });
         next.error = None;
         shared.store.put_repo(&next)?;
-        let _compose = self.compose.locked();
-        let refused = if self.central_generation() == central {
-            None
-        } else {
-            let stored = next.snapshot.as_ref().expect("just set");
-            let checked = jobs_of(
-                &shared.snapshot(),
-                repo,
-                &synced.branch,
-                stored,
-                &opts.kubeconfig_clusters,
-            );
-            match checked {
-                Ok(again) => {
-                    jobs = again;
-                    None
+        let done = Arc::new(Mutex::new(None));
+        self.pending.locked().push(Pending {
+            repo: repo.to_string(),
+            slot: slot.clone(),
+            jobs,
+            next,
+            central,
+            branch: synced.branch.clone(),
+            kube: opts.kubeconfig_clusters.clone(),
+            commit: commit.clone(),
+            now,
+            done: done.clone(),
+        });
+        // Whoever takes the compose lock next puts every load waiting for it
+        // in force, in one swap: this one did, or a holder before it.
+        let compose = self.compose.locked();
+        let batch = std::mem::take(&mut *self.pending.locked());
+        if !batch.is_empty() {
+            self.apply_pending(shared, batch);
+        }
+        drop(compose);
+        let outcome = done
+            .locked()
+            .take()
+            .expect("put in force by this load or one before it");
+        if matches!(outcome, Loaded::Applied(_)) {
+            tracing::info!(repo, commit = %commit, by, "repository configuration in force");
+        }
+        Ok(outcome)
+    }
+
+    /// Puts the loads of `batch` in force in one swap, each checked again
+    /// if a central reload came since it was loaded (one the reload refuses
+    /// keeps what the reload put in force, and says why). The caller holds
+    /// the compose lock.
+    fn apply_pending(&self, shared: &Shared, batch: Vec<Pending>) {
+        let base = shared.snapshot();
+        let generation = self.central_generation();
+        let mut changes = Vec::new();
+        for p in batch {
+            let stored = p.next.snapshot.clone().expect("a load's snapshot");
+            let checked = if p.central == generation {
+                Ok(p.jobs)
+            } else {
+                jobs_of(&base, &p.repo, &p.branch, &stored, &p.kube)
+            };
+            let mut st = p.slot.state.locked();
+            st.record.snapshot = Some(stored);
+            st.record.retired_jobs = p.next.retired_jobs;
+            let outcome = match checked {
+                Ok(jobs) => {
+                    st.record.error = None;
+                    changes.push((p.repo.clone(), Some(jobs)));
+                    shared.metrics.repo_load("success");
+                    shared.metrics.set_repo_error(&p.repo, false);
+                    Loaded::Applied(p.commit)
                 }
-                // The reload that came between refuses them: what it put in
-                // force stays, and says why.
-                Err(diagnostics) => Some(RepoError {
-                    commit: Some(commit.clone()),
-                    at: now,
-                    message: format!(
-                        "the central configuration refuses the jobs of {repo} at {}; their last good form stays in force",
-                        short(&commit)
-                    ),
-                    diagnostics,
-                }),
-            }
-        };
-        {
-            let mut st = slot.state.locked();
-            st.record.snapshot = next.snapshot;
-            st.record.retired_jobs = next.retired_jobs;
-            st.record.error = refused.clone();
-            if refused.is_some() {
-                shared.store.put_repo(&st.record)?;
-            }
+                Err(diagnostics) => {
+                    st.record.error = Some(RepoError {
+                        commit: Some(p.commit.clone()),
+                        at: p.now,
+                        message: format!(
+                            "the central configuration refuses the jobs of {} at {}; their last good form stays in force",
+                            p.repo,
+                            short(&p.commit)
+                        ),
+                        diagnostics,
+                    });
+                    if let Err(e) = shared.store.put_repo(&st.record) {
+                        tracing::warn!(repo = %p.repo, error = %e, "cannot store the repository's error");
+                    }
+                    shared.metrics.set_repo_error(&p.repo, true);
+                    Loaded::Refused(p.commit)
+                }
+            };
+            drop(st);
+            *p.done.locked() = Some(outcome);
         }
-        if refused.is_some() {
-            metrics.set_repo_error(repo, true);
-            return Ok(Loaded::Refused(commit));
+        if !changes.is_empty() {
+            shared.set_repo_commits(self.commits());
+            shared.put_repo_jobs(&base, changes, &[]);
         }
-        self.apply(shared, &shared.snapshot(), repo, Some(Some(jobs)));
-        metrics.repo_load("success");
-        metrics.set_repo_error(repo, false);
-        tracing::info!(repo, commit = %commit, by, "repository configuration in force");
-        Ok(Loaded::Applied(commit))
     }
 
     /// The head `commit` was seen (it is the one applied).

@@ -160,6 +160,8 @@ pub struct Repos {
     pub deliveries_wake: tokio::sync::Notify,
     /// `repos.resync`, `repos.gone_after` of the configuration in force.
     timing: Mutex<(Duration, Duration)>,
+    /// Loads waiting for the compose lock (see `load.rs`).
+    pending: Mutex<Vec<load::Pending>>,
     /// Moves with every [`Repos::compose`] (a central configuration put in
     /// force): a load made against the one before is checked again.
     central: std::sync::atomic::AtomicU64,
@@ -221,6 +223,7 @@ impl Repos {
             deliveries_wake: tokio::sync::Notify::new(),
             timing: Mutex::new((Duration::from_secs(300), Duration::from_secs(3600))),
             central: std::sync::atomic::AtomicU64::new(0),
+            pending: Mutex::default(),
         }
     }
 
@@ -247,9 +250,10 @@ impl Repos {
         *self.timing.locked()
     }
 
-    /// `base` with `change` put in force (see [`Shared::put_repo_jobs`]),
-    /// the repositories' commits published first. The caller holds the
-    /// compose lock.
+    /// `base` with `repo`'s jobs replaced by `change` put in force (see
+    /// [`Shared::put_repo_jobs`]; `None`: its templates made again), the
+    /// repositories' commits published first. The caller holds the compose
+    /// lock.
     fn apply(
         &self,
         shared: &Shared,
@@ -258,7 +262,10 @@ impl Repos {
         change: Option<Option<RepoJobs>>,
     ) {
         shared.set_repo_commits(self.commits());
-        shared.put_repo_jobs(base, repo, change);
+        match change {
+            Some(jobs) => shared.put_repo_jobs(base, vec![(repo.to_string(), jobs)], &[]),
+            None => shared.put_repo_jobs(base, Vec::new(), &[repo.to_string()]),
+        }
     }
 
     /// Per followed repository that is not retired: its branch head last
