@@ -53,6 +53,7 @@ fn tree(data: &[u8]) -> (LoadOptions, MemFiles) {
             repo: "org/repo".to_string(),
             path: REPO_DIR.to_string(),
             branch: None,
+            ..InRepoSource::default()
         });
         if let Some(p) = prow {
             fs.file(PROW_YAML, p);
