@@ -242,7 +242,8 @@ fn push_action(shared: &Shared, repos: &Repos, p: Push) -> Action {
             if p.clone_url.is_empty() {
                 return Action::Nothing;
             }
-            repos.follow_from_webhook(store, &p.repo, &p.clone_url, &key, now);
+            let credentials = super::enabled_credentials(&config.config);
+            repos.follow_from_webhook(store, &p.repo, &p.clone_url, &key, credentials, now);
             None
         }
     };

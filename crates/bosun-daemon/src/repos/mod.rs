@@ -82,11 +82,6 @@ pub struct Want {
 /// `org/repo` keys set true that no entry names.
 pub fn wanted(config: &ProwConfig) -> Vec<Want> {
     let mut out: Vec<Want> = Vec::new();
-    let cred = |token: &Option<String>, key: &Option<String>| match (token, key) {
-        (Some(t), _) => Credentials::TokenFile(PathBuf::from(t)),
-        (None, Some(k)) => Credentials::SshKey(PathBuf::from(k)),
-        (None, None) => Credentials::None,
-    };
     for (i, source) in config.in_repo.iter().enumerate() {
         let Some(uri) = source.clone_uri.as_deref().filter(|u| !u.is_empty()) else {
             continue;
@@ -107,11 +102,27 @@ pub fn wanted(config: &ProwConfig) -> Vec<Want> {
             repo: key.clone(),
             clone_uri: config.repos.clone_uri_for(key),
             branch: None,
-            credentials: cred(&config.repos.token_file, &config.repos.ssh_key_file),
+            credentials: enabled_credentials(config),
             because: format!("in_repo_config.enabled[{key}]"),
         });
     }
     out
+}
+
+/// The credentials a token file or an SSH key file names (the token wins).
+fn cred(token: &Option<String>, key: &Option<String>) -> Credentials {
+    match (token, key) {
+        (Some(t), _) => Credentials::TokenFile(PathBuf::from(t)),
+        (None, Some(k)) => Credentials::SshKey(PathBuf::from(k)),
+        (None, None) => Credentials::None,
+    }
+}
+
+/// The credentials of repositories followed through
+/// `in_repo_config.enabled` (its keys, webhooks under them): `repos.token_file`
+/// or `repos.ssh_key_file`.
+pub fn enabled_credentials(config: &ProwConfig) -> Credentials {
+    cred(&config.repos.token_file, &config.repos.ssh_key_file)
 }
 
 /// The key of `in_repo_config.enabled` that enables `repo` (`org/repo`,
@@ -493,6 +504,9 @@ impl Repos {
             }
             let webhook = st.record.followed_because.starts_with(WEBHOOK);
             if webhook && enabled_by(config, name).is_some() {
+                // Followed from its webhook: the credentials of enabled
+                // keys, as configured now.
+                st.remote.credentials = enabled_credentials(config);
                 continue;
             }
             tracing::info!(repo = %name, "no longer followed: its jobs are retired");
@@ -521,6 +535,7 @@ impl Repos {
         repo: &str,
         clone_uri: &str,
         key: &str,
+        credentials: Credentials,
         now: Timestamp,
     ) -> bool {
         let mut slots = self.slots.write_locked();
@@ -531,7 +546,7 @@ impl Repos {
             repo: repo.to_string(),
             clone_uri: clone_uri.to_string(),
             branch: None,
-            credentials: Credentials::None,
+            credentials,
             because: format!("{WEBHOOK} for {repo} under in_repo_config.enabled[{key}]"),
         };
         let record = RepoRecord {

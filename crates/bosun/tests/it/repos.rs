@@ -775,7 +775,7 @@ fn a_remote_needing_a_token_is_followed_with_the_token_file_and_never_shows_it()
     std::fs::write(
         dir.join("config.yaml"),
         format!(
-            "build_clusters:\n  default: {{kind: local}}\nin_repo:\n- repo: acme/app\n  clone_uri: {}\n  branch: main\n  token_file: token\n",
+            "build_clusters:\n  default: {{kind: local}}\nin_repo:\n- repo: acme/app\n  clone_uri: {}\n  branch: main\n  token_file: token\nin_repo_config:\n  enabled: {{tea: true}}\nrepos: {{token_file: token}}\n",
             w.git.url("acme/app")
         ),
     )
@@ -791,6 +791,14 @@ fn a_remote_needing_a_token_is_followed_with_the_token_file_and_never_shows_it()
     assert_eq!(status, 200, "{body}");
     assert_eq!(json(&body)["outcome"], "applied");
     assert!(periodic(port, "acme/app:nightly").is_some());
+    // A repository followed from its first webhook takes `repos.token_file`.
+    w.git.create("tea/app", "main");
+    w.work.push(&w.git.repo_dir("tea/app"), "main", false);
+    let head = w.work.git(&["rev-parse", "HEAD"]).trim().to_string();
+    let body = github_push("tea/app", &w.git.url("tea/app"), &head, &head, false);
+    let (status, _) = send(port, Request::github("push", body, TOKEN), "tok-1");
+    assert_eq!(status, 200);
+    wait_repo(port, "tea/app", "followed with the token", |r| r["state"] == "following");
     let (_, all) = request(port, "GET", "/api/v1/repos", None, None);
     let log = std::fs::read_to_string(&daemon.log).unwrap();
     for text in [&all, &log] {
