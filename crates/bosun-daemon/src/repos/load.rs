@@ -10,68 +10,15 @@ use std::time::Instant;
 
 use bosun_base::sync::Lock;
 use bosun_config::source::FileSource;
-use bosun_config::{RepoJobs, RepoLoadOptions};
+use bosun_config::RepoLoadOptions;
 use bosun_forge::repos::{CommitFiles, ErrorKind, Head, Mirror};
-use bosun_store::{
-    RepoError, RepoJob, RepoRecord, RepoSnapshot, RetiredJob, Retirement, SeenHead, StoreError,
-};
+use bosun_store::{RepoError, RepoJob, RepoSnapshot, RetiredJob, Retirement, SeenHead};
 
 use super::{
-    job_list, jobs_of, kube_context_names, root_of, shared_repo_name, short, Repos, Slot, GONE,
+    job_list, jobs_of, kube_context_names, root_of, shared_repo_name, short, LoadFailure, Loaded,
+    Pending, Repos, Slot, GONE,
 };
 use crate::state::Shared;
-
-/// What a load did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Loaded {
-    /// A new snapshot is in force at this commit.
-    Applied(String),
-    /// The head is the commit in force already.
-    Unchanged(String),
-    /// The configuration at this commit has errors; the last good snapshot
-    /// stays.
-    Refused(String),
-    /// The repository is retired; nothing was loaded.
-    Retired,
-}
-
-/// Why a load could not be made.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum LoadFailure {
-    /// bosun does not follow it.
-    #[error("bosun does not follow {0}")]
-    NotFollowed(String),
-    /// git failed (the error says what to check).
-    #[error("{0}")]
-    Git(String),
-    /// The store failed.
-    #[error("the store: {0}")]
-    Store(String),
-}
-
-impl From<StoreError> for LoadFailure {
-    fn from(e: StoreError) -> Self {
-        LoadFailure::Store(e.to_string())
-    }
-}
-
-/// A load waiting for the compose lock to be put in force
-/// ([`Repos::apply_pending`]).
-pub(super) struct Pending {
-    repo: String,
-    slot: Arc<Slot>,
-    jobs: RepoJobs,
-    /// The record's snapshot and retired jobs once in force (stored).
-    next: RepoRecord,
-    /// [`Repos::central_generation`] when it was loaded.
-    central: u64,
-    branch: String,
-    kube: Vec<String>,
-    commit: String,
-    now: jiff::Timestamp,
-    /// What became of it, once in force.
-    done: Arc<Mutex<Option<Loaded>>>,
-}
 
 impl Repos {
     /// Loads `repo` at its branch's head: `hint`, a commit a push named, or

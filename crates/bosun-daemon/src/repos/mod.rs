@@ -44,7 +44,6 @@ pub mod resync;
 mod view;
 pub mod webhooks;
 
-pub use load::{LoadFailure, Loaded};
 pub use view::{JobNames, RecordView, RepoView};
 
 use std::collections::{BTreeMap, HashMap};
@@ -57,7 +56,7 @@ use bosun_config::source::{MemEntry, MemFiles};
 use bosun_config::types::ProwConfig;
 use bosun_config::{RepoJobs, RepoLoadOptions, Snapshot};
 use bosun_forge::repos::{Backoff, Credentials, Remote};
-use bosun_store::{RepoError, RepoJob, RepoRecord, RepoSnapshot, Retirement};
+use bosun_store::{RepoError, RepoJob, RepoRecord, RepoSnapshot, Retirement, StoreError};
 use jiff::Timestamp;
 
 use crate::state::Shared;
@@ -156,6 +155,58 @@ struct SlotState {
     last_answer: Option<Timestamp>,
 }
 
+/// A load waiting for the compose lock to be put in force
+/// (`load.rs`).
+struct Pending {
+    repo: String,
+    slot: Arc<Slot>,
+    jobs: RepoJobs,
+    /// The record's snapshot and retired jobs once in force (stored).
+    next: RepoRecord,
+    /// `Repos::central_generation` when it was loaded.
+    central: u64,
+    branch: String,
+    kube: Vec<String>,
+    commit: String,
+    now: jiff::Timestamp,
+    /// What became of it, once in force.
+    done: Arc<Mutex<Option<Loaded>>>,
+}
+
+/// What a load did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Loaded {
+    /// A new snapshot is in force at this commit.
+    Applied(String),
+    /// The head is the commit in force already.
+    Unchanged(String),
+    /// The configuration at this commit has errors; the last good snapshot
+    /// stays.
+    Refused(String),
+    /// The repository is retired; nothing was loaded.
+    Retired,
+}
+
+/// Why a load could not be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LoadFailure {
+    /// bosun does not follow it.
+    #[error("bosun does not follow {0}")]
+    NotFollowed(String),
+    /// git failed (the error says what to check).
+    #[error("{0}")]
+    Git(String),
+    /// The store failed.
+    #[error("the store: {0}")]
+    Store(String),
+}
+
+impl From<StoreError> for LoadFailure {
+    fn from(e: StoreError) -> Self {
+        LoadFailure::Store(e.to_string())
+    }
+}
+
 /// The followed repositories (see the module's doc).
 pub struct Repos {
     /// `DATA_DIR/repos`: a bare mirror per repository.
@@ -172,7 +223,7 @@ pub struct Repos {
     /// `repos.resync`, `repos.gone_after` of the configuration in force.
     timing: Mutex<(Duration, Duration)>,
     /// Loads waiting for the compose lock (see `load.rs`).
-    pending: Mutex<Vec<load::Pending>>,
+    pending: Mutex<Vec<Pending>>,
     /// Moves with every [`Repos::compose`] (a central configuration put in
     /// force): a load made against the one before is checked again.
     central: std::sync::atomic::AtomicU64,

@@ -798,7 +798,9 @@ fn a_remote_needing_a_token_is_followed_with_the_token_file_and_never_shows_it()
     let body = github_push("tea/app", &w.git.url("tea/app"), &head, &head, false);
     let (status, _) = send(port, Request::github("push", body, TOKEN), "tok-1");
     assert_eq!(status, 200);
-    wait_repo(port, "tea/app", "followed with the token", |r| r["state"] == "following");
+    wait_repo(port, "tea/app", "followed with the token", |r| {
+        r["state"] == "following"
+    });
     let (_, all) = request(port, "GET", "/api/v1/repos", None, None);
     let log = std::fs::read_to_string(&daemon.log).unwrap();
     for text in [&all, &log] {
