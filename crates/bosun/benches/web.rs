@@ -21,6 +21,9 @@ use std::time::{Duration, Instant};
 use bosun_config::types::JobType;
 use bosun_store::sqlite::SqliteStore;
 use bosun_store::{Created, NewRun, RunState, Store, Transition};
+
+#[path = "../examples/common/proc.rs"]
+mod proc;
 use jiff::{SignedDuration, Timestamp};
 
 const JOBS: usize = 1000;
@@ -161,14 +164,7 @@ fn serve(dir: &Path) -> (Daemon, u16) {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
-        if let Some(port) = text
-            .lines()
-            .find(|l| l.contains("bosun serving"))
-            .and_then(|l| l.split("listen=").nth(1))
-            .and_then(|a| a.split_whitespace().next())
-            .and_then(|a| a.rsplit(':').next())
-            .and_then(|p| p.parse().ok())
-        {
+        if let Some(port) = proc::serving_port(&text) {
             return (daemon, port);
         }
         assert!(

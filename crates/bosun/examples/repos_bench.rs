@@ -32,6 +32,9 @@ use bosun_forge::testing::{github_example, github_push, Request};
 use bosun_git::testing::{GitServer, WorkRepo};
 use serde_json::Value;
 
+#[path = "common/proc.rs"]
+mod proc;
+
 const TOKEN: &[u8] = b"bench-token";
 
 /// A daemon, killed when dropped.
@@ -69,14 +72,7 @@ fn start(bosun: &str, dir: &Path, name: &str, extra: &[&str]) -> Daemon {
     let deadline = Instant::now() + Duration::from_secs(60);
     let port = loop {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
-        if let Some(p) = text
-            .lines()
-            .find(|l| l.contains("serving") && l.contains("listen="))
-            .and_then(|l| l.split("listen=").nth(1))
-            .and_then(|a| a.split_whitespace().next())
-            .and_then(|a| a.rsplit(':').next())
-            .and_then(|p| p.parse::<u16>().ok())
-        {
+        if let Some(p) = proc::serving_port(&text) {
             break p;
         }
         if let Some(status) = child.try_wait().unwrap() {
@@ -408,12 +404,8 @@ fn push_bench(bosun: &str, pushes: usize) {
         latencies,
     );
     for d in [&followed, &peer] {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", d.child.id())).unwrap();
-        let rss = status
-            .lines()
-            .find(|l| l.starts_with("VmRSS"))
-            .unwrap_or("");
-        println!("{}: {rss}", d.log.display());
+        let rss = proc::status_kib(d.child.id(), "VmRSS");
+        println!("{}: VmRSS {rss} kB", d.log.display());
     }
     drop(followed);
     drop(peer);
@@ -503,12 +495,8 @@ fn intake_bench(bosun: &str, deliveries: usize, clients: usize) {
         p(0.5),
         p(0.99)
     );
-    let status = std::fs::read_to_string(format!("/proc/{}/status", daemon.child.id())).unwrap();
-    let hwm = status
-        .lines()
-        .find(|l| l.starts_with("VmHWM"))
-        .unwrap_or("");
-    println!("daemon: {hwm}");
+    let hwm = proc::status_kib(daemon.child.id(), "VmHWM");
+    println!("daemon: VmHWM {hwm} kB");
     drop(daemon);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -28,6 +28,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "common/proc.rs"]
+mod proc;
+
 /// A daemon, killed when dropped (a panic included).
 struct Daemon {
     child: Child,
@@ -208,14 +211,7 @@ fn serve(bosun: &str, dir: &Path, data: &Path, log: PathBuf) -> (Daemon, u16) {
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
         let text = std::fs::read_to_string(&daemon.log).unwrap_or_default();
-        if let Some(port) = text
-            .lines()
-            .find(|l| l.contains("bosun serving"))
-            .and_then(|l| l.split("listen=").nth(1))
-            .and_then(|a| a.split_whitespace().next())
-            .and_then(|a| a.rsplit(':').next())
-            .and_then(|p| p.parse().ok())
-        {
+        if let Some(port) = proc::serving_port(&text) {
             return (daemon, port);
         }
         if let Some(status) = daemon.child.try_wait().unwrap() {
@@ -239,31 +235,6 @@ fn get(agent: &ureq::Agent, port: u16, path: &str) -> (u16, serde_json::Value) {
         .read_to_string()
         .unwrap_or_default();
     (status, serde_json::from_str(&text).unwrap_or_default())
-}
-
-/// A field of `/proc/PID/status`, in KiB.
-fn status_kib(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
-}
-
-/// utime + stime of `pid`, seconds.
-fn cpu(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map_or(vec![], |(_, rest)| rest.split_whitespace().collect());
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (ticks(11) + ticks(12)) / 100.0
 }
 
 /// Runs one daemon on `dir` until it has `periodics` periodics in force,
@@ -313,7 +284,7 @@ fn measure(
         std::thread::sleep(Duration::from_millis(100));
     }
     let ready = t0.elapsed();
-    let cpu_ready = cpu(pid);
+    let cpu_ready = proc::cpu_seconds(pid);
     let (_, list) = get(&agent, port, "/api/v1/periodics");
     assert_eq!(
         list["periodics"].as_array().map_or(0, Vec::len),
@@ -332,9 +303,9 @@ fn measure(
     std::thread::sleep(settle / 2);
     let m = Measured {
         ready,
-        rss: status_kib(pid, "VmRSS"),
-        peak: status_kib(pid, "VmHWM"),
-        anon: status_kib(pid, "RssAnon"),
+        rss: proc::status_kib(pid, "VmRSS"),
+        peak: proc::status_kib(pid, "VmHWM"),
+        anon: proc::status_kib(pid, "RssAnon"),
         cpu: cpu_ready,
     };
     drop(daemon);

@@ -23,6 +23,9 @@ use std::time::{Duration, Instant};
 #[path = "common/raw.rs"]
 mod raw;
 
+#[path = "common/proc.rs"]
+mod proc;
+
 /// A minimal HTTP/1.1 client for `POST /api/v1/runs`.
 mod lean {
     use std::io::{BufRead, BufReader, Read, Write};
@@ -157,20 +160,7 @@ fn main() {
             .collect();
         clients.into_iter().for_each(|c| c.join().unwrap());
     };
-    let cpu = |pid: u32| -> f64 {
-        // utime + stime, in clock ticks (100 per second).
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let fields: Vec<&str> = stat
-            .rsplit_once(')')
-            .map_or(vec![], |(_, rest)| rest.split_whitespace().collect());
-        let ticks = |i: usize| {
-            fields
-                .get(i)
-                .and_then(|v| v.parse::<f64>().ok())
-                .unwrap_or(0.0)
-        };
-        (ticks(11) + ticks(12)) / 100.0
-    };
+    let cpu = proc::cpu_seconds;
     // The rounds: the plain loop (8 in flight), then bosun's runs.
     let wait_idle = || loop {
         let mut r = agent

@@ -18,14 +18,7 @@ use expect_test::Expect;
 pub fn logged_port(child: &mut Child, log: &Path, deadline: Instant) -> u16 {
     loop {
         let text = std::fs::read_to_string(log).unwrap_or_default();
-        let port = text
-            .lines()
-            .find(|l| l.contains("serving") && l.contains("listen="))
-            .and_then(|l| l.split("listen=").nth(1))
-            .and_then(|a| a.split_whitespace().next())
-            .and_then(|a| a.rsplit(':').next())
-            .and_then(|p| p.parse::<u16>().ok());
-        if let Some(port) = port {
+        if let Some(port) = crate::proc::serving_port(&text) {
             return port;
         }
         if let Some(status) = child.try_wait().unwrap() {

@@ -16,6 +16,9 @@
 //! `cargo test -p bosun --test it MODULE::`.
 
 mod common;
+/// The port a daemon logs (shared with the benchmarks).
+#[path = "../../examples/common/proc.rs"]
+mod proc;
 mod prom;
 mod web_support;
 
