@@ -47,7 +47,7 @@ pub mod webhooks;
 pub use view::{JobNames, RecordView, RepoView};
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -289,18 +289,8 @@ impl Repos {
         }
     }
 
-    /// Where the mirrors are.
-    pub fn mirrors(&self) -> &Path {
-        &self.mirrors
-    }
-
     fn slot(&self, repo: &str) -> Option<Arc<Slot>> {
         self.slots.read_locked().get(repo).cloned()
-    }
-
-    /// Every followed repository's name.
-    pub fn names(&self) -> Vec<String> {
-        self.slots.read_locked().keys().cloned().collect()
     }
 
     fn central_generation(&self) -> u64 {
