@@ -42,7 +42,16 @@ pub fn scheduler_jobs(
     snapshot: &Snapshot,
     commits: &RepoCommits,
 ) -> Vec<bosun_scheduler::PeriodicJob> {
-    let mut jobs = bosun_scheduler::config::jobs(snapshot);
+    scheduler_jobs_where(snapshot, commits, |_| true)
+}
+
+/// [`scheduler_jobs`] of the periodics `pick` picks.
+fn scheduler_jobs_where(
+    snapshot: &Snapshot,
+    commits: &RepoCommits,
+    pick: impl Fn(&bosun_config::Periodic) -> bool,
+) -> Vec<bosun_scheduler::PeriodicJob> {
+    let mut jobs = bosun_scheduler::config::jobs_where(snapshot, pick);
     if commits.is_empty() {
         return jobs;
     }
@@ -372,13 +381,31 @@ impl Shared {
                 .is_some_and(|(repo, _)| repos.contains(repo))
         };
         let commits = self.repo_commits.read_locked().clone();
-        let mut jobs = bosun_scheduler::config::jobs_where(
+        let jobs = scheduler_jobs_where(
             &snapshot,
+            &commits,
             |p| matches!(&p.source, bosun_config::types::JobSource::InRepo { repo, .. } if repos.contains(repo)),
         );
-        for job in &mut jobs {
-            stamp_commits(&mut job.template, &commits);
-        }
+        self.give_scheduler(jobs, now, owned);
+    }
+
+    /// Gives the scheduler the periodics of `snapshot` (added, changed,
+    /// removed; the others untouched) and forgets the metrics of those
+    /// removed.
+    pub fn install_periodics(&self, snapshot: &Snapshot, now: Timestamp) {
+        let commits = self.repo_commits.read_locked().clone();
+        self.give_scheduler(scheduler_jobs(snapshot, &commits), now, |_| true);
+    }
+
+    /// `jobs` replace the scheduler's entries that `owned` says are theirs
+    /// (`Scheduler::set_jobs_where`); the metrics of those removed are
+    /// forgotten, and the scheduler woken.
+    fn give_scheduler(
+        &self,
+        jobs: Vec<bosun_scheduler::PeriodicJob>,
+        now: Timestamp,
+        owned: impl Fn(&str) -> bool,
+    ) {
         let keep: std::collections::HashSet<&str> = jobs.iter().map(|j| &*j.identity).collect();
         let mut scheduler = self.scheduler.locked();
         let gone: Vec<String> = scheduler
@@ -388,28 +415,6 @@ impl Shared {
             .collect();
         drop(keep);
         scheduler.set_jobs_where(jobs, now, owned);
-        drop(scheduler);
-        for id in gone {
-            self.metrics.forget_periodic(&id);
-        }
-        self.scheduler_wake.notify_one();
-    }
-
-    /// Gives the scheduler the periodics of `snapshot` (added, changed,
-    /// removed; the others untouched) and forgets the metrics of those
-    /// removed.
-    pub fn install_periodics(&self, snapshot: &Snapshot, now: Timestamp) {
-        let commits = self.repo_commits.read_locked().clone();
-        let jobs = scheduler_jobs(snapshot, &commits);
-        let keep: std::collections::HashSet<&str> = jobs.iter().map(|j| &*j.identity).collect();
-        let mut scheduler = self.scheduler.locked();
-        let gone: Vec<String> = scheduler
-            .jobs()
-            .map(|j| j.identity.to_string())
-            .filter(|id| !keep.contains(id.as_str()))
-            .collect();
-        drop(keep);
-        scheduler.set_jobs(jobs, now);
         drop(scheduler);
         for id in gone {
             self.metrics.forget_periodic(&id);
