@@ -297,6 +297,119 @@ impl Repo {
         }
     }
 
+    /// The files changed from `from` to `to`, as paths from the
+    /// repository's root, sorted: with `since_fork`, the changes of `to`
+    /// since it forked from `from` (`git diff from...to`, what a pull
+    /// request changes), else the difference of the two trees (`git diff
+    /// from to`, what a push changes). A renamed file is listed by its new
+    /// name only, as forges list a pull request's files. Both commits must be
+    /// in the repository.
+    pub fn changed_files(
+        &self,
+        from: &str,
+        to: &str,
+        since_fork: bool,
+    ) -> Result<Vec<String>, GitError> {
+        let range = if since_fork {
+            format!("{from}...{to}")
+        } else {
+            format!("{from}..{to}")
+        };
+        let out = self.git(
+            Scope::Local,
+            &[
+                "diff",
+                "--name-only",
+                "-z",
+                "-M",
+                "--no-ext-diff",
+                "--no-textconv",
+                &range,
+                "--",
+            ],
+        )?;
+        let mut files: Vec<String> = out
+            .split(|b| *b == 0)
+            .filter(|p| !p.is_empty())
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .collect();
+        files.sort();
+        files.dedup();
+        Ok(files)
+    }
+
+    /// `heads` merged, in order, into `base`, without a checkout (`git
+    /// merge-tree --write-tree`, then `git commit-tree` for each merge, as a
+    /// pull request's jobs see their code): [`Merge::Merged`] with the merge
+    /// commit (written to the repository's objects, reachable from no ref),
+    /// or [`Merge::Conflict`] with the paths the first conflicting merge
+    /// could not merge. `heads` empty is `base` itself.
+    pub fn merge(&self, base: &str, heads: &[&str]) -> Result<Merge, GitError> {
+        let mut at = self.resolve(base)?.ok_or_else(|| GitError {
+            args: format!("merge-tree --write-tree {base}"),
+            dir: self.dir.display().to_string(),
+            error: "exit status 128".into(),
+            stderr: format!("fatal: not a commit in this repository: {base}"),
+        })?;
+        for head in heads {
+            let args = [
+                "merge-tree",
+                "--write-tree",
+                "--name-only",
+                "--no-messages",
+                at.as_str(),
+                head,
+            ];
+            let out = self.run(Scope::Local, &args)?;
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            let mut lines = text.lines();
+            let tree = lines.next().unwrap_or_default().trim().to_string();
+            match out.status.code() {
+                Some(0) => {}
+                Some(1) => {
+                    let mut paths: Vec<String> = lines
+                        .take_while(|l| !l.is_empty())
+                        .map(str::to_string)
+                        .collect();
+                    paths.dedup();
+                    return Ok(Merge::Conflict { paths });
+                }
+                _ => return Err(self.failed(&args, &out)),
+            }
+            let message = format!("Merge {head} into {at}");
+            // A fixed identity: the merge commit is bosun's, and the same
+            // inputs give the same commit.
+            let commit_args = [
+                "-c",
+                "user.name=bosun",
+                "-c",
+                "user.email=bosun@localhost",
+                "commit-tree",
+                tree.as_str(),
+                "-p",
+                at.as_str(),
+                "-p",
+                head,
+                "-m",
+                message.as_str(),
+            ];
+            let mut cmd = Command::new("git");
+            cmd.arg("--git-dir").arg(&self.dir).args(commit_args);
+            cmd.current_dir(&self.dir).stdin(Stdio::null());
+            scrub(&mut cmd, Scope::Local);
+            cmd.env("GIT_AUTHOR_DATE", "1970-01-01T00:00:00Z")
+                .env("GIT_COMMITTER_DATE", "1970-01-01T00:00:00Z");
+            let out = cmd
+                .output()
+                .map_err(|e| self.io_error(&commit_args.join(" "), &e))?;
+            if !out.status.success() {
+                return Err(self.failed(&commit_args, &out));
+            }
+            at = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        }
+        Ok(Merge::Merged { commit: at })
+    }
+
     /// Runs `git ARGS` in the repository; its standard output, or the
     /// failure.
     fn git(&self, scope: Scope, args: &[&str]) -> Result<Vec<u8>, GitError> {
@@ -333,6 +446,21 @@ impl Repo {
             stderr: String::new(),
         }
     }
+}
+
+/// What [`Repo::merge`] made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Merge {
+    /// Every head merged cleanly: the merge commit.
+    Merged {
+        /// The commit whose tree is the merge.
+        commit: String,
+    },
+    /// A head does not merge cleanly into what came before it.
+    Conflict {
+        /// The conflicting paths.
+        paths: Vec<String>,
+    },
 }
 
 /// Whether git takes `name` as a branch name (`git check-ref-format
@@ -389,6 +517,95 @@ mod tests {
             shas.push(git(&["rev-parse", "HEAD"]));
         }
         shas
+    }
+
+    /// `git ARGS` in the work repository `dir`, its output trimmed.
+    fn work(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.com")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.com")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
+
+    #[test]
+    fn a_pull_requests_changes_and_merge_are_read_from_the_mirror() {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path().join("src");
+        std::fs::create_dir(&src).unwrap();
+        let base = source(&src, &[("one", &[("a.txt", "a\n"), ("b.txt", "b\n")])]);
+        let write = |path: &str, text: &str| std::fs::write(src.join(path), text).unwrap();
+        let commit = |message: &str| {
+            work(&src, &["add", "--all"]);
+            work(&src, &["commit", "--quiet", "-m", message]);
+            work(&src, &["rev-parse", "HEAD"])
+        };
+        // A pull request changing a.txt and renaming b.txt.
+        work(&src, &["checkout", "--quiet", "-b", "pr", &base[0]]);
+        write("a.txt", "pr\n");
+        work(&src, &["mv", "b.txt", "c.txt"]);
+        let pr = commit("pr");
+        // Another, touching a file of its own only.
+        work(&src, &["checkout", "--quiet", "-b", "other", &base[0]]);
+        write("e.txt", "e\n");
+        let other = commit("other");
+        // The base branch moves on: a.txt changed there too, d.txt added.
+        work(&src, &["checkout", "--quiet", "main"]);
+        write("a.txt", "main\n");
+        write("d.txt", "d\n");
+        let main = commit("two");
+
+        let repo = Repo::open_or_init(tmp.path().join("mirror.git")).unwrap();
+        let url = format!("file://{}", src.display());
+        repo.fetch(&url, &["+refs/heads/*:refs/heads/*"]).unwrap();
+
+        // What the pull request changes: not what the base did since.
+        assert_eq!(
+            repo.changed_files(&main, &pr, true).unwrap(),
+            ["a.txt", "c.txt"]
+        );
+        // Tree to tree (a push from main to pr): d.txt too.
+        assert_eq!(
+            repo.changed_files(&main, &pr, false).unwrap(),
+            ["a.txt", "c.txt", "d.txt"]
+        );
+
+        // Both change a.txt: a conflict, naming it.
+        assert_eq!(
+            repo.merge(&main, &[&pr]).unwrap(),
+            Merge::Conflict {
+                paths: vec!["a.txt".into()]
+            }
+        );
+        // A clean merge: a commit with both sides' files, the same each time.
+        let Merge::Merged { commit } = repo.merge(&main, &[&other]).unwrap() else {
+            panic!("a clean merge");
+        };
+        assert_eq!(repo.read_file(&commit, "e.txt").unwrap().unwrap(), b"e\n");
+        assert_eq!(repo.read_file(&commit, "d.txt").unwrap().unwrap(), b"d\n");
+        assert_eq!(
+            repo.read_file(&commit, "a.txt").unwrap().unwrap(),
+            b"main\n"
+        );
+        assert!(repo.is_ancestor(&other, &commit).unwrap());
+        assert!(repo.is_ancestor(&main, &commit).unwrap());
+        assert_eq!(
+            repo.merge(&main, &[&other]).unwrap(),
+            Merge::Merged { commit }
+        );
+        // No heads: the base.
+        assert_eq!(
+            repo.merge("refs/heads/main", &[]).unwrap(),
+            Merge::Merged { commit: main }
+        );
     }
 
     #[test]
