@@ -55,6 +55,54 @@ pub struct Synced {
     pub commands: Vec<Command>,
 }
 
+/// A local failure (the file system) under `root`, as a [`FollowError`].
+pub(crate) fn local_error(
+    root: &Path,
+    remote: &Remote,
+    what: String,
+    e: &dyn std::fmt::Display,
+) -> FollowError {
+    remote.error(
+        ErrorKind::Local,
+        format!("{what}: {e}"),
+        format!(
+            "that {} is writable by the user bosun runs as and has space",
+            root.display()
+        ),
+    )
+}
+
+/// The exclusive lock on `remote`'s mirror under `root` (`ROOT/ORG/NAME.lock`,
+/// an OS file lock: released when dropped or when the process dies), with
+/// the mirror's parent directory (made if missing) and name.
+pub(crate) fn lock_mirror(
+    root: &Path,
+    remote: &Remote,
+) -> Result<(File, PathBuf, String), FollowError> {
+    let local = |what: String, e: &dyn std::fmt::Display| local_error(root, remote, what, e);
+    let Some((org, name)) = split_repo(&remote.repo) else {
+        return Err(remote.error(
+            ErrorKind::Local,
+            format!("{:?} is not ORG/NAME", remote.repo),
+            "the repository's name: ORG/NAME, letters, digits, '.', '_' and '-'",
+        ));
+    };
+    let org_dir = root.join(org);
+    fs::create_dir_all(&org_dir)
+        .map_err(|e| local(format!("cannot create {}", org_dir.display()), &e))?;
+    let lock_path = org_dir.join(format!("{name}.lock"));
+    let lock = File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&lock_path)
+        .map_err(|e| local(format!("cannot open {}", lock_path.display()), &e))?;
+    lock.lock()
+        .map_err(|e| local(format!("cannot lock {}", lock_path.display()), &e))?;
+    Ok((lock, org_dir, name.to_string()))
+}
+
 /// `org/name` split, each part a plain directory name (letters, digits,
 /// `.`, `_`, `-`; not starting with `.`).
 pub(crate) fn split_repo(repo: &str) -> Option<(&str, &str)> {
@@ -95,6 +143,12 @@ impl Mirror {
         Repo::open(dir).ok().map(|repo| Mirror { repo })
     }
 
+    /// The mirror in `repo` (crate-internal: a mirror is made by a sync
+    /// or a pull request's fetch).
+    pub(crate) fn from_repo(repo: Repo) -> Mirror {
+        Mirror { repo }
+    }
+
     /// Its directory.
     pub fn dir(&self) -> &Path {
         self.repo.dir()
@@ -115,23 +169,6 @@ impl Mirror {
     /// doc): cloned the first time, re-opened after, fetched when its
     /// branch is not at `head.commit`.
     pub fn sync(root: &Path, remote: &Remote, head: &Head) -> Result<Synced, FollowError> {
-        let local = |what: String, e: &dyn std::fmt::Display| {
-            remote.error(
-                ErrorKind::Local,
-                format!("{what}: {e}"),
-                format!(
-                    "that {} is writable by the user bosun runs as and has space",
-                    root.display()
-                ),
-            )
-        };
-        let Some((org, name)) = split_repo(&remote.repo) else {
-            return Err(remote.error(
-                ErrorKind::Local,
-                format!("{:?} is not ORG/NAME", remote.repo),
-                "the repository's name: ORG/NAME, letters, digits, '.', '_' and '-'",
-            ));
-        };
         if !is_branch_name(&head.branch) {
             return Err(remote.error(
                 ErrorKind::NotFound,
@@ -139,20 +176,8 @@ impl Mirror {
                 "the branch configured for the repository",
             ));
         }
-        let org_dir = root.join(org);
-        fs::create_dir_all(&org_dir)
-            .map_err(|e| local(format!("cannot create {}", org_dir.display()), &e))?;
-        let lock_path = org_dir.join(format!("{name}.lock"));
-        let lock = File::options()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&lock_path)
-            .map_err(|e| local(format!("cannot open {}", lock_path.display()), &e))?;
-        lock.lock()
-            .map_err(|e| local(format!("cannot lock {}", lock_path.display()), &e))?;
-
+        let local = |what: String, e: &dyn std::fmt::Display| local_error(root, remote, what, e);
+        let (lock, org_dir, name) = lock_mirror(root, remote)?;
         let dir = org_dir.join(format!("{name}.git"));
         let new = org_dir.join(format!("{name}.git.new"));
         let aside = org_dir.join(format!("{name}.git.removing"));

@@ -12,6 +12,8 @@
 //!   retries; [`is_ancestor`], to apply a snapshot only when it is the
 //!   branch's current head or descends from the one applied (a force-push
 //!   does not);
+//! - [`pulls`]: a pull request's head and base branch fetched into the
+//!   mirror ([`fetch_pull`]), for its changed files and its merge;
 //! - [`files`]: a commit's files as bosun-config reads configuration
 //!   ([`CommitFiles`]), without a checkout;
 //! - [`load_at`]: bosun-config's in-repo loader over those files (Prow's
@@ -24,9 +26,11 @@
 pub mod files;
 mod load;
 pub mod mirror;
+pub mod pulls;
 pub mod remote;
 
 pub use files::CommitFiles;
 pub use load::{load_at, load_at_with, AtCommit, LoadError};
 pub use mirror::{follow, is_ancestor, Backoff, Mirror, Synced};
+pub use pulls::{fetch_pull, PullFetched};
 pub use remote::{Credentials, ErrorKind, FollowError, Head, Remote};

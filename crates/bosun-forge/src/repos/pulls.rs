@@ -1,0 +1,105 @@
+//! A pull request's commits in its repository's mirror, so that what it
+//! changes and what it merges into are read with git, never from the forge
+//! (a push payload is truncated, the forge's files API stops at 3,000
+//! files): [`fetch_pull`] brings the pull request's head (the forge's
+//! `refs/pull/N/head`) and its base branch into the mirror
+//! (`ROOT/ORG/NAME.git`, made if the repository is not followed), under
+//! `refs/bosun/pulls/N` and `refs/bosun/bases/BRANCH`, refs the followed
+//! branch never touches; the mirror's lock is held for the fetch, as for
+//! [`super::Mirror::sync`].
+
+use std::fs;
+
+use bosun_git::repo::{is_branch_name, GitError, Repo};
+use bosun_git::runner::Command;
+
+use super::mirror::{local_error, lock_mirror};
+use super::remote::{ErrorKind, FollowError, Remote};
+use super::Mirror;
+
+/// What [`fetch_pull`] brought.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PullFetched {
+    /// The mirror.
+    pub mirror: Mirror,
+    /// The base branch's commit as fetched (the commit the pull request's
+    /// jobs merge into).
+    pub base_sha: String,
+    /// The pull request's head as fetched: the head asked for.
+    pub head_sha: String,
+    /// The commands that reached the remote (secrets redacted).
+    pub commands: Vec<Command>,
+}
+
+/// Fetches pull request `number` of `remote` (its head, which must be
+/// `head_sha`, and its base branch `base_ref`) into the mirror under
+/// `root`. The head asked for no longer being the pull request's (a newer
+/// push came) is an error of kind [`ErrorKind::NotFound`] unless the
+/// mirror has that commit all the same.
+pub fn fetch_pull(
+    root: &std::path::Path,
+    remote: &Remote,
+    base_ref: &str,
+    number: i64,
+    head_sha: &str,
+) -> Result<PullFetched, FollowError> {
+    if !is_branch_name(base_ref) {
+        return Err(remote.error(
+            ErrorKind::NotFound,
+            format!("{base_ref:?} is not a branch name git accepts"),
+            "the pull request's base branch",
+        ));
+    }
+    let (lock, org_dir, name) = lock_mirror(root, remote)?;
+    let dir = org_dir.join(format!("{name}.git"));
+    let git_local = |what: &str, e: &GitError| {
+        remote.error(
+            ErrorKind::Local,
+            format!("{what}: {e}"),
+            format!("the mirror {}", dir.display()),
+        )
+    };
+    if !dir.exists() {
+        fs::create_dir_all(&dir).map_err(|e| {
+            local_error(root, remote, format!("cannot create {}", dir.display()), &e)
+        })?;
+    }
+    let repo = Repo::open_or_init(&dir).map_err(|e| git_local("cannot open the mirror", &e))?;
+    repo.clear_stale_locks()
+        .map_err(|e| local_error(root, remote, format!("cannot clear {}", dir.display()), &e))?;
+    let env = remote.env()?;
+    let base_local = format!("refs/bosun/bases/{base_ref}");
+    let pull_local = format!("refs/bosun/pulls/{number}");
+    let base_spec = format!("+refs/heads/{base_ref}:{base_local}");
+    let pull_spec = format!("+refs/pull/{number}/head:{pull_local}");
+    let record = repo
+        .fetch_with(&remote.clone_uri, &[&base_spec, &pull_spec], &env)
+        .map_err(|e| remote.git_error(&format!("fetch pull request #{number}"), &e))?;
+    let base_sha = repo
+        .resolve(&base_local)
+        .map_err(|e| git_local("cannot read the mirror", &e))?
+        .ok_or_else(|| {
+            remote.error(
+                ErrorKind::NotFound,
+                format!("the fetch brought no branch {base_ref}"),
+                "that the pull request's base branch exists",
+            )
+        })?;
+    let head = repo
+        .resolve(head_sha)
+        .map_err(|e| git_local("cannot read the mirror", &e))?;
+    let Some(head_sha) = head else {
+        return Err(remote.error(
+            ErrorKind::NotFound,
+            format!("pull request #{number} is no longer at {head_sha}"),
+            "nothing: a newer head of the pull request is handled on its own",
+        ));
+    };
+    drop(lock);
+    Ok(PullFetched {
+        mirror: Mirror::from_repo(repo),
+        base_sha,
+        head_sha,
+        commands: vec![record],
+    })
+}
