@@ -12,6 +12,9 @@
 //!   never touches.
 //! - [`repos`]: the repositories bosun follows (their last good configuration)
 //!   and the webhook deliveries it accepted, kept before the forge is answered.
+//! - [`reports`]: the report outbox, what bosun tells the forge about its runs
+//!   (statuses, comments), kept until the forge has it, never an older state
+//!   over a newer one.
 //!
 //! The store knows nothing of HTTP or executors.
 
@@ -22,6 +25,7 @@ pub mod active;
 pub mod clock;
 pub mod memory;
 mod prepared;
+pub mod reports;
 pub mod repos;
 pub mod run;
 pub mod sqlite;
@@ -34,6 +38,9 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 pub use prepared::PreparedFires;
+pub use reports::{
+    Enqueued, NewReport, ReportCounts, ReportFailure, ReportKind, ReportOutcome, StoredReport,
+};
 pub use repos::{
     Accepted, NewDelivery, RepoError, RepoJob, RepoRecord, RepoSnapshot, RetiredJob, Retirement,
     SeenHead, StoredDelivery,
@@ -105,6 +112,16 @@ pub struct RunFilter {
     pub not_configured_clusters: Vec<String>,
     /// Job type (Prow's name).
     pub job_type: Option<String>,
+    /// Repository, `org/repo`: runs whose refs (not extra refs) are of it.
+    pub repo: Option<String>,
+    /// Pull request number: runs whose refs' pulls hold it (a presubmit's
+    /// pull, or one of a batch's). With `repo`, that repository's pull (the
+    /// SQLite store finds them through an index of pulls either way).
+    pub pull: Option<i64>,
+    /// Head commit: runs whose refs hold a pull at this commit (with `pull`:
+    /// that pull at this commit). Without `pull` the SQLite store reads every
+    /// run's pulls: give `pull` with it.
+    pub head_sha: Option<String>,
     /// Only runs that are not complete.
     pub active: bool,
     /// Oldest first instead of newest first.
@@ -641,11 +658,160 @@ pub trait Store: Send + Sync {
         let _ = before;
         Err(no_repos())
     }
+
+    // Runs of a pull request.
+
+    /// A pull request's presubmit runs that are not complete, oldest first:
+    /// those to abort when the pull gets a new head or is closed.
+    fn active_runs_of_pull(&self, repo: &str, number: i64) -> Result<Vec<Run>, StoreError> {
+        let mut out = Vec::new();
+        let filter = RunFilter {
+            repo: Some(repo.to_string()),
+            pull: Some(number),
+            job_type: Some(bosun_config::types::JobType::Presubmit.as_str().to_string()),
+            active: true,
+            oldest_first: true,
+            ..RunFilter::default()
+        };
+        list_all(self, filter, |r| {
+            out.push(r);
+            true
+        })?;
+        Ok(out)
+    }
+
+    /// The newest presubmit run of each job on a pull request's head commit
+    /// `sha` (by creation), sorted by job name: what `/retest` and the
+    /// failure comment look at.
+    fn latest_runs_of_head(
+        &self,
+        repo: &str,
+        number: i64,
+        sha: &str,
+    ) -> Result<Vec<Run>, StoreError> {
+        let mut newest: std::collections::BTreeMap<String, Run> = Default::default();
+        let filter = RunFilter {
+            repo: Some(repo.to_string()),
+            pull: Some(number),
+            head_sha: Some(sha.to_string()),
+            job_type: Some(bosun_config::types::JobType::Presubmit.as_str().to_string()),
+            ..RunFilter::default()
+        };
+        // Newest first: the first run of a job seen is its newest.
+        list_all(self, filter, |r| {
+            newest.entry(r.job.clone()).or_insert(r);
+            true
+        })?;
+        Ok(newest.into_values().collect())
+    }
+
+    // The report outbox (see [`reports`]). The defaults refuse with
+    // `Unavailable`; the memory and SQLite stores keep it, held to the same
+    // rules by the conformance suite.
+
+    /// Queues reports, in order, committed (as durable as the store's
+    /// commits are) before it returns. Per entry: a version no newer than
+    /// the newest its key has had is [`Enqueued::Stale`] and not queued;
+    /// otherwise it is queued, due at its `created_at`, and the pending
+    /// entry of its key, if one, is superseded (kept, never sent). A version
+    /// above `i64::MAX` refuses the whole call ([`StoreError::Invalid`])
+    /// before anything is written.
+    fn enqueue_reports(&self, entries: Vec<NewReport>) -> Result<Vec<Enqueued>, StoreError> {
+        let _ = entries;
+        Err(no_reports())
+    }
+
+    /// The pending entries due at `now` (`next_attempt_at <= now`), oldest
+    /// (first queued) first, at most `limit`. An entry stays pending while
+    /// it is sent: a worker that dies mid-send finds it again.
+    fn due_reports(&self, now: Timestamp, limit: usize) -> Result<Vec<StoredReport>, StoreError> {
+        let _ = (now, limit);
+        Err(no_reports())
+    }
+
+    /// The entry `id` at `version` was delivered at `at`: it is done, if it
+    /// is still pending (true). An entry superseded meanwhile is left as it
+    /// is (false): the newer one is still to be sent.
+    fn report_delivered(&self, id: u64, version: u64, at: Timestamp) -> Result<bool, StoreError> {
+        let _ = (id, version, at);
+        Err(no_reports())
+    }
+
+    /// An attempt to deliver the entry `id` at `version` failed at `at`:
+    /// [`ReportFailure::Retry`] counts the attempt and makes it due again
+    /// at the retry's time; [`ReportFailure::Permanent`] ends it, refused
+    /// with the forge's answer. Only a pending entry of that version changes
+    /// (true).
+    fn report_failed(
+        &self,
+        id: u64,
+        version: u64,
+        failure: ReportFailure,
+        at: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let _ = (id, version, failure, at);
+        Err(no_reports())
+    }
+
+    /// A run's kept entries, whatever their outcome, in order of queueing.
+    fn reports_of_run(&self, run_id: &str) -> Result<Vec<StoredReport>, StoreError> {
+        let _ = run_id;
+        Err(no_reports())
+    }
+
+    /// How many entries are pending, and how many refused ones are kept.
+    fn report_counts(&self) -> Result<ReportCounts, StoreError> {
+        Err(no_reports())
+    }
+
+    /// Deletes the entries that ended (delivered, refused, superseded)
+    /// before `before`; returns how many. Pending ones are kept, however
+    /// old. A key's newest version is forgotten with its last entry: a
+    /// version of a key none of whose entries is kept is queued again.
+    fn prune_reports(&self, before: Timestamp) -> Result<usize, StoreError> {
+        let _ = before;
+        Err(no_reports())
+    }
 }
 
 /// What a store that keeps no repositories or deliveries answers.
 fn no_repos() -> StoreError {
     StoreError::Unavailable("this store keeps no repositories or webhook deliveries".into())
+}
+
+/// What a store that keeps no report outbox answers.
+fn no_reports() -> StoreError {
+    StoreError::Unavailable("this store keeps no report outbox".into())
+}
+
+/// Every run `filter` lists, in its order, read a page at a time through
+/// keyset cursors (no run is skipped or listed twice while others are
+/// created); `keep` says which to keep, and whether to read on.
+fn list_all(
+    store: &(impl Store + ?Sized),
+    filter: RunFilter,
+    mut keep: impl FnMut(Run) -> bool,
+) -> Result<(), StoreError> {
+    const PAGE: usize = 500;
+    let mut filter = RunFilter {
+        limit: PAGE,
+        offset: 0,
+        before: None,
+        ..filter
+    };
+    loop {
+        let page = store.list(&filter)?;
+        let full = page.len() == PAGE;
+        filter.after = page.last().map(|r| r.id.clone());
+        for r in page {
+            if !keep(r) {
+                return Ok(());
+            }
+        }
+        if !full {
+            return Ok(());
+        }
+    }
 }
 
 /// A shared store.

@@ -8,6 +8,9 @@ use std::sync::{Arc, Mutex};
 use jiff::Timestamp;
 
 use crate::prepared::{Payload, PreparedFire, PreparedFires};
+use crate::reports::{
+    Enqueued, NewReport, ReportCounts, ReportFailure, ReportOutcome, StoredReport,
+};
 use crate::repos::{Accepted, NewDelivery, RepoRecord, StoredDelivery};
 use crate::run::{apply, Run};
 use crate::{
@@ -37,6 +40,13 @@ struct Inner {
     delivery_ids: HashMap<(String, String), u64>,
     /// The last seq handed out (pruning never lowers it).
     last_seq: u64,
+    /// The outbox's kept entries, by id.
+    reports: BTreeMap<u64, StoredReport>,
+    /// Each key with a kept entry: the newest version it has had, and its
+    /// pending entry.
+    report_keys: HashMap<String, (u64, Option<u64>)>,
+    /// The last report id handed out (pruning never lowers it).
+    last_report_id: u64,
 }
 
 impl Inner {
@@ -94,6 +104,88 @@ impl Inner {
         self.order.push(run.id.clone());
         self.runs.insert(run.id.clone(), run.clone());
         Created::New(run)
+    }
+
+    /// Queues one report under the lock (see [`Store::enqueue_reports`]).
+    fn enqueue(&mut self, r: NewReport) -> Enqueued {
+        let created_at = crate::run::micros(r.created_at);
+        let (newest, pending) = self.report_keys.get(&r.key).copied().unwrap_or_default();
+        if self.report_keys.contains_key(&r.key) && r.version <= newest {
+            return Enqueued::Stale { newest };
+        }
+        if let Some(old) = pending.and_then(|id| self.reports.get_mut(&id)) {
+            old.outcome = ReportOutcome::Superseded {
+                at: created_at,
+                by_version: r.version,
+            };
+        }
+        self.last_report_id += 1;
+        let id = self.last_report_id;
+        self.report_keys
+            .insert(r.key.clone(), (r.version, Some(id)));
+        self.reports.insert(
+            id,
+            StoredReport {
+                id,
+                key: r.key,
+                kind: r.kind,
+                run_id: r.run_id,
+                version: r.version,
+                payload: r.payload,
+                attempts: 0,
+                created_at,
+                next_attempt_at: created_at,
+                last_error: None,
+                outcome: ReportOutcome::Pending,
+            },
+        );
+        Enqueued::Queued {
+            id,
+            superseded: pending,
+        }
+    }
+
+    /// Ends or reschedules a pending report of `version` (`None`: delivered).
+    fn report_attempt(
+        &mut self,
+        id: u64,
+        version: u64,
+        failure: Option<ReportFailure>,
+        at: Timestamp,
+    ) -> bool {
+        let at = crate::run::micros(at);
+        let Some(r) = self
+            .reports
+            .get_mut(&id)
+            .filter(|r| r.version == version && r.outcome == ReportOutcome::Pending)
+        else {
+            return false;
+        };
+        r.attempts = r.attempts.saturating_add(1);
+        let ended = match failure {
+            None => {
+                r.outcome = ReportOutcome::Delivered { at };
+                true
+            }
+            Some(ReportFailure::Retry { at: again, error }) => {
+                r.next_attempt_at = crate::run::micros(again);
+                r.last_error = Some(error);
+                false
+            }
+            Some(ReportFailure::Permanent { error }) => {
+                r.last_error = Some(error);
+                r.outcome = ReportOutcome::Refused { at };
+                true
+            }
+        };
+        if ended {
+            if let Some((_, pending)) = self.report_keys.get_mut(&r.key) {
+                if *pending == Some(id) {
+                    *pending = None;
+                }
+            }
+        }
+        true
     }
 
     /// Commits a fire under the lock.
@@ -164,6 +256,23 @@ pub(crate) fn matches(run: &Run, f: &RunFilter) -> bool {
             .as_ref()
             .is_none_or(|t| run.job_type.as_str() == t)
         && (!f.active || !run.state.is_final())
+        && f.repo.as_ref().is_none_or(|repo| {
+            // `org/repo` as the SQLite store puts it together (an org may
+            // hold a `/`: GitLab's groups).
+            run.refs.as_ref().is_some_and(|r| {
+                repo.len() == r.org.len() + 1 + r.repo.len()
+                    && repo.starts_with(r.org.as_str())
+                    && repo[r.org.len()..].starts_with('/')
+                    && repo.ends_with(r.repo.as_str())
+            })
+        })
+        && (f.pull.is_none() && f.head_sha.is_none()
+            || run.refs.as_ref().is_some_and(|r| {
+                r.pulls.iter().any(|p| {
+                    f.pull.is_none_or(|n| p.number == n)
+                        && f.head_sha.as_ref().is_none_or(|sha| &p.sha == sha)
+                })
+            }))
 }
 
 impl Store for MemoryStore {
@@ -453,6 +562,85 @@ impl Store for MemoryStore {
             if let Some((d, _)) = g.deliveries.remove(seq) {
                 g.delivery_ids.remove(&(d.forge, d.delivery_id));
             }
+        }
+        Ok(doomed.len())
+    }
+
+    fn enqueue_reports(&self, entries: Vec<NewReport>) -> Result<Vec<Enqueued>, StoreError> {
+        for r in &entries {
+            r.check()?;
+        }
+        let mut g = self.lock();
+        Ok(entries.into_iter().map(|r| g.enqueue(r)).collect())
+    }
+
+    fn due_reports(&self, now: Timestamp, limit: usize) -> Result<Vec<StoredReport>, StoreError> {
+        let g = self.lock();
+        Ok(g.reports
+            .values()
+            .filter(|r| r.outcome == ReportOutcome::Pending && r.next_attempt_at <= now)
+            .take(limit)
+            .cloned()
+            .collect())
+    }
+
+    fn report_delivered(&self, id: u64, version: u64, at: Timestamp) -> Result<bool, StoreError> {
+        Ok(self.lock().report_attempt(id, version, None, at))
+    }
+
+    fn report_failed(
+        &self,
+        id: u64,
+        version: u64,
+        failure: ReportFailure,
+        at: Timestamp,
+    ) -> Result<bool, StoreError> {
+        Ok(self.lock().report_attempt(id, version, Some(failure), at))
+    }
+
+    fn reports_of_run(&self, run_id: &str) -> Result<Vec<StoredReport>, StoreError> {
+        let g = self.lock();
+        Ok(g.reports
+            .values()
+            .filter(|r| r.run_id.as_deref() == Some(run_id))
+            .cloned()
+            .collect())
+    }
+
+    fn report_counts(&self) -> Result<ReportCounts, StoreError> {
+        let g = self.lock();
+        let mut counts = ReportCounts::default();
+        for r in g.reports.values() {
+            match r.outcome {
+                ReportOutcome::Pending => counts.pending += 1,
+                ReportOutcome::Refused { .. } => counts.refused += 1,
+                _ => {}
+            }
+        }
+        Ok(counts)
+    }
+
+    fn prune_reports(&self, before: Timestamp) -> Result<usize, StoreError> {
+        let before = crate::run::micros(before);
+        let mut g = self.lock();
+        let doomed: Vec<u64> = g
+            .reports
+            .values()
+            .filter(|r| r.outcome.finished_at().is_some_and(|f| f < before))
+            .map(|r| r.id)
+            .collect();
+        let mut keys = std::collections::HashSet::new();
+        for id in &doomed {
+            if let Some(r) = g.reports.remove(id) {
+                keys.insert(r.key);
+            }
+        }
+        // A key is remembered for as long as one of its entries is kept.
+        for r in g.reports.values() {
+            keys.remove(&r.key);
+        }
+        for key in keys {
+            g.report_keys.remove(&key);
         }
         Ok(doomed.len())
     }

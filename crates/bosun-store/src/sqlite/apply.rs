@@ -23,6 +23,7 @@ use super::sql::{
 };
 use super::versions::Versions;
 use crate::prepared::{LogEntry, Payload};
+use crate::reports::{Enqueued, NewReport};
 use crate::repos::{Accepted, NewDelivery};
 use crate::run::{apply, Run, RunState};
 use crate::{
@@ -110,7 +111,7 @@ pub(super) fn apply_op(
                 .map(drop)
                 .map_err(unavailable),
         ),
-        Op::DeleteRepo(repo, reply) => Reply::Deleted(
+        Op::DeleteRepo(repo, reply) => Reply::Flag(
             reply,
             sql::delete_repo(tx, &repo)
                 .map(|n| n > 0)
@@ -124,6 +125,26 @@ pub(super) fn apply_op(
         Op::PruneDeliveries(before, reply) => Reply::Pruned(
             reply,
             sql::prune_deliveries(tx, before.as_microsecond()).map_err(unavailable),
+        ),
+        Op::EnqueueReports(entries, reply) => Reply::Enqueued(
+            reply,
+            entries
+                .iter()
+                .map(|(r, payload)| enqueue(tx, r, payload))
+                .collect::<rusqlite::Result<_>>()
+                .map_err(unavailable),
+        ),
+        Op::ReportAttempt(attempt, at, reply) => {
+            let (id, version, failure) = *attempt;
+            Reply::Flag(
+                reply,
+                sql::report_attempt(tx, id, version, failure.as_ref(), at.as_microsecond())
+                    .map_err(unavailable),
+            )
+        }
+        Op::PruneReports(before, reply) => Reply::Pruned(
+            reply,
+            sql::prune_reports(tx, before.as_microsecond()).map_err(unavailable),
         ),
         Op::Raw(sql, reply) => {
             cache.touched.all = true;
@@ -413,4 +434,25 @@ fn accept(tx: &rusqlite::Transaction<'_>, d: &NewDelivery) -> rusqlite::Result<A
     }
     let seq = sql::insert_delivery(tx, d)?;
     Ok(Accepted::New { seq: seq as u64 })
+}
+
+/// Queues a report unless its key has had its version or a newer one (an
+/// earlier entry of this batch included: the transaction sees its rows).
+fn enqueue(
+    tx: &rusqlite::Transaction<'_>,
+    r: &NewReport,
+    payload: &str,
+) -> rusqlite::Result<Enqueued> {
+    if let Some(newest) = sql::report_key_version(tx, &r.key)? {
+        if r.version as i64 <= newest {
+            return Ok(Enqueued::Stale {
+                newest: newest as u64,
+            });
+        }
+    }
+    let (id, superseded) = sql::insert_report(tx, r, payload)?;
+    Ok(Enqueued::Queued {
+        id: id as u64,
+        superseded: superseded.map(|s| s as u64),
+    })
 }

@@ -10,6 +10,7 @@ use jiff::Timestamp;
 use rusqlite::Row;
 use serde::{Deserialize, Serialize};
 
+use crate::reports::{ReportOutcome, StoredReport};
 use crate::repos::StoredDelivery;
 use crate::run::{job_type_from_str, Run};
 use crate::{new_run_id, NewRun, PeriodicState, RunCount, RunSummary, TickOutcome};
@@ -124,6 +125,41 @@ pub(super) fn delivery_from_row(r: &Row<'_>) -> rusqlite::Result<StoredDelivery>
         repo: r.get(4)?,
         body: r.get::<_, Option<Vec<u8>>>(5)?.unwrap_or_default(),
         received_at: ts(r.get(6)?)?,
+    })
+}
+
+/// A `reports` row (`id, key, kind, run_id, version, payload, attempts,
+/// created_at, next_attempt_at, last_error, state, finished_at,
+/// superseded_by`).
+pub(super) fn report_from_row(r: &Row<'_>) -> rusqlite::Result<StoredReport> {
+    let kind: String = r.get(2)?;
+    let state: String = r.get(10)?;
+    let finished: Option<i64> = r.get(11)?;
+    let bad =
+        |i: usize, v: String| rusqlite::Error::InvalidColumnType(i, v, rusqlite::types::Type::Text);
+    let at = || ts(finished.unwrap_or_default());
+    let outcome = match state.as_str() {
+        "pending" => ReportOutcome::Pending,
+        "delivered" => ReportOutcome::Delivered { at: at()? },
+        "refused" => ReportOutcome::Refused { at: at()? },
+        "superseded" => ReportOutcome::Superseded {
+            at: at()?,
+            by_version: r.get::<_, i64>(12)? as u64,
+        },
+        _ => return Err(bad(10, state)),
+    };
+    Ok(StoredReport {
+        id: r.get::<_, i64>(0)? as u64,
+        key: r.get(1)?,
+        kind: kind.parse().map_err(|_| bad(2, kind))?,
+        run_id: r.get(3)?,
+        version: r.get::<_, i64>(4)? as u64,
+        payload: json(&r.get::<_, String>(5)?)?,
+        attempts: r.get(6)?,
+        created_at: ts(r.get(7)?)?,
+        next_attempt_at: ts(r.get(8)?)?,
+        last_error: r.get(9)?,
+        outcome,
     })
 }
 

@@ -45,6 +45,15 @@
 //! concurrent deliveries of one id make one row. Reads of either go through
 //! the reader's connection.
 //!
+//! The report outbox is written by the writer too (an enqueue's check of its
+//! key's newest version and the superseding of the pending entry are in the
+//! same transaction as its insert, so concurrent enqueues of one key leave
+//! one pending entry, the newest). A run's repository is a generated column
+//! of `runs` with an index of its own, and its pulls rows of `run_pulls`,
+//! kept by triggers on `runs` (so that every insert, the fold of the fire
+//! log's included, and retention keep them without the writer's help): a
+//! pull's runs are a lookup there, not a walk of a repository's runs.
+//!
 //! A write that cannot commit (disk full, database locked by another process past
 //! the busy timeout, I/O error) fails with [`StoreError::Unavailable`] and leaves
 //! nothing behind: a request that breaks its own rules (no such run, a
@@ -87,6 +96,7 @@ use self::fire_log::FireEntry;
 use self::request::{fail_op, Op, TransitionReply};
 use self::versions::Versions;
 use self::writer::{FoldGate, Writer};
+use crate::reports::{Enqueued, NewReport, ReportCounts, ReportFailure, StoredReport};
 use crate::repos::{Accepted, NewDelivery, RepoRecord, StoredDelivery};
 use crate::run::Run;
 use crate::{
@@ -574,6 +584,63 @@ impl Store for SqliteStore {
     fn prune_deliveries(&self, before: Timestamp) -> Result<usize, StoreError> {
         self.send(|tx| Op::PruneDeliveries(before, tx))
     }
+
+    fn enqueue_reports(&self, entries: Vec<NewReport>) -> Result<Vec<Enqueued>, StoreError> {
+        // Checked and encoded here, so that the writer only writes; concurrent
+        // enqueues share its transaction and fsync.
+        let entries = entries
+            .into_iter()
+            .map(|mut r| {
+                r.check()?;
+                r.created_at = crate::run::micros(r.created_at);
+                let payload = codec::to_json(&r.payload);
+                Ok((r, payload))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        if entries.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.send(|tx| Op::EnqueueReports(entries, tx))
+    }
+
+    fn due_reports(&self, now: Timestamp, limit: usize) -> Result<Vec<StoredReport>, StoreError> {
+        self.read(|c| sql::due_reports(c, now.as_microsecond(), limit))
+    }
+
+    fn report_delivered(&self, id: u64, version: u64, at: Timestamp) -> Result<bool, StoreError> {
+        let at = crate::run::micros(at);
+        self.send(|tx| Op::ReportAttempt(Box::new((id, version, None)), at, tx))
+    }
+
+    fn report_failed(
+        &self,
+        id: u64,
+        version: u64,
+        failure: ReportFailure,
+        at: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let at = crate::run::micros(at);
+        let failure = match failure {
+            ReportFailure::Retry { at, error } => ReportFailure::Retry {
+                at: crate::run::micros(at),
+                error,
+            },
+            permanent => permanent,
+        };
+        self.send(|tx| Op::ReportAttempt(Box::new((id, version, Some(failure))), at, tx))
+    }
+
+    fn reports_of_run(&self, run_id: &str) -> Result<Vec<StoredReport>, StoreError> {
+        self.read(|c| sql::reports_of_run(c, run_id))
+    }
+
+    fn report_counts(&self) -> Result<ReportCounts, StoreError> {
+        self.read(sql::report_counts)
+    }
+
+    fn prune_reports(&self, before: Timestamp) -> Result<usize, StoreError> {
+        self.send(|tx| Op::PruneReports(before, tx))
+    }
 }
 
 #[cfg(test)]
@@ -685,6 +752,193 @@ mod tests {
             assert!(p.contains(index), "{q}: {p}");
             assert!(!p.contains("TEMP B-TREE"), "{q}: {p}");
         }
+    }
+
+    /// A pull's runs are found through `run_pulls` (no walk of a job's or
+    /// a repository's runs, no sort), a repository's through its partial
+    /// index, and the outbox's reads and pruning through theirs.
+    #[test]
+    fn pulls_repositories_and_reports_are_found_through_their_indexes() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = schema(&dir.path().join("bosun.db"), schema::MIGRATIONS.len());
+        let plan = |sql: &str, args: &[&dyn rusqlite::ToSql]| {
+            let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+            let rows: Vec<String> = stmt
+                .query_map(args, |r| r.get::<_, String>(3))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+            rows.join("; ")
+        };
+        let list = |f: &RunFilter| {
+            let (sql, args) = sql::list_query(f);
+            let args: Vec<&dyn rusqlite::ToSql> = args.iter().map(|a| a.as_ref()).collect();
+            plan(&sql, &args)
+        };
+        let pull = RunFilter {
+            repo: Some("acme/widgets".into()),
+            pull: Some(7),
+            ..RunFilter::default()
+        };
+        for f in [
+            pull.clone(),
+            RunFilter {
+                job: Some("j".into()),
+                state: Some(RunState::Failure),
+                active: true,
+                ..pull.clone()
+            },
+            RunFilter {
+                head_sha: Some("abc".into()),
+                job_type: Some("presubmit".into()),
+                after: Some("a".into()),
+                ..pull.clone()
+            },
+            RunFilter {
+                repo: None,
+                ..pull.clone()
+            },
+        ] {
+            let p = list(&f);
+            assert!(
+                p.contains("SEARCH run_pulls USING PRIMARY KEY (number=?"),
+                "{f:?}: {p}"
+            );
+            assert!(p.contains("INTEGER PRIMARY KEY (rowid=?)"), "{f:?}: {p}");
+            assert!(!p.contains("TEMP B-TREE"), "{f:?}: {p}");
+        }
+        let p = list(&RunFilter {
+            repo: Some("acme/widgets".into()),
+            state: Some(RunState::Success),
+            ..RunFilter::default()
+        });
+        assert!(p.contains("runs_repo (refs_repo=?)"), "{p}");
+        assert!(!p.contains("TEMP B-TREE"), "{p}");
+        for (q, index) in [
+            (sql::PENDING_OF_KEY, "reports_key"),
+            (sql::DUE_REPORTS, "reports_pending"),
+            (sql::REPORTS_OF_RUN, "reports_run"),
+            (sql::PRUNE_REPORTS, "reports_ended"),
+        ] {
+            let n = q.matches('?').count();
+            let args: Vec<&dyn rusqlite::ToSql> = [&1 as &dyn rusqlite::ToSql; 2][..n].to_vec();
+            let p = plan(q, &args);
+            assert!(p.contains(index), "{q}: {p}");
+            assert!(!p.contains("TEMP B-TREE"), "{q}: {p}");
+        }
+        let p = plan(sql::REPORT_COUNTS, &[]);
+        assert!(
+            p.contains("reports_pending") && p.contains("reports_ended"),
+            "{p}"
+        );
+        assert!(!p.split("; ").any(|step| step == "SCAN reports"), "{p}");
+    }
+
+    /// Runs kept by the schema before migration 10 are found by repository
+    /// and pull once it has run (and their pulls go with them).
+    #[test]
+    fn runs_of_the_previous_schema_are_found_by_repository_and_pull() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bosun.db");
+        let refs = |repo: &str, pulls: &str| {
+            let (org, name) = repo.split_once('/').unwrap();
+            format!(
+                r#"{{"org":"{org}","repo":"{name}","repo_link":null,"base_ref":"main","base_sha":"b","base_link":null,"pulls":[{pulls}],"path_alias":null,"workdir":false,"auxiliary":false,"clone_uri":null,"skip_submodules":false,"clone_depth":0,"skip_fetch_head":false,"blobless_fetch":null,"sparse_checkout_files":[]}}"#
+            )
+        };
+        let pull = |n: i64, sha: &str| {
+            format!(
+                r#"{{"number":{n},"author":"a","sha":"{sha}","title":null,"ref":null,"link":null,"commit_link":null,"author_link":null}}"#
+            )
+        };
+        {
+            let conn = schema(&path, 9);
+            for (seq, id, job_type, refs, completed) in [
+                (
+                    1,
+                    "a",
+                    "presubmit",
+                    Some(refs("acme/widgets", &pull(1, "x"))),
+                    Some(5),
+                ),
+                (
+                    2,
+                    "b",
+                    "batch",
+                    Some(refs(
+                        "acme/widgets",
+                        &format!("{},{}", pull(2, "y"), pull(1, "x")),
+                    )),
+                    None,
+                ),
+                (3, "c", "postsubmit", Some(refs("acme/widgets", "")), None),
+                (
+                    4,
+                    "d",
+                    "presubmit",
+                    Some(refs("acme/gadgets", &pull(1, "x"))),
+                    None,
+                ),
+                (5, "e", "periodic", None, None),
+            ] {
+                conn.execute(
+                    &format!("INSERT INTO runs({RUN_COLUMNS}, seq) VALUES (?1, ?2, 'job', ?3, NULL, 'default', NULL, ?4, '[]', '{{}}', '{{}}', 'h', NULL, 0, 0, 1, NULL, ?5, ?6, '', NULL, ?7)"),
+                    params![id, 100 + seq, job_type, refs, completed, if completed.is_some() { "success" } else { "pending" }, seq],
+                )
+                .unwrap();
+            }
+        }
+        let store = SqliteStore::open(&path).unwrap();
+        let ids = |f: RunFilter| -> Vec<String> {
+            store.list(&f).unwrap().into_iter().map(|r| r.id).collect()
+        };
+        let w = || Some("acme/widgets".to_string());
+        assert_eq!(
+            ids(RunFilter {
+                repo: w(),
+                ..RunFilter::default()
+            }),
+            ["c", "b", "a"]
+        );
+        assert_eq!(
+            ids(RunFilter {
+                repo: w(),
+                pull: Some(1),
+                ..RunFilter::default()
+            }),
+            ["b", "a"]
+        );
+        assert_eq!(
+            ids(RunFilter {
+                pull: Some(1),
+                ..RunFilter::default()
+            }),
+            ["d", "b", "a"]
+        );
+        assert_eq!(
+            ids(RunFilter {
+                repo: w(),
+                pull: Some(2),
+                head_sha: Some("y".into()),
+                ..RunFilter::default()
+            }),
+            ["b"]
+        );
+        // Retention takes the migrated run's pulls with it.
+        assert_eq!(
+            store
+                .delete_completed_before(Timestamp::from_second(1).unwrap())
+                .unwrap(),
+            vec!["a".to_string()]
+        );
+        let left: i64 = store
+            .read(|c| {
+                c.query_row("SELECT COUNT(*) FROM run_pulls WHERE number = 1", [], |r| {
+                    r.get(0)
+                })
+            })
+            .unwrap();
+        assert_eq!(left, 2, "b's and d's");
     }
 
     /// A fire log that the previous schema's daemon left unfolded (its three

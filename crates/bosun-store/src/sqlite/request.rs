@@ -9,6 +9,7 @@ use jiff::Timestamp;
 
 use super::codec::{Prepared, Template};
 use super::error::unavailable;
+use crate::reports::{Enqueued, NewReport, ReportFailure};
 use crate::repos::{Accepted, NewDelivery};
 use crate::run::{Run, RunState};
 use crate::{
@@ -65,6 +66,19 @@ pub(super) enum Op {
     Accept(Box<NewDelivery>, Sender<Result<Accepted, StoreError>>),
     MarkProcessed(Vec<u64>, Timestamp, Sender<Result<(), StoreError>>),
     PruneDeliveries(Timestamp, Sender<Result<usize, StoreError>>),
+    /// Reports to queue, each with its payload's JSON (encoded by the caller).
+    EnqueueReports(
+        Vec<(NewReport, String)>,
+        Sender<Result<Vec<Enqueued>, StoreError>>,
+    ),
+    /// An attempt to deliver a report (id, version): delivered (no failure)
+    /// or failed, at a time.
+    ReportAttempt(
+        Box<(u64, u64, Option<ReportFailure>)>,
+        Timestamp,
+        Sender<Result<bool, StoreError>>,
+    ),
+    PruneReports(Timestamp, Sender<Result<usize, StoreError>>),
 }
 
 /// Replies held until the batch's commit.
@@ -92,7 +106,12 @@ pub(super) enum Reply {
         Vec<RunCount>,
     ),
     Prepared(Sender<PreparedResults>, PreparedResults),
-    Deleted(Sender<Result<bool, StoreError>>, Result<bool, StoreError>),
+    /// A yes or no: a repository's record deleted, a report's attempt counted.
+    Flag(Sender<Result<bool, StoreError>>, Result<bool, StoreError>),
+    Enqueued(
+        Sender<Result<Vec<Enqueued>, StoreError>>,
+        Result<Vec<Enqueued>, StoreError>,
+    ),
     Accepted(
         Sender<Result<Accepted, StoreError>>,
         Result<Accepted, StoreError>,
@@ -112,7 +131,8 @@ impl Reply {
             Reply::Fire(_, Err(e)) => e,
             Reply::Retain(_, Err(e), _) => e,
             Reply::Prepared(_, Err(e)) => e,
-            Reply::Deleted(_, Err(e)) => e,
+            Reply::Flag(_, Err(e)) => e,
+            Reply::Enqueued(_, Err(e)) => e,
             Reply::Accepted(_, Err(e)) => e,
             Reply::Pruned(_, Err(e)) => e,
             _ => return false,
@@ -130,7 +150,8 @@ impl Reply {
             Reply::Fire(_, Err(e)) => e,
             Reply::Retain(_, Err(e), _) => e,
             Reply::Prepared(_, Err(e)) => e,
-            Reply::Deleted(_, Err(e)) => e,
+            Reply::Flag(_, Err(e)) => e,
+            Reply::Enqueued(_, Err(e)) => e,
             Reply::Accepted(_, Err(e)) => e,
             Reply::Pruned(_, Err(e)) => e,
             _ => return None,
@@ -153,7 +174,8 @@ pub(super) fn fail(r: Reply, msg: &str) {
         Reply::Fire(tx, _) => drop(tx.send(Err(e()))),
         Reply::Retain(tx, ..) => drop(tx.send(Err(e()))),
         Reply::Prepared(tx, _) => drop(tx.send(Err(e()))),
-        Reply::Deleted(tx, _) => drop(tx.send(Err(e()))),
+        Reply::Flag(tx, _) => drop(tx.send(Err(e()))),
+        Reply::Enqueued(tx, _) => drop(tx.send(Err(e()))),
         Reply::Accepted(tx, _) => drop(tx.send(Err(e()))),
         Reply::Pruned(tx, _) => drop(tx.send(Err(e()))),
     }
@@ -170,9 +192,10 @@ pub(super) fn fail_op(op: Op, msg: &str) {
         | Op::Raw(_, tx)
         | Op::PutRepo(_, _, tx)
         | Op::MarkProcessed(_, _, tx) => drop(tx.send(Err(e()))),
-        Op::DeleteRepo(_, tx) => drop(tx.send(Err(e()))),
+        Op::DeleteRepo(_, tx) | Op::ReportAttempt(_, _, tx) => drop(tx.send(Err(e()))),
+        Op::EnqueueReports(_, tx) => drop(tx.send(Err(e()))),
         Op::Accept(_, tx) => drop(tx.send(Err(e()))),
-        Op::PruneDeliveries(_, tx) => drop(tx.send(Err(e()))),
+        Op::PruneDeliveries(_, tx) | Op::PruneReports(_, tx) => drop(tx.send(Err(e()))),
         Op::Templates(_, tx) => drop(tx.send(Err(e()))),
         Op::Prepared(_, _, tx) => drop(tx.send(Err(e()))),
         Op::Fire(_, _, tx) => drop(tx.send(Err(e()))),

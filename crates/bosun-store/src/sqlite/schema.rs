@@ -214,6 +214,71 @@ pub(super) const MIGRATIONS: &[&str] = &[
      CREATE UNIQUE INDEX deliveries_id ON deliveries(forge, delivery_id) WHERE delivery_id <> '';
      CREATE INDEX deliveries_pending ON deliveries(seq) WHERE processed_at IS NULL;
      CREATE INDEX deliveries_processed ON deliveries(received_at) WHERE processed_at IS NOT NULL;",
+    // 10: runs by repository and pull request, and the report outbox.
+    //
+    // A run's repository (`org/repo` of its refs) is a generated column, so
+    // every insert (a create, a fold of the fire log) fills it and the runs
+    // kept so far have it at once; its partial index holds only runs with
+    // refs (a periodic without them, most inserts, writes nothing more).
+    // A run's pulls (a batch has several) are rows of `run_pulls`, kept by
+    // triggers on insert and delete (every insert path and retention alike),
+    // filled here from the runs kept so far. A migration that rebuilds
+    // `runs` (as 4 did) drops the triggers: it must make them again.
+    //
+    // The outbox: an entry per report queued, AUTOINCREMENT so that an id
+    // named by a worker is never another entry once pruned; `report_keys`
+    // the newest version each key has had, for as long as an entry of the
+    // key is kept. Its indexes: by key (the pending entry of a key, and
+    // whether a key has any left), the pending ones in queueing order (the
+    // due ones, their count), by run, and the ended ones (those with an
+    // end) by state and end (the refused count, pruning).
+    "ALTER TABLE runs ADD COLUMN refs_repo TEXT
+        GENERATED ALWAYS AS (json_extract(refs, '$.org') || '/' || json_extract(refs, '$.repo')) VIRTUAL;
+     CREATE INDEX runs_repo ON runs(refs_repo, seq) WHERE refs_repo IS NOT NULL;
+     CREATE TABLE run_pulls (
+        number INTEGER NOT NULL,
+        repo TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        sha TEXT NOT NULL,
+        PRIMARY KEY (number, repo, seq)
+     ) WITHOUT ROWID;
+     CREATE TRIGGER runs_pulls_insert AFTER INSERT ON runs
+        WHEN json_array_length(NEW.refs, '$.pulls') > 0 BEGIN
+        INSERT OR IGNORE INTO run_pulls(number, repo, seq, sha)
+            SELECT json_extract(value, '$.number'), NEW.refs_repo, NEW.seq,
+                COALESCE(json_extract(value, '$.sha'), '')
+            FROM json_each(NEW.refs, '$.pulls');
+     END;
+     CREATE TRIGGER runs_pulls_delete AFTER DELETE ON runs
+        WHEN json_array_length(OLD.refs, '$.pulls') > 0 BEGIN
+        DELETE FROM run_pulls WHERE repo = OLD.refs_repo AND seq = OLD.seq
+            AND number IN (SELECT json_extract(value, '$.number') FROM json_each(OLD.refs, '$.pulls'));
+     END;
+     INSERT OR IGNORE INTO run_pulls(number, repo, seq, sha)
+        SELECT json_extract(p.value, '$.number'), runs.refs_repo, runs.seq,
+            COALESCE(json_extract(p.value, '$.sha'), '')
+        FROM runs, json_each(runs.refs, '$.pulls') AS p
+        WHERE json_array_length(runs.refs, '$.pulls') > 0;
+     CREATE TABLE reports (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        key TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        run_id TEXT,
+        version INTEGER NOT NULL,
+        payload TEXT NOT NULL,
+        attempts INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        next_attempt_at INTEGER NOT NULL,
+        last_error TEXT,
+        state TEXT NOT NULL,
+        finished_at INTEGER,
+        superseded_by INTEGER
+     );
+     CREATE INDEX reports_key ON reports(key);
+     CREATE INDEX reports_pending ON reports(id) WHERE state = 'pending';
+     CREATE INDEX reports_run ON reports(run_id) WHERE run_id IS NOT NULL;
+     CREATE INDEX reports_ended ON reports(state, finished_at) WHERE finished_at IS NOT NULL;
+     CREATE TABLE report_keys (key TEXT PRIMARY KEY, version INTEGER NOT NULL) WITHOUT ROWID;",
 ];
 
 /// Applies the migrations `PRAGMA user_version` says are missing, each in a

@@ -7,10 +7,11 @@ use std::collections::HashMap;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::codec::{
-    count_from_row, delivery_from_row, outcome_from_row, run_from_row, state_from_row,
-    summary_from_row, Prepared,
+    count_from_row, delivery_from_row, outcome_from_row, report_from_row, run_from_row,
+    state_from_row, summary_from_row, Prepared,
 };
 use super::error::unavailable;
+use crate::reports::{NewReport, ReportCounts, ReportFailure, StoredReport};
 use crate::repos::{NewDelivery, StoredDelivery};
 use crate::run::Run;
 use crate::{JobDemand, PeriodicRuns, PeriodicState, RunCount, RunFilter, StoreError, TickOutcome};
@@ -235,17 +236,54 @@ pub(super) type ListArgs = Vec<Box<dyn rusqlite::ToSql>>;
 pub(super) fn list_query(f: &RunFilter) -> (String, ListArgs) {
     let mut sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE 1 = 1");
     let mut args: ListArgs = Vec::new();
+    // A pull's runs (a few, through `run_pulls`) drive the listing: the
+    // other columns are checked on their rows (`+job`: SQLite would
+    // otherwise walk a job's runs in order rather than sort a pull's few).
+    let by_pull = f.pull.is_some() || f.head_sha.is_some();
+    if by_pull {
+        let mut sub = String::from("SELECT seq FROM run_pulls WHERE 1 = 1");
+        for (column, v) in [
+            (
+                "number",
+                f.pull.map(|n| Box::new(n) as Box<dyn rusqlite::ToSql>),
+            ),
+            (
+                "repo",
+                f.repo
+                    .clone()
+                    .map(|r| Box::new(r) as Box<dyn rusqlite::ToSql>),
+            ),
+            (
+                "sha",
+                f.head_sha
+                    .clone()
+                    .map(|s| Box::new(s) as Box<dyn rusqlite::ToSql>),
+            ),
+        ] {
+            if let Some(v) = v {
+                args.push(v);
+                sub.push_str(&format!(" AND {column} = ?{}", args.len()));
+            }
+        }
+        sql.push_str(&format!(" AND seq IN ({sub})"));
+    }
     let mut add = |clause: &str, v: Box<dyn rusqlite::ToSql>| {
         args.push(v);
         sql.push_str(&format!(" AND {clause} = ?{}", args.len()));
     };
+    if let (Some(r), false) = (&f.repo, by_pull) {
+        add("refs_repo", Box::new(r.clone()));
+    }
     if let Some(j) = &f.job {
-        add("job", Box::new(j.clone()));
+        add(if by_pull { "+job" } else { "job" }, Box::new(j.clone()));
     }
     if let Some(p) = &f.periodic {
-        add("periodic", Box::new(p.clone()));
+        add(
+            if by_pull { "+periodic" } else { "periodic" },
+            Box::new(p.clone()),
+        );
         // Through the job's index.
-        if f.job.is_none() {
+        if f.job.is_none() && !by_pull {
             add("job", Box::new(crate::periodic_job(p).to_string()));
         }
     }
@@ -253,10 +291,11 @@ pub(super) fn list_query(f: &RunFilter) -> (String, ListArgs) {
         // With a job, the job's index (`runs_job`) and the state checked on
         // its rows: `+state` keeps SQLite from walking `runs_state`, every
         // run in that state (most of a large store for `success`), for the
-        // few of one job. A job's runs are a small part of the store.
-        let by_job = f.job.is_some() || f.periodic.is_some();
+        // few of one job. A job's runs are a small part of the store; so are
+        // a repository's and a pull's.
+        let narrow = f.job.is_some() || f.periodic.is_some() || f.repo.is_some() || by_pull;
         add(
-            if by_job { "+state" } else { "state" },
+            if narrow { "+state" } else { "state" },
             Box::new(s.as_str()),
         );
     }
@@ -640,4 +679,170 @@ pub(super) fn prune_deliveries(conn: &Connection, before: i64) -> rusqlite::Resu
         "DELETE FROM deliveries WHERE processed_at IS NOT NULL AND received_at < ?1",
         [before],
     )
+}
+
+/// The columns of an outbox entry's row, in the order [`report_from_row`]
+/// decodes them.
+macro_rules! report_columns {
+    () => {
+        "id, key, kind, run_id, version, payload, attempts, created_at, next_attempt_at, last_error, state, finished_at, superseded_by"
+    };
+}
+
+/// The newest version a key has had.
+pub(super) fn report_key_version(conn: &Connection, key: &str) -> rusqlite::Result<Option<i64>> {
+    row(
+        conn,
+        "SELECT version FROM report_keys WHERE key = ?1",
+        [key],
+        |r| r.get(0),
+    )
+    .optional()
+}
+
+/// The pending entry of a key, through the index by key.
+pub(super) const PENDING_OF_KEY: &str =
+    "SELECT id FROM reports WHERE key = ?1 AND state = 'pending'";
+
+/// Queues a report (its JSON encoded by the caller), superseding the
+/// pending entry of its key if one: the new entry's id, and the one it
+/// superseded.
+pub(super) fn insert_report(
+    conn: &Connection,
+    r: &NewReport,
+    payload: &str,
+) -> rusqlite::Result<(i64, Option<i64>)> {
+    let version = r.version as i64;
+    let created = r.created_at.as_microsecond();
+    let pending: Option<i64> = row(conn, PENDING_OF_KEY, [&r.key], |x| x.get(0)).optional()?;
+    if let Some(old) = pending {
+        exec(
+            conn,
+            "UPDATE reports SET state = 'superseded', finished_at = ?2, superseded_by = ?3 WHERE id = ?1",
+            params![old, created, version],
+        )?;
+    }
+    exec(
+        conn,
+        "INSERT INTO reports(key, kind, run_id, version, payload, attempts, created_at, next_attempt_at, state) VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, ?6, 'pending')",
+        params![r.key, r.kind.as_str(), r.run_id, version, payload, created],
+    )?;
+    let id = conn.last_insert_rowid();
+    exec(
+        conn,
+        "INSERT INTO report_keys(key, version) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET version = ?2",
+        params![r.key, version],
+    )?;
+    Ok((id, pending))
+}
+
+/// Counts an attempt of the pending entry `id` at `version` (microseconds
+/// for `at`): delivered (`failure` none), to retry, or refused. Whether it
+/// was pending at that version.
+pub(super) fn report_attempt(
+    conn: &Connection,
+    id: u64,
+    version: u64,
+    failure: Option<&ReportFailure>,
+    at: i64,
+) -> rusqlite::Result<bool> {
+    let (Ok(id), Ok(version)) = (i64::try_from(id), i64::try_from(version)) else {
+        return Ok(false);
+    };
+    let only_pending = "WHERE id = ?1 AND version = ?2 AND state = 'pending'";
+    let n = match failure {
+        None => exec(
+            conn,
+            &format!("UPDATE reports SET state = 'delivered', finished_at = ?3, attempts = attempts + 1 {only_pending}"),
+            params![id, version, at],
+        )?,
+        Some(ReportFailure::Retry { at: again, error }) => exec(
+            conn,
+            &format!("UPDATE reports SET next_attempt_at = ?3, last_error = ?4, attempts = attempts + 1 {only_pending}"),
+            params![id, version, again.as_microsecond(), error],
+        )?,
+        Some(ReportFailure::Permanent { error }) => exec(
+            conn,
+            &format!("UPDATE reports SET state = 'refused', finished_at = ?3, last_error = ?4, attempts = attempts + 1 {only_pending}"),
+            params![id, version, at, error],
+        )?,
+    };
+    Ok(n > 0)
+}
+
+/// The due entries (`?1`: now, in microseconds), at most `?2`, in queueing
+/// order, through the partial index of pending ones.
+pub(super) const DUE_REPORTS: &str = concat!(
+    "SELECT ",
+    report_columns!(),
+    " FROM reports WHERE state = 'pending' AND next_attempt_at <= ?1 ORDER BY id LIMIT ?2"
+);
+
+/// The due entries at `now` (see [`DUE_REPORTS`]).
+pub(super) fn due_reports(
+    c: &Connection,
+    now: i64,
+    limit: usize,
+) -> rusqlite::Result<Vec<StoredReport>> {
+    let mut stmt = c.prepare_cached(DUE_REPORTS)?;
+    let rows = stmt.query_map(
+        params![now, i64::try_from(limit).unwrap_or(i64::MAX)],
+        report_from_row,
+    )?;
+    rows.collect()
+}
+
+/// A run's entries, in queueing order.
+pub(super) const REPORTS_OF_RUN: &str = concat!(
+    "SELECT ",
+    report_columns!(),
+    " FROM reports WHERE run_id = ?1 ORDER BY id"
+);
+
+/// A run's entries (see [`REPORTS_OF_RUN`]).
+pub(super) fn reports_of_run(c: &Connection, run_id: &str) -> rusqlite::Result<Vec<StoredReport>> {
+    let mut stmt = c.prepare_cached(REPORTS_OF_RUN)?;
+    let rows = stmt.query_map([run_id], report_from_row)?;
+    rows.collect()
+}
+
+/// The pending entries and the refused ones kept, each counted through an
+/// index (an ended entry has its end: `finished_at IS NOT NULL` lets SQLite
+/// use the partial index of ended ones).
+pub(super) const REPORT_COUNTS: &str = "SELECT
+    (SELECT COUNT(*) FROM reports WHERE state = 'pending'),
+    (SELECT COUNT(*) FROM reports WHERE state = 'refused' AND finished_at IS NOT NULL)";
+
+/// How many entries are pending, and how many refused ones are kept.
+pub(super) fn report_counts(c: &Connection) -> rusqlite::Result<ReportCounts> {
+    row(c, REPORT_COUNTS, [], |r| {
+        Ok(ReportCounts {
+            pending: r.get::<_, i64>(0)? as u64,
+            refused: r.get::<_, i64>(1)? as u64,
+        })
+    })
+}
+
+/// The entries that ended before `?1` (microseconds), deleted through the
+/// index of ended ones (a pending entry has no end); each returns its key.
+pub(super) const PRUNE_REPORTS: &str = "DELETE FROM reports
+    WHERE state IN ('delivered', 'refused', 'superseded') AND finished_at < ?1 RETURNING key";
+
+/// Deletes the entries that ended before `before` (microseconds), and the
+/// newest versions of the keys left without one; how many entries went.
+pub(super) fn prune_reports(conn: &Connection, before: i64) -> rusqlite::Result<usize> {
+    let deleted: Vec<String> = {
+        let mut stmt = conn.prepare_cached(PRUNE_REPORTS)?;
+        let rows = stmt.query_map([before], |r| r.get::<_, String>(0))?;
+        rows.collect::<rusqlite::Result<_>>()?
+    };
+    let pruned = deleted.len();
+    let keys: std::collections::BTreeSet<String> = deleted.into_iter().collect();
+    let mut forget = conn.prepare_cached(
+        "DELETE FROM report_keys WHERE key = ?1 AND NOT EXISTS (SELECT 1 FROM reports WHERE key = ?1)",
+    )?;
+    for key in &keys {
+        forget.execute([key])?;
+    }
+    Ok(pruned)
 }

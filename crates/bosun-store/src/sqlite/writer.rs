@@ -290,7 +290,10 @@ impl Writer {
                     }
                     let _ = tx.send(res);
                 }
-                Reply::Deleted(tx, res) => {
+                Reply::Flag(tx, res) => {
+                    let _ = tx.send(res);
+                }
+                Reply::Enqueued(tx, res) => {
                     let _ = tx.send(res);
                 }
                 Reply::Accepted(tx, res) => {

@@ -9,9 +9,10 @@ use bosun_store::memory::MemoryStore;
 use bosun_store::repos::RETIRED_JOBS_KEPT;
 use bosun_store::sqlite::{SqliteOptions, SqliteStore};
 use bosun_store::{
-    Accepted, Created, Fire, JobDemand, NewDelivery, NewRun, PeriodicState, PreparedFires,
-    RepoError, RepoJob, RepoRecord, RepoSnapshot, RetiredJob, Retirement, Run, RunFilter, RunState,
-    SeenHead, Store, StoreError, StoredDelivery, TickOutcome, Transition, TransitionObserver,
+    Accepted, Created, Enqueued, Fire, JobDemand, NewDelivery, NewReport, NewRun, PeriodicState,
+    PreparedFires, RepoError, RepoJob, RepoRecord, RepoSnapshot, ReportCounts, ReportFailure,
+    ReportKind, ReportOutcome, RetiredJob, Retirement, Run, RunFilter, RunState, SeenHead, Store,
+    StoreError, StoredDelivery, StoredReport, TickOutcome, Transition, TransitionObserver,
 };
 use jiff::Timestamp;
 
@@ -2201,4 +2202,857 @@ fn a_store_without_repositories_refuses_them() {
     );
     refused(s.pending_deliveries(0, 10).map(drop));
     refused(s.mark_processed(&[1], t("2026-01-01T00:00:00Z")));
+}
+
+/// Refs of `repo` (`org/name`) at the pulls `(number, head sha)`.
+fn refs_of(repo: &str, pulls: &[(i64, &str)]) -> Refs {
+    let (org, name) = repo.rsplit_once('/').unwrap();
+    Refs {
+        org: org.into(),
+        repo: name.into(),
+        base_ref: Some("main".into()),
+        base_sha: Some("base".into()),
+        pulls: pulls
+            .iter()
+            .map(|&(number, sha)| bosun_config::types::Pull {
+                number,
+                sha: sha.into(),
+                author: "alice".into(),
+                ..Default::default()
+            })
+            .collect(),
+        ..Refs::default()
+    }
+}
+
+/// A new run of `job` (of `job_type`) on `refs`.
+fn new_on(job: &str, job_type: JobType, refs: Option<Refs>) -> NewRun {
+    NewRun {
+        job_type,
+        periodic: None,
+        refs,
+        extra_refs: vec![],
+        ..new_periodic(job, None, 0)
+    }
+}
+
+fn create_on(s: &dyn Store, job: &str, job_type: JobType, refs: Option<Refs>, at: &str) -> Run {
+    s.create_run(new_on(job, job_type, refs), t(at))
+        .unwrap()
+        .run()
+        .clone()
+}
+
+fn jobs(runs: &[Run]) -> Vec<&str> {
+    runs.iter().map(|r| r.job.as_str()).collect()
+}
+
+#[test]
+fn runs_are_listed_by_repository_pull_and_head() {
+    each_store(|s, _| {
+        use JobType::*;
+        let at = "2026-01-01T00:00:00Z";
+        let w = "acme/widgets";
+        // Created in this order (listings are newest first).
+        create_on(s, "pre-1a", Presubmit, Some(refs_of(w, &[(1, "a")])), at);
+        create_on(s, "pre-1b", Presubmit, Some(refs_of(w, &[(1, "b")])), at);
+        create_on(s, "pre-2", Presubmit, Some(refs_of(w, &[(2, "a")])), at);
+        create_on(
+            s,
+            "batch",
+            Batch,
+            Some(refs_of(w, &[(2, "c"), (1, "b")])),
+            at,
+        );
+        create_on(s, "post", Postsubmit, Some(refs_of(w, &[])), at);
+        create_on(
+            s,
+            "other-1",
+            Presubmit,
+            Some(refs_of("acme/gadgets", &[(1, "a")])),
+            at,
+        );
+        // A nested GitLab group: its org holds a `/`.
+        create_on(
+            s,
+            "nested-1",
+            Presubmit,
+            Some(refs_of("g/sub/widgets", &[(1, "a")])),
+            at,
+        );
+        // Extra refs of the repository are not its runs.
+        create_on(s, "extra", Periodic, None, at);
+        let mut extra = new_on("extra2", Periodic, None);
+        extra.extra_refs = vec![refs_of(w, &[(1, "a")])];
+        s.create_run(extra, t(at)).unwrap();
+        // An in-repo periodic's runs have refs: a fire (through the fire log
+        // for one of the SQLite stores) is listed too.
+        let mut fire = tick_fire("acme/widgets:nightly", "2026-01-01T00:00:00Z", t(at));
+        fire.runs[0].refs = Some(refs_of(w, &[]));
+        fire.runs[0].job = "nightly".into();
+        s.commit_fire(fire, t(at)).unwrap();
+
+        let list = |f: RunFilter| s.list(&f).unwrap();
+        let of = |repo: Option<&str>, pull: Option<i64>, sha: Option<&str>| RunFilter {
+            repo: repo.map(String::from),
+            pull,
+            head_sha: sha.map(String::from),
+            ..RunFilter::default()
+        };
+        assert_eq!(
+            jobs(&list(of(Some(w), None, None))),
+            ["nightly", "post", "batch", "pre-2", "pre-1b", "pre-1a"]
+        );
+        assert_eq!(
+            jobs(&list(of(Some("g/sub/widgets"), None, None))),
+            ["nested-1"]
+        );
+        assert_eq!(
+            jobs(&list(of(Some("acme"), None, None))),
+            Vec::<&str>::new()
+        );
+        assert_eq!(
+            jobs(&list(of(Some(w), Some(1), None))),
+            ["batch", "pre-1b", "pre-1a"],
+            "a batch holding the pull is one of its runs"
+        );
+        assert_eq!(jobs(&list(of(Some(w), Some(2), None))), ["batch", "pre-2"]);
+        assert_eq!(jobs(&list(of(Some(w), Some(3), None))), Vec::<&str>::new());
+        assert_eq!(
+            jobs(&list(of(None, Some(1), None))),
+            ["nested-1", "other-1", "batch", "pre-1b", "pre-1a"],
+            "a pull number of any repository"
+        );
+        assert_eq!(
+            jobs(&list(of(Some(w), Some(1), Some("b")))),
+            ["batch", "pre-1b"]
+        );
+        assert_eq!(
+            jobs(&list(of(Some(w), Some(2), Some("b")))),
+            Vec::<&str>::new(),
+            "the sha is that pull's, not another pull's of the batch"
+        );
+        assert_eq!(
+            jobs(&list(of(Some(w), None, Some("a")))),
+            ["pre-2", "pre-1a"]
+        );
+        // With the other filters.
+        assert_eq!(
+            jobs(&list(RunFilter {
+                job_type: Some("presubmit".into()),
+                ..of(Some(w), Some(1), None)
+            })),
+            ["pre-1b", "pre-1a"]
+        );
+        assert_eq!(
+            jobs(&list(RunFilter {
+                job: Some("pre-1a".into()),
+                ..of(Some(w), Some(1), None)
+            })),
+            ["pre-1a"]
+        );
+        assert_eq!(
+            jobs(&list(RunFilter {
+                oldest_first: true,
+                ..of(Some(w), Some(1), None)
+            })),
+            ["pre-1a", "pre-1b", "batch"]
+        );
+        let pre_1b = list(of(Some(w), Some(1), Some("b")))[1].clone();
+        s.transition(
+            &pre_1b.id,
+            Transition::to(RunState::Aborted, t(at), "new head"),
+        )
+        .unwrap();
+        assert_eq!(
+            jobs(&list(RunFilter {
+                active: true,
+                ..of(Some(w), Some(1), None)
+            })),
+            ["batch", "pre-1a"]
+        );
+        assert_eq!(
+            jobs(&list(RunFilter {
+                state: Some(RunState::Aborted),
+                ..of(Some(w), None, None)
+            })),
+            ["pre-1b"]
+        );
+        // Pages, by offset and by cursor, agree.
+        let page = |offset, after: Option<&Run>, before: Option<&Run>| {
+            list(RunFilter {
+                limit: 2,
+                offset,
+                after: after.map(|r| r.id.clone()),
+                before: before.map(|r| r.id.clone()),
+                ..of(Some(w), Some(1), None)
+            })
+        };
+        let first = page(0, None, None);
+        assert_eq!(jobs(&first), ["batch", "pre-1b"]);
+        let second = page(0, first.last(), None);
+        assert_eq!(jobs(&second), ["pre-1a"]);
+        assert_eq!(page(2, None, None), second);
+        assert_eq!(page(0, None, second.first()), first);
+        let by_repo = list(RunFilter {
+            limit: 2,
+            after: Some(first[0].id.clone()),
+            ..of(Some(w), None, None)
+        });
+        assert_eq!(jobs(&by_repo), ["pre-2", "pre-1b"]);
+    });
+}
+
+#[test]
+fn a_pulls_active_runs_are_its_unfinished_presubmits() {
+    each_store(|s, _| {
+        use JobType::*;
+        let at = "2026-01-01T00:00:00Z";
+        let w = "acme/widgets";
+        let a = create_on(s, "a", Presubmit, Some(refs_of(w, &[(1, "x")])), at);
+        let b = create_on(s, "b", Presubmit, Some(refs_of(w, &[(1, "y")])), at);
+        let done = create_on(s, "c", Presubmit, Some(refs_of(w, &[(1, "x")])), at);
+        s.transition(&done.id, Transition::to(RunState::Error, t(at), ""))
+            .unwrap();
+        s.transition(&b.id, Transition::to(RunState::Pending, t(at), ""))
+            .unwrap();
+        create_on(
+            s,
+            "batch",
+            Batch,
+            Some(refs_of(w, &[(1, "y"), (2, "z")])),
+            at,
+        );
+        create_on(s, "d", Presubmit, Some(refs_of(w, &[(2, "x")])), at);
+        create_on(
+            s,
+            "e",
+            Presubmit,
+            Some(refs_of("acme/gadgets", &[(1, "x")])),
+            at,
+        );
+        let active = s.active_runs_of_pull(w, 1).unwrap();
+        assert_eq!(
+            active.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+            [a.id.as_str(), b.id.as_str()],
+            "oldest first, whatever their head"
+        );
+        // More than a page of them.
+        let many: Vec<Run> = (0..1203)
+            .map(|i| {
+                create_on(
+                    s,
+                    &format!("m{i}"),
+                    Presubmit,
+                    Some(refs_of(w, &[(9, "x")])),
+                    at,
+                )
+            })
+            .collect();
+        let active = s.active_runs_of_pull(w, 9).unwrap();
+        assert_eq!(active, many);
+        assert_eq!(s.active_runs_of_pull(w, 3).unwrap(), vec![]);
+    });
+}
+
+#[test]
+fn a_heads_latest_runs_are_the_newest_of_each_job() {
+    each_store(|s, _| {
+        use JobType::*;
+        let w = "acme/widgets";
+        let pr = |sha| Some(refs_of(w, &[(4, sha)]));
+        let old_a = create_on(s, "a", Presubmit, pr("h1"), "2026-01-01T00:00:00Z");
+        let b = create_on(s, "b", Presubmit, pr("h1"), "2026-01-01T00:00:01Z");
+        let new_a = create_on(s, "a", Presubmit, pr("h1"), "2026-01-01T00:00:02Z");
+        create_on(s, "a", Presubmit, pr("h2"), "2026-01-01T00:00:03Z");
+        create_on(s, "c", Presubmit, pr("h2"), "2026-01-01T00:00:04Z");
+        create_on(
+            s,
+            "a",
+            Batch,
+            Some(refs_of(w, &[(4, "h1")])),
+            "2026-01-01T00:00:05Z",
+        );
+        create_on(
+            s,
+            "a",
+            Presubmit,
+            Some(refs_of("acme/gadgets", &[(4, "h1")])),
+            "2026-01-01T00:00:06Z",
+        );
+        s.transition(
+            &new_a.id,
+            Transition::to(RunState::Aborted, t("2026-01-01T00:00:07Z"), ""),
+        )
+        .unwrap();
+        let latest = s.latest_runs_of_head(w, 4, "h1").unwrap();
+        assert_eq!(
+            latest
+                .iter()
+                .map(|r| (r.job.as_str(), r.id.as_str()))
+                .collect::<Vec<_>>(),
+            [("a", new_a.id.as_str()), ("b", b.id.as_str())],
+            "by job name; {} is older",
+            old_a.id
+        );
+        assert_eq!(latest[0].state, RunState::Aborted);
+        assert_eq!(
+            jobs(&s.latest_runs_of_head(w, 4, "h2").unwrap()),
+            ["a", "c"]
+        );
+        assert_eq!(s.latest_runs_of_head(w, 4, "h3").unwrap(), vec![]);
+        assert_eq!(s.latest_runs_of_head(w, 5, "h1").unwrap(), vec![]);
+    });
+}
+
+/// Retention deletes a run of a pull, the newest run: after a restart the
+/// SQLite store hands its seq out again, and the run created then is not
+/// one of the pull's.
+#[test]
+fn sqlite_a_deleted_runs_pulls_go_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bosun.db");
+    let at = "2026-01-01T00:00:00Z";
+    let w = "acme/widgets";
+    {
+        let s = SqliteStore::open(&path).unwrap();
+        let r = create_on(
+            &s,
+            "a",
+            JobType::Presubmit,
+            Some(refs_of(w, &[(7, "x")])),
+            at,
+        );
+        s.transition(&r.id, Transition::to(RunState::Error, t(at), ""))
+            .unwrap();
+        assert_eq!(
+            s.delete_completed_before(t("2026-02-01T00:00:00Z"))
+                .unwrap(),
+            vec![r.id.clone()]
+        );
+    }
+    let s = SqliteStore::open(&path).unwrap();
+    let next = create_on(&s, "b", JobType::Postsubmit, Some(refs_of(w, &[])), at);
+    let of_pull = RunFilter {
+        pull: Some(7),
+        ..RunFilter::default()
+    };
+    assert_eq!(s.list(&of_pull).unwrap(), vec![]);
+    assert_eq!(
+        s.list(&RunFilter {
+            repo: Some(w.into()),
+            ..of_pull
+        })
+        .unwrap(),
+        vec![]
+    );
+    assert_eq!(
+        s.list(&RunFilter {
+            repo: Some(w.into()),
+            ..RunFilter::default()
+        })
+        .unwrap(),
+        vec![next]
+    );
+}
+
+/// A status report of `key` at `version`, made at `at`.
+fn report(key: &str, version: u64, run: Option<&str>, at: &str) -> NewReport {
+    NewReport {
+        key: key.into(),
+        kind: ReportKind::Status,
+        run_id: run.map(String::from),
+        version,
+        payload: serde_json::json!({"state": "pending", "version": version}),
+        created_at: t(at),
+    }
+}
+
+/// The kept form of `r` under `id`, pending and never tried.
+fn pending_report(r: &NewReport, id: u64) -> StoredReport {
+    StoredReport {
+        id,
+        key: r.key.clone(),
+        kind: r.kind,
+        run_id: r.run_id.clone(),
+        version: r.version,
+        payload: r.payload.clone(),
+        attempts: 0,
+        created_at: r.created_at,
+        next_attempt_at: r.created_at,
+        last_error: None,
+        outcome: ReportOutcome::Pending,
+    }
+}
+
+fn queued(e: Enqueued) -> u64 {
+    match e {
+        Enqueued::Queued { id, .. } => id,
+        other => panic!("not queued: {other:?}"),
+    }
+}
+
+fn enqueue_one(s: &dyn Store, r: NewReport) -> Enqueued {
+    let mut out = s.enqueue_reports(vec![r]).unwrap();
+    assert_eq!(out.len(), 1);
+    out.remove(0)
+}
+
+#[test]
+fn a_newer_report_takes_the_place_of_the_pending_one_and_an_older_is_stale() {
+    each_store(|s, _| {
+        let k = "status:github:acme/widgets:abc:ci/test";
+        let v3 = report(k, 3, Some("run1"), "2026-01-01T00:00:00Z");
+        let id3 = queued(enqueue_one(s, v3.clone()));
+        assert_eq!(
+            s.due_reports(t("2026-01-01T00:00:00Z"), 10).unwrap(),
+            vec![pending_report(&v3, id3)]
+        );
+        // Older, or the same version again: not queued.
+        for v in [1, 3] {
+            assert_eq!(
+                enqueue_one(s, report(k, v, Some("run1"), "2026-01-01T00:00:01Z")),
+                Enqueued::Stale { newest: 3 },
+                "version {v}"
+            );
+        }
+        let v5 = report(k, 5, Some("run1"), "2026-01-01T00:00:02Z");
+        let got = enqueue_one(s, v5.clone());
+        let id5 = queued(got);
+        assert_eq!(
+            got,
+            Enqueued::Queued {
+                id: id5,
+                superseded: Some(id3)
+            }
+        );
+        assert!(id5 > id3);
+        let due = s.due_reports(t("2026-01-02T00:00:00Z"), 10).unwrap();
+        assert_eq!(due, vec![pending_report(&v5, id5)], "one pending per key");
+        assert_eq!(
+            enqueue_one(s, report(k, 4, None, "2026-01-01T00:00:03Z")),
+            Enqueued::Stale { newest: 5 },
+            "older than the pending one"
+        );
+        // The superseded entry is kept, never sent.
+        assert_eq!(
+            s.reports_of_run("run1").unwrap(),
+            vec![
+                StoredReport {
+                    outcome: ReportOutcome::Superseded {
+                        at: t("2026-01-01T00:00:02Z"),
+                        by_version: 5
+                    },
+                    ..pending_report(&v3, id3)
+                },
+                pending_report(&v5, id5)
+            ]
+        );
+        assert!(!s
+            .report_delivered(id3, 3, t("2026-01-01T00:00:04Z"))
+            .unwrap());
+        // Delivered: a version older than the delivered one is stale too.
+        assert!(s
+            .report_delivered(id5, 5, t("2026-01-01T00:00:05Z"))
+            .unwrap());
+        assert_eq!(
+            enqueue_one(s, report(k, 4, None, "2026-01-01T00:00:06Z")),
+            Enqueued::Stale { newest: 5 }
+        );
+        // Other keys, and several entries of one key in one call, in order.
+        let k2 = "comment:github:acme/widgets:7";
+        let out = s
+            .enqueue_reports(vec![
+                report(k2, 1, None, "2026-01-01T00:00:07Z"),
+                report(k2, 2, None, "2026-01-01T00:00:07Z"),
+                report(k2, 2, None, "2026-01-01T00:00:07Z"),
+                report(k, 6, None, "2026-01-01T00:00:07Z"),
+            ])
+            .unwrap();
+        let (a, b, c) = (queued(out[0]), queued(out[1]), queued(out[3]));
+        assert_eq!(
+            out,
+            vec![
+                Enqueued::Queued {
+                    id: a,
+                    superseded: None
+                },
+                Enqueued::Queued {
+                    id: b,
+                    superseded: Some(a)
+                },
+                Enqueued::Stale { newest: 2 },
+                Enqueued::Queued {
+                    id: c,
+                    superseded: None
+                },
+            ],
+            "the delivered entry of {k} is not superseded"
+        );
+        assert!(a > id5 && b > a && c > b);
+        let due: Vec<(u64, u64)> = s
+            .due_reports(t("2026-01-02T00:00:00Z"), 10)
+            .unwrap()
+            .iter()
+            .map(|r| (r.id, r.version))
+            .collect();
+        assert_eq!(due, [(b, 2), (c, 6)]);
+        assert_eq!(s.enqueue_reports(vec![]).unwrap(), vec![]);
+    });
+}
+
+#[test]
+fn due_reports_come_in_queueing_order_once_due_up_to_a_limit() {
+    each_store(|s, _| {
+        let ids: Vec<u64> = (0..5)
+            .map(|i| {
+                let at = format!("2026-01-01T00:00:0{}Z", 5 - i);
+                queued(enqueue_one(s, report(&format!("k{i}"), 1, None, &at)))
+            })
+            .collect();
+        let due = |now: &str, limit| -> Vec<u64> {
+            s.due_reports(t(now), limit)
+                .unwrap()
+                .iter()
+                .map(|r| r.id)
+                .collect()
+        };
+        assert_eq!(due("2026-01-01T00:00:00Z", 10), Vec::<u64>::new());
+        assert_eq!(due("2026-01-01T00:00:02Z", 10), ids[3..]);
+        assert_eq!(due("2026-01-01T00:00:09Z", 10), ids);
+        assert_eq!(due("2026-01-01T00:00:09Z", 2), ids[..2]);
+        assert_eq!(due("2026-01-01T00:00:09Z", 0), Vec::<u64>::new());
+        // A retry later leaves it out until then; a delivered one goes.
+        assert!(s
+            .report_failed(
+                ids[0],
+                1,
+                ReportFailure::Retry {
+                    at: t("2026-01-01T00:01:00Z"),
+                    error: "502".into()
+                },
+                t("2026-01-01T00:00:10Z")
+            )
+            .unwrap());
+        assert!(s
+            .report_delivered(ids[1], 1, t("2026-01-01T00:00:10Z"))
+            .unwrap());
+        assert_eq!(due("2026-01-01T00:00:59Z", 10), ids[2..]);
+        assert_eq!(
+            due("2026-01-01T00:01:00Z", 10),
+            [ids[0], ids[2], ids[3], ids[4]]
+        );
+    });
+}
+
+#[test]
+fn a_report_retried_or_refused_keeps_the_forges_answer() {
+    each_store(|s, _| {
+        let k = "status:github:acme/widgets:abc:ci/test";
+        let v1 = report(k, 1, Some("r"), "2026-01-01T00:00:00Z");
+        let id = queued(enqueue_one(s, v1.clone()));
+        let retry = |n: u32| ReportFailure::Retry {
+            at: t("2026-01-01T00:10:00Z") + jiff::SignedDuration::from_secs(n.into()),
+            error: format!("HTTP 502 #{n}"),
+        };
+        assert!(s
+            .report_failed(id, 1, retry(1), t("2026-01-01T00:00:01Z"))
+            .unwrap());
+        assert!(s
+            .report_failed(id, 1, retry(2), t("2026-01-01T00:00:02Z"))
+            .unwrap());
+        assert!(
+            !s.report_failed(id, 2, retry(3), t("2026-01-01T00:00:03Z"))
+                .unwrap(),
+            "another version"
+        );
+        assert!(!s
+            .report_failed(id + 100, 1, retry(3), t("2026-01-01T00:00:03Z"))
+            .unwrap());
+        let retried = StoredReport {
+            attempts: 2,
+            next_attempt_at: t("2026-01-01T00:10:02Z"),
+            last_error: Some("HTTP 502 #2".into()),
+            ..pending_report(&v1, id)
+        };
+        assert_eq!(s.reports_of_run("r").unwrap(), vec![retried.clone()]);
+        assert_eq!(
+            s.report_counts().unwrap(),
+            ReportCounts {
+                pending: 1,
+                refused: 0
+            }
+        );
+        let answer = "HTTP 422: description is too long";
+        assert!(s
+            .report_failed(
+                id,
+                1,
+                ReportFailure::Permanent {
+                    error: answer.into()
+                },
+                t("2026-01-01T00:10:05Z")
+            )
+            .unwrap());
+        let refused = StoredReport {
+            attempts: 3,
+            last_error: Some(answer.into()),
+            outcome: ReportOutcome::Refused {
+                at: t("2026-01-01T00:10:05Z"),
+            },
+            ..retried
+        };
+        assert_eq!(s.reports_of_run("r").unwrap(), vec![refused.clone()]);
+        assert_eq!(
+            s.due_reports(t("2027-01-01T00:00:00Z"), 10).unwrap(),
+            vec![]
+        );
+        assert_eq!(
+            s.report_counts().unwrap(),
+            ReportCounts {
+                pending: 0,
+                refused: 1
+            }
+        );
+        // Ended: nothing changes it any more.
+        assert!(!s
+            .report_delivered(id, 1, t("2026-01-01T00:10:06Z"))
+            .unwrap());
+        assert!(!s
+            .report_failed(id, 1, retry(4), t("2026-01-01T00:10:06Z"))
+            .unwrap());
+        assert_eq!(s.reports_of_run("r").unwrap(), vec![refused.clone()]);
+        // A refused version does not hold back a newer one; the same is stale.
+        assert_eq!(
+            enqueue_one(s, report(k, 1, Some("r"), "2026-01-01T00:11:00Z")),
+            Enqueued::Stale { newest: 1 }
+        );
+        let v2 = report(k, 2, Some("r"), "2026-01-01T00:11:00Z");
+        let got = enqueue_one(s, v2.clone());
+        let id2 = queued(got);
+        assert_eq!(
+            got,
+            Enqueued::Queued {
+                id: id2,
+                superseded: None
+            }
+        );
+        assert!(s
+            .report_delivered(id2, 2, t("2026-01-01T00:11:01Z"))
+            .unwrap());
+        assert_eq!(
+            s.reports_of_run("r").unwrap(),
+            vec![
+                refused,
+                StoredReport {
+                    attempts: 1,
+                    outcome: ReportOutcome::Delivered {
+                        at: t("2026-01-01T00:11:01Z")
+                    },
+                    ..pending_report(&v2, id2)
+                }
+            ]
+        );
+        assert_eq!(s.reports_of_run("nope").unwrap(), vec![]);
+        assert_eq!(
+            s.report_counts().unwrap(),
+            ReportCounts {
+                pending: 0,
+                refused: 1
+            }
+        );
+    });
+}
+
+#[test]
+fn pruning_reports_keeps_pending_ones_and_forgets_a_key_with_its_last_entry() {
+    each_store(|s, _| {
+        let day = |d: u32| format!("2026-01-0{d}T00:00:00Z");
+        // a: superseded on day 1, its newer entry delivered on day 2.
+        let a1 = queued(enqueue_one(s, report("a", 1, None, &day(1))));
+        let a2 = queued(enqueue_one(s, report("a", 2, None, &day(1))));
+        assert!(s.report_delivered(a2, 2, t(&day(2))).unwrap());
+        // b: refused on day 1, then one pending from day 1.
+        let b1 = queued(enqueue_one(s, report("b", 1, None, &day(1))));
+        let refuse = ReportFailure::Permanent { error: "no".into() };
+        assert!(s.report_failed(b1, 1, refuse, t(&day(1))).unwrap());
+        let b2 = queued(enqueue_one(s, report("b", 2, None, &day(1))));
+        // c: delivered on day 5.
+        let c1 = queued(enqueue_one(s, report("c", 1, None, &day(1))));
+        assert!(s.report_delivered(c1, 1, t(&day(5))).unwrap());
+        // d: pending since day 1, however old.
+        let d1 = queued(enqueue_one(s, report("d", 1, None, &day(1))));
+
+        assert_eq!(s.prune_reports(t(&day(3))).unwrap(), 3, "a1, a2, b1");
+        let left: Vec<u64> = s
+            .due_reports(t(&day(9)), 10)
+            .unwrap()
+            .iter()
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(left, [b2, d1]);
+        assert_eq!(
+            s.report_counts().unwrap(),
+            ReportCounts {
+                pending: 2,
+                refused: 0
+            }
+        );
+        // `a` has no entry left: its versions are new again. `b` (pending)
+        // and `c` (delivered, kept) still know theirs.
+        assert!(matches!(
+            enqueue_one(s, report("a", 1, None, &day(6))),
+            Enqueued::Queued { .. }
+        ));
+        assert_eq!(
+            enqueue_one(s, report("b", 1, None, &day(6))),
+            Enqueued::Stale { newest: 2 }
+        );
+        assert_eq!(
+            enqueue_one(s, report("c", 1, None, &day(6))),
+            Enqueued::Stale { newest: 1 }
+        );
+        assert_eq!(s.prune_reports(t(&day(5))).unwrap(), 0, "c ended on day 5");
+        assert_eq!(s.prune_reports(t(&day(6))).unwrap(), 1);
+        assert!(matches!(
+            enqueue_one(s, report("c", 1, None, &day(6))),
+            Enqueued::Queued { .. }
+        ));
+        // Ids are never handed out again.
+        let e = queued(enqueue_one(s, report("e", 1, None, &day(6))));
+        assert!(e > d1, "{e} after {d1}");
+        let _ = (a1, c1);
+    });
+}
+
+#[test]
+fn concurrent_enqueues_of_one_key_leave_its_newest_version_pending() {
+    const THREADS: u64 = 8;
+    const EACH: u64 = 50;
+    each_store(|s, _| {
+        std::thread::scope(|sc| {
+            for i in 0..THREADS {
+                sc.spawn(move || {
+                    for k in 0..EACH {
+                        // Versions interleave across threads.
+                        let v = 1 + k * THREADS + i;
+                        s.enqueue_reports(vec![
+                            report("shared", v, Some("r"), "2026-01-01T00:00:00Z"),
+                            report(&format!("own{i}"), v, None, "2026-01-01T00:00:00Z"),
+                        ])
+                        .unwrap();
+                    }
+                });
+            }
+        });
+        let due = s.due_reports(t("2026-01-01T00:00:00Z"), 1000).unwrap();
+        let shared: Vec<u64> = due
+            .iter()
+            .filter(|r| r.key == "shared")
+            .map(|r| r.version)
+            .collect();
+        assert_eq!(shared, [THREADS * EACH]);
+        assert_eq!(due.len() as u64, 1 + THREADS);
+        let all = s.reports_of_run("r").unwrap();
+        assert!(all
+            .iter()
+            .filter(|r| r.outcome != ReportOutcome::Pending)
+            .all(|r| matches!(r.outcome, ReportOutcome::Superseded { by_version, .. } if by_version > r.version)));
+        // Versions were queued in increasing order: each one newer than all
+        // before it.
+        assert!(all.windows(2).all(|w| w[0].version < w[1].version));
+    });
+}
+
+#[test]
+fn sqlite_keeps_reports_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bosun.db");
+    let at = "2026-01-01T00:00:00Z";
+    let k = "status:github:acme/widgets:abc:ci/test";
+    let (in_flight, delivered) = {
+        let s = SqliteStore::open(&path).unwrap();
+        let delivered = queued(enqueue_one(&s, report("done", 4, None, at)));
+        assert!(s.report_delivered(delivered, 4, t(at)).unwrap());
+        let v2 = report(k, 2, Some("r"), at);
+        let id = queued(enqueue_one(&s, v2.clone()));
+        // The worker took it, and bosun is killed before it could say how
+        // sending it went.
+        assert_eq!(
+            s.due_reports(t(at), 10).unwrap(),
+            vec![pending_report(&v2, id)]
+        );
+        (pending_report(&v2, id), delivered)
+    };
+    let s = SqliteStore::open(&path).unwrap();
+    assert_eq!(
+        s.due_reports(t(at), 10).unwrap(),
+        vec![in_flight.clone()],
+        "still pending: sent again"
+    );
+    assert_eq!(
+        enqueue_one(&s, report("done", 3, None, at)),
+        Enqueued::Stale { newest: 4 },
+        "a delivered version is remembered"
+    );
+    assert_eq!(
+        enqueue_one(&s, report(k, 2, None, at)),
+        Enqueued::Stale { newest: 2 }
+    );
+    let next = queued(enqueue_one(&s, report("other", 1, None, at)));
+    assert!(next > in_flight.id && next > delivered);
+    assert!(s.report_delivered(in_flight.id, 2, t(at)).unwrap());
+    assert_eq!(
+        s.report_counts().unwrap(),
+        ReportCounts {
+            pending: 1,
+            refused: 0
+        }
+    );
+}
+
+#[test]
+fn a_store_without_an_outbox_refuses_it() {
+    let s = Required(MemoryStore::new());
+    let refused = |r: Result<(), StoreError>| {
+        assert!(matches!(r, Err(StoreError::Unavailable(_))), "{r:?}");
+    };
+    let at = t("2026-01-01T00:00:00Z");
+    refused(
+        s.enqueue_reports(vec![report("k", 1, None, "2026-01-01T00:00:00Z")])
+            .map(drop),
+    );
+    refused(s.due_reports(at, 10).map(drop));
+    refused(s.report_delivered(1, 1, at).map(drop));
+    refused(
+        s.report_failed(1, 1, ReportFailure::Permanent { error: "x".into() }, at)
+            .map(drop),
+    );
+    refused(s.reports_of_run("r").map(drop));
+    refused(s.report_counts().map(drop));
+    refused(s.prune_reports(at).map(drop));
+}
+
+#[test]
+fn a_report_version_beyond_i64_refuses_the_whole_call() {
+    each_store(|s, _| {
+        let r = s.enqueue_reports(vec![
+            report("k", 1, None, "2026-01-01T00:00:00Z"),
+            report("k", u64::MAX, None, "2026-01-01T00:00:00Z"),
+        ]);
+        assert!(matches!(r, Err(StoreError::Invalid(_))), "{r:?}");
+        assert_eq!(
+            s.due_reports(t("2027-01-01T00:00:00Z"), 10).unwrap(),
+            vec![]
+        );
+        let top = i64::MAX as u64;
+        assert!(matches!(
+            enqueue_one(s, report("k", top, None, "2026-01-01T00:00:00Z")),
+            Enqueued::Queued { .. }
+        ));
+        assert_eq!(
+            s.due_reports(t("2027-01-01T00:00:00Z"), 10).unwrap()[0].version,
+            top
+        );
+    });
 }
