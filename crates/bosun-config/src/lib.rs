@@ -14,6 +14,7 @@ pub mod diag;
 pub mod duration;
 pub mod load;
 pub mod model;
+pub mod plugins;
 pub mod source;
 pub mod types;
 pub mod validate;

@@ -216,7 +216,8 @@ fn action(shared: &Shared, repos: &Repos, d: &StoredDelivery) -> Action {
                 }
             }
         }
-        Event::Ping | Event::Ignored(_) => {
+        // Pull requests and comments are the trigger's (not wired here yet).
+        Event::PullRequest(_) | Event::Comment(_) | Event::Ping | Event::Ignored(_) => {
             if let Some(repo) = &d.repo {
                 repos.webhook_seen(store, repo, now);
             }

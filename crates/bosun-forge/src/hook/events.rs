@@ -1,7 +1,11 @@
 //! An accepted delivery's body as the plain data bosun acts on: pushes (from
 //! GitHub, Gitea and GitLab), GitHub's `repository` changes that end or move
-//! a repository bosun follows, GitHub's `ping`; every other event is
-//! [`Event::Ignored`].
+//! a repository bosun follows, GitHub's pull requests and the comments on
+//! them (`issue_comment`, `pull_request_review`,
+//! `pull_request_review_comment`), GitHub's `ping`; every other event is
+//! [`Event::Ignored`]. Gitea's and GitLab's pull request and comment events
+//! (`pull_request`, `issue_comment`, `Merge Request Hook`, `Note Hook`) are
+//! not read yet: they are `Ignored`.
 //!
 //! A body without a field the event needs, or with it of another type, is an
 //! [`EventError`] naming the field (`repository.full_name`); fields bosun
@@ -21,6 +25,13 @@ pub enum Event {
     /// A repository archived, unarchived, deleted, renamed or transferred
     /// (GitHub's `repository` event).
     Repository(Repository),
+    /// A pull request opened, changed, labelled, closed... (GitHub's
+    /// `pull_request`, every action).
+    PullRequest(PullRequest),
+    /// A comment on an issue or a pull request, a review or a review comment
+    /// (GitHub's `issue_comment`, `pull_request_review`,
+    /// `pull_request_review_comment`).
+    Comment(Comment),
     /// GitHub's `ping`, sent when a hook is made or on request.
     Ping,
     /// An event bosun reads nothing from, by the name its forge gives it
@@ -61,6 +72,159 @@ pub struct Push {
     /// Who pushed: GitHub's `pusher.name`, Gitea's `pusher.login`, GitLab's
     /// `user_username`.
     pub pusher: String,
+    /// The repository's web page (GitHub and Gitea `repository.html_url`,
+    /// GitLab `project.web_url`); empty when Gitea or GitLab leave it out.
+    pub repo_link: String,
+    /// The page comparing `before` and `after` (GitHub `compare`, Gitea
+    /// `compare_url`); empty when the forge sends none (GitLab).
+    pub compare: String,
+    /// The files the pushed commits added, removed or modified, each once, in
+    /// the order first named (`commits[].added`, `removed`, `modified`).
+    /// Forges cap these lists (GitHub and GitLab list at most 20 commits), so
+    /// they may miss files of large pushes.
+    pub changed_files: Vec<String>,
+}
+
+/// A pull request, as a `pull_request` event tells it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PullRequest {
+    /// The base repository's full name, `org/repo`.
+    pub repo: String,
+    /// The event's action as sent: `opened`, `synchronize`, `labeled`,
+    /// `closed`, ... (empty for a pull request not read from an event).
+    pub action: String,
+    /// The pull request's number.
+    pub number: i64,
+    /// Its author's login.
+    pub author: String,
+    /// Who caused the event (`sender.login`).
+    pub sender: String,
+    /// The head commit.
+    pub head_sha: String,
+    /// The head branch (in the head repository, which may be a fork).
+    pub head_ref: String,
+    /// The base branch, without `refs/heads/`.
+    pub base_ref: String,
+    /// The base branch's commit when the event was sent (it may have moved
+    /// since).
+    pub base_sha: String,
+    /// Whether it is a draft (false when the payload does not say).
+    pub draft: bool,
+    /// Whether it has been merged (false when the payload does not say).
+    pub merged: bool,
+    /// Whether it is open.
+    pub open: bool,
+    /// Whether GitHub can merge it; `None` while GitHub has not computed it.
+    pub mergeable: Option<bool>,
+    /// The label added or removed, for `labeled` and `unlabeled`.
+    pub label: Option<String>,
+    /// Its labels' names.
+    pub labels: Vec<String>,
+    /// For `edited`: whether its base branch or base commit changed
+    /// (`changes.base.ref.from` or `changes.base.sha.from`).
+    pub base_changed: bool,
+    /// Its title.
+    pub title: String,
+    /// Its description (empty when it has none).
+    pub body: String,
+    /// Its web page.
+    pub html_url: String,
+    /// The base repository's HTTPS clone URL.
+    pub clone_url: String,
+}
+
+/// A comment-like text on an issue or a pull request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Comment {
+    /// The repository's full name, `org/repo`.
+    pub repo: String,
+    /// The issue's or pull request's number.
+    pub number: i64,
+    /// Whether it is on a pull request.
+    pub is_pull: bool,
+    /// Where the text comes from.
+    pub kind: CommentKind,
+    /// What happened to it.
+    pub action: CommentAction,
+    /// The text (empty when a review has none).
+    pub body: String,
+    /// Who wrote it.
+    pub author: String,
+    /// Who opened the issue or pull request.
+    pub issue_author: String,
+    /// Whether the issue or pull request is open.
+    pub issue_open: bool,
+    /// The text's web page.
+    pub html_url: String,
+    /// The pull request's head commit, for reviews and review comments
+    /// (their payloads carry the pull request; an issue comment's does not).
+    pub head_sha: Option<String>,
+}
+
+/// Where a comment's text comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommentKind {
+    /// A comment on an issue or a pull request's conversation.
+    IssueComment,
+    /// A pull request review's text.
+    Review,
+    /// A comment on a pull request's diff.
+    ReviewComment,
+    /// A pull request's description, read as a comment when the pull request
+    /// is opened (as Prow's hook reads it).
+    PullRequestBody,
+}
+
+/// What happened to a comment, as Prow's hook generalizes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommentAction {
+    /// Written: a comment `created`, a review `submitted`, a pull request
+    /// `opened`.
+    Created,
+    /// Changed.
+    Edited,
+    /// Removed: a comment `deleted`, a review `dismissed`.
+    Deleted,
+}
+
+impl CommentAction {
+    /// Prow's `GeneralizeCommentAction`: `created`, `opened`, `submitted` are
+    /// `Created`; `edited` is `Edited`; `deleted`, `dismissed` are `Deleted`;
+    /// anything else is not about the text.
+    pub fn of(action: &str) -> Option<CommentAction> {
+        match action {
+            "created" | "opened" | "submitted" => Some(CommentAction::Created),
+            "edited" => Some(CommentAction::Edited),
+            "deleted" | "dismissed" => Some(CommentAction::Deleted),
+            _ => None,
+        }
+    }
+}
+
+impl Comment {
+    /// A pull request's description read as a comment, as Prow's hook reads
+    /// it for `opened` (and `edited`): written by its author, on an open pull
+    /// request. `None` for other actions.
+    pub fn of_pull_request_body(pr: &PullRequest) -> Option<Comment> {
+        let action = match pr.action.as_str() {
+            "opened" => CommentAction::Created,
+            "edited" => CommentAction::Edited,
+            _ => return None,
+        };
+        Some(Comment {
+            repo: pr.repo.clone(),
+            number: pr.number,
+            is_pull: true,
+            kind: CommentKind::PullRequestBody,
+            action,
+            body: pr.body.clone(),
+            author: pr.author.clone(),
+            issue_author: pr.author.clone(),
+            issue_open: pr.open,
+            html_url: pr.html_url.clone(),
+            head_sha: Some(pr.head_sha.clone()),
+        })
+    }
 }
 
 /// A change to a repository itself.
@@ -131,11 +295,36 @@ impl fmt::Display for EventError {
 
 impl std::error::Error for EventError {}
 
+impl EventError {
+    /// The same error for a field below `parent` (`commits.0` + `added`).
+    fn under(self, parent: &str) -> EventError {
+        match self {
+            EventError::Missing { field } => EventError::Missing {
+                field: format!("{parent}.{field}"),
+            },
+            EventError::WrongType { field, expected } => EventError::WrongType {
+                field: format!("{parent}.{field}"),
+                expected,
+            },
+            other => other,
+        }
+    }
+}
+
 /// Whether bosun reads anything from `event` of `forge`: every other event
 /// is accepted and then [`Event::Ignored`].
 pub fn reads(forge: Forge, event: &str) -> bool {
     match forge {
-        Forge::GitHub => matches!(event, "push" | "ping" | "repository"),
+        Forge::GitHub => matches!(
+            event,
+            "push"
+                | "ping"
+                | "repository"
+                | "pull_request"
+                | "issue_comment"
+                | "pull_request_review"
+                | "pull_request_review_comment"
+        ),
         Forge::Gitea => event == "push",
         Forge::GitLab => matches!(event, "Push Hook" | "Tag Push Hook"),
     }
@@ -152,6 +341,11 @@ pub fn parse(forge: Forge, event: &str, body: &[u8]) -> Result<Event, EventError
     match (forge, event) {
         (Forge::GitHub, "ping") => Ok(Event::Ping),
         (Forge::GitHub, "repository") => github_repository(body),
+        (Forge::GitHub, "pull_request") => github_pull_request(body).map(Event::PullRequest),
+        (
+            Forge::GitHub,
+            "issue_comment" | "pull_request_review" | "pull_request_review_comment",
+        ) => github_comment(event, body),
         (Forge::GitHub, _) => Ok(Event::Push(Push {
             repo: body.string("repository.full_name")?,
             git_ref: body.string("ref")?,
@@ -163,6 +357,9 @@ pub fn parse(forge: Forge, event: &str, body: &[u8]) -> Result<Event, EventError
             clone_url: body.string("repository.clone_url")?,
             default_branch: body.string("repository.default_branch")?,
             pusher: body.string("pusher.name")?,
+            repo_link: body.string("repository.html_url")?,
+            compare: body.string("compare")?,
+            changed_files: changed_files(&body)?,
         })),
         // Neither says whether a push was forced; a created or deleted
         // ref is told by an all-zero side.
@@ -173,6 +370,8 @@ pub fn parse(forge: Forge, event: &str, body: &[u8]) -> Result<Event, EventError
                 "repository.clone_url",
                 "repository.default_branch",
                 "pusher.login",
+                "repository.html_url",
+                "compare_url",
             ],
         ),
         (Forge::GitLab, _) => zero_sided_push(
@@ -182,6 +381,8 @@ pub fn parse(forge: Forge, event: &str, body: &[u8]) -> Result<Event, EventError
                 "project.git_http_url",
                 "project.default_branch",
                 "user_username",
+                "project.web_url",
+                "compare",
             ],
         ),
     }
@@ -252,6 +453,46 @@ impl Fields<'_> {
         }
     }
 
+    /// The value at `field`, `None` when it is absent or null.
+    fn opt_value(&self, field: &str) -> Option<&Value> {
+        self.get(field).ok()
+    }
+
+    fn opt_string(&self, field: &str) -> Result<Option<String>, EventError> {
+        match self.opt_value(field) {
+            None => Ok(None),
+            Some(_) => self.string(field).map(Some),
+        }
+    }
+
+    fn opt_boolean(&self, field: &str) -> Result<Option<bool>, EventError> {
+        match self.opt_value(field) {
+            None => Ok(None),
+            Some(_) => self.boolean(field).map(Some),
+        }
+    }
+
+    fn opt_array(&self, field: &str) -> Result<Option<Vec<Value>>, EventError> {
+        match self.opt_value(field) {
+            None => Ok(None),
+            Some(Value::Array(items)) => Ok(Some(items.clone())),
+            Some(_) => Err(EventError::WrongType {
+                field: field.to_owned(),
+                expected: "an array",
+            }),
+        }
+    }
+
+    fn integer(&self, field: &str) -> Result<i64, EventError> {
+        match self.get(field)? {
+            Value::Number(n) if n.is_i64() => Ok(n.as_i64().unwrap_or_default()),
+            _ => Err(EventError::WrongType {
+                field: field.to_owned(),
+                expected: "an integer",
+            }),
+        }
+    }
+
     fn boolean(&self, field: &str) -> Result<bool, EventError> {
         match self.get(field)? {
             Value::Bool(b) => Ok(*b),
@@ -264,10 +505,11 @@ impl Fields<'_> {
 }
 
 /// A push as Gitea and GitLab send it: `before`, `after` and `ref` at the
-/// top, and the fields `[repository, clone URL, default branch, pusher]`
-/// at these paths.
-fn zero_sided_push(body: &Fields<'_>, paths: [&str; 4]) -> Result<Event, EventError> {
-    let [repo, clone_url, default_branch, pusher] = paths;
+/// top, and the fields `[repository, clone URL, default branch, pusher,
+/// repository page, compare page]` at these paths (the last two may be
+/// absent).
+fn zero_sided_push(body: &Fields<'_>, paths: [&str; 6]) -> Result<Event, EventError> {
+    let [repo, clone_url, default_branch, pusher, repo_link, compare] = paths;
     let before = body.string("before")?;
     let after = body.string("after")?;
     Ok(Event::Push(Push {
@@ -281,7 +523,132 @@ fn zero_sided_push(body: &Fields<'_>, paths: [&str; 4]) -> Result<Event, EventEr
         clone_url: body.string(clone_url)?,
         default_branch: body.string(default_branch)?,
         pusher: body.string(pusher)?,
+        repo_link: body.opt_string(repo_link)?.unwrap_or_default(),
+        compare: body.opt_string(compare)?.unwrap_or_default(),
+        changed_files: changed_files(body)?,
     }))
+}
+
+/// The union of the commits' `added`, `removed` and `modified` lists, as
+/// Prow's trigger makes it (each file once; here in the order first named).
+fn changed_files(body: &Fields<'_>) -> Result<Vec<String>, EventError> {
+    let mut files: Vec<String> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let commits = body.opt_array("commits")?.unwrap_or_default();
+    for (i, commit) in commits.iter().enumerate() {
+        let commit = Fields(commit);
+        for list in ["added", "removed", "modified"] {
+            let names = commit
+                .opt_array(list)
+                .map_err(|e| e.under(&format!("commits.{i}")))?;
+            for (j, name) in names.unwrap_or_default().iter().enumerate() {
+                let Value::String(name) = name else {
+                    return Err(EventError::WrongType {
+                        field: format!("commits.{i}.{list}.{j}"),
+                        expected: "a string",
+                    });
+                };
+                if seen.insert(name.clone()) {
+                    files.push(name.clone());
+                }
+            }
+        }
+    }
+    Ok(files)
+}
+
+fn github_pull_request(body: Fields<'_>) -> Result<PullRequest, EventError> {
+    let action = body.string("action")?;
+    let label = match action.as_str() {
+        "labeled" | "unlabeled" => body.opt_string("label.name")?,
+        _ => None,
+    };
+    let base_changed = action == "edited"
+        && [
+            body.opt_string("changes.base.ref.from")?,
+            body.opt_string("changes.base.sha.from")?,
+        ]
+        .iter()
+        .any(|from| from.as_deref().is_some_and(|f| !f.is_empty()));
+    let labels = body
+        .opt_array("pull_request.labels")?
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            Fields(l)
+                .string("name")
+                .map_err(|e| e.under(&format!("pull_request.labels.{i}")))
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(PullRequest {
+        repo: body.string("repository.full_name")?,
+        action,
+        number: body.integer("pull_request.number")?,
+        author: body.string("pull_request.user.login")?,
+        sender: body.string("sender.login")?,
+        head_sha: body.string("pull_request.head.sha")?,
+        head_ref: body.string("pull_request.head.ref")?,
+        base_ref: body.string("pull_request.base.ref")?,
+        base_sha: body.string("pull_request.base.sha")?,
+        draft: body.opt_boolean("pull_request.draft")?.unwrap_or(false),
+        merged: body.opt_boolean("pull_request.merged")?.unwrap_or(false),
+        open: body.string("pull_request.state")? == "open",
+        mergeable: body.opt_boolean("pull_request.mergeable")?,
+        label,
+        labels,
+        base_changed,
+        title: body.string("pull_request.title")?,
+        body: body.opt_string("pull_request.body")?.unwrap_or_default(),
+        html_url: body.string("pull_request.html_url")?,
+        clone_url: body.string("repository.clone_url")?,
+    })
+}
+
+fn github_comment(event: &str, body: Fields<'_>) -> Result<Event, EventError> {
+    let action = body.string("action")?;
+    let Some(generalized) = CommentAction::of(&action) else {
+        return Ok(Event::Ignored(event.to_owned()));
+    };
+    let repo = body.string("repository.full_name")?;
+    let comment = match event {
+        "issue_comment" => Comment {
+            repo,
+            number: body.integer("issue.number")?,
+            is_pull: body.opt_value("issue.pull_request").is_some(),
+            kind: CommentKind::IssueComment,
+            action: generalized,
+            body: body.opt_string("comment.body")?.unwrap_or_default(),
+            author: body.string("comment.user.login")?,
+            issue_author: body.string("issue.user.login")?,
+            issue_open: body.string("issue.state")? == "open",
+            html_url: body.string("comment.html_url")?,
+            head_sha: None,
+        },
+        _ => {
+            let (kind, text) = if event == "pull_request_review" {
+                (CommentKind::Review, "review")
+            } else {
+                (CommentKind::ReviewComment, "comment")
+            };
+            Comment {
+                repo,
+                number: body.integer("pull_request.number")?,
+                is_pull: true,
+                kind,
+                action: generalized,
+                body: body
+                    .opt_string(&format!("{text}.body"))?
+                    .unwrap_or_default(),
+                author: body.string(&format!("{text}.user.login"))?,
+                issue_author: body.string("pull_request.user.login")?,
+                issue_open: body.string("pull_request.state")? == "open",
+                html_url: body.string(&format!("{text}.html_url"))?,
+                head_sha: Some(body.string("pull_request.head.sha")?),
+            }
+        }
+    };
+    Ok(Event::Comment(comment))
 }
 
 #[cfg(test)]

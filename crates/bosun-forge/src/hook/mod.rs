@@ -20,7 +20,10 @@ pub mod forge;
 pub mod intake;
 pub mod secrets;
 
-pub use events::{Event, EventError, Push, Repository, RepositoryAction};
+pub use events::{
+    Comment, CommentAction, CommentKind, Event, EventError, PullRequest, Push, Repository,
+    RepositoryAction,
+};
 pub use intake::{Delivery, Forge, Head, Intake, Reply};
 pub use secrets::{Secrets, Token};
 

@@ -36,6 +36,9 @@ fn hello_world_push() -> Push {
         clone_url: "https://github.com/Codertocat/Hello-World.git".into(),
         default_branch: "master".into(),
         pusher: "Codertocat".into(),
+        repo_link: "https://github.com/Codertocat/Hello-World".into(),
+        compare: "https://github.com/Codertocat/Hello-World/commit/6113728f27ae82c7b1a177c8d03f9e96e0adf246".into(),
+        changed_files: vec!["README.md".into()],
     }
 }
 
@@ -49,6 +52,8 @@ fn githubs_pushes() {
         github_file("push", "push-tag-created.json"),
         Event::Push(Push {
             git_ref: "refs/tags/simple-tag".into(),
+            compare: "https://github.com/Codertocat/Hello-World/compare/simple-tag".into(),
+            changed_files: vec![],
             ..hello_world_push()
         })
     );
@@ -60,6 +65,10 @@ fn githubs_pushes() {
             after: ZERO.into(),
             created: false,
             deleted: true,
+            compare:
+                "https://github.com/Codertocat/Hello-World/compare/d70c5c6fa638^...000000000000"
+                    .into(),
+            changed_files: vec![],
             ..hello_world_push()
         })
     );
@@ -227,6 +236,9 @@ fn gitea_push() -> Push {
         clone_url: "https://gitea.example.test/bosun/hello.git".into(),
         default_branch: "main".into(),
         pusher: "ada".into(),
+        repo_link: "https://gitea.example.test/bosun/hello".into(),
+        compare: "https://gitea.example.test/bosun/hello/compare/4b0a0e2f3c8d1e6a9b7c5d3e1f0a2b4c6d8e0f1a...9f8e7d6c5b4a39281706f5e4d3c2b1a098765432".into(),
+        changed_files: vec![],
     }
 }
 
@@ -284,6 +296,9 @@ fn gitlab_push() -> Push {
         clone_url: "https://gitlab.example.test/bosun/ci/hello.git".into(),
         default_branch: "main".into(),
         pusher: "grace".into(),
+        repo_link: "https://gitlab.example.test/bosun/ci/hello".into(),
+        compare: String::new(),
+        changed_files: vec![".prow.yaml".into()],
     }
 }
 
@@ -300,6 +315,7 @@ fn gitlabs_pushes_and_tag_pushes() {
             before: ZERO.into(),
             after: "5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6b".into(),
             created: true,
+            changed_files: vec![],
             ..gitlab_push()
         }))
     );
@@ -314,6 +330,7 @@ fn gitlabs_pushes_and_tag_pushes() {
         Ok(Event::Push(Push {
             after: ZERO.into(),
             deleted: true,
+            changed_files: vec![],
             ..gitlab_push()
         }))
     );

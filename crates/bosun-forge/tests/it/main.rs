@@ -16,6 +16,7 @@ mod events;
 mod follow;
 mod github_schema;
 mod intake;
+mod pull_events;
 mod pulls;
 use bosun_forge::testing as requests;
 mod secret_levels;
