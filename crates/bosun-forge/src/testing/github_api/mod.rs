@@ -604,7 +604,7 @@ fn latest(statuses: &[Status]) -> Vec<Status> {
         .collect()
 }
 
-/// A status's JSON body field, for handlers.
+/// A string field of a request body.
 fn text(body: &Value, field: &str) -> Option<String> {
     body.get(field).and_then(Value::as_str).map(str::to_owned)
 }
