@@ -9,11 +9,13 @@
 //! stand-in `ssh` command in a re-executed copy of this binary (see
 //! `follow::ssh_process`). The webhook tests send requests as each forge
 //! sends them (`requests`), every GitHub payload validated against GitHub's
-//! webhook description first.
+//! webhook description first. `github_api` drives the fake GitHub REST API
+//! (`bosun_forge::testing::github_api`) over HTTP with `ureq`.
 
 mod common;
 mod events;
 mod follow;
+mod github_api;
 mod github_schema;
 mod intake;
 mod pull_events;

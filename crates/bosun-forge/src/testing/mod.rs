@@ -2,8 +2,11 @@
 //! webhook requests as each forge sends them (every header it sets), the
 //! vendored example payloads (`tests/fixtures`, their origin in its
 //! README), and GitHub's webhook description that every GitHub payload a
-//! test sends is validated against first.
+//! test sends is validated against first; [`github_api`], a fake GitHub
+//! REST API that checks every request against GitHub's REST description.
 #![allow(missing_docs, clippy::missing_panics_doc)]
+
+pub mod github_api;
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
