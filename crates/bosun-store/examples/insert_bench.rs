@@ -6,7 +6,10 @@
 //! With `BOSUN_BENCH_LIFECYCLE=1`, each run is also moved to `pending` and
 //! then `success` (three commits' worth of work per run, as a run costs the
 //! daemon). `BOSUN_BENCH_PAGE_SIZE=N` creates the database with that page
-//! size. Prints the process's CPU time too (the writer's, mostly).
+//! size. `BOSUN_BENCH_POLICY=silent` installs a report policy that reports
+//! nothing, `BOSUN_BENCH_POLICY=status` one that queues a commit status per
+//! change (in the change's transaction). Prints the process's CPU time too
+//! (the writer's, mostly).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,7 +18,7 @@ use std::time::Instant;
 
 use bosun_config::types::JobType;
 use bosun_store::sqlite::SqliteStore;
-use bosun_store::{NewRun, RunState, Store, Transition};
+use bosun_store::{NewReport, NewRun, ReportKind, ReportPolicy, Run, RunState, Store, Transition};
 use jiff::Timestamp;
 
 fn main() {
@@ -31,6 +34,13 @@ fn main() {
             .unwrap();
     }
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&db).unwrap());
+    let policy = std::env::var("BOSUN_BENCH_POLICY").ok();
+    match policy.as_deref() {
+        None => {}
+        Some("silent") => store.set_report_policy(Arc::new(Silent)).unwrap(),
+        Some("status") => store.set_report_policy(Arc::new(Statuses)).unwrap(),
+        Some(other) => panic!("BOSUN_BENCH_POLICY: silent or status, not {other}"),
+    }
     let cpu0 = cpu_seconds();
     let next = Arc::new(AtomicUsize::new(0));
     let t0 = Instant::now();
@@ -78,8 +88,9 @@ fn main() {
     workers.into_iter().for_each(|w| w.join().unwrap());
     let took = t0.elapsed();
     println!(
-        "{n} run {} by {threads} threads in {:.3} s = {:.0}/s; CPU {:.0} us per run",
+        "{n} run {} by {threads} threads{} in {:.3} s = {:.0}/s; CPU {:.0} us per run",
         if lifecycle { "lifecycles" } else { "inserts" },
+        policy.map(|p| format!(" (policy {p})")).unwrap_or_default(),
         took.as_secs_f64(),
         n as f64 / took.as_secs_f64(),
         (cpu_seconds() - cpu0) * 1e6 / n as f64,
@@ -90,4 +101,40 @@ fn main() {
 fn cpu_seconds() -> f64 {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
     t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
+}
+
+/// A report policy that reports nothing.
+struct Silent;
+
+impl ReportPolicy for Silent {
+    fn reports(&self, _: &Run, _: Option<RunState>) -> Vec<NewReport> {
+        Vec::new()
+    }
+}
+
+/// A report policy as a presubmit's would be: a commit status per change,
+/// keyed by the run (one context of one commit), its version the change's
+/// rank in the run's life.
+struct Statuses;
+
+impl ReportPolicy for Statuses {
+    fn reports(&self, run: &Run, _: Option<RunState>) -> Vec<NewReport> {
+        let version = match run.state {
+            RunState::Scheduling | RunState::Triggered => 1,
+            RunState::Pending => 2,
+            _ => 3,
+        };
+        vec![NewReport {
+            key: format!("status:github:acme/widgets:{}:ci/{}", run.id, run.job),
+            kind: ReportKind::Status,
+            run_id: Some(run.id.clone()),
+            version,
+            payload: serde_json::json!({
+                "state": run.state.as_str(),
+                "description": run.description,
+                "target_url": format!("https://bosun.example/runs/{}", run.id),
+            }),
+            created_at: Timestamp::now(),
+        }]
+    }
 }

@@ -14,7 +14,9 @@
 //!   and the webhook deliveries it accepted, kept before the forge is answered.
 //! - [`reports`]: the report outbox, what bosun tells the forge about its runs
 //!   (statuses, comments), kept until the forge has it, never an older state
-//!   over a newer one.
+//!   over a newer one. A run's change and the reports of it (asked of the
+//!   [`ReportPolicy`] installed by [`Store::set_report_policy`]) are
+//!   committed together: one is never kept without the other.
 //!
 //! The store knows nothing of HTTP or executors.
 
@@ -39,7 +41,8 @@ use sha2::{Digest, Sha256};
 
 pub use prepared::PreparedFires;
 pub use reports::{
-    Enqueued, NewReport, ReportCounts, ReportFailure, ReportKind, ReportOutcome, StoredReport,
+    Enqueued, NewReport, ReportCounts, ReportFailure, ReportKind, ReportOutcome, ReportPolicy,
+    StoredReport,
 };
 pub use repos::{
     Accepted, NewDelivery, RepoError, RepoJob, RepoRecord, RepoSnapshot, RetiredJob, Retirement,
@@ -709,6 +712,18 @@ pub trait Store: Send + Sync {
     // `Unavailable`; the memory and SQLite stores keep it, held to the same
     // rules by the conformance suite.
 
+    /// Installs the policy that says what to report of every run created and
+    /// every state change, from this call on: its entries are queued in the
+    /// commit of the change they report (see [`ReportPolicy`]). Set once, at
+    /// start, before the first change to report: a second call is refused
+    /// ([`StoreError::Invalid`]) and leaves the first policy in place. A
+    /// store without a policy queues nothing of its changes (and pays
+    /// nothing for it).
+    fn set_report_policy(&self, policy: Arc<dyn ReportPolicy>) -> Result<(), StoreError> {
+        let _ = policy;
+        Err(no_reports())
+    }
+
     /// Queues reports, in order, committed (as durable as the store's
     /// commits are) before it returns. Per entry: a version no newer than
     /// the newest its key has had is [`Enqueued::Stale`] and not queued;
@@ -782,6 +797,11 @@ fn no_repos() -> StoreError {
 /// What a store that keeps no report outbox answers.
 fn no_reports() -> StoreError {
     StoreError::Unavailable("this store keeps no report outbox".into())
+}
+
+/// What a second [`Store::set_report_policy`] answers.
+pub(crate) fn policy_set_already() -> StoreError {
+    StoreError::Invalid("a report policy is installed already".into())
 }
 
 /// Every run `filter` lists, in its order, read a page at a time through

@@ -1,5 +1,7 @@
 //! An in-memory [`Store`], for tests and simulations. Same semantics as SQLite
-//! (the conformance suite runs against both), nothing durable.
+//! (the conformance suite runs against both), nothing durable. A change and
+//! the report policy's entries for it are made under one lock: no reader
+//! sees one without the other.
 
 use bosun_base::sync::Lock;
 use std::collections::{BTreeMap, HashMap};
@@ -9,13 +11,15 @@ use jiff::Timestamp;
 
 use crate::prepared::{Payload, PreparedFire, PreparedFires};
 use crate::reports::{
-    Enqueued, NewReport, ReportCounts, ReportFailure, ReportOutcome, StoredReport,
+    policy_reports, Enqueued, NewReport, ReportCounts, ReportFailure, ReportOutcome, ReportPolicy,
+    StoredReport,
 };
 use crate::repos::{Accepted, NewDelivery, RepoRecord, StoredDelivery};
-use crate::run::{apply, Run};
+use crate::run::{apply, Run, RunState};
 use crate::{
-    count_by_labels, new_run_id, Before, Created, DemandSums, Fire, JobDemand, NewRun,
-    PeriodicState, RunFilter, Store, StoreError, TickOutcome, Transition, TransitionObserver,
+    count_by_labels, new_run_id, policy_set_already, Before, Created, DemandSums, Fire, JobDemand,
+    NewRun, PeriodicState, RunFilter, Store, StoreError, TickOutcome, Transition,
+    TransitionObserver,
 };
 
 #[derive(Default)]
@@ -47,6 +51,8 @@ struct Inner {
     report_keys: HashMap<String, (u64, Option<u64>)>,
     /// The last report id handed out (pruning never lowers it).
     last_report_id: u64,
+    /// What to report of each change, asked under the lock.
+    policy: Option<Arc<dyn ReportPolicy>>,
 }
 
 impl Inner {
@@ -103,7 +109,20 @@ impl Inner {
         }
         self.order.push(run.id.clone());
         self.runs.insert(run.id.clone(), run.clone());
+        self.report(&run, None);
         Created::New(run)
+    }
+
+    /// Queues what the policy reports of a change of `run` (from `before`),
+    /// under the lock that makes the change.
+    fn report(&mut self, run: &Run, before: Option<RunState>) {
+        let entries = match &self.policy {
+            Some(policy) => policy_reports(policy.as_ref(), run, before),
+            None => return,
+        };
+        for r in entries {
+            self.enqueue(r);
+        }
     }
 
     /// Queues one report under the lock (see [`Store::enqueue_reports`]).
@@ -300,6 +319,7 @@ impl Store for MemoryStore {
             if let Some(p) = &run.periodic {
                 g.touch(p);
             }
+            g.report(&run, Some(from));
             (run, from, cluster)
         };
         if let Some(o) = &self.observer {
@@ -564,6 +584,15 @@ impl Store for MemoryStore {
             }
         }
         Ok(doomed.len())
+    }
+
+    fn set_report_policy(&self, policy: Arc<dyn ReportPolicy>) -> Result<(), StoreError> {
+        let mut g = self.lock();
+        if g.policy.is_some() {
+            return Err(policy_set_already());
+        }
+        g.policy = Some(policy);
+        Ok(())
     }
 
     fn enqueue_reports(&self, entries: Vec<NewReport>) -> Result<Vec<Enqueued>, StoreError> {

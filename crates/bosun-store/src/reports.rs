@@ -1,8 +1,15 @@
 //! The report outbox: what bosun has to tell the forge about its runs (commit
 //! statuses, comments, labels), kept until the forge has it.
 //!
-//! The daemon enqueues a report when a run changes state
-//! ([`Store::enqueue_reports`]); a worker takes the due ones
+//! The reports of a run's changes are written with them: the daemon installs
+//! a [`ReportPolicy`] ([`Store::set_report_policy`]), which the store asks,
+//! for every run it creates and every state change it commits (whatever
+//! made it: one transition, a batch of them, a periodic's fire, fires
+//! prepared ahead), what to queue; the entries are queued in the same commit
+//! as the change (one SQLite transaction; under the memory store's lock), so
+//! a crash never keeps a change without its report, nor a report without
+//! its change. Other reports (a comment not tied to one change) are queued
+//! on their own ([`Store::enqueue_reports`]). A worker takes the due ones
 //! ([`Store::due_reports`]), sends them, and says how it went
 //! ([`Store::report_delivered`], [`Store::report_failed`]). An entry stays
 //! pending until then, so one being sent when bosun is killed is sent again
@@ -19,6 +26,7 @@
 //! its entries is kept (see [`Store::prune_reports`]).
 //!
 //! [`Store::enqueue_reports`]: crate::Store::enqueue_reports
+//! [`Store::set_report_policy`]: crate::Store::set_report_policy
 //! [`Store::due_reports`]: crate::Store::due_reports
 //! [`Store::report_delivered`]: crate::Store::report_delivered
 //! [`Store::report_failed`]: crate::Store::report_failed
@@ -29,7 +37,57 @@ use std::str::FromStr;
 
 use jiff::Timestamp;
 
+use crate::run::{Run, RunState};
 use crate::StoreError;
+
+/// What to tell the forge of a run's committed change: installed into a
+/// store by the daemon ([`Store::set_report_policy`]), asked inside the
+/// commit of every run creation (`before` none) and state transition
+/// (`before`: the state it left; the same state for a revival or a new
+/// description) the store makes, whatever path made it, in commit order.
+///
+/// Its entries are queued in the same commit as the change, by the rules of
+/// [`Store::enqueue_reports`] (a newer version supersedes the key's pending
+/// entry, one no newer is stale), so they are due as soon as the change is
+/// committed. An entry whose version the store cannot keep (above
+/// `i64::MAX`) is left out, with an error logged, and the change commits
+/// with the others: a bad report never holds a run back. An entry that
+/// cannot be written (a full disk) fails the change with it, as any failed
+/// write does: nothing of either is kept.
+///
+/// It is called while the store's writer (SQLite) or lock (memory) is held:
+/// it must be cheap and pure, and must not call the store. Returning nothing
+/// costs the store nothing (no statement).
+///
+/// [`Store::set_report_policy`]: crate::Store::set_report_policy
+/// [`Store::enqueue_reports`]: crate::Store::enqueue_reports
+pub trait ReportPolicy: Send + Sync {
+    /// The entries to queue for `run` as the change leaves it; `before` is
+    /// the state it left, none when it was just created.
+    fn reports(&self, run: &Run, before: Option<RunState>) -> Vec<NewReport>;
+}
+
+/// The entries of `policy` for a change, those the store can keep (an entry
+/// beyond `i64::MAX` is left out and logged), their `created_at` kept to
+/// the microsecond.
+pub(crate) fn policy_reports(
+    policy: &dyn ReportPolicy,
+    run: &Run,
+    before: Option<RunState>,
+) -> Vec<NewReport> {
+    let mut entries = policy.reports(run, before);
+    entries.retain_mut(|r| match r.check() {
+        Ok(()) => {
+            r.created_at = crate::run::micros(r.created_at);
+            true
+        }
+        Err(e) => {
+            tracing::error!(run = %run.id, error = %e, "report left out of a run's change");
+            false
+        }
+    });
+    entries
+}
 
 /// What a report tells the forge.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

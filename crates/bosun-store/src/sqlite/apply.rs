@@ -1,7 +1,8 @@
 //! What each request writes in a batch's transaction: the runs it creates or
-//! moves, a fire (into the tables, or appended to the fire log), prepared
-//! fires, outcomes, schedule state, retention, repositories' records and
-//! webhook deliveries, keeping the writer's caches as exact as what it wrote.
+//! moves (with what the report policy reports of each), a fire (into the
+//! tables, or appended to the fire log), prepared fires, outcomes, schedule
+//! state, retention, repositories' records, webhook deliveries and reports,
+//! keeping the writer's caches as exact as what it wrote.
 
 use std::sync::Arc;
 
@@ -9,7 +10,7 @@ use jiff::Timestamp;
 use rusqlite::params;
 
 use super::cache::{counters, WriterCache};
-use super::codec::Prepared;
+use super::codec::{to_json, Prepared};
 use super::error::unavailable;
 use super::fire_log::{
     append, encode, fill_from_prepared, index_log_keys, insert_record, logged_run, store_template,
@@ -23,7 +24,7 @@ use super::sql::{
 };
 use super::versions::Versions;
 use crate::prepared::{LogEntry, Payload};
-use crate::reports::{Enqueued, NewReport};
+use crate::reports::{policy_reports, Enqueued, NewReport, ReportPolicy};
 use crate::repos::{Accepted, NewDelivery};
 use crate::run::{apply, Run, RunState};
 use crate::{
@@ -31,20 +32,22 @@ use crate::{
 };
 
 /// Applies one request of a batch in the batch's transaction: what it
-/// writes, and its reply, held until the commit.
+/// writes (the reports `policy` makes of the runs it creates or moves
+/// included), and its reply, held until the commit.
 pub(super) fn apply_op(
     tx: &rusqlite::Transaction<'_>,
     op: Op,
     cache: &mut WriterCache,
     target: Target,
     versions: &Versions,
+    policy: Option<&dyn ReportPolicy>,
 ) -> Reply {
     match op {
         Op::Create(new, at, reply) => {
             if let Some(p) = &new.new.periodic {
                 cache.touch(p);
             }
-            let res = create(tx, *new, at, cache);
+            let res = create(tx, *new, at, cache, policy);
             let shared = match &res {
                 Ok(Created::New(run)) => cache.runs.get(&run.id).cloned(),
                 _ => None,
@@ -52,7 +55,7 @@ pub(super) fn apply_op(
             Reply::Create(reply, res, shared)
         }
         Op::Transition(id, t, reply) => {
-            let (res, cluster) = match transition(tx, &id, &t, cache) {
+            let (res, cluster) = match transition(tx, &id, &t, cache, policy) {
                 Ok((run, from, cluster)) => (Ok((run, from)), cluster),
                 Err(e) => (Err(e), None),
             };
@@ -77,14 +80,15 @@ pub(super) fn apply_op(
             Reply::Fire(
                 reply,
                 match target {
-                    Target::Tables => fire_to_tables(tx, runs, outcomes, &state, at, cache),
-                    Target::Log => log_fire(tx, runs, outcomes, &state, at, cache),
+                    Target::Tables => fire_to_tables(tx, runs, outcomes, &state, at, cache, policy),
+                    Target::Log => log_fire(tx, runs, outcomes, &state, at, cache, policy),
                 },
             )
         }
-        Op::Prepared(fires, at, reply) => {
-            Reply::Prepared(reply, commit_prepared(tx, fires, at, cache, versions))
-        }
+        Op::Prepared(fires, at, reply) => Reply::Prepared(
+            reply,
+            commit_prepared(tx, fires, at, cache, versions, policy),
+        ),
         Op::Templates(templates, reply) => Reply::Epoch(
             reply,
             templates
@@ -163,10 +167,11 @@ fn fire_to_tables(
     state: &PeriodicState,
     at: Timestamp,
     cache: &mut WriterCache,
+    policy: Option<&dyn ReportPolicy>,
 ) -> Result<Vec<Created>, StoreError> {
     let created = runs
         .into_iter()
-        .map(|p| create(tx, p, at, cache))
+        .map(|p| create(tx, p, at, cache, policy))
         .collect::<Result<Vec<_>, _>>()?;
     let outcomes: Vec<TickOutcome> = outcomes
         .into_iter()
@@ -189,6 +194,7 @@ fn log_fire(
     state: &PeriodicState,
     at: Timestamp,
     cache: &mut WriterCache,
+    policy: Option<&dyn ReportPolicy>,
 ) -> Result<Vec<Created>, StoreError> {
     let mut existing = Vec::new();
     let mut new = Vec::new();
@@ -213,6 +219,10 @@ fn log_fire(
     }
     let new = new.into_iter().map(LoggedRun::from).collect();
     let created = append(tx, new, &body, at, cache)?;
+    // Reported as the log's commit creates them (the fold creates nothing).
+    for run in &created {
+        report(tx, policy, run, None)?;
+    }
     existing.extend(created.into_iter().map(Created::New));
     Ok(existing)
 }
@@ -226,6 +236,7 @@ fn commit_prepared(
     at: Timestamp,
     cache: &mut WriterCache,
     versions: &Versions,
+    policy: Option<&dyn ReportPolicy>,
 ) -> Result<Vec<Result<Vec<Created>, StoreError>>, StoreError> {
     let PreparedFires { fires, log_body } = prepared;
     // All are checked before any is written: fires of one call never make each
@@ -290,6 +301,11 @@ fn commit_prepared(
             _ => out.push(Err(StoreError::Stale(f.periodic))),
         }
     }
+    if policy.is_some() {
+        for run in out.iter().flatten().flatten().map(Created::run) {
+            report(tx, policy, run, None)?;
+        }
+    }
     Ok(out)
 }
 
@@ -325,6 +341,7 @@ fn create(
     p: Prepared,
     at: Timestamp,
     cache: &mut WriterCache,
+    policy: Option<&dyn ReportPolicy>,
 ) -> Result<Created, StoreError> {
     if let Some(run) = find_tick(tx, &p.new, cache)? {
         return Ok(Created::Existing(run));
@@ -364,6 +381,7 @@ fn create(
         ],
     )
     .map_err(unavailable)?;
+    report(tx, policy, &run, None)?;
     // Only now: a failed insert fails the batch, whose cache is then dropped.
     cache.counters = Some((build_id, seq));
     cache.specs.insert(run.spec_hash.clone());
@@ -380,6 +398,7 @@ fn transition(
     id: &str,
     t: &Transition,
     cache: &mut WriterCache,
+    policy: Option<&dyn ReportPolicy>,
 ) -> Result<(Run, RunState, ClusterBefore), StoreError> {
     let mut run = match cache.runs.get(id) {
         Some(run) => Run::clone(run),
@@ -391,6 +410,7 @@ fn transition(
     let cluster = t.cluster.as_ref().map(|_| run.cluster.clone());
     apply(&mut run, t)?;
     update_run(tx, &run).map_err(unavailable)?;
+    report(tx, policy, &run, Some(from))?;
     // Only once the row is written: a failed write fails the batch, whose
     // cache is then dropped.
     if run.state.is_final() {
@@ -455,4 +475,22 @@ fn enqueue(
         id: id as u64,
         superseded: superseded.map(|s| s as u64),
     })
+}
+
+/// Queues what `policy` reports of a change of `run` (from `before`; none:
+/// created) in the change's transaction. A failed write fails the request,
+/// and so the batch: the change is not kept without its reports.
+fn report(
+    tx: &rusqlite::Transaction<'_>,
+    policy: Option<&dyn ReportPolicy>,
+    run: &Run,
+    before: Option<RunState>,
+) -> Result<(), StoreError> {
+    let Some(policy) = policy else {
+        return Ok(());
+    };
+    for r in policy_reports(policy, run, before) {
+        enqueue(tx, &r, &to_json(&r.payload)).map_err(unavailable)?;
+    }
+    Ok(())
 }

@@ -48,7 +48,15 @@
 //! The report outbox is written by the writer too (an enqueue's check of its
 //! key's newest version and the superseding of the pending entry are in the
 //! same transaction as its insert, so concurrent enqueues of one key leave
-//! one pending entry, the newest). A run's repository is a generated column
+//! one pending entry, the newest). The report policy's entries for a run's
+//! creation or transition are written right after the run's row, in the
+//! batch's transaction: a failure to write them rolls the batch back, the
+//! change with them. Without a policy, or when it reports nothing, a change
+//! writes no more than it did before the outbox. The fire log's runs are
+//! reported when the log's record is committed (their creation); the fold
+//! creates nothing and reports nothing.
+//!
+//! A run's repository is a generated column
 //! of `runs` with an index of its own, and its pulls rows of `run_pulls`,
 //! kept by triggers on `runs` (so that every insert, the fold of the fire
 //! log's included, and retention keep them without the writer's help): a
@@ -82,7 +90,7 @@ mod writer;
 use bosun_base::sync::Lock;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -96,7 +104,9 @@ use self::fire_log::FireEntry;
 use self::request::{fail_op, Op, TransitionReply};
 use self::versions::Versions;
 use self::writer::{FoldGate, Writer};
-use crate::reports::{Enqueued, NewReport, ReportCounts, ReportFailure, StoredReport};
+use crate::reports::{
+    Enqueued, NewReport, ReportCounts, ReportFailure, ReportPolicy, StoredReport,
+};
 use crate::repos::{Accepted, NewDelivery, RepoRecord, StoredDelivery};
 use crate::run::Run;
 use crate::{
@@ -143,6 +153,8 @@ pub struct SqliteStore {
     reader: Mutex<Connection>,
     gate: Arc<FoldGate>,
     versions: Arc<Versions>,
+    /// The report policy, shared with the writer.
+    policy: Arc<OnceLock<Arc<dyn ReportPolicy>>>,
 }
 
 /// The page cache of the writer's connection, in KiB (the default is 2 MiB):
@@ -213,7 +225,9 @@ impl SqliteStore {
         let max_batch = opts.max_batch.max(1);
         let gate = Arc::new(FoldGate::default());
         let versions = Arc::new(Versions::default());
+        let policy = Arc::new(OnceLock::new());
         let writer = Writer {
+            policy: policy.clone(),
             versions: versions.clone(),
             max_batch,
             fire_log_min: opts.fire_log_min,
@@ -240,6 +254,7 @@ impl SqliteStore {
             reader: Mutex::new(reader),
             gate,
             versions,
+            policy,
         })
     }
 
@@ -583,6 +598,14 @@ impl Store for SqliteStore {
 
     fn prune_deliveries(&self, before: Timestamp) -> Result<usize, StoreError> {
         self.send(|tx| Op::PruneDeliveries(before, tx))
+    }
+
+    fn set_report_policy(&self, policy: Arc<dyn ReportPolicy>) -> Result<(), StoreError> {
+        // The writer reads it at each batch: a batch begun before this sees
+        // none, the next ones this one.
+        self.policy
+            .set(policy)
+            .map_err(|_| crate::policy_set_already())
     }
 
     fn enqueue_reports(&self, entries: Vec<NewReport>) -> Result<Vec<Enqueued>, StoreError> {

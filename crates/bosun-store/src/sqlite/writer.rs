@@ -1,11 +1,12 @@
 //! The writer thread: it takes the requests queued by callers in batches
 //! (fires apart from the rest, so a burst of them goes to the fire log),
-//! applies each batch in one transaction, tells the observer and the callers
-//! once it is committed, and folds the fire log before anything else.
+//! applies each batch in one transaction (the reports of its changes
+//! included), tells the observer and the callers once it is committed, and
+//! folds the fire log before anything else.
 
 use bosun_base::sync::Lock;
 use std::sync::mpsc::{self, Receiver};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use rusqlite::{Connection, TransactionBehavior};
@@ -17,7 +18,7 @@ use super::error::{unavailable, TxError};
 use super::fire_log;
 use super::request::{fail, fail_op, is_fire, Op, Reply, Target};
 use super::versions::Versions;
-use crate::{Before, Created, StoreError, TransitionObserver};
+use crate::{Before, Created, ReportPolicy, StoreError, TransitionObserver};
 
 /// Whether a committed fire log is waiting to be folded; reads wait for it.
 #[derive(Default)]
@@ -74,6 +75,9 @@ pub(super) struct Writer {
     pub(super) fire_log_min: usize,
     pub(super) hold_fire_log: bool,
     pub(super) observer: Option<Arc<dyn TransitionObserver>>,
+    /// What to report of each change, asked in its transaction (installed
+    /// once, by [`Store::set_report_policy`](crate::Store::set_report_policy)).
+    pub(super) policy: Arc<OnceLock<Arc<dyn ReportPolicy>>>,
     pub(super) committed: mpsc::SyncSender<()>,
     pub(super) gate: Arc<FoldGate>,
     pub(super) versions: Arc<Versions>,
@@ -190,15 +194,21 @@ impl Writer {
     fn commit(
         &self,
         conn: &mut Connection,
-        mut ops: Vec<Op>,
+        ops: Vec<Op>,
         target: Target,
         cache: &mut WriterCache,
     ) -> Option<Vec<Reply>> {
         let mut replies = Vec::with_capacity(ops.len());
+        // Taken one by one: those after a failed one are failed below with
+        // the batch's error (a drain would drop them unanswered).
+        let mut ops = ops.into_iter();
+        // The committed log's records, before this batch adds its own.
+        let log_records = cache.log_records;
+        let policy = self.policy.get().map(|p| p.as_ref());
         let committed = (|| -> Result<(), TxError> {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            for op in ops.drain(..) {
-                let reply = apply_op(&tx, op, cache, target, &self.versions);
+            for op in ops.by_ref() {
+                let reply = apply_op(&tx, op, cache, target, &self.versions, policy);
                 // A request refused by its own rules (no such run, a forbidden
                 // transition) is refused before it writes anything. A failed
                 // read or write (a full disk, an I/O error) may leave part of
@@ -220,13 +230,13 @@ impl Writer {
         cache.touched.bump(&self.versions);
         if let Err(e) = committed {
             let msg = e.to_string();
-            // The unfolded log's keys stay: that log is committed. (Keys of
-            // this batch may stay too; a key found there is looked up.)
-            let log_keys = std::mem::take(&mut cache.log_keys);
+            // The unfolded log is committed, its records stay; the keys of
+            // this batch's records may have joined its keys (a key of a
+            // record rolled back would name no record): they are read again
+            // from the log when next needed.
             *cache = WriterCache {
-                log_keys,
-                log_keys_partial: cache.log_keys_partial,
-                log_records: cache.log_records,
+                log_keys_partial: log_records > 0,
+                log_records,
                 epoch: cache.epoch + 1,
                 ..WriterCache::default()
             };
@@ -235,7 +245,7 @@ impl Writer {
             for r in replies.drain(..) {
                 fail(r, &msg);
             }
-            for op in ops.drain(..) {
+            for op in ops {
                 fail_op(op, &msg);
             }
             return None;

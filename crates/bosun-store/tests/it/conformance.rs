@@ -11,8 +11,9 @@ use bosun_store::sqlite::{SqliteOptions, SqliteStore};
 use bosun_store::{
     Accepted, Created, Enqueued, Fire, JobDemand, NewDelivery, NewReport, NewRun, PeriodicState,
     PreparedFires, RepoError, RepoJob, RepoRecord, RepoSnapshot, ReportCounts, ReportFailure,
-    ReportKind, ReportOutcome, RetiredJob, Retirement, Run, RunFilter, RunState, SeenHead, Store,
-    StoreError, StoredDelivery, StoredReport, TickOutcome, Transition, TransitionObserver,
+    ReportKind, ReportOutcome, ReportPolicy, RetiredJob, Retirement, Run, RunFilter, RunState,
+    SeenHead, Store, StoreError, StoredDelivery, StoredReport, TickOutcome, Transition,
+    TransitionObserver,
 };
 use jiff::Timestamp;
 
@@ -3031,6 +3032,7 @@ fn a_store_without_an_outbox_refuses_it() {
     refused(s.reports_of_run("r").map(drop));
     refused(s.report_counts().map(drop));
     refused(s.prune_reports(at).map(drop));
+    refused(s.set_report_policy(Arc::new(Statuses::default())));
 }
 
 #[test]
@@ -3055,4 +3057,378 @@ fn a_report_version_beyond_i64_refuses_the_whole_call() {
             top
         );
     });
+}
+
+// The report policy: a change's reports are queued in its commit.
+
+/// A report policy as the daemon's would be: per change, the status of the
+/// run's job (one key per job, as one context of one commit), at the next
+/// version of a counter (the writer asks in commit order), with the state
+/// and the state left; for a job named `bad*` also an entry whose version
+/// no store keeps.
+#[derive(Default)]
+struct Statuses {
+    calls: std::sync::atomic::AtomicU64,
+}
+
+impl ReportPolicy for Statuses {
+    fn reports(&self, run: &Run, before: Option<RunState>) -> Vec<NewReport> {
+        let version = 1 + self
+            .calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let status = NewReport {
+            key: format!("status:{}", run.job),
+            kind: ReportKind::Status,
+            run_id: Some(run.id.clone()),
+            version,
+            payload: serde_json::json!({
+                "state": run.state.as_str(),
+                "before": before.map(|b| b.as_str()),
+            }),
+            created_at: run.created_at,
+        };
+        let mut out = vec![status];
+        if run.job.starts_with("bad") {
+            out.push(NewReport {
+                key: format!("bad:{}", run.id),
+                version: u64::MAX,
+                ..out[0].clone()
+            });
+        }
+        out
+    }
+}
+
+/// A policy that reports nothing.
+struct Silent;
+
+impl ReportPolicy for Silent {
+    fn reports(&self, _: &Run, _: Option<RunState>) -> Vec<NewReport> {
+        Vec::new()
+    }
+}
+
+/// Far enough ahead that every entry is due.
+fn later() -> Timestamp {
+    t("2030-01-01T00:00:00Z")
+}
+
+/// The due entries as (run, state reported, state left, version).
+fn due_statuses(s: &dyn Store) -> Vec<(String, String, Option<String>, u64)> {
+    s.due_reports(later(), 10_000)
+        .unwrap()
+        .into_iter()
+        .map(|r| {
+            let state = r.payload["state"].as_str().unwrap().to_string();
+            let before = r.payload["before"].as_str().map(String::from);
+            (r.run_id.unwrap(), state, before, r.version)
+        })
+        .collect()
+}
+
+fn status(
+    run: &Run,
+    state: &str,
+    before: Option<&str>,
+    version: u64,
+) -> (String, String, Option<String>, u64) {
+    (
+        run.id.clone(),
+        state.into(),
+        before.map(String::from),
+        version,
+    )
+}
+
+/// A creation and each transition are in the outbox as soon as the store
+/// returns them (the same commit); a newer state's entry takes the place of
+/// the pending older one of its key; a request that changes nothing (an
+/// existing tick, a forbidden move) reports nothing; a store without a
+/// policy queues nothing; the policy is installed once.
+#[test]
+fn a_change_is_in_the_outbox_when_the_store_returns_it() {
+    each_store(|s, _| {
+        let at = t("2026-01-01T00:00:00Z");
+        let unreported = s.create_run(new_periodic("early", None, 0), at).unwrap();
+        s.transition(
+            &unreported.run().id,
+            Transition::to(RunState::Pending, at, "started"),
+        )
+        .unwrap();
+        assert_eq!(due_statuses(s), vec![], "no policy, no reports");
+        s.set_report_policy(Arc::new(Statuses::default())).unwrap();
+        assert!(matches!(
+            s.set_report_policy(Arc::new(Silent)),
+            Err(StoreError::Invalid(_))
+        ));
+
+        let tick = Some("2026-01-01T00:00:00Z");
+        let a = s.create_run(new_periodic("a", tick, 0), at).unwrap();
+        let Created::New(a) = a else { panic!("new") };
+        assert_eq!(due_statuses(s), vec![status(&a, "triggered", None, 1)]);
+        // The same tick again: nothing created, nothing reported.
+        assert!(matches!(
+            s.create_run(new_periodic("a", tick, 0), at).unwrap(),
+            Created::Existing(_)
+        ));
+        let pending = s
+            .transition(&a.id, Transition::to(RunState::Pending, at, "started"))
+            .unwrap();
+        assert_eq!(
+            due_statuses(s),
+            vec![status(&a, "pending", Some("triggered"), 2)]
+        );
+        // A forbidden move writes and reports nothing.
+        assert!(s
+            .transition(&a.id, Transition::to(RunState::Triggered, at, "x"))
+            .is_err());
+        let done = s
+            .transition(&a.id, Transition::to(RunState::Aborted, at, "aborted"))
+            .unwrap();
+        assert_eq!(
+            due_statuses(s),
+            vec![status(&a, "aborted", Some("pending"), 3)]
+        );
+        let kept = s.reports_of_run(&a.id).unwrap();
+        assert_eq!(
+            kept.iter()
+                .map(|r| (r.version, r.outcome.as_str()))
+                .collect::<Vec<_>>(),
+            [(1, "superseded"), (2, "superseded"), (3, "pending")]
+        );
+        assert_eq!(kept[0].payload["state"], "triggered");
+        assert_eq!(kept[1].payload["state"], pending.state.as_str());
+        assert_eq!(kept[2].payload["state"], done.state.as_str());
+        assert!(kept.iter().all(|r| r.kind == ReportKind::Status
+            && r.key == "status:a"
+            && r.created_at == a.created_at));
+        assert_eq!(s.reports_of_run(&unreported.run().id).unwrap(), vec![]);
+    });
+}
+
+/// A policy reporting nothing queues nothing.
+#[test]
+fn a_silent_policy_queues_nothing() {
+    each_store(|s, _| {
+        s.set_report_policy(Arc::new(Silent)).unwrap();
+        let at = t("2026-01-01T00:00:00Z");
+        let a = s.create_run(new_periodic("a", None, 0), at).unwrap();
+        s.transition(&a.run().id, Transition::to(RunState::Pending, at, "x"))
+            .unwrap();
+        assert_eq!(s.report_counts().unwrap(), ReportCounts::default());
+    });
+}
+
+/// The controller's batched transitions: each one that commits has its
+/// entry (reporting the state it left), a refused one none; the runs'
+/// creations and the fires' (to the tables, through the fire log, prepared
+/// ahead) too.
+#[test]
+fn batched_transitions_and_fires_report_each_change() {
+    each_store(|s, _| {
+        s.set_report_policy(Arc::new(Statuses::default())).unwrap();
+        let at = t("2026-01-01T00:00:00Z");
+        let runs: Vec<Run> = (0..20)
+            .map(|i| {
+                s.create_run(new_periodic(&format!("j{i}"), None, 0), at)
+                    .unwrap()
+                    .run()
+                    .clone()
+            })
+            .collect();
+        let mut batch: Vec<(String, Transition)> = runs
+            .iter()
+            .map(|r| {
+                (
+                    r.id.clone(),
+                    Transition::to(RunState::Pending, at, "started"),
+                )
+            })
+            .collect();
+        // A forbidden move in the middle of the batch.
+        batch[7].1 = Transition::to(RunState::Success, at, "x");
+        let results = s.transitions(batch);
+        assert!(results[7].is_err());
+        let due = due_statuses(s);
+        assert_eq!(due.len(), 20);
+        for (i, run) in runs.iter().enumerate() {
+            let mine: Vec<_> = due.iter().filter(|d| d.0 == run.id).collect();
+            if i == 7 {
+                assert_eq!(mine[0].1, "triggered", "refused: its creation stays");
+                assert_eq!(mine[0].2, None);
+            } else {
+                assert_eq!(mine[0].1, "pending");
+                assert_eq!(mine[0].2.as_deref(), Some("triggered"));
+            }
+        }
+
+        // Fires: one alone, several at once (a burst goes to the fire log
+        // where the store has one), and prepared ahead.
+        let tick = "2026-01-01T01:00:00Z";
+        let one = one_new_run_each(vec![s.commit_fire(tick_fire("f0", tick, at), at)]);
+        let names: Vec<String> = (1..80).map(|i| format!("f{i}")).collect();
+        let many = one_new_run_each(
+            s.commit_fires(names.iter().map(|p| tick_fire(p, tick, at)).collect(), at),
+        );
+        let ahead_names: Vec<String> = (0..30).map(|i| format!("g{i}")).collect();
+        let prepared = prepare_ticks(s, &ahead_names, tick, at);
+        let ahead = one_new_run_each(s.commit_prepared(prepared, at));
+        // The same ticks again create and report nothing.
+        let again = s.commit_fires(names.iter().map(|p| tick_fire(p, tick, at)).collect(), at);
+        assert!(again
+            .iter()
+            .all(|r| matches!(r.as_ref().unwrap().as_slice(), [Created::Existing(_)])));
+        let due = due_statuses(s);
+        assert_eq!(due.len(), 20 + 1 + 79 + 30);
+        for run in one.iter().chain(&many).chain(&ahead) {
+            let mine: Vec<_> = due.iter().filter(|d| d.0 == run.id).collect();
+            assert_eq!(mine.len(), 1, "{}", run.job);
+            assert_eq!(
+                (mine[0].1.as_str(), mine[0].2.as_deref()),
+                ("triggered", None)
+            );
+        }
+    });
+}
+
+/// An entry the store cannot keep (a version beyond `i64::MAX`) is left
+/// out; the change commits with its other entries: a bad report never holds
+/// a run back.
+#[test]
+fn a_report_the_store_cannot_keep_is_left_out_and_the_change_commits() {
+    each_store(|s, _| {
+        s.set_report_policy(Arc::new(Statuses::default())).unwrap();
+        let at = t("2026-01-01T00:00:00Z");
+        let bad = s.create_run(new_periodic("bad", None, 0), at).unwrap();
+        let bad = bad.run().clone();
+        let moved = s
+            .transition(&bad.id, Transition::to(RunState::Pending, at, "started"))
+            .unwrap();
+        assert_eq!(s.get(&bad.id).unwrap(), Some(moved));
+        assert_eq!(
+            due_statuses(s),
+            vec![status(&bad, "pending", Some("triggered"), 2)]
+        );
+        assert_eq!(s.reports_of_run(&bad.id).unwrap().len(), 2);
+    });
+}
+
+/// The SQLite store writes a change and its entries in one transaction: an
+/// entry that cannot be written fails the change with it (and the batch it
+/// was in), nothing of either kept; once it can, both are kept, and found
+/// again after a restart, the fire log's included.
+#[test]
+fn sqlite_a_change_and_its_reports_commit_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bosun.db");
+    let at = t("2026-01-01T00:00:00Z");
+    let tick = "2026-01-01T01:00:00Z";
+    let (a, b, fired) = {
+        let s = SqliteStore::open_with(
+            &path,
+            SqliteOptions {
+                fire_log_min: 1,
+                hold_fire_log: true,
+                ..SqliteOptions::default()
+            },
+            None,
+        )
+        .unwrap();
+        s.set_report_policy(Arc::new(Statuses::default())).unwrap();
+        let a = s
+            .create_run(new_periodic("a", None, 0), at)
+            .unwrap()
+            .run()
+            .clone();
+        let b = s
+            .create_run(new_periodic("b", None, 0), at)
+            .unwrap()
+            .run()
+            .clone();
+        // The outbox refuses every entry, as a full disk would.
+        s.execute_raw(
+            "CREATE TRIGGER refuse BEFORE INSERT ON reports \
+             BEGIN SELECT RAISE(ABORT, 'outbox refused'); END",
+        )
+        .unwrap();
+        let results = s.transitions(vec![
+            (
+                a.id.clone(),
+                Transition::to(RunState::Pending, at, "started"),
+            ),
+            (
+                b.id.clone(),
+                Transition::to(RunState::Pending, at, "started"),
+            ),
+        ]);
+        for r in &results {
+            assert!(
+                matches!(r, Err(StoreError::Unavailable(m)) if m.contains("outbox refused")),
+                "{r:?}"
+            );
+        }
+        let c = s.create_run(new_periodic("c", None, 0), at);
+        assert!(matches!(c, Err(StoreError::Unavailable(_))), "{c:?}");
+        let fire = s.commit_fire(tick_fire("f", tick, at), at);
+        assert!(matches!(fire, Err(StoreError::Unavailable(_))), "{fire:?}");
+        assert_eq!(s.get(&a.id).unwrap().unwrap().state, RunState::Triggered);
+        assert_eq!(s.get(&b.id).unwrap().unwrap().state, RunState::Triggered);
+        assert_eq!(
+            s.list(&RunFilter::default()).unwrap().len(),
+            2,
+            "neither c nor f's run"
+        );
+        assert!(s.outcomes("f").unwrap().is_empty());
+        assert_eq!(
+            due_statuses(&s),
+            vec![
+                status(&a, "triggered", None, 1),
+                status(&b, "triggered", None, 2)
+            ]
+        );
+        // Once the outbox takes entries, the same requests commit.
+        s.execute_raw("DROP TRIGGER refuse").unwrap();
+        let results = s.transitions(vec![
+            (
+                a.id.clone(),
+                Transition::to(RunState::Pending, at, "started"),
+            ),
+            (
+                b.id.clone(),
+                Transition::to(RunState::Pending, at, "started"),
+            ),
+        ]);
+        assert!(results.iter().all(Result::is_ok), "{results:?}");
+        // Committed through the fire log, which is left unfolded (a crash).
+        let fired = one_new_run_each(vec![s.commit_fire(tick_fire("f", tick, at), at)]);
+        (a, b, fired[0].clone())
+    };
+    let s = SqliteStore::open(&path).unwrap();
+    assert_eq!(s.get(&a.id).unwrap().unwrap().state, RunState::Pending);
+    assert_eq!(s.get(&fired.id).unwrap().as_ref(), Some(&fired));
+    // (The policy was asked for the changes that failed too: versions went on.)
+    let due: Vec<_> = due_statuses(&s)
+        .into_iter()
+        .map(|(run, state, before, _)| (run, state, before))
+        .collect();
+    let pending = |r: &Run| (r.id.clone(), "pending".into(), Some("triggered".into()));
+    assert_eq!(
+        due,
+        vec![
+            pending(&a),
+            pending(&b),
+            (fired.id.clone(), "triggered".into(), None)
+        ]
+    );
+    for run in [&a, &b] {
+        let kept = s.reports_of_run(&run.id).unwrap();
+        assert_eq!(
+            kept.iter().map(|r| r.outcome.as_str()).collect::<Vec<_>>(),
+            ["superseded", "pending"]
+        );
+    }
+    assert_eq!(
+        s.reports_of_run(&fired.id).unwrap()[0].payload["state"],
+        "triggered"
+    );
 }
