@@ -9,8 +9,10 @@
 //! stand-in `ssh` command in a re-executed copy of this binary (see
 //! `follow::ssh_process`). The webhook tests send requests as each forge
 //! sends them (`requests`), every GitHub payload validated against GitHub's
-//! webhook description first.
+//! webhook description first. The forge client's tests (`client`) run it
+//! against a small HTTP server on loopback that records every request.
 
+mod client;
 mod common;
 mod events;
 mod follow;
