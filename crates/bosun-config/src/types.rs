@@ -97,9 +97,9 @@ pub struct ProwConfig {
     /// Prow's `gerrit`: ignored by bosun.
     #[serde(skip_serializing)]
     pub gerrit: Ignored,
-    /// Prow's `github_reporter`: ignored by bosun.
-    #[serde(skip_serializing)]
-    pub github_reporter: Ignored,
+    /// How runs are reported to GitHub (and Gitea): commit statuses and the
+    /// failed-tests comment, as Prow's crier reports them.
+    pub github_reporter: GitHubReporter,
     /// Prow's `horologium` (`tick_interval`): ignored; bosun's scheduler does not tick.
     #[serde(skip_serializing)]
     pub horologium: Ignored,
@@ -172,15 +172,89 @@ pub struct Plank {
     /// Prow's per-repo URL prefixes (ignored by bosun).
     #[serde(skip_serializing)]
     pub job_url_prefix_config: Ignored,
-    /// Prow's report templates (ignored by bosun).
-    #[serde(skip_serializing)]
-    pub report_templates: Ignored,
+    /// Go templates whose text is added to the failed-tests comment on a
+    /// pull request, below the table, keyed by `org/repo`, `org` or `*`
+    /// (the first of these present applies, as Prow's
+    /// `ReportTemplateForRepo` picks it; see [`Plank::report_template_for`]).
+    /// The template is executed over the first reported run as a ProwJob
+    /// (`{{.Spec.Job}}`, `{{.Status.URL}}`, ...).
+    pub report_templates: BTreeMap<String, String>,
+    /// Prow's deprecated single report template: the same as
+    /// `report_templates: {"*": ...}`; it may not be set together with
+    /// `report_templates`.
+    pub report_template: Option<String>,
     /// Prow's worker count (ignored: bosun sizes its own tasks).
     #[serde(skip_serializing)]
     pub max_goroutines: Ignored,
     /// Prow's cluster status file location (ignored: bosun serves cluster status).
     #[serde(skip_serializing)]
     pub build_cluster_status_file: Ignored,
+}
+
+impl Plank {
+    /// The report template text for `org/repo`, as Prow's
+    /// `ReportTemplateForRepo` chooses it: the `org/repo` entry, else the
+    /// `org` entry, else `*` (the deprecated `report_template` is `*` when
+    /// `report_templates` has no `*`); `None` when none applies.
+    pub fn report_template_for(&self, org: &str, repo: &str) -> Option<&str> {
+        let by_key = |k: &str| self.report_templates.get(k).map(String::as_str);
+        by_key(&format!("{org}/{repo}"))
+            .or_else(|| by_key(org))
+            .or_else(|| by_key("*"))
+            .or(self.report_template.as_deref().filter(|t| !t.is_empty()))
+    }
+}
+
+/// Prow's `github_reporter`: which runs crier reports to the forge, and
+/// where it keeps the failed-tests comment.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct GitHubReporter {
+    /// The job types whose runs are reported (commit statuses and the
+    /// comment): `presubmit` and `postsubmit`, the only types allowed.
+    /// Default (unset or empty): both, as Prow defaults it.
+    #[serde(deserialize_with = "job_types_or_default")]
+    pub job_types_to_report: Vec<JobType>,
+    /// `org` or `org/repo` entries whose pull requests get no failed-tests
+    /// comment (their commit statuses are still set).
+    pub no_comment_repos: Vec<String>,
+    /// `org` or `org/repo` entries whose pull requests get one summary
+    /// comment once every run on the head has ended, also when all passed
+    /// ("all tests **passed!**").
+    pub summary_comment_repos: Vec<String>,
+}
+
+impl Default for GitHubReporter {
+    fn default() -> Self {
+        GitHubReporter {
+            job_types_to_report: GitHubReporter::DEFAULT_JOB_TYPES.to_vec(),
+            no_comment_repos: Vec::new(),
+            summary_comment_repos: Vec::new(),
+        }
+    }
+}
+
+impl GitHubReporter {
+    /// Prow's default of `job_types_to_report`.
+    pub const DEFAULT_JOB_TYPES: [JobType; 2] = [JobType::Presubmit, JobType::Postsubmit];
+
+    /// Whether `org/repo` is listed (by its org or itself) in `entries`, as
+    /// Prow matches `no_comment_repos` and `summary_comment_repos`.
+    pub fn lists(entries: &[String], org: &str, repo: &str) -> bool {
+        entries
+            .iter()
+            .any(|e| e == org || e.split_once('/') == Some((org, repo)))
+    }
+}
+
+/// `job_types_to_report`, Prow's default when written empty.
+fn job_types_or_default<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<JobType>, D::Error> {
+    let v = Option::<Vec<JobType>>::deserialize(d)?.unwrap_or_default();
+    Ok(if v.is_empty() {
+        GitHubReporter::DEFAULT_JOB_TYPES.to_vec()
+    } else {
+        v
+    })
 }
 
 /// One entry of `plank.default_decoration_config_entries`.

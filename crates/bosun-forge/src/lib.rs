@@ -15,21 +15,31 @@
 //!   loader without a checkout, so that the daemon can register, change or
 //!   retire the jobs and periodics each pushed commit defines.
 //!
-//! What comes here next:
-//! - **triggering**: which presubmits and postsubmits an event starts, with
-//!   Prow's trigger rules (trusted users, `/test`, `/retest`, `/ok-to-test`,
-//!   `run_if_changed`, branches);
-//! - **reporting**: runs' states back to the forge as Prow's crier reports
-//!   them (commit statuses, the summary comment).
+//! - [`report`]: **reporting back** as Prow's crier reports: which runs
+//!   get a commit status and what it says, and the failed-tests comment on
+//!   a pull request (which comments to delete, create or edit), decided as
+//!   plain data.
+//! - [`client`]: a synchronous **forge REST client** (GitHub, GitHub
+//!   Enterprise, Gitea's `/api/v1`) for those calls and the few others bosun
+//!   makes (labels, pull requests, membership): token files re-read when
+//!   they change, GitHub App installation tokens, every failure a
+//!   [`client::ForgeError`] saying whether and when to try again.
 //!
-//! It depends on no daemon, no cluster client and no HTTP server
-//! (`tools/check-layers.py` keeps them out): the daemon mounts its handlers
-//! and hands it the store; what it decides is plain data.
+//! What comes here next: **triggering**: which presubmits and postsubmits
+//! an event starts, with Prow's trigger rules (trusted users, `/test`,
+//! `/retest`, `/ok-to-test`, `run_if_changed`, branches).
+//!
+//! It depends on no daemon, no cluster client, no async runtime and no
+//! HTTP server (`tools/check-layers.py` keeps them out): the daemon mounts
+//! its handlers, hands it the store and calls the client from blocking
+//! tasks; what it decides is plain data.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod client;
 pub mod hook;
+pub mod report;
 pub mod repos;
 #[cfg(feature = "test-support")]
 pub mod testing;

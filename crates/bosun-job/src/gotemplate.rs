@@ -1227,6 +1227,110 @@ impl State<'_> {
     }
 }
 
+// ---------------------------------------------------------------------------
+// A ProwJob as template data.
+
+/// The language of Prow's templates over a ProwJob (`plank.job_url_template`,
+/// `plank.report_templates`): pipelines and the functions such templates use.
+pub const PROWJOB_LANGUAGE: Language = Language {
+    funcs: &[
+        "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "not", "len", "index", "printf", "print",
+    ],
+    pipelines: true,
+};
+
+/// Parses `text` as a template over a ProwJob ([`PROWJOB_LANGUAGE`]) and
+/// executes it over the ProwJob document `data` ([`ProwJobJson`]).
+pub fn render_prowjob(name: &str, text: &str, data: &Value) -> Result<String, TemplateError> {
+    Template::parse(name, text, &PROWJOB_LANGUAGE)?.execute(data, &ProwJobJson)
+}
+
+/// The type of every value of a ProwJob document.
+const ANY: &str = "interface {}";
+
+/// A ProwJob document (as JSON) seen by a template as Go sees the ProwJob
+/// struct: a field `.Spec.BuildID` is looked up as written, then as
+/// `snake_case` (`build_id`), then `lowerCamel` (`startTime`);
+/// `ObjectMeta` is `metadata`, and a field missing at a level with
+/// `metadata` is looked for there (Go's embedded `ObjectMeta`). A missing
+/// field or key is empty; `null` prints as nothing and an object as JSON.
+pub struct ProwJobJson;
+
+impl Model for ProwJobJson {
+    fn root_type(&self) -> &'static str {
+        ANY
+    }
+
+    fn field(&self, v: &Value, _: &'static str, name: &str) -> Result<Option<Typed>, String> {
+        prowjob_field(v, name).map(|x| Some((x, ANY)))
+    }
+
+    fn key(&self, map: &Value, _: &'static str, key: &str) -> Option<Typed> {
+        Some((map.get(key).cloned().unwrap_or_default(), ANY))
+    }
+
+    fn print(&self, v: &Value, _: &'static str) -> Option<String> {
+        match v {
+            Value::Null => Some(String::new()),
+            Value::Object(_) => Some(v.to_string()),
+            _ => None,
+        }
+    }
+}
+
+/// Go's field name as `snake_case` (`BuildID` is `build_id`).
+fn snake(name: &str) -> String {
+    let c: Vec<char> = name.chars().collect();
+    let mut out = String::new();
+    for (i, ch) in c.iter().enumerate() {
+        if ch.is_ascii_uppercase() {
+            let prev_lower = i > 0 && (c[i - 1].is_ascii_lowercase() || c[i - 1].is_ascii_digit());
+            let next_lower = c.get(i + 1).is_some_and(|n| n.is_ascii_lowercase());
+            if i > 0 && (prev_lower || (next_lower && c[i - 1].is_ascii_uppercase())) {
+                out.push('_');
+            }
+            out.push(ch.to_ascii_lowercase());
+        } else {
+            out.push(*ch);
+        }
+    }
+    out
+}
+
+/// `v`'s field `name` (see [`ProwJobJson`] for the names tried).
+fn prowjob_field(v: &Value, name: &str) -> Result<Value, String> {
+    let m = match v {
+        Value::Object(m) => m,
+        Value::Null => return Err(format!("nil pointer evaluating field {name}")),
+        Value::String(_) => return Err(cant_evaluate(name, "string")),
+        Value::Number(_) => return Err(cant_evaluate(name, "float64")),
+        Value::Bool(_) => return Err(cant_evaluate(name, "bool")),
+        Value::Array(_) => return Err(cant_evaluate(name, "[]interface {}")),
+    };
+    if name == "ObjectMeta" {
+        if let Some(meta) = m.get("metadata") {
+            return Ok(meta.clone());
+        }
+    }
+    let mut lower = name.to_string();
+    if let Some(f) = lower.get_mut(0..1) {
+        f.make_ascii_lowercase();
+    }
+    for key in [name.to_string(), snake(name), lower] {
+        if let Some(x) = m.get(&key) {
+            return Ok(x.clone());
+        }
+    }
+    if let Some(meta) = m.get("metadata").filter(|m| m.is_object()) {
+        if let Ok(x) = prowjob_field(meta, name) {
+            if !x.is_null() {
+                return Ok(x);
+            }
+        }
+    }
+    Ok(Value::Null)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1408,5 +1512,29 @@ mod tests {
             .unwrap_err()
             .0
             .ends_with("function \"printf\" is not supported by bosun (supported: index, len)"));
+    }
+
+    /// The ProwJob model: Go names over JSON keys, `ObjectMeta` embedded,
+    /// missing fields empty (as the daemon's job URLs and crier's report
+    /// templates see a run).
+    #[test]
+    fn prowjob_documents_as_go_sees_them() {
+        let data = serde_json::json!({
+            "metadata": {"name": "3f2a", "labels": {"prow.k8s.io/type": "presubmit"}},
+            "spec": {"job": "pull-unit", "refs": {"org": "acme", "pulls": [{"number": 42}]}},
+            "status": {"build_id": "1700", "startTime": "2026-03-02T10:00:00Z"}
+        });
+        let t = |src: &str| render_prowjob("t", src, &data);
+        assert_eq!(
+            t("{{.Spec.Job}}/{{.Status.BuildID}}/{{.Status.StartTime}}/{{.Name}}/{{.ObjectMeta.Name}}")
+                .unwrap(),
+            "pull-unit/1700/2026-03-02T10:00:00Z/3f2a/3f2a"
+        );
+        assert_eq!(
+            t(r#"{{index .ObjectMeta.Labels "prow.k8s.io/type"}}|{{.Spec.Nope}}|{{with index .Spec.Refs.Pulls 0}}{{.Number}}{{end}}"#)
+                .unwrap(),
+            "presubmit||42"
+        );
+        assert!(t("{{.Spec.Nope.Deeper}}").is_err());
     }
 }

@@ -12,8 +12,8 @@ use crate::duration::{GoDuration, DURATION_HINT};
 use crate::model::{Job, Origin, Periodic};
 use crate::names::{short_regex_error, valid_branch_name, valid_clone_uri, valid_repo_name};
 use crate::types::{
-    ClusterKind, DemandSource, DispatcherConfig, JobBase, JobSource, PeriodicFields, ProwConfig,
-    ReposConfig,
+    ClusterKind, DemandSource, DispatcherConfig, JobBase, JobSource, JobType, PeriodicFields,
+    ProwConfig, ReposConfig,
 };
 use crate::yaml::Mark;
 
@@ -139,10 +139,51 @@ pub(super) fn check(
     {
         d.push(err("plank.default_decoration_configs and plank.default_decoration_config_entries are mutually exclusive, please use one or the other".into()));
     }
+    reporter_check(config, &err, d);
     if config.plank.max_concurrency < 0 {
         d.push(err(
             "plank.max_concurrency must be a non-negative number".into()
         ));
+    }
+}
+
+/// `github_reporter` and `plank`'s report templates, as Prow checks them:
+/// only presubmits and postsubmits are reported, and the deprecated single
+/// template is not written beside the map.
+fn reporter_check(
+    config: &ProwConfig,
+    err: &dyn Fn(String) -> Diagnostic,
+    d: &mut Vec<Diagnostic>,
+) {
+    for (i, t) in config
+        .github_reporter
+        .job_types_to_report
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| !matches!(t, JobType::Presubmit | JobType::Postsubmit))
+    {
+        d.push(
+            err(format!(
+                "github_reporter.job_types_to_report[{i}]: invalid job_types_to_report: {}",
+                t.as_str()
+            ))
+            .hint("only presubmit and postsubmit runs are reported to the forge"),
+        );
+    }
+    let plank = &config.plank;
+    if plank
+        .report_template
+        .as_deref()
+        .is_some_and(|t| !t.is_empty())
+        && !plank.report_templates.is_empty()
+    {
+        d.push(
+            err(
+                "plank.report_template: both report_template and report_templates are specified"
+                    .into(),
+            )
+            .hint("move the template to plank.report_templates under \"*\""),
+        );
     }
 }
 

@@ -101,7 +101,7 @@ fn the_generator_reads_every_documented_type_as_serde_does() {
         ExternalScheduler, ExternalCache, InRepoConfig, ReposConfig, Preset, BuildCluster, TrustRule,
         DispatcherConfig, DispatchGroup, InRepoSource, JobBase, PipelineRunParam,
         RerunAuthConfig, TeamSlug, Refs, Pull, DecorationConfig, SchedulingOptions,
-        PeriodicFields, Retry, PresubmitFields, PostsubmitFields, TriggerConfigFile,
+        PeriodicFields, Retry, PresubmitFields, PostsubmitFields, TriggerConfigFile, GitHubReporter,
     );
     let enums = serde_lists!(serde_variants:
         ClusterKind, DispatchUnit, DemandSource, ConcurrencyPolicy, CatchUp, JobType,

@@ -1619,6 +1619,94 @@ fn legacy_decoration_map_and_entries_are_mutually_exclusive() {
     );
 }
 
+/// Prow's `github_reporter.job_types_to_report`: unset or empty means
+/// presubmits and postsubmits; only those two may be listed
+/// (`validateGitHubReporter`'s "invalid job_types_to_report").
+#[test]
+fn github_reporter_job_types_default_and_allowed() {
+    use bosun_config::types::JobType;
+    let s = snapshot(&check("", "")).config.github_reporter.clone();
+    assert_eq!(
+        s.job_types_to_report,
+        [JobType::Presubmit, JobType::Postsubmit]
+    );
+    let l = check("github_reporter: {job_types_to_report: []}", "");
+    assert_eq!(
+        clean(&l).config.github_reporter.job_types_to_report,
+        [JobType::Presubmit, JobType::Postsubmit]
+    );
+    let l = check(
+        "
+        github_reporter:
+          job_types_to_report: [presubmit]
+          no_comment_repos: [org-a, org-b/repo]
+          summary_comment_repos: [org-c]
+        ",
+        "",
+    );
+    let r = &clean(&l).config.github_reporter;
+    assert_eq!(r.job_types_to_report, [JobType::Presubmit]);
+    assert_eq!(r.no_comment_repos, ["org-a", "org-b/repo"]);
+    assert_eq!(r.summary_comment_repos, ["org-c"]);
+    let l = check(
+        "
+        github_reporter:
+          job_types_to_report:
+          - presubmit
+          - periodic
+        ",
+        "",
+    );
+    assert_diags(
+        &l,
+        &[format!("{CONFIG}:4:5: error: github_reporter.job_types_to_report[1]: invalid job_types_to_report: periodic\n  hint: only presubmit and postsubmit runs are reported to the forge")],
+    );
+}
+
+/// `plank.report_templates` by `*`, `org`, `org/repo` (Prow's
+/// `ReportTemplateForRepo`); the deprecated `report_template` is `*`, and
+/// not both (Prow: "both report_template and report_templates are
+/// specified").
+#[test]
+fn report_templates_by_repo_org_or_star() {
+    let l = check(
+        "
+        plank:
+          report_templates:
+            '*': star
+            org: by-org
+            org/repo: by-repo
+        ",
+        "",
+    );
+    let p = &clean(&l).config.plank;
+    assert_eq!(p.report_template_for("org", "repo"), Some("by-repo"));
+    assert_eq!(p.report_template_for("org", "other"), Some("by-org"));
+    assert_eq!(p.report_template_for("else", "repo"), Some("star"));
+    let l = check("plank: {report_templates: {org: x}}", "");
+    assert_eq!(
+        clean(&l).config.plank.report_template_for("else", "r"),
+        None
+    );
+    let l = check("plank: {report_template: old}", "");
+    assert_eq!(
+        clean(&l).config.plank.report_template_for("a", "b"),
+        Some("old")
+    );
+    let l = check(
+        "
+        plank:
+          report_templates: {'*': new}
+          report_template: old
+        ",
+        "",
+    );
+    assert_diags(
+        &l,
+        &[format!("{CONFIG}:3:3: error: plank.report_template: both report_template and report_templates are specified\n  hint: move the template to plank.report_templates under \"*\"")],
+    );
+}
+
 // --- Presets.
 
 #[test]

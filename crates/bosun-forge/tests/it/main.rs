@@ -11,7 +11,10 @@
 //! sends them (`requests`), every GitHub payload validated against GitHub's
 //! webhook description first. `github_api` drives the fake GitHub REST API
 //! (`bosun_forge::testing::github_api`) over HTTP with `ureq`.
+//! The forge client's tests (`client`) run it
+//! against a small HTTP server on loopback that records every request.
 
+mod client;
 mod common;
 mod events;
 mod follow;
