@@ -15,10 +15,12 @@
 //!   loader without a checkout, so that the daemon can register, change or
 //!   retire the jobs and periodics each pushed commit defines.
 //!
+//! - [`trigger`]: **triggering**: which presubmits and postsubmits an event
+//!   starts, with Prow's trigger rules (trusted users, `/test`, `/retest`,
+//!   `/ok-to-test`, `run_if_changed`, branches), as plain actions decided
+//!   over a host the daemon implements.
+//!
 //! What comes here next:
-//! - **triggering**: which presubmits and postsubmits an event starts, with
-//!   Prow's trigger rules (trusted users, `/test`, `/retest`, `/ok-to-test`,
-//!   `run_if_changed`, branches);
 //! - **reporting**: runs' states back to the forge as Prow's crier reports
 //!   them (commit statuses, the summary comment).
 //!
@@ -33,3 +35,4 @@ pub mod hook;
 pub mod repos;
 #[cfg(feature = "test-support")]
 pub mod testing;
+pub mod trigger;
