@@ -24,10 +24,10 @@
 //!   makes (labels, pull requests, membership): token files re-read when
 //!   they change, GitHub App installation tokens, every failure a
 //!   [`client::ForgeError`] saying whether and when to try again.
-//!
-//! What comes here next: **triggering**: which presubmits and postsubmits
-//! an event starts, with Prow's trigger rules (trusted users, `/test`,
-//! `/retest`, `/ok-to-test`, `run_if_changed`, branches).
+//! - [`trigger`]: **triggering**: which presubmits and postsubmits an event
+//!   starts, with Prow's trigger rules (trusted users, `/test`, `/retest`,
+//!   `/ok-to-test`, `run_if_changed`, branches), as plain actions decided
+//!   over a host the daemon implements.
 //!
 //! It depends on no daemon, no cluster client, no async runtime and no
 //! HTTP server (`tools/check-layers.py` keeps them out): the daemon mounts
@@ -43,3 +43,4 @@ pub mod report;
 pub mod repos;
 #[cfg(feature = "test-support")]
 pub mod testing;
+pub mod trigger;
