@@ -359,8 +359,10 @@ fn trusted_members_ok_to_test_trailing_space() {
 #[test]
 fn trusted_members_not_ok_to_test() {
     // Prow: TestHandleGenericComment "Trusted member's not ok to test."
+    // (nothing at all: no comment either)
     check(T {
         body: body("not /ok-to-test"),
+        comment: Some(String::new()),
         ..d()
     });
 }

@@ -619,9 +619,11 @@ fn a_pr_without_presubmits_does_nothing() {
     // Prow: handlePR returns at once when the repository has no presubmits.
     let mut h = world();
     h.presubmits.jobs.clear();
-    assert!(on_pull_request(&h, &settings(), &pr(&Case { ..CASE }))
-        .unwrap()
-        .is_empty());
+    let p = pr(&Case {
+        author: "u",
+        ..CASE
+    });
+    assert!(on_pull_request(&h, &settings(), &p).unwrap().is_empty());
 }
 
 #[test]

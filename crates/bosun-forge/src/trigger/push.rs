@@ -169,6 +169,12 @@ mod tests {
 
     #[test]
     fn a_tag_is_matched_as_a_branch_and_files_are_asked_only_when_needed() {
+        let mut anchored = postsubmit("release");
+        anchored.kind.branches = vec![r"^v\d".into()];
+        let tag = push("org/repo", "refs/tags/v1.0", &[]);
+        let started_by_tag = on_push(&tag, &[anchored], || Ok::<_, Infallible>(vec![])).unwrap();
+        assert_eq!(started_by_tag.len(), 1);
+        assert_eq!(push_refs(&tag).base_ref.as_deref(), Some("v1.0"));
         assert_eq!(
             started(&push("org3/repo3", "refs/tags/release/v1.14", &[])),
             1

@@ -847,8 +847,12 @@ fn changed_files_are_asked_for_once() {
         Ok::<_, Infallible>(vec!["a".to_string()])
     });
     assert!(!changes.fetched());
-    let jobs = [run_if_changed("x", "x", "a"), run_if_changed("y", "y", "b")];
+    let jobs = [
+        run_if_changed("x", "x", "a"),
+        run_if_changed("y", "y", "b"),
+        run_if_changed("z", "z", "a"),
+    ];
     let got = filter_presubmits(&Filter::TestAll, &mut changes, "main", &jobs).unwrap();
-    assert_eq!(names(&got), pairs(&[("x", "x")]));
+    assert_eq!(names(&got), pairs(&[("x", "x"), ("z", "z")]));
     assert_eq!(count.get(), 1);
 }

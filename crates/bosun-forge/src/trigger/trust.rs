@@ -141,8 +141,16 @@ mod tests {
         assert_eq!(got.reason, reason, "{user}");
     }
 
+    /// Prow's `untrustedReason.String()` texts, written out.
     fn reason(collaborator: bool, secondary: bool) -> String {
-        TrustedUser::no(collaborator, secondary).reason
+        let mut r = String::from("User is not a member of the org. ");
+        if collaborator {
+            r += "User is not a collaborator. ";
+        }
+        if secondary {
+            r += "User is not a member of the trusted secondary org. ";
+        }
+        r + "Satisfy at least one of these conditions to make the user trusted."
     }
 
     #[test]
