@@ -41,6 +41,16 @@ pub struct RunsArgs {
     /// Only this state.
     #[arg(long)]
     pub state: Option<String>,
+    /// Only runs of this repository (their refs, not extra refs).
+    #[arg(long, value_name = "ORG/REPO")]
+    pub repo: Option<String>,
+    /// Only runs of this pull request: its number (with `--repo`), or
+    /// `ORG/REPO#N`.
+    #[arg(long, value_name = "N|ORG/REPO#N", value_parser = parse_pull)]
+    pub pull: Option<PullArg>,
+    /// Only runs of the pull request at this head commit.
+    #[arg(long, requires = "pull")]
+    pub sha: Option<String>,
     /// At most this many.
     #[arg(long, default_value_t = 20)]
     pub limit: usize,
@@ -48,6 +58,43 @@ pub struct RunsArgs {
     pub output: OutputArgs,
     #[command(flatten)]
     pub server: ServerArgs,
+}
+
+/// `--pull`: a pull request's number, and its repository when given as
+/// `ORG/REPO#N`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PullArg {
+    /// The repository, `org/repo`, when the value named it.
+    pub repo: Option<String>,
+    /// The pull request's number (positive).
+    pub number: i64,
+}
+
+/// Reads `--pull`'s value: `N` or `ORG/REPO#N`.
+fn parse_pull(s: &str) -> Result<PullArg, String> {
+    let (repo, number) = match s.rsplit_once('#') {
+        Some((repo, n)) => (Some(repo), n),
+        None => (None, s),
+    };
+    if let Some(r) = repo {
+        if !r
+            .split_once('/')
+            .is_some_and(|(org, name)| !org.is_empty() && !name.is_empty())
+        {
+            return Err(format!(
+                "{r:?} is not a repository: give ORG/REPO#N, or N with --repo ORG/REPO"
+            ));
+        }
+    }
+    match number.parse::<i64>() {
+        Ok(n) if n > 0 => Ok(PullArg {
+            repo: repo.map(str::to_string),
+            number: n,
+        }),
+        _ => Err(format!(
+            "{number:?} is not a pull request's number (a positive integer)"
+        )),
+    }
 }
 
 /// `bosun logs` arguments.
@@ -205,6 +252,29 @@ pub fn runs(args: &RunsArgs, out: &mut dyn Write) -> Outcome {
     if let Some(s) = &args.state {
         path.push_str(&format!("&state={}", segment(s)));
     }
+    let repo = match (&args.repo, args.pull.as_ref().and_then(|p| p.repo.as_ref())) {
+        (Some(a), Some(b)) if a != b => {
+            return Err(Failed::error(format!(
+                "--repo {a} and --pull {b}#N name different repositories"
+            )))
+        }
+        (a, b) => a.as_ref().or(b),
+    };
+    if let Some(r) = repo {
+        path.push_str(&format!("&repo={}", segment(r)));
+    }
+    if let Some(p) = &args.pull {
+        if repo.is_none() {
+            return Err(Failed::error(format!(
+                "--pull {n} needs its repository: add --repo ORG/REPO, or give --pull ORG/REPO#{n}",
+                n = p.number
+            )));
+        }
+        path.push_str(&format!("&pull={}", p.number));
+    }
+    if let Some(s) = &args.sha {
+        path.push_str(&format!("&sha={}", segment(s)));
+    }
     let answer = api.check(api.get(&path)?, None)?;
     if args.output.output == Format::Json {
         return answer.print(out);
@@ -241,4 +311,30 @@ pub fn runs(args: &RunsArgs, out: &mut dyn Write) -> Outcome {
     }
     columns(out, &rows)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{parse_pull, PullArg};
+
+    #[test]
+    fn pull_is_a_number_or_a_repository_and_a_number() {
+        assert_eq!(
+            parse_pull("12"),
+            Ok(PullArg {
+                repo: None,
+                number: 12
+            })
+        );
+        assert_eq!(
+            parse_pull("org/app#12"),
+            Ok(PullArg {
+                repo: Some("org/app".into()),
+                number: 12
+            })
+        );
+        for bad in ["0", "-1", "x", "app#3", "org/app#", "#4", "org/app#1x"] {
+            assert!(parse_pull(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -6,13 +6,14 @@
 //! every route, and the token check of the API's mutating routes
 //! (`authorize`), a layer on each of them. `auth` holds who may read and
 //! act (tokens, bearer headers, sessions, CSRF), `error` the API's error
-//! answers, `url` the percent-encoding of URLs; `api` and `web` use them and
-//! never each other. A run's artifacts are read by both through
+//! answers, `url` the percent-encoding of URLs, `pulls` the pull request
+//! filters of run listings; `api` and `web` use them and never each other. A run's artifacts are read by both through
 //! [`crate::artifacts`].
 
 pub mod api;
 pub mod auth;
 pub mod error;
+mod pulls;
 mod url;
 pub mod web;
 
@@ -124,6 +125,8 @@ pub fn router_with(daemon: Arc<Daemon>, options: Options) -> Router {
         .route("/runs/{id}/rerun", post(web::runs::rerun))
         .route("/live/runs", get(web::runs::live_list))
         .route("/live/runs/{id}", get(web::runs::live_run))
+        .route("/pulls/{org}/{repo}/{number}", get(web::pulls::page))
+        .route("/live/pulls/{org}/{repo}/{number}", get(web::pulls::live))
         .route("/periodics", get(web::periodics::page))
         .route("/periodics/trigger", post(web::periodics::trigger))
         .route("/periodics/pause", post(web::periodics::pause))

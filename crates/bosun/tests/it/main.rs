@@ -43,3 +43,4 @@ mod repos;
 mod serve;
 mod web_browser;
 mod web_pages;
+mod web_pulls;

@@ -58,11 +58,20 @@ pub struct ListQuery {
     /// Keyset pagination: the runs just before (newer than) this run id.
     before: Option<String>,
     active: Option<bool>,
+    /// Runs of this repository (`org/repo`; their refs, not extra refs).
+    repo: Option<String>,
+    /// Runs of this pull request of `repo` (a positive number; read here,
+    /// not by serde, so that a bad one gets a message saying what is wanted).
+    pull: Option<String>,
+    /// Runs of `pull` at this head commit.
+    sha: Option<String>,
 }
 
 /// `GET /api/v1/runs`: newest first, filtered, paginated (by `offset`, or
 /// by the `after`/`before` run id cursors, which cost the same at any depth;
-/// a cursor run that is gone is a 404).
+/// a cursor run that is gone is a 404). `repo`, `pull` and `sha` find a
+/// repository's runs, a pull request's, and a pull request's at one head
+/// commit (each a 400 when malformed or given without what it narrows).
 pub async fn list(State(daemon): State<Arc<Daemon>>, Query(q): Query<ListQuery>) -> ApiResult {
     let state = q
         .state
@@ -70,11 +79,20 @@ pub async fn list(State(daemon): State<Arc<Daemon>>, Query(q): Query<ListQuery>)
         .map(str::parse::<RunState>)
         .transpose()
         .map_err(ApiError::BadRequest)?;
+    let pulls = crate::http::pulls::PullFilter::parse(
+        q.repo.as_deref(),
+        q.pull.as_deref(),
+        q.sha.as_deref(),
+    )
+    .map_err(ApiError::BadRequest)?;
     let filter = RunFilter {
         job: q.job,
         state,
         cluster: q.cluster,
         job_type: q.job_type,
+        repo: pulls.repo,
+        pull: pulls.pull,
+        head_sha: pulls.sha,
         limit: q.limit.unwrap_or(100).min(1000),
         offset: q.offset.unwrap_or(0),
         // An empty cursor is none (as the dashboard's forms send it).

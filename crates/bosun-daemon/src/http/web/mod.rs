@@ -3,11 +3,13 @@
 //! handler).
 //!
 //! - `/` (runs, filtered, paginated on the server), `/runs/{id}` (a run:
-//!   details, log, artifacts, abort and rerun), `/periodics` (schedules in
-//!   words, next fires, last runs, skipped ticks, pause/resume/trigger, the
-//!   next 24 h of fires), `/clusters` (health, capacity, load), `/dispatcher`
-//!   (the plan, its moves, overrides, "why is job X on cluster Y"),
-//!   `/config` (the snapshot in force, the last load's errors) and `/login`.
+//!   details, log, artifacts, abort and rerun, its pull requests linked),
+//!   `/pulls/{org}/{repo}/{number}` (a pull request's runs by head commit),
+//!   `/periodics` (schedules in words, next fires, last runs, skipped ticks,
+//!   pause/resume/trigger, the next 24 h of fires), `/clusters` (health,
+//!   capacity, load), `/dispatcher` (the plan, its moves, overrides, "why is
+//!   job X on cluster Y"), `/config` (the snapshot in force, the last load's
+//!   errors) and `/login`.
 //! - Pages are HTML from templates compiled into the binary (askama,
 //!   `crates/bosun-daemon/templates/`); the stylesheet and the one small
 //!   script are embedded too (`assets`), nothing comes from elsewhere. Every
@@ -37,6 +39,7 @@ pub mod joburl;
 pub(super) mod login;
 mod page;
 pub(super) mod periodics;
+pub(super) mod pulls;
 pub(super) mod runs;
 mod svg;
 

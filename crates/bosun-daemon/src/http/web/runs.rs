@@ -16,8 +16,10 @@ use jiff::Timestamp;
 use serde::Deserialize;
 
 use super::page::{see_other, Chrome, CsrfForm, Ctx, Fragment, Web};
+use super::pulls::PullLink;
 use super::{fmt, joburl};
 use crate::artifacts::{ArtifactPath, Found, Listing};
+use crate::http::pulls::PullFilter;
 use crate::runs::{blocking, CreateError, RunRequest};
 
 /// Runs on a page.
@@ -42,7 +44,7 @@ pub struct RunRow {
 }
 
 /// How long a run has run (or ran): from its start to its end, or to now.
-fn run_time(run: &Run, now: Timestamp) -> String {
+pub(super) fn run_time(run: &Run, now: Timestamp) -> String {
     match (run.pending_at, run.completed_at) {
         (Some(p), Some(c)) => fmt::duration(c.as_second() - p.as_second()),
         (Some(p), None) => fmt::duration(now.as_second() - p.as_second()),
@@ -107,6 +109,12 @@ pub struct RunsQuery {
     cluster: String,
     #[serde(default, rename = "type")]
     job_type: String,
+    /// A repository, `org/repo`.
+    #[serde(default)]
+    repo: String,
+    /// A pull request of `repo`, by number.
+    #[serde(default)]
+    pull: String,
     #[serde(default)]
     page: String,
     /// Keyset cursor: the page after this run (older ones).
@@ -130,6 +138,7 @@ impl RunsQuery {
             "" => None,
             s => Some(s.parse::<RunState>()?),
         };
+        let pulls = PullFilter::parse(Some(&self.repo), Some(&self.pull), None)?;
         let some = |s: &str| (!s.trim().is_empty()).then(|| s.trim().to_string());
         let (after, before) = (some(&self.after), some(&self.before));
         Ok(RunFilter {
@@ -137,6 +146,8 @@ impl RunsQuery {
             state,
             cluster: some(&self.cluster),
             job_type: some(&self.job_type),
+            repo: pulls.repo,
+            pull: pulls.pull,
             limit: PAGE_SIZE + 1,
             // A cursor page seeks to its run; a bare page number (an old
             // link) skips, which costs more the deeper it is.
@@ -151,12 +162,14 @@ impl RunsQuery {
         })
     }
 
-    fn pairs(&self) -> [(&'static str, &str); 4] {
+    fn pairs(&self) -> [(&'static str, &str); 6] {
         [
             ("job", self.job.as_str()),
             ("state", self.state.as_str()),
             ("cluster", self.cluster.as_str()),
             ("type", self.job_type.as_str()),
+            ("repo", self.repo.as_str()),
+            ("pull", self.pull.as_str()),
         ]
     }
 
@@ -201,6 +214,8 @@ impl RunsQuery {
 struct RunsPage {
     chrome: Chrome,
     job: String,
+    repo: String,
+    pull: String,
     states: Vec<Opt>,
     clusters: Vec<Opt>,
     types: Vec<Opt>,
@@ -246,6 +261,8 @@ pub async fn list(ctx: Ctx, State(web): State<Arc<Web>>, Query(q): Query<RunsQue
     let mut page = RunsPage {
         chrome: ctx.chrome("Runs", "/"),
         job: q.job.clone(),
+        repo: q.repo.clone(),
+        pull: q.pull.clone(),
         states: options(RunState::ALL.iter().map(|s| s.as_str()), &q.state),
         clusters: options(clusters.defs.keys().map(String::as_str), &q.cluster),
         types: options(
@@ -360,6 +377,8 @@ pub struct RunView {
     attempt: u32,
     revivals: u32,
     refs: Vec<String>,
+    /// The pull requests its refs test, with their links.
+    pulls: Vec<PullLink>,
     labels: Vec<(String, String)>,
 }
 
@@ -419,6 +438,7 @@ impl RunView {
                 .chain(run.extra_refs.iter())
                 .map(describe_refs)
                 .collect(),
+            pulls: run.refs.as_ref().map(PullLink::all).unwrap_or_default(),
             labels: run
                 .labels
                 .iter()
