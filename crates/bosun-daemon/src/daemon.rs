@@ -27,6 +27,11 @@ pub struct Daemon {
     pub repos: Arc<crate::repos::Repos>,
     /// The webhook intake's settings (`POST /hook`).
     pub webhooks: crate::repos::webhooks::Webhooks,
+    /// Pull requests, comments and pushes: the forge's client and the
+    /// trigger's settings.
+    pub pulls: crate::pulls::Pulls,
+    /// Reporting to the forge (the outbox's worker and policy).
+    pub reports: Arc<crate::reports::Reports>,
 }
 
 impl Daemon {
@@ -38,6 +43,8 @@ impl Daemon {
         token: Option<String>,
         runs_dir: PathBuf,
         repos: Arc<crate::repos::Repos>,
+        pulls: crate::pulls::Pulls,
+        reports: Arc<crate::reports::Reports>,
     ) -> Arc<Daemon> {
         Arc::new(Daemon {
             controller: Arc::new(Controller::new(shared.clone(), wake)),
@@ -47,6 +54,8 @@ impl Daemon {
             runs_dir,
             repos,
             webhooks: Default::default(),
+            pulls,
+            reports,
         })
     }
 

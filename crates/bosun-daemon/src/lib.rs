@@ -22,7 +22,11 @@
 //! - `repos` (the repositories followed from their remotes: their
 //!   snapshots composed into the job set in force, loads, the resync, the
 //!   stored webhook deliveries processed), over `state`;
+//! - `reports` (runs' statuses and the failure comment to the forge: the
+//!   store's report policy and the outbox's delivery), over `state`;
 //! - `daemon` (what the HTTP layer sees), `reload` (the config watcher);
+//!   `pulls` (pull requests, comments and pushes start runs with Prow's
+//!   trigger rules), over `daemon`, `runs` and `repos`;
 //! - `http`, the HTTP layer: the router (every route, the read check and
 //!   the token check), `http::auth` and `http::error`, which the JSON API
 //!   (`http::api`) and the dashboard (`http::web`) share, each importing
@@ -41,7 +45,9 @@ pub mod metrics;
 pub mod periodics;
 pub mod placement;
 pub mod plans;
+pub mod pulls;
 pub mod reload;
+pub mod reports;
 pub mod repos;
 pub mod runs;
 pub mod serve;

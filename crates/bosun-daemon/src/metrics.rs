@@ -104,6 +104,15 @@ pub struct Metrics {
     pub repo_error: Family<Labels, Gauge>,
     /// Seconds from a webhook delivery's acceptance to its processing.
     pub delivery_latency: Histogram,
+    /// Reports to the forge not delivered, by `kind` (`retry`: tried again;
+    /// `refused`: refused for good).
+    pub report_failures: Family<Labels, Counter>,
+    /// Reports sent again after a restart (in flight at the stop).
+    pub reports_resent: Counter,
+    /// Reports waiting in the outbox.
+    pub reports_pending: Gauge,
+    /// Reports the forge refused for good (kept in the outbox).
+    pub reports_refused: Gauge,
 }
 
 /// The labels of a periodic's series: its job name and its identity.
@@ -305,7 +314,35 @@ impl Metrics {
             "Seconds from a webhook delivery's acceptance (stored, answered 200) to its processing (its effect recorded)",
             delivery_latency.clone(),
         );
+        let report_failures = Family::<Labels, Counter>::default();
+        registry.register(
+            "bosun_report_failures",
+            "Reports to the forge not delivered, by kind: retry (401, 403, 429, 5xx, no answer: tried again; alert when it keeps growing) or refused (404, 422: refused for good)",
+            report_failures.clone(),
+        );
+        let reports_resent = Counter::default();
+        registry.register(
+            "bosun_report_resent",
+            "Reports sent again after a restart: they were being sent when bosun stopped",
+            reports_resent.clone(),
+        );
+        let reports_pending = Gauge::default();
+        registry.register(
+            "bosun_reports_pending",
+            "Reports waiting in the outbox for the forge",
+            reports_pending.clone(),
+        );
+        let reports_refused = Gauge::default();
+        registry.register(
+            "bosun_reports_refused",
+            "Reports the forge refused for good, kept in the outbox",
+            reports_refused.clone(),
+        );
         Arc::new(Metrics {
+            report_failures,
+            reports_resent,
+            reports_pending,
+            reports_refused,
             delivery_latency,
             webhook_counter,
             webhook_response_codes,
@@ -419,6 +456,28 @@ impl Metrics {
         self.repo_loads
             .get_or_create(&vec![("result".into(), result.to_string())])
             .inc();
+    }
+
+    /// A report was not delivered (`retry` or `refused`).
+    pub fn report_failed(&self, kind: &str) {
+        self.report_failures
+            .get_or_create(&vec![("kind".into(), kind.to_string())])
+            .inc();
+    }
+
+    /// `n` reports are sent again after a restart.
+    pub fn reports_resent(&self, n: u64) {
+        self.reports_resent.inc_by(n);
+    }
+
+    /// The outbox's counts, read from `store`.
+    pub fn set_report_counts(&self, store: &dyn Store) {
+        if let Ok(c) = store.report_counts() {
+            self.reports_pending
+                .set(i64::try_from(c.pending).unwrap_or(i64::MAX));
+            self.reports_refused
+                .set(i64::try_from(c.refused).unwrap_or(i64::MAX));
+        }
     }
 
     /// A push asked for a load.

@@ -25,6 +25,33 @@ use serde::Serialize;
 use crate::controller::Controller;
 use crate::state::Shared;
 
+/// The annotation holding the status context a run reports under (Prow's
+/// `prow.k8s.io/context`).
+pub const CONTEXT_ANNOTATION: &str = "prow.k8s.io/context";
+/// The annotation `"false"` on a run that reports nothing (`skip_report`).
+pub const REPORT_ANNOTATION: &str = "bosun.dev/report";
+/// The label of an optional presubmit's run (Prow's `prow.k8s.io/is-optional`).
+pub const OPTIONAL_LABEL: &str = "prow.k8s.io/is-optional";
+/// The annotation holding the comment that reruns a presubmit's run (its
+/// job's `rerun_command`), for the failure comment.
+pub const RERUN_ANNOTATION: &str = "bosun.dev/rerun-command";
+
+/// What a forge event's run reports as (its job's fields).
+#[derive(Debug, Clone, Default)]
+pub struct EventReport {
+    /// The job's `context` (empty: its name).
+    pub context: String,
+    /// The job's `skip_report`.
+    pub skip_report: bool,
+    /// The job's `optional` (presubmits).
+    pub optional: bool,
+    /// The job's `rerun_command` (presubmits; empty: none).
+    pub rerun_command: String,
+    /// Started by `/retest` or `/retest-required`: the run gets Prow's
+    /// label `prow.k8s.io/retest: "true"`.
+    pub retest: bool,
+}
+
 /// What to create a run of.
 #[derive(Debug)]
 pub enum RunRequest {
@@ -222,6 +249,84 @@ impl RunFactory {
                 }
             }
         };
+        self.commit(shared, controller, snapshot, draft).await
+    }
+
+    /// A run of a presubmit or postsubmit an event of the forge starts (a
+    /// pull request, a comment, a push), made from the job's definition in
+    /// `snapshot`: the configuration in force, or for a pull request's
+    /// in-repo jobs that configuration with the pull request's merged
+    /// in-repo configuration composed over it. The run carries what its
+    /// reports need, as Prow's jobs do: the annotation `prow.k8s.io/context`
+    /// (the job's `context`), the label `prow.k8s.io/is-optional` for an
+    /// optional presubmit, and `bosun.dev/report: "false"` for a job with
+    /// `skip_report`. The same checks as a trigger's apply (its cluster runs
+    /// it, a trusted cluster admits it and its refs, a presubmit names a
+    /// pull request).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn create_for_event<K>(
+        &self,
+        shared: &Shared,
+        controller: &Controller,
+        snapshot: &Snapshot,
+        job: &bosun_config::Job<K>,
+        kind: JobType,
+        repo: &str,
+        report: &EventReport,
+        refs: Refs,
+    ) -> Result<Run, CreateError> {
+        let in_force = shared.in_force();
+        let clusters = &in_force.clusters.defs;
+        let template = RunTemplate::new(
+            &job.base,
+            kind,
+            None,
+            snapshot.pod_spec(job),
+            snapshot.decoration_config(job, repo),
+        )
+        .defined_in(Path::new(&*job.origin.file));
+        let mut new = template.run(Some(refs));
+        new.state = initial_state(&snapshot.config);
+        let context = if report.context.is_empty() {
+            job.base.name.clone()
+        } else {
+            report.context.clone()
+        };
+        Arc::make_mut(&mut new.annotations).insert(CONTEXT_ANNOTATION.into(), context);
+        if report.skip_report {
+            Arc::make_mut(&mut new.annotations).insert(REPORT_ANNOTATION.into(), "false".into());
+        }
+        if report.optional {
+            Arc::make_mut(&mut new.labels).insert(OPTIONAL_LABEL.into(), "true".into());
+        }
+        if report.retest {
+            Arc::make_mut(&mut new.labels)
+                .insert(bosun_forge::trigger::RETEST_LABEL.into(), "true".into());
+        }
+        if !report.rerun_command.is_empty() {
+            Arc::make_mut(&mut new.annotations)
+                .insert(RERUN_ANNOTATION.into(), report.rerun_command.clone());
+        }
+        let unrunnable = serde_json::from_str::<SpecSnapshot>(template.spec().json())
+            .ok()
+            .and_then(|s| local_refusal(clusters, &new.job, &new.configured_cluster, &s));
+        let draft = Draft {
+            needs_pulls: kind == JobType::Presubmit,
+            new,
+            repo: Some(Some(repo.to_string())),
+            unrunnable,
+        };
+        self.commit(shared, controller, snapshot, draft).await
+    }
+
+    /// Checks `draft` and creates its run; wakes the controller.
+    async fn commit(
+        &self,
+        shared: &Shared,
+        controller: &Controller,
+        snapshot: &Snapshot,
+        draft: Draft,
+    ) -> Result<Run, CreateError> {
         if let Some(why) = draft.unrunnable {
             return Err(CreateError::Unrunnable(why));
         }

@@ -55,6 +55,42 @@ pub struct ServeArgs {
     /// largest payload is 25 MB.
     #[arg(long, value_name = "BYTES", default_value_t = bosun_forge::hook::intake::DEFAULT_MAX_BODY)]
     pub hook_max_body: u64,
+    /// Prow's `plugins.yaml`: the `trigger` plugin's enablement per org and
+    /// repository (`plugins:`) and its settings (`triggers:`); other
+    /// plugins' sections are ignored. Without it, the trigger applies to
+    /// every repository with Prow's default settings. Read again when it
+    /// changes.
+    #[arg(long, value_name = "FILE")]
+    pub plugin_config: Option<PathBuf>,
+    /// The forge's API (Prow's flag): `https://api.github.com`, a GitHub
+    /// Enterprise `https://HOST/api/v3`, or a Gitea `https://HOST/api/v1`
+    /// (with `--forge-api gitea`).
+    #[arg(long, value_name = "URL", default_value = "https://api.github.com")]
+    pub github_endpoint: String,
+    /// Which API `--github-endpoint` is: `github` or `gitea`.
+    #[arg(long, value_name = "KIND", default_value = "github", value_parser = ["github", "gitea"])]
+    pub forge_api: String,
+    /// A file holding the forge's token (Prow's flag); read again when it
+    /// changes. With it (or a GitHub App), pull requests and comments start
+    /// jobs and runs are reported to the forge.
+    #[arg(long, value_name = "FILE")]
+    pub github_token_path: Option<PathBuf>,
+    /// A GitHub App's id (Prow's flag), with `--github-app-private-key-path`.
+    #[arg(
+        long,
+        value_name = "ID",
+        requires = "github_app_private_key_path",
+        conflicts_with = "github_token_path"
+    )]
+    pub github_app_id: Option<String>,
+    /// The GitHub App's private key, PEM (Prow's flag).
+    #[arg(long, value_name = "FILE", requires = "github_app_id")]
+    pub github_app_private_key_path: Option<PathBuf>,
+    /// Where bosun is reached from outside (`https://bosun.example.com`):
+    /// commit statuses link to `URL/runs/ID`, unless `plank.job_url_template`
+    /// gives the link.
+    #[arg(long, value_name = "URL")]
+    pub external_url: Option<String>,
     /// Store accepted webhook deliveries but process none (hidden: tests
     /// kill the daemon between a delivery's 200 and its processing).
     #[arg(long, hide = true)]
@@ -135,6 +171,8 @@ fn serve_until_signal(args: &ServeArgs) -> Result<(), String> {
         )
     })?;
     let metrics = Metrics::new(&snapshot.config.prowjob_namespace);
+    let reports = Arc::new(crate::reports::Reports::new(args.external_url.clone()));
+    let pulls = crate::pulls::Pulls::new(forge_client(args)?, args.plugin_config.clone())?;
     let active = Arc::new(ActiveRuns::default());
     let store_options = SqliteOptions {
         fire_log_min: args
@@ -149,6 +187,9 @@ fn serve_until_signal(args: &ServeArgs) -> Result<(), String> {
     )
     .map(Arc::new)
     .map_err(|e| format!("cannot open the store: {e}"))?;
+    store
+        .set_report_policy(Arc::new(crate::reports::Policy(reports.clone())))
+        .map_err(|e| format!("cannot set the store's report policy: {e}"))?;
     active
         .load(&*store)
         .map_err(|e| format!("cannot read the active runs: {e}"))?;
@@ -246,7 +287,8 @@ fn serve_until_signal(args: &ServeArgs) -> Result<(), String> {
         cpus,
         repo_commits: repos.commits(),
     }));
-    let daemon = Daemon::new(shared, wake, token, runs_dir, repos);
+    reports.attach(&shared);
+    let daemon = Daemon::new(shared, wake, token, runs_dir, repos, pulls, reports);
     if let Some(file) = &args.hmac_secret_file {
         daemon
             .webhooks
@@ -257,6 +299,36 @@ fn serve_until_signal(args: &ServeArgs) -> Result<(), String> {
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
     rt.block_on(serve(daemon, args, read_token))
+}
+
+/// The forge's client the flags ask for, if any.
+fn forge_client(args: &ServeArgs) -> Result<Option<Arc<bosun_forge::client::Client>>, String> {
+    use bosun_forge::client::{Auth, Client, ClientConfig, Flavour};
+    let auth = match (
+        &args.github_token_path,
+        &args.github_app_id,
+        &args.github_app_private_key_path,
+    ) {
+        (Some(path), _, _) => Auth::Token { path: path.clone() },
+        (None, Some(app_id), Some(key)) => Auth::App {
+            app_id: app_id.clone(),
+            private_key_path: key.clone(),
+        },
+        _ => return Ok(None),
+    };
+    let config = ClientConfig {
+        endpoint: args.github_endpoint.clone(),
+        flavour: if args.forge_api == "gitea" {
+            Flavour::Gitea
+        } else {
+            Flavour::GitHub
+        },
+        auth,
+        user_agent: format!("bosun/{}", env!("CARGO_PKG_VERSION")),
+    };
+    Client::new(config)
+        .map(|c| Some(Arc::new(c)))
+        .map_err(|e| format!("cannot make the forge's client: {e}"))
 }
 
 /// The token in `file` (trimmed), if a file is given; why not when it
@@ -319,9 +391,14 @@ async fn serve(
         tasks.push(tokio::spawn(crate::repos::hook::delivery_loop(
             daemon.shared.clone(),
             daemon.repos.clone(),
+            Arc::new(crate::pulls::Events(daemon.clone())),
             stop.clone(),
         )));
     }
+    tasks.push(tokio::spawn(crate::reports::outbox::outbox_loop(
+        daemon.clone(),
+        stop.clone(),
+    )));
     let mut stop_http = stop.clone();
     let options = crate::http::Options {
         read_token,

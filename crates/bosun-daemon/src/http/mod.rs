@@ -65,6 +65,7 @@ pub fn router_with(daemon: Arc<Daemon>, options: Options) -> Router {
         )
         .route("/api/v1/runs/{id}", get(api::runs::get))
         .route("/api/v1/runs/{id}/log", get(api::runs::log))
+        .route("/api/v1/runs/{id}/reports", get(api::runs::reports))
         .route(
             "/api/v1/runs/{id}/artifacts",
             artifacts(get(api::artifacts::root)),

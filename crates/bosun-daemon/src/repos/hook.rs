@@ -17,6 +17,9 @@
 //! - GitHub's `repository` event: archived, deleted, renamed or transferred
 //!   retires the repository's jobs (recorded with the reason); unarchived
 //!   brings them back;
+//! - pull requests, comments and pushes are also handed to the [`JobEvents`]
+//!   given (the trigger: presubmits and postsubmits), in order, after the
+//!   batch's loads (a push's postsubmits see the configuration it pushed);
 //! - anything else (`ping`, events bosun reads nothing from, repositories
 //!   bosun does not follow): processed as it is.
 //!
@@ -45,10 +48,22 @@ const BATCH: usize = 512;
 /// How often processed deliveries' ids are pruned.
 const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 
+/// What acts on the events that start jobs (pull requests, comments,
+/// pushes), given each with its delivery's id.
+pub trait JobEvents: Send + Sync + 'static {
+    /// Acts on `event`; done when its effect is recorded.
+    fn handle(
+        &self,
+        delivery: String,
+        event: Event,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>>;
+}
+
 /// Processes stored deliveries until `stop` (see the module's doc).
 pub async fn delivery_loop(
     shared: Arc<Shared>,
     repos: Arc<Repos>,
+    jobs: Arc<dyn JobEvents>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut after = 0u64;
@@ -75,13 +90,13 @@ pub async fn delivery_loop(
             let key = d.repo.clone().unwrap_or_default();
             let tx = workers.entry(key.clone()).or_insert_with(|| {
                 let (tx, rx) = mpsc::unbounded_channel();
-                tokio::spawn(worker(shared.clone(), repos.clone(), rx));
+                tokio::spawn(worker(shared.clone(), repos.clone(), jobs.clone(), rx));
                 tx
             });
             if let Err(mpsc::error::SendError(d)) = tx.send(d) {
                 // The worker ended (a panic): a new one takes over.
                 let (tx, rx) = mpsc::unbounded_channel();
-                tokio::spawn(worker(shared.clone(), repos.clone(), rx));
+                tokio::spawn(worker(shared.clone(), repos.clone(), jobs.clone(), rx));
                 let _ = tx.send(d);
                 workers.insert(key, tx);
             }
@@ -110,6 +125,7 @@ pub async fn delivery_loop(
 async fn worker(
     shared: Arc<Shared>,
     repos: Arc<Repos>,
+    jobs: Arc<dyn JobEvents>,
     mut rx: mpsc::UnboundedReceiver<StoredDelivery>,
 ) {
     while let Some(first) = rx.recv().await {
@@ -120,8 +136,13 @@ async fn worker(
         let mut done: Vec<u64> = Vec::new();
         let mut received = Vec::new();
         let mut push: Option<(String, String)> = None;
+        let mut for_jobs: Vec<(String, Event)> = Vec::new();
         for d in batch {
-            match action(&shared, &repos, &d) {
+            let (action, job_event) = action(&shared, &repos, &d);
+            if let Some(e) = job_event {
+                for_jobs.push((d.delivery_id.clone(), e));
+            }
+            match action {
                 Action::Load { repo, commit } => {
                     if push.as_ref().is_some_and(|(r, _)| r != &repo) {
                         flush(&shared, &repos, &mut push).await;
@@ -138,6 +159,9 @@ async fn worker(
             received.push(d.received_at);
         }
         flush(&shared, &repos, &mut push).await;
+        for (delivery, event) in for_jobs {
+            jobs.handle(delivery, event).await;
+        }
         let s = shared.clone();
         let at = s.clock.now();
         let marked = tokio::task::spawn_blocking(move || s.store.mark_processed(&done, at)).await;
@@ -178,8 +202,9 @@ enum Action {
     Nothing,
 }
 
-/// What `d` asks for (see the module's doc).
-fn action(shared: &Shared, repos: &Repos, d: &StoredDelivery) -> Action {
+/// What `d` asks for (see the module's doc), and the event to hand to the
+/// [`JobEvents`], if it is one that starts jobs.
+fn action(shared: &Shared, repos: &Repos, d: &StoredDelivery) -> (Action, Option<Event>) {
     let forge = match d.forge.as_str() {
         "gitea" => Forge::Gitea,
         "gitlab" => Forge::GitLab,
@@ -189,9 +214,19 @@ fn action(shared: &Shared, repos: &Repos, d: &StoredDelivery) -> Action {
         Ok(e) => e,
         Err(e) => {
             tracing::warn!(delivery = %d.delivery_id, event = %d.event, error = %e, "a webhook delivery's body cannot be read; it is dropped");
-            return Action::Nothing;
+            return (Action::Nothing, None);
         }
     };
+    let job_event = matches!(
+        event,
+        Event::Push(_) | Event::PullRequest(_) | Event::Comment(_)
+    )
+    .then(|| event.clone());
+    (repo_action(shared, repos, d, event), job_event)
+}
+
+/// What `event` of `d` asks of the followed repositories.
+fn repo_action(shared: &Shared, repos: &Repos, d: &StoredDelivery, event: Event) -> Action {
     let now = shared.clock.now();
     let store = &*shared.store;
     match event {

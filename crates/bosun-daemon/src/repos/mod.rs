@@ -293,6 +293,17 @@ impl Repos {
         self.slots.read_locked().get(repo).cloned()
     }
 
+    /// The remote of a followed repository (its clone URI and
+    /// credentials), `None` when `repo` is not followed.
+    pub fn remote_of(&self, repo: &str) -> Option<Remote> {
+        Some(self.slot(repo)?.state.locked().remote.clone())
+    }
+
+    /// Where the mirrors are (`DATA_DIR/repos`).
+    pub fn mirrors(&self) -> &std::path::Path {
+        &self.mirrors
+    }
+
     fn central_generation(&self) -> u64 {
         self.central.load(std::sync::atomic::Ordering::Acquire)
     }

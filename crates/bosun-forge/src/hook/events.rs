@@ -159,6 +159,8 @@ pub struct Comment {
     /// The pull request's head commit, for reviews and review comments
     /// (their payloads carry the pull request; an issue comment's does not).
     pub head_sha: Option<String>,
+    /// The repository's HTTP(S) clone URL (`repository.clone_url`).
+    pub clone_url: String,
 }
 
 /// Where a comment's text comes from.
@@ -223,6 +225,7 @@ impl Comment {
             issue_open: pr.open,
             html_url: pr.html_url.clone(),
             head_sha: Some(pr.head_sha.clone()),
+            clone_url: pr.clone_url.clone(),
         })
     }
 }
@@ -624,6 +627,7 @@ fn github_comment(event: &str, body: Fields<'_>) -> Result<Event, EventError> {
             issue_open: body.string("issue.state")? == "open",
             html_url: body.string("comment.html_url")?,
             head_sha: None,
+            clone_url: body.string("repository.clone_url")?,
         },
         _ => {
             let (kind, text) = if event == "pull_request_review" {
@@ -645,6 +649,7 @@ fn github_comment(event: &str, body: Fields<'_>) -> Result<Event, EventError> {
                 issue_open: body.string("pull_request.state")? == "open",
                 html_url: body.string(&format!("{text}.html_url"))?,
                 head_sha: Some(body.string("pull_request.head.sha")?),
+                clone_url: body.string("repository.clone_url")?,
             }
         }
     };

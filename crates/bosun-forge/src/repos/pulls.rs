@@ -103,3 +103,53 @@ pub fn fetch_pull(
         commands: vec![record],
     })
 }
+
+/// Fetches the ref a push moved (`refs/heads/B`, `refs/tags/T`) into the
+/// mirror of `remote` under `root` (made if the repository is not
+/// followed), under `refs/bosun/pushed/...`, so that the push's changes can
+/// be read (`git diff before after`); `after` must be in the mirror then.
+pub fn fetch_ref(
+    root: &std::path::Path,
+    remote: &Remote,
+    git_ref: &str,
+    after: &str,
+) -> Result<Mirror, FollowError> {
+    let name = git_ref
+        .strip_prefix("refs/heads/")
+        .or_else(|| git_ref.strip_prefix("refs/tags/"))
+        .filter(|n| is_branch_name(n))
+        .ok_or_else(|| {
+            remote.error(
+                ErrorKind::NotFound,
+                format!("{git_ref:?} is not a branch or tag git accepts"),
+                "the pushed ref",
+            )
+        })?;
+    let (lock, org_dir, repo_name) = lock_mirror(root, remote)?;
+    let dir = org_dir.join(format!("{repo_name}.git"));
+    let repo = Repo::open_or_init(&dir).map_err(|e| {
+        remote.error(
+            ErrorKind::Local,
+            format!("cannot open the mirror: {e}"),
+            format!("the mirror {}", dir.display()),
+        )
+    })?;
+    let local = if git_ref.starts_with("refs/tags/") {
+        format!("refs/bosun/pushed/tags/{name}")
+    } else {
+        format!("refs/bosun/pushed/heads/{name}")
+    };
+    let env = remote.env()?;
+    repo.fetch_with(&remote.clone_uri, &[&format!("+{git_ref}:{local}")], &env)
+        .map_err(|e| remote.git_error(&format!("fetch {git_ref}"), &e))?;
+    let has = repo.resolve(after).ok().flatten().is_some();
+    drop(lock);
+    if !has {
+        return Err(remote.error(
+            ErrorKind::NotFound,
+            format!("{git_ref} is no longer at {after}"),
+            "nothing: a newer push is handled on its own",
+        ));
+    }
+    Ok(Mirror::from_repo(repo))
+}

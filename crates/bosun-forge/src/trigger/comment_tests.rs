@@ -104,6 +104,7 @@ fn event(t: &T) -> Comment {
         issue_open: t.open,
         html_url: "https://github.com/org/repo/pull/0#issuecomment-1".into(),
         head_sha: None,
+        clone_url: "https://github.com/org/repo.git".into(),
     }
 }
 

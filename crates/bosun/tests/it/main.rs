@@ -37,6 +37,7 @@ mod pipelines_kube;
 mod pipelines_local;
 mod placement;
 mod prometheus;
+mod pull_requests;
 mod quickstart_pipeline;
 mod readme_walkthrough;
 mod repos;

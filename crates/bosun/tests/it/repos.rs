@@ -122,11 +122,11 @@ fn send(port: u16, req: Request, id: &str) -> (u16, String) {
     } else {
         req
     };
-    raw(port, &req)
+    raw_request(port, &req)
 }
 
 /// `req` as it is on the wire.
-fn raw(port: u16, req: &Request) -> (u16, String) {
+pub fn raw_request(port: u16, req: &Request) -> (u16, String) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     let mut head = format!(
         "{} /hook HTTP/1.1\r\nHost: x\r\nConnection: close\r\n",

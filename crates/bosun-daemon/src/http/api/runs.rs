@@ -120,6 +120,36 @@ pub async fn get(State(daemon): State<Arc<Daemon>>, Path(id): Path<String>) -> A
     Ok(Json(find(&daemon, id).await?).into_response())
 }
 
+/// `GET /api/v1/runs/{id}/reports`: what was reported to the forge about
+/// the run (its commit statuses and the failure comment's updates), oldest
+/// first, each with where it stands: `pending` (with its attempts and last
+/// error), `delivered`, `refused` (with the forge's answer) or
+/// `superseded` (a newer state of the same context was sent instead).
+pub async fn reports(State(daemon): State<Arc<Daemon>>, Path(id): Path<String>) -> ApiResult {
+    let run = find(&daemon, id).await?;
+    let store = daemon.shared.store.clone();
+    let id = run.id.clone();
+    let reports = blocking(move || store.reports_of_run(&id)).await?;
+    let reports: Vec<serde_json::Value> = reports
+        .into_iter()
+        .map(|r| {
+            serde_json::json!({
+                "key": r.key,
+                "kind": r.kind.as_str(),
+                "version": r.version,
+                "outcome": r.outcome.as_str(),
+                "finished_at": r.outcome.finished_at(),
+                "attempts": r.attempts,
+                "created_at": r.created_at,
+                "next_attempt_at": r.next_attempt_at,
+                "error": r.last_error,
+                "payload": r.payload,
+            })
+        })
+        .collect();
+    Ok(Json(serde_json::json!({"run": run.id, "reports": reports})).into_response())
+}
+
 /// `GET /api/v1/runs/{id}/log` query.
 #[derive(Debug, Deserialize)]
 pub struct LogQuery {

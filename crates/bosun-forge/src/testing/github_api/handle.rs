@@ -467,6 +467,7 @@ fn failed(state: &State, failure: Failure, now: Timestamp, docs: &str) -> Answer
     match failure {
         Failure::Status(status) => Answer::json(status, json!({"message": "Server Error"})),
         Failure::NotFound => Answer::not_found(docs),
+        Failure::Unprocessable(message) => Answer::error(422, &message, docs),
         Failure::RateLimit { reset_in, secondary: false } => Answer::error(
             403,
             "API rate limit exceeded for user.",

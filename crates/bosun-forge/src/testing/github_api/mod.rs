@@ -170,6 +170,9 @@ pub enum Failure {
     Status(u16),
     /// 404 `Not Found`.
     NotFound,
+    /// 422 with GitHub's message (`No commit found for SHA: ...`, the
+    /// 1,000 statuses cap), as GitHub refuses a request it will never take.
+    Unprocessable(String),
     /// 403 over a rate limit: the primary one (`X-RateLimit-Remaining: 0`,
     /// `X-RateLimit-Reset` in `reset_in`) or a secondary one
     /// (`Retry-After: reset_in`, in seconds).

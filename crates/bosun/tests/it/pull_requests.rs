@@ -1,0 +1,680 @@
+//! Pull requests, comments and pushes start jobs, and the results go back
+//! to the forge, end to end through `bosun serve` on local clusters: real
+//! git (`git http-backend` on loopback), signed webhooks built from
+//! GitHub's example payloads (each validated against GitHub's webhook
+//! description first), and a fake GitHub API that validates every request
+//! bosun sends against GitHub's REST description
+//! (`bosun_forge::testing::github_api`).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use bosun_forge::testing::github_api::{FakeGitHub, PullSpec, Status};
+use bosun_forge::testing::{bytes, github_example, github_schema_errors, Request};
+use bosun_git::testing::{GitServer, WorkRepo};
+use serde_json::{json, Value};
+
+use crate::common::{json, request, serve, tmp, Serve};
+
+/// The token the tests' secret file gives every repository.
+const TOKEN: &[u8] = b"s3cret-token";
+const REPO: &str = "acme/app";
+
+/// The central presubmits: `unit` always runs and passes, `lint` runs when
+/// `src/` changes and fails, `docs` runs when `docs/` changes; `slow` runs
+/// when `slow/` changes and takes a minute.
+const JOBS: &str = r#"presubmits:
+  acme/app:
+  - name: unit
+    always_run: true
+    spec: {containers: [{image: x, command: ["true"]}]}
+  - name: lint
+    run_if_changed: '^src/'
+    spec: {containers: [{image: x, command: ["false"]}]}
+  - name: docs
+    run_if_changed: '^docs/'
+    spec: {containers: [{image: x, command: ["true"]}]}
+  - name: slow
+    run_if_changed: '^slow/'
+    spec: {containers: [{image: x, command: ["sleep", "60"]}]}
+postsubmits:
+  acme/app:
+  - name: publish
+    branches: [main]
+    spec: {containers: [{image: x, command: ["true"]}]}
+  - name: release
+    branches: ['^v\d+']
+    spec: {containers: [{image: x, command: ["true"]}]}
+"#;
+
+/// A test's world: the git server with `acme/app`, its working copy, the
+/// fake GitHub, and the daemon's directory.
+struct World {
+    dir: std::path::PathBuf,
+    git: GitServer,
+    work: WorkRepo,
+    gh: FakeGitHub,
+    base: String,
+}
+
+impl World {
+    fn new(dir: &Path) -> World {
+        let git = GitServer::start(dir.join("git"));
+        git.create(REPO, "main");
+        let work = WorkRepo::init(dir.join("work"), "main");
+        work.write("README.md", "app\n");
+        let base = work.commit("first");
+        work.push(&git.repo_dir(REPO), "main", false);
+        std::fs::create_dir_all(dir.join("jobs")).unwrap();
+        std::fs::write(dir.join("jobs/jobs.yaml"), JOBS).unwrap();
+        std::fs::write(
+            dir.join("config.yaml"),
+            "build_clusters:\n  default: {kind: local}\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("hmac.yaml"),
+            format!(
+                "'*': [{{value: {}, created_at: 2026-01-01T00:00:00Z}}]\n",
+                String::from_utf8_lossy(TOKEN)
+            ),
+        )
+        .unwrap();
+        let gh = FakeGitHub::start();
+        gh.add_commit(REPO, &base);
+        std::fs::write(dir.join("gh-token"), gh.token()).unwrap();
+        World {
+            dir: dir.to_path_buf(),
+            git,
+            work,
+            gh,
+            base,
+        }
+    }
+
+    fn start(&self) -> Serve {
+        let secret = self.dir.join("hmac.yaml");
+        let token = self.dir.join("gh-token");
+        let url = self.gh.url();
+        let args: Vec<&std::ffi::OsStr> = vec![
+            "--hmac-secret-file".as_ref(),
+            secret.as_os_str(),
+            "--github-endpoint".as_ref(),
+            url.as_ref(),
+            "--github-token-path".as_ref(),
+            token.as_os_str(),
+            "--external-url".as_ref(),
+            "https://bosun.example.com".as_ref(),
+        ];
+        serve(&self.dir, &args, &[])
+    }
+
+    /// A pull request `number` by `author` from a branch changing `files`,
+    /// pushed as GitHub keeps it (`refs/pull/N/head`) and registered with
+    /// the fake: its head commit.
+    fn open_pull(&self, number: u64, author: &str, files: &[(&str, &str)]) -> String {
+        let branch = format!("pr-{number}");
+        self.work
+            .git(&["checkout", "--quiet", "-B", &branch, &self.base]);
+        for (path, text) in files {
+            self.work.write(path, text);
+        }
+        let head = self.work.commit(&format!("pull {number}"));
+        self.work.push(
+            &self.git.repo_dir(REPO),
+            &format!("{branch}:refs/pull/{number}/head"),
+            true,
+        );
+        self.work.git(&["checkout", "--quiet", "main"]);
+        self.gh.add_pull(
+            REPO,
+            PullSpec {
+                number,
+                author: author.into(),
+                head_ref: branch,
+                head_sha: head.clone(),
+                base_ref: "main".into(),
+                base_sha: self.base.clone(),
+                ..PullSpec::default()
+            },
+        );
+        head
+    }
+
+    /// GitHub's `pull_request` event `action` of pull request `number` at
+    /// `head`, validated against GitHub's webhook description.
+    fn pull_event(
+        &self,
+        action: &str,
+        number: u64,
+        author: &str,
+        head: &str,
+        draft: bool,
+    ) -> Vec<u8> {
+        let mut body = github_example("pull-request-opened.json");
+        body["action"] = json!(action);
+        body["number"] = json!(number);
+        let (org, name) = REPO.split_once('/').unwrap();
+        let set = |r: &mut Value| {
+            r["name"] = json!(name);
+            r["full_name"] = json!(REPO);
+            r["owner"]["login"] = json!(org);
+            r["clone_url"] = json!(self.git.url(REPO));
+        };
+        set(&mut body["repository"]);
+        set(&mut body["pull_request"]["base"]["repo"]);
+        set(&mut body["pull_request"]["head"]["repo"]);
+        let pr = &mut body["pull_request"];
+        pr["number"] = json!(number);
+        pr["user"]["login"] = json!(author);
+        pr["head"]["sha"] = json!(head);
+        pr["head"]["ref"] = json!(format!("pr-{number}"));
+        pr["base"]["sha"] = json!(self.base);
+        pr["base"]["ref"] = json!("main");
+        pr["draft"] = json!(draft);
+        pr["html_url"] = json!(format!("https://github.com/{REPO}/pull/{number}"));
+        if action == "closed" {
+            pr["state"] = json!("closed");
+            pr["closed_at"] = json!("2026-12-06T10:00:00Z");
+        }
+        body["sender"]["login"] = json!(author);
+        if action == "synchronize" {
+            body["before"] = json!(self.base);
+            body["after"] = json!(head);
+        }
+        let raw = bytes(&body);
+        let errors = github_schema_errors("pull_request", &raw);
+        assert!(
+            errors.is_empty(),
+            "not a valid pull_request event: {errors:#?}"
+        );
+        raw
+    }
+
+    /// GitHub's `issue_comment` event: `author` says `text` on pull request
+    /// `number`.
+    fn comment_event(&self, number: u64, author: &str, text: &str) -> Vec<u8> {
+        let mut body = github_example("issue-comment-created.json");
+        let (org, name) = REPO.split_once('/').unwrap();
+        let r = &mut body["repository"];
+        r["name"] = json!(name);
+        r["full_name"] = json!(REPO);
+        r["owner"]["login"] = json!(org);
+        r["clone_url"] = json!(self.git.url(REPO));
+        let issue = &mut body["issue"];
+        issue["number"] = json!(number);
+        issue["state"] = json!("open");
+        issue["pull_request"] = json!({
+            "url": format!("https://api.github.com/repos/{REPO}/pulls/{number}"),
+            "html_url": format!("https://github.com/{REPO}/pull/{number}"),
+            "diff_url": format!("https://github.com/{REPO}/pull/{number}.diff"),
+            "patch_url": format!("https://github.com/{REPO}/pull/{number}.patch"),
+        });
+        body["comment"]["body"] = json!(text);
+        body["comment"]["user"]["login"] = json!(author);
+        body["sender"]["login"] = json!(author);
+        let raw = bytes(&body);
+        let errors = github_schema_errors("issue_comment", &raw);
+        assert!(
+            errors.is_empty(),
+            "not a valid issue_comment event: {errors:#?}"
+        );
+        raw
+    }
+
+    fn send(&self, port: u16, event: &str, body: Vec<u8>, id: &str) {
+        let req = Request::github(event, body, TOKEN).with("X-GitHub-Delivery", id);
+        let (status, text) = crate::repos::raw_request(port, &req);
+        assert_eq!(
+            (status, text.as_str()),
+            (200, "Event received. Have a nice day.")
+        );
+    }
+}
+
+/// The runs of pull request `number`, newest first.
+fn pull_runs(port: u16, number: u64) -> Vec<Value> {
+    let (status, body) = request(
+        port,
+        "GET",
+        &format!("/api/v1/runs?repo={REPO}&pull={number}"),
+        None,
+        None,
+    );
+    assert_eq!(status, 200, "{body}");
+    json(&body)["runs"].as_array().unwrap().clone()
+}
+
+fn jobs_of(runs: &[Value]) -> Vec<String> {
+    let mut jobs: Vec<String> = runs
+        .iter()
+        .map(|r| r["job"].as_str().unwrap().to_string())
+        .collect();
+    jobs.sort();
+    jobs
+}
+
+/// Waits until `cond` holds (of the fake's latest statuses on `sha`).
+fn wait_statuses(
+    gh: &FakeGitHub,
+    sha: &str,
+    what: &str,
+    cond: impl Fn(&[Status]) -> bool,
+) -> Vec<Status> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let s = gh.latest_statuses(REPO, sha);
+        if cond(&s) {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "{what}: {s:#?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn state_of<'a>(s: &'a [Status], context: &str) -> Option<&'a str> {
+    s.iter()
+        .find(|s| s.context == context)
+        .map(|s| s.state.as_str())
+}
+
+#[test]
+fn a_pull_request_runs_its_jobs_and_its_statuses_and_comment_reach_github() {
+    let dir = tmp();
+    let w = World::new(&dir.1);
+    w.gh.set_member("acme", "alice");
+    let head = w.open_pull(1, "alice", &[("src/lib.rs", "fn f() {}\n")]);
+    let d = w.start();
+
+    w.send(
+        d.port,
+        "pull_request",
+        w.pull_event("opened", 1, "alice", &head, false),
+        "d-open",
+    );
+    // unit always runs; lint because src/ changed; docs and slow do not.
+    let statuses = wait_statuses(&w.gh, &head, "unit and lint end", |s| {
+        state_of(s, "unit") == Some("success") && state_of(s, "lint") == Some("failure")
+    });
+    assert_eq!(state_of(&statuses, "docs"), None);
+    assert_eq!(state_of(&statuses, "slow"), None);
+    let unit = statuses.iter().find(|s| s.context == "unit").unwrap();
+    // Prow's text, then the base commit pushed out of view with U+2001.
+    let description = unit.description.as_deref().unwrap();
+    let (text, base) = description.split_once(" BaseSHA:").unwrap();
+    assert_eq!(text.trim_end_matches('\u{2001}'), "Job succeeded.");
+    assert_eq!(base, w.base);
+    assert!(description.len() <= 140);
+    let url = unit.target_url.as_deref().unwrap();
+    assert!(url.starts_with("https://bosun.example.com/runs/"), "{url}");
+    // No context went back from an end to pending.
+    assert_no_older_over_newer(&w.gh.statuses(REPO, &head));
+    assert_eq!(jobs_of(&pull_runs(d.port, 1)), ["lint", "unit"]);
+
+    // The failure comment, marked, listing lint.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let comment = loop {
+        let c = w.gh.comments(REPO, 1);
+        if let Some(c) = c
+            .into_iter()
+            .find(|c| c.body.contains("<!-- test report -->"))
+        {
+            break c;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no failure comment: {:#?}",
+            w.gh.comments(REPO, 1)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(comment.body.contains("lint"), "{}", comment.body);
+    assert!(!comment.body.contains("| unit"), "{}", comment.body);
+
+    // /retest reruns the failed job only.
+    w.send(
+        d.port,
+        "issue_comment",
+        w.comment_event(1, "alice", "/retest"),
+        "d-retest",
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while jobs_of(&pull_runs(d.port, 1)) != ["lint", "lint", "unit"] {
+        assert!(
+            Instant::now() < deadline,
+            "lint not rerun: {:?}",
+            jobs_of(&pull_runs(d.port, 1))
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Nothing bosun sent was refused as malformed.
+    assert_eq!(w.gh.violations(), Vec::<String>::new());
+}
+
+#[test]
+fn an_untrusted_author_runs_nothing_until_ok_to_test() {
+    let dir = tmp();
+    let w = World::new(&dir.1);
+    w.gh.set_member("acme", "maintainer");
+    let head = w.open_pull(2, "stranger", &[("src/lib.rs", "fn f() {}\n")]);
+    let d = w.start();
+    w.send(
+        d.port,
+        "pull_request",
+        w.pull_event("opened", 2, "stranger", &head, false),
+        "u-open",
+    );
+    // The needs-ok-to-test label and reply, and no run.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !w
+        .gh
+        .labels(REPO, 2)
+        .contains(&"needs-ok-to-test".to_string())
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no needs-ok-to-test label: {:?}",
+            w.gh.labels(REPO, 2)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(w
+        .gh
+        .comments(REPO, 2)
+        .iter()
+        .any(|c| c.body.contains("ok-to-test")));
+    assert!(pull_runs(d.port, 2).is_empty());
+    // A comment of the author's own does nothing.
+    w.send(
+        d.port,
+        "issue_comment",
+        w.comment_event(2, "stranger", "/test all"),
+        "u-self",
+    );
+    // A member's /ok-to-test runs the jobs.
+    w.send(
+        d.port,
+        "issue_comment",
+        w.comment_event(2, "maintainer", "/ok-to-test"),
+        "u-ok",
+    );
+    wait_statuses(&w.gh, &head, "unit runs after /ok-to-test", |s| {
+        state_of(s, "unit") == Some("success")
+    });
+    assert_eq!(jobs_of(&pull_runs(d.port, 2)), ["lint", "unit"]);
+    assert_eq!(w.gh.violations(), Vec::<String>::new());
+}
+
+#[test]
+fn a_draft_runs_nothing_until_test_or_ready_and_a_new_head_or_close_aborts() {
+    let dir = tmp();
+    let w = World::new(&dir.1);
+    w.gh.set_member("acme", "alice");
+    let head = w.open_pull(3, "alice", &[("slow/x", "1\n")]);
+    let d = w.start();
+    w.send(
+        d.port,
+        "pull_request",
+        w.pull_event("opened", 3, "alice", &head, true),
+        "x-open",
+    );
+    // The draft runs nothing until asked.
+    w.send(
+        d.port,
+        "issue_comment",
+        w.comment_event(3, "alice", "/test slow"),
+        "x-test",
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while jobs_of(&pull_runs(d.port, 3)) != ["slow"] {
+        assert!(
+            Instant::now() < deadline,
+            "/test slow on a draft: {:?}",
+            jobs_of(&pull_runs(d.port, 3))
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Ready: the always_run and changed-file jobs of the head run.
+    w.send(
+        d.port,
+        "pull_request",
+        w.pull_event("ready_for_review", 3, "alice", &head, false),
+        "x-ready",
+    );
+    wait_statuses(&w.gh, &head, "unit after ready", |s| {
+        state_of(s, "unit") == Some("success")
+    });
+    // A new head aborts the old head's slow run.
+    let head2 = w.open_pull(3, "alice", &[("slow/x", "2\n")]);
+    w.send(
+        d.port,
+        "pull_request",
+        w.pull_event("synchronize", 3, "alice", &head2, false),
+        "x-sync",
+    );
+    let old_slow = |runs: &[Value]| {
+        runs.iter()
+            .filter(|r| r["job"] == "slow" && r["refs"]["pulls"][0]["sha"] == head.as_str())
+            .map(|r| r["state"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while old_slow(&pull_runs(d.port, 3))
+        .iter()
+        .any(|s| s != "aborted")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "old head's slow not aborted: {:?}",
+            old_slow(&pull_runs(d.port, 3))
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Closing aborts the new head's.
+    w.send(
+        d.port,
+        "pull_request",
+        w.pull_event("closed", 3, "alice", &head2, false),
+        "x-close",
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while pull_runs(d.port, 3).iter().any(|r| {
+        !["success", "failure", "aborted", "error"].contains(&r["state"].as_str().unwrap())
+    }) {
+        assert!(
+            Instant::now() < deadline,
+            "runs left after close: {:#?}",
+            pull_runs(d.port, 3)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(w.gh.violations(), Vec::<String>::new());
+}
+
+/// Every context's statuses, in the order GitHub got them, never go from
+/// an ended state back to `pending`.
+fn assert_no_older_over_newer(all: &[Status]) {
+    let mut ended = std::collections::BTreeSet::new();
+    for s in all {
+        if s.state == "pending" {
+            assert!(
+                !ended.contains(&s.context),
+                "pending after an end on {}: {all:#?}",
+                s.context
+            );
+        } else {
+            ended.insert(s.context.clone());
+        }
+    }
+}
+
+#[test]
+fn statuses_survive_a_forge_outage_and_a_kill_and_a_refusal_holds_nothing_back() {
+    let dir = tmp();
+    let w = World::new(&dir.1);
+    w.gh.set_member("acme", "alice");
+    let head = w.open_pull(4, "alice", &[("src/lib.rs", "x\n"), ("docs/a.md", "a\n")]);
+    let mut d = w.start();
+    w.send(
+        d.port,
+        "pull_request",
+        w.pull_event("opened", 4, "alice", &head, false),
+        "k-open",
+    );
+    // The forge goes down once the runs are made, while they run and end.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while pull_runs(d.port, 4).len() < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "runs not made: {:#?}",
+            pull_runs(d.port, 4)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    w.gh.down(true);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let runs = pull_runs(d.port, 4);
+        if runs
+            .iter()
+            .all(|r| ["success", "failure"].contains(&r["state"].as_str().unwrap()))
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "runs did not end: {runs:#?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let before = w.gh.statuses(REPO, &head);
+    assert!(
+        before.iter().all(|s| s.state == "pending"),
+        "an end reached the forge while it was down: {before:#?}"
+    );
+    // Killed with every status pending in the outbox.
+    let _ = d.child.kill();
+    let _ = d.child.wait();
+    w.gh.down(false);
+    // The first status sent after the restart is refused for good (422):
+    // it is recorded and the others are delivered all the same.
+    w.gh.fail_next(
+        "POST",
+        &format!("/repos/{REPO}/statuses/*"),
+        1,
+        bosun_forge::testing::github_api::Failure::Unprocessable(format!(
+            "No commit found for SHA: {head}"
+        )),
+    );
+    d = w.start();
+    let statuses = wait_statuses(
+        &w.gh,
+        &head,
+        "two of the three statuses after the restart",
+        |s| s.len() >= 2,
+    );
+    let all = w.gh.statuses(REPO, &head);
+    assert_no_older_over_newer(&all);
+    for s in &statuses {
+        assert_ne!(
+            s.state, "pending",
+            "an older state got over a newer one: {all:#?}"
+        );
+    }
+    // The refused one is recorded with the forge's answer, on its run.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while metric(d.port, "bosun_reports_refused") != 1.0 {
+        assert!(
+            Instant::now() < deadline,
+            "the refusal is not counted: {}",
+            std::fs::read_to_string(&d.log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Shown on its run.
+    let refused_run = pull_runs(d.port, 4).into_iter().find(|r| {
+        let (_, b) = request(
+            d.port,
+            "GET",
+            &format!("/api/v1/runs/{}/reports", r["id"].as_str().unwrap()),
+            None,
+            None,
+        );
+        b.contains("No commit found for SHA")
+    });
+    assert!(refused_run.is_some(), "no run shows the forge's refusal");
+    assert_eq!(w.gh.violations(), Vec::<String>::new());
+}
+
+/// A metric's value from `/metrics` (0 when absent).
+fn metric(port: u16, name: &str) -> f64 {
+    let (_, body) = request(port, "GET", "/metrics", None, None);
+    body.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with([' ', '{']))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[test]
+fn branch_and_tag_pushes_run_their_postsubmits() {
+    let dir = tmp();
+    let w = World::new(&dir.1);
+    let d = w.start();
+    w.work.write("src/x.rs", "x\n");
+    let after = w.work.commit("push");
+    w.work.push(&w.git.repo_dir(REPO), "main", false);
+    let mut body =
+        bosun_forge::testing::github_push(REPO, &w.git.url(REPO), &w.base, &after, false);
+    w.send(d.port, "push", std::mem::take(&mut body), "p-main");
+    w.work.git(&["tag", "v1.0"]);
+    w.work.push(&w.git.repo_dir(REPO), "refs/tags/v1.0", false);
+    let mut tag: Value = serde_json::from_slice(&bosun_forge::testing::github_push(
+        REPO,
+        &w.git.url(REPO),
+        &"0".repeat(40),
+        &after,
+        false,
+    ))
+    .unwrap();
+    tag["ref"] = json!("refs/tags/v1.0");
+    tag["created"] = json!(true);
+    tag["base_ref"] = json!("refs/heads/main");
+    w.send(d.port, "push", bytes(&tag), "p-tag");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let runs = loop {
+        let (_, b) = request(
+            d.port,
+            "GET",
+            &format!("/api/v1/runs?repo={REPO}&type=postsubmit"),
+            None,
+            None,
+        );
+        let runs = json(&b)["runs"].as_array().unwrap().clone();
+        if runs.len() >= 2 {
+            break runs;
+        }
+        assert!(Instant::now() < deadline, "postsubmits: {runs:#?}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut got: Vec<(String, String)> = runs
+        .iter()
+        .map(|r| {
+            (
+                r["job"].as_str().unwrap().to_string(),
+                r["refs"]["base_ref"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            ("publish".to_string(), "main".to_string()),
+            ("release".to_string(), "v1.0".to_string())
+        ]
+    );
+    for r in &runs {
+        assert_eq!(r["refs"]["base_sha"], after.as_str());
+    }
+}
