@@ -12,7 +12,7 @@ use bosun_config::types::JobSource;
 use bosun_config::{RepoLoadOptions, Snapshot};
 use bosun_forge::client::Client;
 use bosun_forge::hook::{PullRequest, Push};
-use bosun_forge::repos::{fetch_pull, CommitFiles, Credentials, PullFetched, Remote};
+use bosun_forge::repos::{fetch_pull, CommitFiles, PullFetched, Remote};
 use bosun_forge::trigger::{Host, HostError, Presubmits};
 use bosun_git::repo::Merge;
 
@@ -47,10 +47,7 @@ pub fn remote_of(daemon: &Daemon, repo: &str, clone_url: &str) -> Remote {
     } else {
         clone_url.to_string()
     };
-    let credentials = match crate::repos::enabled_credentials(&config.config) {
-        Credentials::None => Credentials::None,
-        c => c,
-    };
+    let credentials = crate::repos::enabled_credentials(&config.config);
     Remote {
         repo: repo.to_string(),
         clone_uri,
