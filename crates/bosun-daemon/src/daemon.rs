@@ -29,7 +29,7 @@ pub struct Daemon {
     pub webhooks: crate::repos::webhooks::Webhooks,
     /// Pull requests, comments and pushes: the forge's client and the
     /// trigger's settings.
-    pub pulls: crate::pulls::Pulls,
+    pub pulls: crate::pulls::settings::Pulls,
     /// Reporting to the forge (the outbox's worker and policy).
     pub reports: Arc<crate::reports::Reports>,
 }
@@ -43,7 +43,7 @@ impl Daemon {
         token: Option<String>,
         runs_dir: PathBuf,
         repos: Arc<crate::repos::Repos>,
-        pulls: crate::pulls::Pulls,
+        pulls: crate::pulls::settings::Pulls,
         reports: Arc<crate::reports::Reports>,
     ) -> Arc<Daemon> {
         Arc::new(Daemon {

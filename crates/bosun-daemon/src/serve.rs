@@ -172,7 +172,8 @@ fn serve_until_signal(args: &ServeArgs) -> Result<(), String> {
     })?;
     let metrics = Metrics::new(&snapshot.config.prowjob_namespace);
     let reports = Arc::new(crate::reports::Reports::new(args.external_url.clone()));
-    let pulls = crate::pulls::Pulls::new(forge_client(args)?, args.plugin_config.clone())?;
+    let pulls =
+        crate::pulls::settings::Pulls::new(forge_client(args)?, args.plugin_config.clone())?;
     let active = Arc::new(ActiveRuns::default());
     let store_options = SqliteOptions {
         fire_log_min: args

@@ -103,7 +103,7 @@ fn sim_with(start: Timestamp, config: &str, jobs: &str) -> Sim {
         None,
         dir.path().join("runs"),
         Arc::new(crate::repos::Repos::new(dir.path().join("repos"))),
-        crate::pulls::Pulls::new(None, None).expect("no plugin file"),
+        crate::pulls::settings::Pulls::new(None, None).expect("no plugin file"),
         Arc::default(),
     );
     Sim {
