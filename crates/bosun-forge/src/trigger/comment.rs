@@ -3,7 +3,7 @@
 use super::commands::{
     drop_code_blocks, format_response, help_message, help_note, should_prune_help, Commands,
 };
-use super::pull::{report_in_repo_failure, run_requested};
+use super::run::{report_in_repo_failure, run_requested};
 use super::select::{
     available_presubmits, filter_presubmits, presubmit_filter, pull_changes, trigger_matches,
     Contexts,

@@ -26,6 +26,7 @@ mod comment;
 mod pull;
 mod push;
 mod refs;
+mod run;
 mod select;
 mod trust;
 

@@ -2,13 +2,13 @@
 
 use super::commands::ABOUT;
 use super::comment::comment_actions;
+use super::run::{report_in_repo_failure, run_requested};
 use super::select::{filter_presubmits, pull_changes, Filter};
 use super::trust::{is_bot, trusted_pull_request, trusted_user};
 use super::{
-    pull_refs, split_repo, Action, Comment, Host, HostError, Presubmits, PullRequest, Trigger,
-    LGTM, NEEDS_OK_TO_TEST, OK_TO_TEST,
+    split_repo, Action, Comment, Host, HostError, Presubmits, PullRequest, Trigger, LGTM,
+    NEEDS_OK_TO_TEST, OK_TO_TEST,
 };
-use bosun_config::Presubmit;
 
 /// The comment on a trusted author's new draft pull request (Prow's text).
 pub const DRAFT_MESSAGE: &str = "Skipping CI for Draft Pull Request.\nIf you want CI signal for your change, please convert it to an actual PR.\nYou can still manually trigger a test run with `/test all`";
@@ -177,46 +177,6 @@ fn build_all<H: Host + ?Sized>(
         &presubmits.jobs,
     )?;
     run_requested(host, pr, jobs, false, out)
-}
-
-/// [`Action::InRepoConfigFailed`] when the in-repo configuration failed.
-pub(crate) fn report_in_repo_failure(
-    pr: &PullRequest,
-    presubmits: &Presubmits,
-    out: &mut Vec<Action>,
-) {
-    if let Some(error) = &presubmits.in_repo_error {
-        out.push(Action::InRepoConfigFailed {
-            repo: pr.repo.clone(),
-            number: pr.number,
-            head_sha: pr.head_sha.clone(),
-            error: error.clone(),
-        });
-    }
-}
-
-/// Prow's `runRequested`: nothing when GitHub says the pull request cannot
-/// be merged (`mergeable: false`) or nothing was selected; else one run of
-/// the jobs on the base branch's current head.
-pub(crate) fn run_requested<H: Host + ?Sized>(
-    host: &H,
-    pr: &PullRequest,
-    jobs: Vec<Presubmit>,
-    retest: bool,
-    out: &mut Vec<Action>,
-) -> Result<(), HostError> {
-    if pr.mergeable == Some(false) || jobs.is_empty() {
-        return Ok(());
-    }
-    let base_sha = host.branch_head(&pr.repo, &pr.base_ref)?;
-    out.push(Action::Run {
-        jobs,
-        refs: pull_refs(pr, &base_sha),
-        pr_number: pr.number,
-        head_sha: pr.head_sha.clone(),
-        retest,
-    });
-    Ok(())
 }
 
 /// Prow's `welcomeMsg`: the label `needs-ok-to-test` (unless `ok-to-test`

@@ -36,6 +36,7 @@ pub(super) mod config;
 pub(super) mod dispatcher;
 pub mod fmt;
 pub mod joburl;
+mod links;
 pub(super) mod login;
 mod page;
 pub(super) mod periodics;

@@ -15,8 +15,8 @@ use bosun_store::{Run, RunFilter, RunState, StoreError};
 use jiff::Timestamp;
 use serde::Deserialize;
 
+use super::links::PullLink;
 use super::page::{see_other, Chrome, CsrfForm, Ctx, Fragment, Web};
-use super::pulls::PullLink;
 use super::{fmt, joburl};
 use crate::artifacts::{ArtifactPath, Found, Listing};
 use crate::http::pulls::PullFilter;

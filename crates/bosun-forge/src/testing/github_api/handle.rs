@@ -8,11 +8,11 @@ use std::time::Duration;
 use jiff::Timestamp;
 use serde_json::{json, Value};
 
+use super::app_auth;
 use super::describe::{description, In, Operation};
 use super::server::{Incoming, Outgoing};
-use super::{
-    app_auth, shapes, text, Comment, Failure, RecordedRequest, Shared, State, Status, Token,
-};
+use super::shapes::{self, API_VERSION};
+use super::state::{latest, Comment, Failure, RecordedRequest, Shared, State, Status, Token};
 
 /// GitHub's answer to a request without `User-Agent`.
 const NO_USER_AGENT: &str = "Request forbidden by administrative rules. Please make sure your request has a User-Agent header (https://docs.github.com/en/rest/overview/resources-in-the-rest-api#user-agent-required). Check https://developer.github.com for other possible causes.\n";
@@ -179,7 +179,7 @@ pub(super) fn handle(shared: &Shared, request: Incoming) -> Outgoing {
         ),
         (
             "X-GitHub-Api-Version-Selected".to_owned(),
-            super::API_VERSION.to_owned(),
+            API_VERSION.to_owned(),
         ),
         (
             "X-GitHub-Media-Type".to_owned(),
@@ -328,10 +328,10 @@ fn answer<'d>(
         }
     }
     if let Some(version) = request.header("x-github-api-version") {
-        if version != super::API_VERSION {
+        if version != API_VERSION {
             violations.push(format!(
                 "X-GitHub-Api-Version {version}: the fake answers {} only",
-                super::API_VERSION
+                API_VERSION
             ));
             let message = format!("API version '{version}' is not supported.");
             return (Answer::error(400, &message, docs), Some(op));
@@ -715,7 +715,7 @@ fn operate(state: &mut State, call: &Call, violations: &mut Vec<String>) -> Answ
                     .collect();
                 return listed(call, items);
             }
-            let latest = super::latest(&all);
+            let latest = latest(&all);
             let combined = if latest
                 .iter()
                 .any(|s| s.state == "error" || s.state == "failure")
@@ -1034,4 +1034,9 @@ fn comment_too_long(body: &str, docs: &str, violations: &mut Vec<String>) -> Opt
         let message = format!("body is too long (maximum is {MAX_COMMENT} characters)");
         Answer::invalid("IssueComment", "custom", "body", &message, docs)
     })
+}
+
+/// A string field of a request body.
+fn text(body: &Value, field: &str) -> Option<String> {
+    body.get(field).and_then(Value::as_str).map(str::to_owned)
 }

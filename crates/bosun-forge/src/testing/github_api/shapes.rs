@@ -7,7 +7,10 @@
 use jiff::Timestamp;
 use serde_json::{json, Value};
 
-use super::{Comment, PullSpec, Status};
+use super::state::{Comment, PullSpec, Status};
+
+/// The API version whose shapes the fake answers.
+pub const API_VERSION: &str = "2022-11-28";
 
 /// GitHub's web address, for `html_url`s.
 const WEB: &str = "https://github.com";
