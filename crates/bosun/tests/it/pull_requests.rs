@@ -378,11 +378,20 @@ fn an_untrusted_author_runs_nothing_until_ok_to_test() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(w
+    // The reply too (the outbox sends the label and the reply apart).
+    while !w
         .gh
         .comments(REPO, 2)
         .iter()
-        .any(|c| c.body.contains("ok-to-test")));
+        .any(|c| c.body.contains("ok-to-test"))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no needs-ok-to-test reply: {:#?}",
+            w.gh.comments(REPO, 2)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     assert!(pull_runs(d.port, 2).is_empty());
     // A comment of the author's own does nothing.
     w.send(
