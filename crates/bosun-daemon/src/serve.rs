@@ -184,7 +184,11 @@ fn serve_until_signal(args: &ServeArgs) -> Result<(), String> {
     let store = SqliteStore::open_with(
         args.data_dir.join("bosun.db"),
         store_options,
-        Some(Arc::new(Observers(vec![metrics.clone(), active.clone()]))),
+        Some(Arc::new(Observers(vec![
+            metrics.clone(),
+            active.clone(),
+            reports.clone(),
+        ]))),
     )
     .map(Arc::new)
     .map_err(|e| format!("cannot open the store: {e}"))?;

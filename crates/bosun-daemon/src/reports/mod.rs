@@ -191,6 +191,16 @@ fn prowjob(run: &Run) -> serde_json::Value {
     })
 }
 
+/// After a reported run's change is committed (its reports with it), the
+/// outbox's worker looks at once.
+impl bosun_store::TransitionObserver for Reports {
+    fn on_transition(&self, run: &Run, _from: Option<RunState>) {
+        if matches!(run.job_type, JobType::Presubmit | JobType::Postsubmit) && run.refs.is_some() {
+            self.wake();
+        }
+    }
+}
+
 /// The store's report policy: [`Reports::entries`].
 pub struct Policy(pub Arc<Reports>);
 

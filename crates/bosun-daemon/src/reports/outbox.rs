@@ -26,6 +26,10 @@ use crate::runs::{
 
 /// Entries taken at a time.
 const BATCH: usize = 64;
+/// The longest wait for new entries without a wake-up.
+const SAFETY: Duration = Duration::from_secs(60);
+/// The longest wait while entries wait to be tried again.
+const WAITING: Duration = Duration::from_secs(2);
 /// The longest wait between attempts of one entry.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
@@ -36,6 +40,9 @@ pub async fn outbox_loop(daemon: Arc<Daemon>, mut stop: tokio::sync::watch::Rece
         return;
     };
     let mut first = true;
+    // When the earliest entry tried again is due (none: only new entries,
+    // which wake the loop, are waited for).
+    let mut next_retry: Option<tokio::time::Instant> = None;
     loop {
         let now = daemon.shared.clock.now();
         let store = daemon.shared.store.clone();
@@ -69,31 +76,57 @@ pub async fn outbox_loop(daemon: Arc<Daemon>, mut stop: tokio::sync::watch::Rece
                     _ = stop.changed() => return,
                 }
             }
-            deliver(&daemon, &client, entry).await;
+            if let Some(wait) = deliver(&daemon, &client, entry).await {
+                let at = tokio::time::Instant::now() + wait;
+                next_retry = Some(next_retry.map_or(at, |n| n.min(at)));
+            }
         }
-        daemon
-            .shared
-            .metrics
-            .set_report_counts(&*daemon.shared.store);
+        let d = daemon.clone();
+        let pending = blocking(move || {
+            d.shared.metrics.set_report_counts(&*d.shared.store);
+            d.shared
+                .store
+                .report_counts()
+                .map(|c| c.pending)
+                .unwrap_or(0)
+        })
+        .await;
         if full {
             continue;
         }
-        // The next due entry, or a new one.
+        // A new entry, the next entry tried again, or (in case a wake-up
+        // was missed) a minute.
+        let now = tokio::time::Instant::now();
+        // Entries waiting to be tried again whose time this loop does not
+        // know (queued before a restart) are looked for every few seconds.
+        let longest = if pending > 0 { WAITING } else { SAFETY };
+        let until = next_retry
+            .filter(|t| *t > now)
+            .unwrap_or(now + longest)
+            .min(now + longest);
         tokio::select! {
             _ = daemon.reports.wake.notified() => {}
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = tokio::time::sleep_until(until) => {
+                next_retry = next_retry.filter(|t| *t > tokio::time::Instant::now());
+            }
             _ = stop.changed() => return,
         }
     }
 }
 
-/// Sends one entry and records how it went.
-async fn deliver(daemon: &Arc<Daemon>, client: &Arc<Client>, entry: StoredReport) {
+/// Sends one entry and records how it went; when it is tried again, in how
+/// long.
+async fn deliver(
+    daemon: &Arc<Daemon>,
+    client: &Arc<Client>,
+    entry: StoredReport,
+) -> Option<Duration> {
     let (c, d, e) = (client.clone(), daemon.clone(), entry.clone());
     let sent = tokio::task::spawn_blocking(move || send(&d, &c, &e))
         .await
         .unwrap_or_else(|e| Err(ForgeError::unreachable(e.to_string())));
     let now = daemon.shared.clock.now();
+    let mut again = None;
     let failure = match sent {
         Ok(()) => None,
         Err(e) if !e.is_retry() => {
@@ -105,12 +138,10 @@ async fn deliver(daemon: &Arc<Daemon>, client: &Arc<Client>, entry: StoredReport
         }
         Err(e) => {
             let backoff = Duration::from_secs(1u64 << entry.attempts.min(9)).min(MAX_BACKOFF);
-            let wait = e
-                .retry_after
-                .unwrap_or(backoff)
-                .max(backoff.min(Duration::from_secs(1)));
+            let wait = e.retry_after.unwrap_or(backoff).max(Duration::from_secs(1));
             tracing::warn!(key = %entry.key, error = %e, ?wait, "a report was not delivered; it is tried again");
             daemon.shared.metrics.report_failed("retry");
+            again = Some(wait);
             Some(ReportFailure::Retry {
                 at: now + wait,
                 error: e.to_string(),
@@ -126,7 +157,9 @@ async fn deliver(daemon: &Arc<Daemon>, client: &Arc<Client>, entry: StoredReport
     .await;
     if let Err(e) = recorded {
         tracing::warn!(key = %entry.key, error = %e, "cannot record a report's delivery; it is sent again");
+        again = Some(Duration::from_secs(1));
     }
+    again
 }
 
 fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
