@@ -12,7 +12,7 @@ use bosun_config::types::JobSource;
 use bosun_config::{RepoLoadOptions, Snapshot};
 use bosun_forge::client::Client;
 use bosun_forge::hook::{PullRequest, Push};
-use bosun_forge::repos::{fetch_pull, CommitFiles, PullFetched, Remote};
+use bosun_forge::repos::{fetch_pull, fetch_pulls, CommitFiles, PullFetched, Remote, Wanted};
 use bosun_forge::trigger::{Host, HostError, Presubmits};
 use bosun_git::repo::Merge;
 
@@ -86,6 +86,14 @@ impl DaemonHost {
             if f.head_sha == pr.head_sha {
                 return Ok(f.clone());
             }
+        }
+        if let Some(f) = self
+            .daemon
+            .pulls
+            .take_prefetched(&pr.repo, pr.number, &pr.head_sha)
+        {
+            *self.fetched.borrow_mut() = Some(f.clone());
+            return Ok(f);
         }
         let f = fetch_pull(
             self.daemon.repos.mirrors(),
@@ -274,6 +282,39 @@ impl Host for DaemonHost {
 
 fn short(sha: &str) -> &str {
     sha.get(..12).unwrap_or(sha)
+}
+
+/// Fetches `pulls` (one repository's, several) into the mirror in one `git
+/// fetch` and keeps each for the event that needs it; a failure is logged
+/// (each event then fetches on its own).
+pub fn prefetch(daemon: &Arc<Daemon>, pulls: &[PullRequest]) {
+    let mut by_repo: std::collections::BTreeMap<&str, Vec<&PullRequest>> = Default::default();
+    for pr in pulls {
+        by_repo.entry(pr.repo.as_str()).or_default().push(pr);
+    }
+    for (repo, prs) in by_repo {
+        let remote = remote_of(daemon, repo, &prs[0].clone_url);
+        let wanted: Vec<Wanted> = prs
+            .iter()
+            .map(|pr| Wanted {
+                base_ref: pr.base_ref.clone(),
+                number: pr.number,
+                head_sha: pr.head_sha.clone(),
+            })
+            .collect();
+        match fetch_pulls(daemon.repos.mirrors(), &remote, &wanted) {
+            Ok(answers) => {
+                for (pr, answer) in prs.iter().zip(answers) {
+                    if let Ok(f) = answer {
+                        daemon.pulls.put_prefetched(repo, pr.number, f);
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(repo, error = %e.problem, "the pull requests could not be fetched together; each is fetched on its own")
+            }
+        }
+    }
 }
 
 /// The files a push changed: `git diff before after` from the mirror (the

@@ -126,4 +126,40 @@ impl crate::repos::hook::JobEvents for Events {
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
         Box::pin(async move { on_event(&self.0, &delivery, event).await })
     }
+
+    /// The pull requests of the batch fetched into the mirror together
+    /// first (one `git fetch` for pull requests opened or pushed at once),
+    /// then each event in order.
+    fn handle_batch(
+        &self,
+        events: Vec<(String, Event)>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        Box::pin(async move {
+            let pulls: Vec<PullRequest> = events
+                .iter()
+                .filter_map(|(_, e)| match e {
+                    Event::PullRequest(pr) if pr.open && !pr.head_sha.is_empty() => {
+                        Some(pr.clone())
+                    }
+                    _ => None,
+                })
+                .collect();
+            let several = pulls.len() > 1;
+            if several {
+                let (d, p) = (self.0.clone(), pulls.clone());
+                let _ = tokio::task::spawn_blocking(move || host::prefetch(&d, &p)).await;
+            }
+            for (delivery, event) in events {
+                on_event(&self.0, &delivery, event).await;
+            }
+            // What no event took (a pull request that ran nothing) is not kept.
+            if several {
+                for pr in &pulls {
+                    self.0
+                        .pulls
+                        .take_prefetched(&pr.repo, pr.number, &pr.head_sha);
+                }
+            }
+        })
+    }
 }

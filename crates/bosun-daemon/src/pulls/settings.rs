@@ -3,12 +3,14 @@
 //! configuration (`--plugin-config`), read again when its file changes; a
 //! file that does not load keeps the last good one in force.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use bosun_base::sync::Lock;
 use bosun_config::plugins::{PluginConfig, Trigger};
 use bosun_forge::client::Client;
+use bosun_forge::repos::PullFetched;
 
 /// The file a plugin configuration was read from, as it was then.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +47,9 @@ pub struct Pulls {
     plugins: Mutex<Plugins>,
     /// The bot's login, asked of the forge once.
     bot: std::sync::OnceLock<String>,
+    /// Pull requests fetched together for a batch of events, by repository,
+    /// number and head, taken by the first event that needs them.
+    prefetched: Mutex<HashMap<(String, i64, String), PullFetched>>,
 }
 
 impl Pulls {
@@ -62,6 +67,7 @@ impl Pulls {
                 loaded: None,
             }),
             bot: std::sync::OnceLock::new(),
+            prefetched: Mutex::default(),
         };
         pulls.plugins()?;
         Ok(pulls)
@@ -102,6 +108,20 @@ impl Pulls {
                 }
             }
         }
+    }
+
+    /// Keeps `fetched`, pull request `number` of `repo` at its head, for
+    /// the event that needs it.
+    pub fn put_prefetched(&self, repo: &str, number: i64, fetched: PullFetched) {
+        let key = (repo.to_string(), number, fetched.head_sha.clone());
+        self.prefetched.locked().insert(key, fetched);
+    }
+
+    /// The prefetched pull request `number` of `repo` at `head`, taken.
+    pub fn take_prefetched(&self, repo: &str, number: i64, head: &str) -> Option<PullFetched> {
+        self.prefetched
+            .locked()
+            .remove(&(repo.to_string(), number, head.to_string()))
     }
 
     /// The bot's login (asked of the forge the first time).

@@ -57,6 +57,19 @@ pub trait JobEvents: Send + Sync + 'static {
         delivery: String,
         event: Event,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>>;
+
+    /// Acts on `events` (one repository's, in order); by default one at a
+    /// time.
+    fn handle_batch(
+        &self,
+        events: Vec<(String, Event)>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        Box::pin(async move {
+            for (delivery, event) in events {
+                self.handle(delivery, event).await;
+            }
+        })
+    }
 }
 
 /// Processes stored deliveries until `stop` (see the module's doc).
@@ -159,8 +172,8 @@ async fn worker(
             received.push(d.received_at);
         }
         flush(&shared, &repos, &mut push).await;
-        for (delivery, event) in for_jobs {
-            jobs.handle(delivery, event).await;
+        if !for_jobs.is_empty() {
+            jobs.handle_batch(for_jobs).await;
         }
         let s = shared.clone();
         let at = s.clock.now();

@@ -32,5 +32,5 @@ pub mod remote;
 pub use files::CommitFiles;
 pub use load::{load_at, load_at_with, AtCommit, LoadError};
 pub use mirror::{follow, is_ancestor, Backoff, Mirror, Synced};
-pub use pulls::{fetch_pull, fetch_ref, PullFetched};
+pub use pulls::{fetch_pull, fetch_pulls, fetch_ref, PullFetched, Wanted};
 pub use remote::{Credentials, ErrorKind, FollowError, Head, Remote};

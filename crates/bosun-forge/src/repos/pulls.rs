@@ -43,10 +43,39 @@ pub fn fetch_pull(
     number: i64,
     head_sha: &str,
 ) -> Result<PullFetched, FollowError> {
-    if !is_branch_name(base_ref) {
+    let want = Wanted {
+        base_ref: base_ref.to_string(),
+        number,
+        head_sha: head_sha.to_string(),
+    };
+    fetch_pulls(root, remote, std::slice::from_ref(&want))?
+        .pop()
+        .expect("one answer per pull request")
+}
+
+/// A pull request [`fetch_pulls`] is to fetch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wanted {
+    /// Its base branch.
+    pub base_ref: String,
+    /// Its number.
+    pub number: i64,
+    /// The head it must be at.
+    pub head_sha: String,
+}
+
+/// [`fetch_pull`] for several pull requests of one repository, in one `git
+/// fetch` (one round trip for pull requests opened together): an answer
+/// per pull request, in order; the error of the fetch itself for all.
+pub fn fetch_pulls(
+    root: &std::path::Path,
+    remote: &Remote,
+    wanted: &[Wanted],
+) -> Result<Vec<Result<PullFetched, FollowError>>, FollowError> {
+    if let Some(w) = wanted.iter().find(|w| !is_branch_name(&w.base_ref)) {
         return Err(remote.error(
             ErrorKind::NotFound,
-            format!("{base_ref:?} is not a branch name git accepts"),
+            format!("{:?} is not a branch name git accepts", w.base_ref),
             "the pull request's base branch",
         ));
     }
@@ -68,40 +97,58 @@ pub fn fetch_pull(
     repo.clear_stale_locks()
         .map_err(|e| local_error(root, remote, format!("cannot clear {}", dir.display()), &e))?;
     let env = remote.env()?;
-    let base_local = format!("refs/bosun/bases/{base_ref}");
-    let pull_local = format!("refs/bosun/pulls/{number}");
-    let base_spec = format!("+refs/heads/{base_ref}:{base_local}");
-    let pull_spec = format!("+refs/pull/{number}/head:{pull_local}");
-    let record = repo
-        .fetch_with(&remote.clone_uri, &[&base_spec, &pull_spec], &env)
-        .map_err(|e| remote.git_error(&format!("fetch pull request #{number}"), &e))?;
-    let base_sha = repo
-        .resolve(&base_local)
-        .map_err(|e| git_local("cannot read the mirror", &e))?
-        .ok_or_else(|| {
-            remote.error(
-                ErrorKind::NotFound,
-                format!("the fetch brought no branch {base_ref}"),
-                "that the pull request's base branch exists",
-            )
-        })?;
-    let head = repo
-        .resolve(head_sha)
-        .map_err(|e| git_local("cannot read the mirror", &e))?;
-    let Some(head_sha) = head else {
-        return Err(remote.error(
-            ErrorKind::NotFound,
-            format!("pull request #{number} is no longer at {head_sha}"),
-            "nothing: a newer head of the pull request is handled on its own",
-        ));
+    let mut specs: Vec<String> = Vec::new();
+    for w in wanted {
+        let base = format!("+refs/heads/{0}:refs/bosun/bases/{0}", w.base_ref);
+        if !specs.contains(&base) {
+            specs.push(base);
+        }
+        let pull = format!("+refs/pull/{0}/head:refs/bosun/pulls/{0}", w.number);
+        if !specs.contains(&pull) {
+            specs.push(pull);
+        }
+    }
+    let spec_refs: Vec<&str> = specs.iter().map(String::as_str).collect();
+    let what = match wanted {
+        [one] => format!("fetch pull request #{}", one.number),
+        _ => format!("fetch {} pull requests", wanted.len()),
     };
+    let record = repo
+        .fetch_with(&remote.clone_uri, &spec_refs, &env)
+        .map_err(|e| remote.git_error(&what, &e))?;
+    let mut out = Vec::with_capacity(wanted.len());
+    for w in wanted {
+        out.push((|| {
+            let base_sha = repo
+                .resolve(&format!("refs/bosun/bases/{}", w.base_ref))
+                .map_err(|e| git_local("cannot read the mirror", &e))?
+                .ok_or_else(|| {
+                    remote.error(
+                        ErrorKind::NotFound,
+                        format!("the fetch brought no branch {}", w.base_ref),
+                        "that the pull request's base branch exists",
+                    )
+                })?;
+            let head = repo
+                .resolve(&w.head_sha)
+                .map_err(|e| git_local("cannot read the mirror", &e))?;
+            let Some(head_sha) = head else {
+                return Err(remote.error(
+                    ErrorKind::NotFound,
+                    format!("pull request #{} is no longer at {}", w.number, w.head_sha),
+                    "nothing: a newer head of the pull request is handled on its own",
+                ));
+            };
+            Ok(PullFetched {
+                mirror: Mirror::from_repo(repo.clone()),
+                base_sha,
+                head_sha,
+                commands: vec![record.clone()],
+            })
+        })());
+    }
     drop(lock);
-    Ok(PullFetched {
-        mirror: Mirror::from_repo(repo),
-        base_sha,
-        head_sha,
-        commands: vec![record],
-    })
+    Ok(out)
 }
 
 /// Fetches the ref a push moved (`refs/heads/B`, `refs/tags/T`) into the

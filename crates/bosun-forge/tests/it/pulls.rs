@@ -2,7 +2,9 @@
 //! http-backend` on loopback): its changed files and its merge into the
 //! base read with git, the followed branch untouched.
 
-use bosun_forge::repos::{fetch_pull, follow, load_at, Credentials, ErrorKind};
+use bosun_forge::repos::{
+    fetch_pull, fetch_pulls, follow, load_at, Credentials, ErrorKind, Wanted,
+};
 use bosun_git::repo::Merge;
 
 use crate::common::{Served, REPO};
@@ -68,4 +70,49 @@ fn a_pull_request_is_fetched_into_the_mirror_and_merged_into_its_base() {
     let e = fetch_pull(&s.mirrors, &remote, "main", 7, gone).unwrap_err();
     assert_eq!(e.kind, ErrorKind::NotFound, "{e:?}");
     assert!(e.problem.contains("no longer at"), "{e:?}");
+}
+
+#[test]
+fn pull_requests_opened_together_are_fetched_in_one_go() {
+    let s = Served::new("main");
+    s.push_config("main", "0 4 * * *");
+    let mut heads = Vec::new();
+    for n in 1..=3 {
+        s.work
+            .git(&["checkout", "--quiet", "-B", &format!("f{n}"), "main"]);
+        s.work.write(&format!("src/f{n}.rs"), "x\n");
+        heads.push(s.work.commit(&format!("f{n}")));
+        s.work
+            .push(&s.bare, &format!("f{n}:refs/pull/{n}/head"), false);
+    }
+    s.work.git(&["checkout", "--quiet", "main"]);
+    let remote = s.remote(None, Credentials::None);
+    s.server.clear_requests();
+    let mut wanted: Vec<Wanted> = (1..=3)
+        .map(|n| Wanted {
+            base_ref: "main".into(),
+            number: n,
+            head_sha: heads[n as usize - 1].clone(),
+        })
+        .collect();
+    // Pull request 3 is no longer at the head asked for.
+    wanted[2].head_sha = "0123456789abcdef0123456789abcdef01234567".into();
+    let answers = fetch_pulls(&s.mirrors, &remote, &wanted).unwrap();
+    // One fetch (its negotiation: two requests at most), one answer each.
+    let fetches = s.server.requests().iter().filter(|r| r.fetch).count();
+    assert!(fetches <= 2, "{:#?}", s.server.requests());
+    assert_eq!(answers.len(), 3);
+    for (n, a) in answers.iter().take(2).enumerate() {
+        let f = a.as_ref().unwrap();
+        assert_eq!(f.head_sha, heads[n]);
+        assert_eq!(
+            f.mirror
+                .repo()
+                .changed_files(&f.base_sha, &f.head_sha, true)
+                .unwrap(),
+            [format!("src/f{}.rs", n + 1)]
+        );
+    }
+    let e = answers[2].as_ref().unwrap_err();
+    assert_eq!(e.kind, ErrorKind::NotFound);
 }
