@@ -93,10 +93,14 @@ impl World {
     }
 
     fn start(&self) -> Serve {
+        self.start_with(&[])
+    }
+
+    fn start_with(&self, more: &[&std::ffi::OsStr]) -> Serve {
         let secret = self.dir.join("hmac.yaml");
         let token = self.dir.join("gh-token");
         let url = self.gh.url();
-        let args: Vec<&std::ffi::OsStr> = vec![
+        let mut args: Vec<&std::ffi::OsStr> = vec![
             "--hmac-secret-file".as_ref(),
             secret.as_os_str(),
             "--github-endpoint".as_ref(),
@@ -106,6 +110,7 @@ impl World {
             "--external-url".as_ref(),
             "https://bosun.example.com".as_ref(),
         ];
+        args.extend_from_slice(more);
         serve(&self.dir, &args, &[])
     }
 
@@ -693,4 +698,91 @@ fn branch_and_tag_pushes_run_their_postsubmits() {
     for r in &runs {
         assert_eq!(r["refs"]["base_sha"], after.as_str());
     }
+}
+
+#[test]
+fn a_pull_requests_presubmits_run_on_a_kubernetes_cluster_and_report() {
+    use bosun_kubetest::ControlPlane;
+    let dir = tmp();
+    let w = World::new(&dir.1);
+    let plane = ControlPlane::shared();
+    let tenant = plane.tenant("k-pulls", "build-a");
+    std::fs::write(
+        w.dir.join("config.yaml"),
+        "pod_namespace: k-pulls\nbuild_clusters:\n  default: {kind: local}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        w.dir.join("jobs/jobs.yaml"),
+        r#"presubmits:
+  acme/app:
+  - name: kunit
+    always_run: true
+    cluster: build-a
+    spec: {containers: [{image: alpine, command: ["true"]}]}
+  - name: klint
+    run_if_changed: '^src/'
+    cluster: build-a
+    spec: {containers: [{image: alpine, command: ["true"]}]}
+  - name: kdocs
+    run_if_changed: '^docs/'
+    cluster: build-a
+    spec: {containers: [{image: alpine, command: ["true"]}]}
+"#,
+    )
+    .unwrap();
+    w.gh.set_member("acme", "alice");
+    let head = w.open_pull(5, "alice", &[("src/lib.rs", "fn f() {}\n")]);
+    let d = w.start_with(&["--kubeconfig".as_ref(), tenant.kubeconfig.as_os_str()]);
+    w.send(
+        d.port,
+        "pull_request",
+        w.pull_event("opened", 5, "alice", &head, false),
+        "kube-open",
+    );
+    // Two pods on the build cluster (kdocs does not run), each a run of the
+    // pull request with its refs.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let runs = loop {
+        let runs = pull_runs(d.port, 5);
+        if runs.len() == 2
+            && runs.iter().all(|r| {
+                plane
+                    .kubelet()
+                    .pod("k-pulls", r["id"].as_str().unwrap())
+                    .is_some()
+            })
+        {
+            break runs;
+        }
+        assert!(Instant::now() < deadline, "pods: {runs:#?}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(jobs_of(&runs), ["klint", "kunit"]);
+    for r in &runs {
+        let id = r["id"].as_str().unwrap();
+        let pod = plane.kubelet().pod("k-pulls", id).unwrap();
+        let env = pod.spec.unwrap().containers[0].env.clone().unwrap();
+        let var = |name: &str| {
+            env.iter()
+                .find(|e| e.name == name)
+                .and_then(|e| e.value.clone())
+                .unwrap_or_default()
+        };
+        assert_eq!(var("PULL_NUMBER"), "5");
+        assert_eq!(var("PULL_PULL_SHA"), head);
+        assert_eq!(var("JOB_TYPE"), "presubmit");
+        plane.kubelet().run("k-pulls", id);
+        if r["job"] == "kunit" {
+            plane.kubelet().succeed("k-pulls", id);
+        } else {
+            plane.kubelet().fail("k-pulls", id);
+        }
+    }
+    let statuses = wait_statuses(&w.gh, &head, "kunit and klint end", |s| {
+        state_of(s, "kunit") == Some("success") && state_of(s, "klint") == Some("failure")
+    });
+    assert_eq!(state_of(&statuses, "kdocs"), None);
+    assert_no_older_over_newer(&w.gh.statuses(REPO, &head));
+    assert_eq!(w.gh.violations(), Vec::<String>::new());
 }
