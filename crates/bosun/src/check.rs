@@ -32,13 +32,24 @@ pub struct CheckArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t)]
     pub format: Format,
+    /// Prow's `plugins.yaml` as `bosun serve --plugin-config` reads it:
+    /// its problems are reported with the configuration's (the `trigger`
+    /// plugin's enablement and `triggers:` settings; other plugins'
+    /// sections are not read).
+    #[arg(long, value_name = "FILE")]
+    pub plugin_config: Option<std::path::PathBuf>,
 }
 
 /// Runs the check and writes the report; fails (exit status 1) when the
 /// configuration has errors, or warnings under `--strict`, and with exit
 /// status 2 when the report cannot be written.
 pub fn run(args: &CheckArgs, out: &mut dyn Write) -> Outcome {
-    let loaded = load_checked(&args.config);
+    let mut loaded = load_checked(&args.config);
+    if let Some(path) = &args.plugin_config {
+        if let Err(problems) = bosun_config::plugins::load_plugins(path) {
+            loaded.diagnostics.extend(problems);
+        }
+    }
     let ok = loaded.errors() == 0 && !(args.strict && loaded.warnings() > 0);
     match args.format {
         Format::Text => write_text(&loaded, out)?,

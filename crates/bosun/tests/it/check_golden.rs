@@ -201,3 +201,47 @@ fn json_report_of_the_good_tree() {
     assert_eq!((run.code, &doc["ok"]), (1, &serde_json::json!(false)));
     assert_eq!(doc["jobs"]["periodics"], 4, "the snapshot is still built");
 }
+
+#[test]
+fn a_plugin_configuration_is_checked_with_its_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("jobs")).unwrap();
+    std::fs::write(
+        d.join("config.yaml"),
+        "build_clusters:\n  default: {kind: local}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("good.yaml"),
+        "plugins:\n  acme: [trigger, lgtm]\ntriggers:\n- repos: [acme]\n  trusted_apps: [dependabot]\n  only_org_members: true\nlgtm:\n- repos: [acme]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("bad.yaml"),
+        "plugins:\n  acme: [trigger]\ntriggers:\n- repos: [acme]\n  only_org_members: maybe\n",
+    )
+    .unwrap();
+    let run = |file: &str| {
+        Command::new(env!("CARGO_BIN_EXE_bosun"))
+            .args([
+                "check",
+                "--config",
+                "config.yaml",
+                "--job-config",
+                "jobs",
+                "--plugin-config",
+                file,
+            ])
+            .current_dir(d)
+            .output()
+            .unwrap()
+    };
+    let good = run("good.yaml");
+    assert_eq!(good.status.code(), Some(0), "{good:?}");
+    let bad = run("bad.yaml");
+    assert_eq!(bad.status.code(), Some(1), "{bad:?}");
+    let out = String::from_utf8_lossy(&bad.stdout);
+    assert!(out.contains("bad.yaml:5:"), "{out}");
+    assert!(out.contains("error"), "{out}");
+}
