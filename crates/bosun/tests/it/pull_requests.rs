@@ -97,16 +97,23 @@ impl World {
     }
 
     fn start_with(&self, more: &[&std::ffi::OsStr]) -> Serve {
-        let secret = self.dir.join("hmac.yaml");
         let token = self.dir.join("gh-token");
+        let mut args: Vec<&std::ffi::OsStr> =
+            vec!["--github-token-path".as_ref(), token.as_os_str()];
+        args.extend_from_slice(more);
+        self.start_bare(&args)
+    }
+
+    /// The daemon with the webhook secret, the fake's endpoint and `more`
+    /// (its credentials).
+    fn start_bare(&self, more: &[&std::ffi::OsStr]) -> Serve {
+        let secret = self.dir.join("hmac.yaml");
         let url = self.gh.url();
         let mut args: Vec<&std::ffi::OsStr> = vec![
             "--hmac-secret-file".as_ref(),
             secret.as_os_str(),
             "--github-endpoint".as_ref(),
             url.as_ref(),
-            "--github-token-path".as_ref(),
-            token.as_os_str(),
             "--external-url".as_ref(),
             "https://bosun.example.com".as_ref(),
         ];
@@ -784,5 +791,103 @@ fn a_pull_requests_presubmits_run_on_a_kubernetes_cluster_and_report() {
     });
     assert_eq!(state_of(&statuses, "kdocs"), None);
     assert_no_older_over_newer(&w.gh.statuses(REPO, &head));
+    assert_eq!(w.gh.violations(), Vec::<String>::new());
+}
+
+#[test]
+fn a_github_app_reports_as_its_bot() {
+    use bosun_forge::testing::github_api::{app_private_key_pem, app_public_key_pem};
+    let dir = tmp();
+    let w = World::new(&dir.1);
+    w.gh.app(4242, &app_public_key_pem());
+    w.gh.install_app("acme");
+    w.gh.set_member("acme", "alice");
+    let key = w.dir.join("app.pem");
+    std::fs::write(&key, app_private_key_pem()).unwrap();
+    let head = w.open_pull(6, "alice", &[("src/lib.rs", "x\n")]);
+    let d = w.start_bare(&[
+        "--github-app-id".as_ref(),
+        "4242".as_ref(),
+        "--github-app-private-key-path".as_ref(),
+        key.as_os_str(),
+    ]);
+    w.send(
+        d.port,
+        "pull_request",
+        w.pull_event("opened", 6, "alice", &head, false),
+        "app-open",
+    );
+    let statuses = wait_statuses(&w.gh, &head, "the App's statuses", |s| {
+        state_of(s, "unit") == Some("success") && state_of(s, "lint") == Some("failure")
+    });
+    for s in &statuses {
+        assert_eq!(s.creator, "bosun[bot]", "{s:#?}");
+    }
+    // Its failure comment is the bot's too.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !w
+        .gh
+        .comments(REPO, 6)
+        .iter()
+        .any(|c| c.author == "bosun[bot]" && c.body.contains("lint"))
+    {
+        assert!(Instant::now() < deadline, "{:#?}", w.gh.comments(REPO, 6));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(w.gh.violations(), Vec::<String>::new());
+}
+
+#[test]
+fn a_minute_without_the_forge_loses_no_status_and_sends_none_older() {
+    let dir = tmp();
+    let w = World::new(&dir.1);
+    w.gh.set_member("acme", "alice");
+    let head = w.open_pull(7, "alice", &[("src/lib.rs", "x\n"), ("slow/x", "1\n")]);
+    // slow ends a minute after it starts, while the forge is down.
+    std::fs::write(
+        w.dir.join("jobs/jobs.yaml"),
+        JOBS.replace(r#"command: ["sleep", "60"]"#, r#"command: ["sleep", "3"]"#),
+    )
+    .unwrap();
+    let d = w.start();
+    w.send(
+        d.port,
+        "pull_request",
+        w.pull_event("opened", 7, "alice", &head, false),
+        "m-open",
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while pull_runs(d.port, 7).len() < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "runs: {:#?}",
+            pull_runs(d.port, 7)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    w.gh.down(true);
+    let down = Instant::now();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while pull_runs(d.port, 7)
+        .iter()
+        .any(|r| !["success", "failure"].contains(&r["state"].as_str().unwrap()))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "runs: {:#?}",
+            pull_runs(d.port, 7)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(60).saturating_sub(down.elapsed()));
+    w.gh.down(false);
+    let statuses = wait_statuses(&w.gh, &head, "every end after the outage", |s| {
+        s.len() == 3 && s.iter().all(|s| s.state != "pending")
+    });
+    assert_eq!(state_of(&statuses, "lint"), Some("failure"));
+    assert_eq!(state_of(&statuses, "unit"), Some("success"));
+    assert_eq!(state_of(&statuses, "slow"), Some("success"));
+    assert_no_older_over_newer(&w.gh.statuses(REPO, &head));
+    assert!(metric(d.port, "bosun_report_failures_total") > 0.0);
     assert_eq!(w.gh.violations(), Vec::<String>::new());
 }
