@@ -177,7 +177,7 @@ impl Reports {
 /// `run` as the ProwJob document a job URL template reads (the fields
 /// Prow's templates use: the job, its type, refs and cluster, the build id,
 /// the state).
-fn prowjob(run: &Run) -> serde_json::Value {
+pub(crate) fn prowjob(run: &Run) -> serde_json::Value {
     json!({
         "metadata": {"name": run.id, "labels": &*run.labels, "annotations": &*run.annotations},
         "spec": {

@@ -24,6 +24,10 @@ use crate::runs::{
     blocking, CONTEXT_ANNOTATION, OPTIONAL_LABEL, REPORT_ANNOTATION, RERUN_ANNOTATION,
 };
 
+/// The failed-tests comment's closing paragraph (Prow's points at the
+/// Kubernetes project's guides; bosun's says what it understands).
+const ABOUT: &str = "I understand these commands in a comment on this pull request: `/test NAME` (or `/test all`) runs a job, `/retest` reruns the failed jobs, `/retest-required` the failed required ones, `/test ?` lists the jobs, and a member's `/ok-to-test` lets a pull request from outside the organization run its jobs.";
+
 /// Entries taken at a time.
 const BATCH: usize = 64;
 /// The longest wait for new entries without a wake-up.
@@ -218,6 +222,20 @@ fn failure_comment(daemon: &Daemon, client: &Client, p: &Value) -> Result<(), Fo
     let repo = str_of(p, "repo");
     let number = num_of(p, "number");
     let sha = str_of(p, "sha");
+    let snapshot = daemon.shared.snapshot();
+    let reporter = &snapshot.config.github_reporter;
+    let (org, name) = repo.split_once('/').unwrap_or((repo, ""));
+    if bosun_config::types::GitHubReporter::lists(&reporter.no_comment_repos, org, name) {
+        return Ok(());
+    }
+    let template = match comment::ReportTemplate::for_repo(&snapshot.config.plank, org, name) {
+        Some(Ok(t)) => Some(t),
+        Some(Err(e)) => {
+            tracing::warn!(repo, error = %e, "plank.report_templates: the repository's template does not parse; the comment goes without it");
+            None
+        }
+        None => None,
+    };
     let runs = daemon
         .shared
         .store
@@ -246,22 +264,29 @@ fn failure_comment(daemon: &Daemon, client: &Client, p: &Value) -> Result<(), Fo
                 .cloned()
                 .unwrap_or_else(|| format!("/test {}", run.job)),
             sha: sha.to_string(),
-            prowjob: Value::Null,
+            prowjob: if template.is_some() {
+                super::prowjob(run)
+            } else {
+                Value::Null
+            },
         })
         .collect();
     let bot = daemon.pulls.bot(client).map_err(ForgeError::unreachable)?;
     let comments: Vec<IssueComment> = client.list_issue_comments(repo, number)?;
-    let snapshot = daemon.shared.snapshot();
-    let types = snapshot.config.github_reporter.job_types_to_report.clone();
+    let types = reporter.job_types_to_report.clone();
     let plan = comment::plan_comment(&CommentInput {
         bot_login: &bot,
         author: str_of(p, "author"),
         comments: &comments,
         results: &results,
         job_types_to_report: &types,
-        must_create: false,
-        template: None,
-        about: comment::PROW_ABOUT,
+        must_create: bosun_config::types::GitHubReporter::lists(
+            &reporter.summary_comment_repos,
+            org,
+            name,
+        ),
+        template: template.as_ref(),
+        about: ABOUT,
     })
     .map_err(|e| ForgeError::unexpected(None, e.to_string()))?;
     for id in plan.delete {
