@@ -891,3 +891,99 @@ fn a_minute_without_the_forge_loses_no_status_and_sends_none_older() {
     assert!(metric(d.port, "bosun_report_failures_total") > 0.0);
     assert_eq!(w.gh.violations(), Vec::<String>::new());
 }
+
+#[test]
+fn a_pull_requests_in_repo_jobs_come_from_its_merge_and_a_broken_one_runs_the_central() {
+    let dir = tmp();
+    let w = World::new(&dir.1);
+    // acme/app defines a presubmit of its own, and is followed.
+    w.work.write(
+        ".prow.yaml",
+        "presubmits:\n- name: inrepo-unit\n  always_run: true\n  spec: {containers: [{image: x, command: [\"true\"]}]}\n",
+    );
+    let base = w.work.commit("in-repo jobs");
+    w.work.push(&w.git.repo_dir(REPO), "main", false);
+    std::fs::write(
+        w.dir.join("config.yaml"),
+        format!(
+            "build_clusters:\n  default: {{kind: local}}\nin_repo:\n- repo: {REPO}\n  clone_uri: {}\n  branch: main\n",
+            w.git.url(REPO)
+        ),
+    )
+    .unwrap();
+    let w = World { base, ..w };
+    w.gh.set_member("acme", "alice");
+    w.gh.add_commit(REPO, &w.base);
+    let d = w.start();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, body) = request(d.port, "GET", &format!("/api/v1/repos/{REPO}"), None, None);
+        if body.contains("inrepo-unit") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not followed: {body}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A pull request adding a presubmit in .prow.yaml runs it, with the
+    // base's own and the central ones its changes select.
+    let added = "presubmits:\n- name: inrepo-unit\n  always_run: true\n  spec: {containers: [{image: x, command: [\"true\"]}]}\n- name: inrepo-new\n  always_run: true\n  spec: {containers: [{image: x, command: [\"true\"]}]}\n";
+    let head = w.open_pull(8, "alice", &[(".prow.yaml", added)]);
+    w.send(
+        d.port,
+        "pull_request",
+        w.pull_event("opened", 8, "alice", &head, false),
+        "ir-open",
+    );
+    let statuses = wait_statuses(&w.gh, &head, "the merged in-repo jobs", |s| {
+        ["unit", "inrepo-unit", "inrepo-new"]
+            .iter()
+            .all(|c| state_of(s, c) == Some("success"))
+    });
+    assert_eq!(state_of(&statuses, "lint"), None);
+    assert_eq!(state_of(&statuses, "bosun/in-repo-config"), None);
+    // One whose .prow.yaml does not load: the central presubmits run, and
+    // the failure is reported once on its head.
+    let head = w.open_pull(9, "alice", &[(".prow.yaml", "presubmits: [\n")]);
+    w.send(
+        d.port,
+        "pull_request",
+        w.pull_event("opened", 9, "alice", &head, false),
+        "ir-bad",
+    );
+    w.send(
+        d.port,
+        "issue_comment",
+        w.comment_event(9, "alice", "/test all"),
+        "ir-bad-again",
+    );
+    let statuses = wait_statuses(&w.gh, &head, "central jobs and the failure", |s| {
+        state_of(s, "unit") == Some("success")
+            && state_of(s, "bosun/in-repo-config") == Some("error")
+    });
+    assert_eq!(state_of(&statuses, "inrepo-unit"), None);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let said = |gh: &FakeGitHub| {
+        gh.comments(REPO, 9)
+            .into_iter()
+            .filter(|c| c.body.contains("in-repo configuration"))
+            .count()
+    };
+    while said(&w.gh) == 0 {
+        assert!(Instant::now() < deadline, "{:#?}", w.gh.comments(REPO, 9));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        said(&w.gh),
+        1,
+        "once per head: {:#?}",
+        w.gh.comments(REPO, 9)
+    );
+    let failures =
+        w.gh.statuses(REPO, &head)
+            .into_iter()
+            .filter(|s| s.context == "bosun/in-repo-config")
+            .count();
+    assert_eq!(failures, 1);
+    assert_eq!(w.gh.violations(), Vec::<String>::new());
+}
