@@ -85,11 +85,20 @@ impl Reports {
         self.wake.notify_one();
     }
 
+    /// The configuration's `prowjob_namespace` (for the ProwJob document).
+    fn namespace(&self) -> String {
+        self.shared
+            .get()
+            .and_then(Weak::upgrade)
+            .map(|s| s.snapshot().config.prowjob_namespace.clone())
+            .unwrap_or_default()
+    }
+
     /// The target URL of `run`'s status.
     pub fn target_url(&self, run: &Run, job_url_template: Option<&str>) -> String {
         let external = self.external_url.as_deref().unwrap_or_default();
         let prowjob = if job_url_template.is_some() {
-            prowjob(run)
+            prowjob(run, &self.namespace())
         } else {
             serde_json::Value::Null
         };
@@ -174,21 +183,18 @@ impl Reports {
     }
 }
 
-/// `run` as the ProwJob document a job URL template reads (the fields
-/// Prow's templates use: the job, its type, refs and cluster, the build id,
-/// the state).
-pub(crate) fn prowjob(run: &Run) -> serde_json::Value {
-    json!({
-        "metadata": {"name": run.id, "labels": &*run.labels, "annotations": &*run.annotations},
-        "spec": {
-            "type": run.job_type.as_str(),
-            "job": run.job,
-            "cluster": run.cluster.as_deref().unwrap_or(&run.configured_cluster),
-            "refs": run.refs,
-            "extra_refs": run.extra_refs,
-        },
-        "status": {"build_id": run.build_id, "state": run.state.to_string(), "description": run.description},
-    })
+/// `run` as the ProwJob document templates read (bosun-job's, as a run's
+/// `prowjob.json` has it), from the run alone: the job's definition is not
+/// read from the store here (a report policy runs inside the store's
+/// transaction), so the spec's pod and decoration fields are empty; the
+/// job, its type, refs, cluster, labels, build id and state are the run's.
+pub(crate) fn prowjob(run: &Run, namespace: &str) -> serde_json::Value {
+    let spec = bosun_store::template::SpecSnapshot {
+        job: bosun_config::types::JobBase::default(),
+        pod_spec: None,
+        decoration: None,
+    };
+    serde_json::to_value(bosun_job::prowjob::document(run, &spec, namespace)).unwrap_or_default()
 }
 
 /// After a reported run's change is committed (its reports with it), the

@@ -256,7 +256,9 @@ fn failure_comment(daemon: &Daemon, client: &Client, p: &Value) -> Result<(), Fo
                 .get(REPORT_ANNOTATION)
                 .is_some_and(|v| v == "false"),
             state: job_state(run.state),
-            url: daemon.reports.target_url(run, None),
+            url: daemon
+                .reports
+                .target_url(run, snapshot.config.plank.job_url_template.as_deref()),
             optional: Some(run.labels.get(OPTIONAL_LABEL).is_some_and(|v| v == "true")),
             rerun_command: run
                 .annotations
@@ -265,7 +267,7 @@ fn failure_comment(daemon: &Daemon, client: &Client, p: &Value) -> Result<(), Fo
                 .unwrap_or_else(|| format!("/test {}", run.job)),
             sha: sha.to_string(),
             prowjob: if template.is_some() {
-                super::prowjob(run)
+                super::prowjob(run, &snapshot.config.prowjob_namespace)
             } else {
                 Value::Null
             },

@@ -14,14 +14,13 @@
 //! - else `plank.job_url_template`, a Go template executed over the run as
 //!   a ProwJob (`prowjob::document`) on bosun's template engine
 //!   ([`bosun_job::gotemplate`]), with pipelines and the functions such
-//!   templates use (`ProwJobJson` describes the data).
+//!   templates use (bosun-job's `ProwJobJson` describes the data).
 //!
 //! A run's own `url` (set by its executor) wins over both.
 //! (`plank.job_url_prefix_config` is not read: bosun's configuration types
 //! keep it as an ignored field.)
 
 use bosun_config::types::ProwConfig;
-use bosun_job::gotemplate::{cant_evaluate, Language, Model, Template, Typed};
 use bosun_store::template::SpecSnapshot;
 use bosun_store::Run;
 use serde_json::Value;
@@ -148,107 +147,10 @@ pub fn job_path(gcs: &Value, run: &Run) -> String {
     join(&[s("path_prefix"), &base])
 }
 
-// ---------------------------------------------------------------------------
-// The job URL template's data: a ProwJob, as JSON.
-
-/// Prow's job URL template language: pipelines and the functions job URL
-/// templates use.
-const JOB_URL: Language = Language {
-    funcs: &[
-        "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "not", "len", "index", "printf", "print",
-    ],
-    pipelines: true,
-};
-
-/// The type of every value of the ProwJob document.
-const ANY: &str = "interface {}";
-
-/// Parses and executes the job URL template over the ProwJob `data`.
+/// Parses and executes the job URL template over the ProwJob `data`
+/// (bosun-job's ProwJob model, shared with the reports' templates).
 fn execute(template: &str, data: &Value) -> Result<String, String> {
-    Template::parse("job_url_template", template, &JOB_URL)
-        .and_then(|t| t.execute(data, &ProwJobJson))
-        .map_err(|e| e.0)
-}
-
-/// A ProwJob document whose keys are Go's JSON names: a field
-/// `.Spec.BuildID` is looked up as written, then as `snake_case`
-/// (`build_id`), then `lowerCamel` (`startTime`); `ObjectMeta` is
-/// `metadata`, and a field missing at a level with `metadata` is looked for
-/// there (Go's embedded `ObjectMeta`). A missing field or key is empty.
-struct ProwJobJson;
-
-impl Model for ProwJobJson {
-    fn root_type(&self) -> &'static str {
-        ANY
-    }
-
-    fn field(&self, v: &Value, _: &'static str, name: &str) -> Result<Option<Typed>, String> {
-        field(v, name).map(|x| Some((x, ANY)))
-    }
-
-    fn key(&self, map: &Value, _: &'static str, key: &str) -> Option<Typed> {
-        Some((map.get(key).cloned().unwrap_or_default(), ANY))
-    }
-
-    fn print(&self, v: &Value, _: &'static str) -> Option<String> {
-        match v {
-            Value::Null => Some(String::new()),
-            Value::Object(_) => Some(v.to_string()),
-            _ => None,
-        }
-    }
-}
-
-fn snake(name: &str) -> String {
-    let c: Vec<char> = name.chars().collect();
-    let mut out = String::new();
-    for (i, ch) in c.iter().enumerate() {
-        if ch.is_ascii_uppercase() {
-            let prev_lower = i > 0 && (c[i - 1].is_ascii_lowercase() || c[i - 1].is_ascii_digit());
-            let next_lower = c.get(i + 1).is_some_and(|n| n.is_ascii_lowercase());
-            if i > 0 && (prev_lower || (next_lower && c[i - 1].is_ascii_uppercase())) {
-                out.push('_');
-            }
-            out.push(ch.to_ascii_lowercase());
-        } else {
-            out.push(*ch);
-        }
-    }
-    out
-}
-
-/// `v`'s field `name` (see [`ProwJobJson`] for the names tried).
-fn field(v: &Value, name: &str) -> Result<Value, String> {
-    let m = match v {
-        Value::Object(m) => m,
-        Value::Null => return Err(format!("nil pointer evaluating field {name}")),
-        Value::String(_) => return Err(cant_evaluate(name, "string")),
-        Value::Number(_) => return Err(cant_evaluate(name, "float64")),
-        Value::Bool(_) => return Err(cant_evaluate(name, "bool")),
-        Value::Array(_) => return Err(cant_evaluate(name, "[]interface {}")),
-    };
-    if name == "ObjectMeta" {
-        if let Some(meta) = m.get("metadata") {
-            return Ok(meta.clone());
-        }
-    }
-    let mut lower = name.to_string();
-    if let Some(f) = lower.get_mut(0..1) {
-        f.make_ascii_lowercase();
-    }
-    for key in [name.to_string(), snake(name), lower] {
-        if let Some(x) = m.get(&key) {
-            return Ok(x.clone());
-        }
-    }
-    if let Some(meta) = m.get("metadata").filter(|m| m.is_object()) {
-        if let Ok(x) = field(meta, name) {
-            if !x.is_null() {
-                return Ok(x);
-            }
-        }
-    }
-    Ok(Value::Null)
+    bosun_job::gotemplate::render_prowjob("job_url_template", template, data).map_err(|e| e.0)
 }
 
 #[cfg(test)]
