@@ -107,7 +107,8 @@ pub struct Metrics {
     /// Reports to the forge not delivered, by `kind` (`retry`: tried again;
     /// `refused`: refused for good).
     pub report_failures: Family<Labels, Counter>,
-    /// Reports sent again after a restart (in flight at the stop).
+    /// Reports tried before a restart and sent again after it (at most the
+    /// one in flight at a kill reached the forge twice).
     pub reports_resent: Counter,
     /// Reports waiting in the outbox.
     pub reports_pending: Gauge,
@@ -323,7 +324,7 @@ impl Metrics {
         let reports_resent = Counter::default();
         registry.register(
             "bosun_report_resent",
-            "Reports sent again after a restart: they were being sent when bosun stopped",
+            "Reports tried before a restart and not recorded delivered, sent again after it (of these, only one in flight when bosun was killed can have reached the forge twice)",
             reports_resent.clone(),
         );
         let reports_pending = Gauge::default();
