@@ -291,9 +291,8 @@ impl FakeGitHub {
         });
     }
 
-    /// Down: connections refused (the port closed; a kept-alive connection
-    /// is closed at its next request, unanswered); up again: served on the
-    /// same port.
+    /// Down: every connection closed unanswered (new ones at once, a
+    /// kept-alive one at its next request); up again: answered.
     pub fn down(&self, down: bool) {
         self.server.set_down(down);
     }

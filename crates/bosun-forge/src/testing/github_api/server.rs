@@ -1,9 +1,11 @@
 //! The fake's HTTP/1.1 server: std's sockets, one thread per connection,
 //! keep-alive, `Content-Length` and chunked bodies. Written here on
 //! `httparse` rather than taken from a server crate because "down" must
-//! refuse connections (the listener closed, then bound again on the same
-//! port) and drop kept-alive ones, which the small synchronous server
-//! crates do not offer.
+//! close every connection unanswered, new and kept-alive alike, and come
+//! back on the same port, which the small synchronous server crates do not
+//! offer. (The port stays bound while down: closing it and binding it again
+//! can fail, when the system has given the port to another socket
+//! meanwhile.)
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -48,8 +50,10 @@ const IDLE: Duration = Duration::from_secs(10);
 
 struct Control {
     addr: SocketAddr,
-    /// Down or stopped: connections are closed without an answer.
+    /// Down: connections are closed without an answer.
     down: AtomicBool,
+    /// Stopped (dropped): the accept loop ends.
+    stopped: AtomicBool,
     handler: Handler,
     accept: Mutex<Option<JoinHandle<()>>>,
 }
@@ -66,6 +70,7 @@ impl Server {
         let control = Arc::new(Control {
             addr: listener.local_addr().unwrap(),
             down: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
             handler,
             accept: Mutex::new(None),
         });
@@ -78,41 +83,38 @@ impl Server {
         self.control.addr
     }
 
-    /// Down: the listener closed (connections refused) and kept-alive
-    /// connections closed at their next request; up: bound again on the
-    /// same port.
+    /// Down: every connection, new or kept alive, is closed at its next
+    /// request without an answer (the client sees the connection end, as
+    /// with a forge that cannot be reached); up: answered again.
     pub fn set_down(&self, down: bool) {
-        let mut accept = self.control.accept.lock().unwrap();
-        if down {
-            self.control.down.store(true, Ordering::SeqCst);
-            if let Some(handle) = accept.take() {
-                // The accept loop sees `down` once it accepts: this
-                // connection wakes it.
-                let _ = TcpStream::connect(self.control.addr);
-                let _ = handle.join();
-            }
-        } else if accept.is_none() {
-            let listener = TcpListener::bind(self.control.addr)
-                .unwrap_or_else(|e| panic!("bind {} again: {e}", self.control.addr));
-            self.control.down.store(false, Ordering::SeqCst);
-            *accept = Some(accept_loop(listener, self.control.clone()));
-        }
+        self.control.down.store(down, Ordering::SeqCst);
     }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        self.set_down(true);
+        self.control.down.store(true, Ordering::SeqCst);
+        self.control.stopped.store(true, Ordering::SeqCst);
+        if let Some(handle) = self.control.accept.lock().unwrap().take() {
+            // The accept loop sees `stopped` once it accepts: this
+            // connection wakes it.
+            let _ = TcpStream::connect(self.control.addr);
+            let _ = handle.join();
+        }
     }
 }
 
 fn accept_loop(listener: TcpListener, control: Arc<Control>) -> JoinHandle<()> {
     thread::spawn(move || {
         for stream in listener.incoming() {
-            if control.down.load(Ordering::SeqCst) {
+            if control.stopped.load(Ordering::SeqCst) {
                 return;
             }
             let Ok(stream) = stream else { continue };
+            if control.down.load(Ordering::SeqCst) {
+                let _ = stream.shutdown(Shutdown::Both);
+                continue;
+            }
             let control = control.clone();
             thread::spawn(move || serve(stream, &control));
         }
