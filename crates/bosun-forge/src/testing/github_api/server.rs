@@ -95,7 +95,13 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.control.down.store(true, Ordering::SeqCst);
         self.control.stopped.store(true, Ordering::SeqCst);
-        if let Some(handle) = self.control.accept.lock().unwrap().take() {
+        if let Some(handle) = self
+            .control
+            .accept
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
             // The accept loop sees `stopped` once it accepts: this
             // connection wakes it.
             let _ = TcpStream::connect(self.control.addr);
