@@ -471,14 +471,17 @@ impl Metrics {
         self.reports_resent.inc_by(n);
     }
 
-    /// The outbox's counts, read from `store`.
-    pub fn set_report_counts(&self, store: &dyn Store) {
-        if let Ok(c) = store.report_counts() {
-            self.reports_pending
-                .set(i64::try_from(c.pending).unwrap_or(i64::MAX));
-            self.reports_refused
-                .set(i64::try_from(c.refused).unwrap_or(i64::MAX));
-        }
+    /// The outbox's counts, read from `store`; the pending ones (0 when the
+    /// store cannot say).
+    pub fn set_report_counts(&self, store: &dyn Store) -> u64 {
+        let Ok(c) = store.report_counts() else {
+            return 0;
+        };
+        self.reports_pending
+            .set(i64::try_from(c.pending).unwrap_or(i64::MAX));
+        self.reports_refused
+            .set(i64::try_from(c.refused).unwrap_or(i64::MAX));
+        c.pending
     }
 
     /// A push asked for a load.

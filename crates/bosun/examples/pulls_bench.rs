@@ -26,9 +26,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bosun_forge::testing::github_api::{FakeGitHub, PullSpec};
-use bosun_forge::testing::{bytes, github_example, Request};
+use bosun_forge::testing::{github_pull_request, PullEvent, Request};
 use bosun_git::testing::{GitServer, WorkRepo};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 #[path = "common/proc.rs"]
 mod proc;
@@ -232,27 +232,18 @@ impl World {
                 ..PullSpec::default()
             },
         );
-        let mut body = github_example("pull-request-opened.json");
-        body["number"] = json!(n);
-        let set = |r: &mut Value| {
-            r["name"] = json!("app");
-            r["full_name"] = json!(REPO);
-            r["owner"]["login"] = json!("acme");
-            r["clone_url"] = json!(self.git.url(REPO));
-        };
-        set(&mut body["repository"]);
-        set(&mut body["pull_request"]["base"]["repo"]);
-        set(&mut body["pull_request"]["head"]["repo"]);
-        let pr = &mut body["pull_request"];
-        pr["number"] = json!(n);
-        pr["user"]["login"] = json!("alice");
-        pr["head"]["sha"] = json!(head);
-        pr["head"]["ref"] = json!(branch);
-        pr["base"]["sha"] = json!(self.base);
-        pr["base"]["ref"] = json!("main");
-        pr["html_url"] = json!(format!("https://github.com/{REPO}/pull/{n}"));
-        body["sender"]["login"] = json!("alice");
-        let req = Request::github("pull_request", bytes(&body), TOKEN)
+        let url = self.git.url(REPO);
+        let body = github_pull_request(&PullEvent {
+            action: "opened",
+            repo: REPO,
+            clone_url: &url,
+            number: n,
+            author: "alice",
+            head: &head,
+            base: &self.base,
+            draft: false,
+        });
+        let req = Request::github("pull_request", body, TOKEN)
             .with("X-GitHub-Delivery", &format!("pr-{n}"));
         (head, req)
     }

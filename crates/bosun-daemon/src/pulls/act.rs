@@ -78,46 +78,38 @@ pub async fn carry_out(
                 number,
                 except_head,
             } => abort(daemon, &repo, number, except_head).await,
-            Action::Comment { repo, number, body } => said.push(NewReport {
-                key: key("reply"),
-                kind: ReportKind::Comment,
-                run_id: None,
-                version: 1,
-                payload: json!({"op": "create", "repo": repo, "number": number, "body": body}),
-                created_at: now,
-            }),
+            Action::Comment { repo, number, body } => said.push(once(
+                key("reply"),
+                ReportKind::Comment,
+                json!({"op": "create", "repo": repo, "number": number, "body": body}),
+                now,
+            )),
             Action::AddLabel {
                 repo,
                 number,
                 label,
-            } => said.push(NewReport {
-                key: key("label"),
-                kind: ReportKind::Label,
-                run_id: None,
-                version: 1,
-                payload: json!({"op": "add", "repo": repo, "number": number, "label": label}),
-                created_at: now,
-            }),
+            } => said.push(once(
+                key("label"),
+                ReportKind::Label,
+                json!({"op": "add", "repo": repo, "number": number, "label": label}),
+                now,
+            )),
             Action::RemoveLabel {
                 repo,
                 number,
                 label,
-            } => said.push(NewReport {
-                key: key("label"),
-                kind: ReportKind::Label,
-                run_id: None,
-                version: 1,
-                payload: json!({"op": "remove", "repo": repo, "number": number, "label": label}),
-                created_at: now,
-            }),
-            Action::PruneHelpComments { repo, number } => said.push(NewReport {
-                key: key("prune"),
-                kind: ReportKind::Comment,
-                run_id: None,
-                version: 1,
-                payload: json!({"op": "prune-help", "repo": repo, "number": number}),
-                created_at: now,
-            }),
+            } => said.push(once(
+                key("label"),
+                ReportKind::Label,
+                json!({"op": "remove", "repo": repo, "number": number, "label": label}),
+                now,
+            )),
+            Action::PruneHelpComments { repo, number } => said.push(once(
+                key("prune"),
+                ReportKind::Comment,
+                json!({"op": "prune-help", "repo": repo, "number": number}),
+                now,
+            )),
             Action::InRepoConfigFailed {
                 repo,
                 number,
@@ -127,28 +119,24 @@ pub async fn carry_out(
                 tracing::warn!(repo, pull = number, head = %head_sha, "{error}; the central presubmits run");
                 // One status and one comment per head: their keys name the
                 // head, and a second of either is stale.
-                said.push(NewReport {
-                    key: format!("status:{repo}:{head_sha}:{IN_REPO_CONTEXT}"),
-                    kind: ReportKind::Status,
-                    run_id: None,
-                    version: 1,
-                    payload: json!({
+                said.push(once(
+                    format!("status:{repo}:{head_sha}:{IN_REPO_CONTEXT}"),
+                    ReportKind::Status,
+                    json!({
                         "repo": repo, "sha": head_sha, "context": IN_REPO_CONTEXT,
                         "state": "error",
                         "description": bosun_forge::report::status::context_description_with_base_sha(&error, ""),
                     }),
-                    created_at: now,
-                });
-                said.push(NewReport {
-                    key: format!("in-repo-comment:{repo}:{number}:{head_sha}"),
-                    kind: ReportKind::Comment,
-                    run_id: None,
-                    version: 1,
-                    payload: json!({"op": "create", "repo": repo, "number": number, "body": format!(
+                    now,
+                ));
+                said.push(once(
+                    format!("in-repo-comment:{repo}:{number}:{head_sha}"),
+                    ReportKind::Comment,
+                    json!({"op": "create", "repo": repo, "number": number, "body": format!(
                         "The in-repo configuration of this pull request at {head_sha} could not be used, so only the centrally configured presubmits run:\n\n```\n{error}\n```"
                     )}),
-                    created_at: now,
-                });
+                    now,
+                ));
             }
             Action::ApproveWorkflowRuns { repo, .. }
             | Action::RerunFailedWorkflowRuns { repo, .. } => {
@@ -164,6 +152,24 @@ pub async fn carry_out(
                 tracing::error!(delivery, error = %e, "cannot queue the replies to the forge")
             }
         }
+    }
+}
+
+/// An outbox entry said once: version 1 of its own key (queued again, it is
+/// stale).
+fn once(
+    key: String,
+    kind: ReportKind,
+    payload: serde_json::Value,
+    now: jiff::Timestamp,
+) -> NewReport {
+    NewReport {
+        key,
+        kind,
+        run_id: None,
+        version: 1,
+        payload,
+        created_at: now,
     }
 }
 

@@ -173,8 +173,13 @@ impl Host for DaemonHost {
     }
 
     fn branch_head(&self, repo: &str, branch: &str) -> Result<String, HostError> {
-        if let Some(f) = self.fetched.borrow().as_ref() {
-            let _ = repo;
+        // This event's repository: the base fetched with its pull request.
+        if let Some(f) = self
+            .fetched
+            .borrow()
+            .as_ref()
+            .filter(|_| repo == self.remote.repo)
+        {
             if let Ok(Some(sha)) = f
                 .mirror
                 .repo()

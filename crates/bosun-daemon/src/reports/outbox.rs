@@ -86,15 +86,7 @@ pub async fn outbox_loop(daemon: Arc<Daemon>, mut stop: tokio::sync::watch::Rece
             }
         }
         let d = daemon.clone();
-        let pending = blocking(move || {
-            d.shared.metrics.set_report_counts(&*d.shared.store);
-            d.shared
-                .store
-                .report_counts()
-                .map(|c| c.pending)
-                .unwrap_or(0)
-        })
-        .await;
+        let pending = blocking(move || d.shared.metrics.set_report_counts(&*d.shared.store)).await;
         if full {
             continue;
         }

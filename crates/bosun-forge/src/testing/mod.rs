@@ -152,6 +152,72 @@ pub fn github_push(
     bytes(&body)
 }
 
+/// A pull request as [`github_pull_request`] sends it.
+#[derive(Debug, Clone)]
+pub struct PullEvent<'a> {
+    /// `opened`, `synchronize`, `closed`, ...
+    pub action: &'a str,
+    /// `org/name`.
+    pub repo: &'a str,
+    /// Its clone URL.
+    pub clone_url: &'a str,
+    /// Its number.
+    pub number: u64,
+    /// Its author (also the sender).
+    pub author: &'a str,
+    /// The head commit (its branch is `pr-NUMBER`).
+    pub head: &'a str,
+    /// The base commit (on `main`).
+    pub base: &'a str,
+    /// A draft.
+    pub draft: bool,
+}
+
+/// GitHub's example `pull_request` event (`pull-request-opened.json`) as
+/// GitHub sends `e`: a closed one closed, a `synchronize` with `before`
+/// (the base) and `after` (the head); checked against GitHub's webhook
+/// description before it is returned.
+pub fn github_pull_request(e: &PullEvent<'_>) -> Vec<u8> {
+    let mut body = github_example("pull-request-opened.json");
+    body["action"] = json!(e.action);
+    body["number"] = json!(e.number);
+    let (org, name) = e.repo.split_once('/').expect("org/name");
+    let set = |r: &mut Value| {
+        r["name"] = json!(name);
+        r["full_name"] = json!(e.repo);
+        r["owner"]["login"] = json!(org);
+        r["clone_url"] = json!(e.clone_url);
+    };
+    set(&mut body["repository"]);
+    set(&mut body["pull_request"]["base"]["repo"]);
+    set(&mut body["pull_request"]["head"]["repo"]);
+    let pr = &mut body["pull_request"];
+    pr["number"] = json!(e.number);
+    pr["user"]["login"] = json!(e.author);
+    pr["head"]["sha"] = json!(e.head);
+    pr["head"]["ref"] = json!(format!("pr-{}", e.number));
+    pr["base"]["sha"] = json!(e.base);
+    pr["base"]["ref"] = json!("main");
+    pr["draft"] = json!(e.draft);
+    pr["html_url"] = json!(format!("https://github.com/{}/pull/{}", e.repo, e.number));
+    if e.action == "closed" {
+        pr["state"] = json!("closed");
+        pr["closed_at"] = json!("2026-12-06T10:00:00Z");
+    }
+    body["sender"]["login"] = json!(e.author);
+    if e.action == "synchronize" {
+        body["before"] = json!(e.base);
+        body["after"] = json!(e.head);
+    }
+    let raw = bytes(&body);
+    let errors = github_schema_errors("pull_request", &raw);
+    assert!(
+        errors.is_empty(),
+        "not a valid pull_request event: {errors:#?}"
+    );
+    raw
+}
+
 /// [`github_example`] as the bytes GitHub sends.
 pub fn github_example_bytes(file: &str) -> Vec<u8> {
     bytes(&github_example(file))

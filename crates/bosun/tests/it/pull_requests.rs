@@ -10,7 +10,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use bosun_forge::testing::github_api::{FakeGitHub, PullSpec, Status};
-use bosun_forge::testing::{bytes, github_example, github_schema_errors, Request};
+use bosun_forge::testing::{
+    bytes, github_example, github_pull_request, github_schema_errors, PullEvent, Request,
+};
 use bosun_git::testing::{GitServer, WorkRepo};
 use serde_json::{json, Value};
 
@@ -163,44 +165,17 @@ impl World {
         head: &str,
         draft: bool,
     ) -> Vec<u8> {
-        let mut body = github_example("pull-request-opened.json");
-        body["action"] = json!(action);
-        body["number"] = json!(number);
-        let (org, name) = REPO.split_once('/').unwrap();
-        let set = |r: &mut Value| {
-            r["name"] = json!(name);
-            r["full_name"] = json!(REPO);
-            r["owner"]["login"] = json!(org);
-            r["clone_url"] = json!(self.git.url(REPO));
-        };
-        set(&mut body["repository"]);
-        set(&mut body["pull_request"]["base"]["repo"]);
-        set(&mut body["pull_request"]["head"]["repo"]);
-        let pr = &mut body["pull_request"];
-        pr["number"] = json!(number);
-        pr["user"]["login"] = json!(author);
-        pr["head"]["sha"] = json!(head);
-        pr["head"]["ref"] = json!(format!("pr-{number}"));
-        pr["base"]["sha"] = json!(self.base);
-        pr["base"]["ref"] = json!("main");
-        pr["draft"] = json!(draft);
-        pr["html_url"] = json!(format!("https://github.com/{REPO}/pull/{number}"));
-        if action == "closed" {
-            pr["state"] = json!("closed");
-            pr["closed_at"] = json!("2026-12-06T10:00:00Z");
-        }
-        body["sender"]["login"] = json!(author);
-        if action == "synchronize" {
-            body["before"] = json!(self.base);
-            body["after"] = json!(head);
-        }
-        let raw = bytes(&body);
-        let errors = github_schema_errors("pull_request", &raw);
-        assert!(
-            errors.is_empty(),
-            "not a valid pull_request event: {errors:#?}"
-        );
-        raw
+        let url = self.git.url(REPO);
+        github_pull_request(&PullEvent {
+            action,
+            repo: REPO,
+            clone_url: &url,
+            number,
+            author,
+            head,
+            base: &self.base,
+            draft,
+        })
     }
 
     /// GitHub's `issue_comment` event: `author` says `text` on pull request
