@@ -38,6 +38,7 @@ pub mod kubelet;
 pub mod metrics;
 pub mod pki;
 pub mod plane;
+pub mod postgres;
 pub mod process;
 pub mod tekton;
 pub mod tenant;

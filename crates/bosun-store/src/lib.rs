@@ -39,7 +39,7 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-pub use prepared::PreparedFires;
+pub use prepared::{KeptFire, PreparedFires};
 pub use reports::{
     Enqueued, NewReport, ReportCounts, ReportFailure, ReportKind, ReportOutcome, ReportPolicy,
     StoredReport,
@@ -800,7 +800,7 @@ fn no_reports() -> StoreError {
 }
 
 /// What a second [`Store::set_report_policy`] answers.
-pub(crate) fn policy_set_already() -> StoreError {
+pub fn policy_set_already() -> StoreError {
     StoreError::Invalid("a report policy is installed already".into())
 }
 

@@ -74,6 +74,64 @@ impl PreparedFires {
     }
 }
 
+/// One prepared fire as a store outside this crate keeps it (see
+/// [`PreparedFires::of_fires`]).
+#[derive(Debug)]
+pub struct KeptFire {
+    /// Its periodic.
+    pub periodic: String,
+    /// The periodic's version the fire was decided on.
+    pub version: u64,
+    /// A run of one of its ticks existed at preparation: never committed.
+    pub conflict: bool,
+    /// The fire as decided (none for a fire another store prepared).
+    pub fire: Option<Fire>,
+}
+
+impl PreparedFires {
+    /// Fires prepared by a store that keeps them as decided, each with its
+    /// version and whether a run of its ticks existed at preparation.
+    pub fn of_fires(fires: Vec<KeptFire>) -> PreparedFires {
+        PreparedFires {
+            fires: fires
+                .into_iter()
+                .map(|k| PreparedFire {
+                    periodic: k.periodic,
+                    version: k.version,
+                    conflict: k.conflict || k.fire.is_none(),
+                    payload: match k.fire {
+                        Some(f) => Payload::Fire(f),
+                        None => Payload::Log(Box::new(LogEntry {
+                            runs: Vec::new(),
+                            line: 0..0,
+                            stripe: 0,
+                            templates_epoch: 0,
+                        })),
+                    },
+                })
+                .collect(),
+            log_body: String::new(),
+        }
+    }
+
+    /// The fires, as [`PreparedFires::of_fires`] took them (a fire another
+    /// store prepared has none).
+    pub fn into_fires(self) -> Vec<KeptFire> {
+        self.fires
+            .into_iter()
+            .map(|f| KeptFire {
+                periodic: f.periodic,
+                version: f.version,
+                conflict: f.conflict,
+                fire: match f.payload {
+                    Payload::Fire(fire) => Some(fire),
+                    Payload::Log(_) => None,
+                },
+            })
+            .collect()
+    }
+}
+
 impl std::fmt::Debug for PreparedFires {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PreparedFires")

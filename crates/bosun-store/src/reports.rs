@@ -69,8 +69,8 @@ pub trait ReportPolicy: Send + Sync {
 
 /// The entries of `policy` for a change, those the store can keep (an entry
 /// beyond `i64::MAX` is left out and logged), their `created_at` kept to
-/// the microsecond.
-pub(crate) fn policy_reports(
+/// the microsecond: what every store queues with the change.
+pub fn policy_reports(
     policy: &dyn ReportPolicy,
     run: &Run,
     before: Option<RunState>,

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use bosun_config::types::{JobType, Refs};
+use bosun_kubetest::postgres::Postgres;
+use bosun_postgres::{PgOptions, PgStore};
 use bosun_store::memory::MemoryStore;
 use bosun_store::repos::RETIRED_JOBS_KEPT;
 use bosun_store::sqlite::{SqliteOptions, SqliteStore};
@@ -55,12 +57,10 @@ impl TransitionObserver for Recorder {
     }
 }
 
-/// Runs `f` against a fresh store of every kind: in memory, SQLite, and
-/// SQLite with every fire going through its fire log.
 /// A store, its observer, and the directory its database lives in.
 type Observed<O> = (Arc<O>, Box<dyn Store>, Option<tempfile::TempDir>);
 
-/// Every store (memory; SQLite with and without the fire log), each with an
+/// Every store (memory; SQLite with and without the fire log; PostgreSQL), each with an
 /// observer of its own (and the directory its database lives in).
 fn observed_stores<O: TransitionObserver + Default + 'static>() -> Vec<Observed<O>> {
     let mut v: Vec<Observed<O>> = Vec::new();
@@ -80,7 +80,20 @@ fn observed_stores<O: TransitionObserver + Default + 'static>() -> Vec<Observed<
         .unwrap();
         v.push((o, Box::new(s), Some(dir)));
     }
+    let o = Arc::new(O::default());
+    v.push((o.clone(), Box::new(postgres_store(Some(o))), None));
     v
+}
+
+/// A PostgreSQL store on a new database of the test binary's server.
+fn postgres_store(observer: Option<Arc<dyn TransitionObserver>>) -> PgStore {
+    let url = Postgres::shared().database();
+    PgStore::open(
+        bosun_postgres::config(&url, None).unwrap(),
+        PgOptions::default(),
+        observer,
+    )
+    .unwrap()
 }
 
 fn each_store(f: impl Fn(&dyn Store, &Recorder)) {

@@ -1,0 +1,33 @@
+//! Database errors as the store's: every failure of the database or the
+//! connection is [`StoreError::Unavailable`] (nothing was written: the
+//! transaction is rolled back), with PostgreSQL's own message.
+
+use bosun_store::StoreError;
+
+/// A database error as [`StoreError::Unavailable`].
+pub(crate) fn unavailable(e: postgres::Error) -> StoreError {
+    StoreError::Unavailable(describe(&e))
+}
+
+/// A pool error (no connection within the pool's timeout) as
+/// [`StoreError::Unavailable`].
+pub(crate) fn no_connection(e: r2d2::Error) -> StoreError {
+    StoreError::Unavailable(format!("no connection to PostgreSQL: {e}"))
+}
+
+/// PostgreSQL's message and code, or the client's error.
+pub(crate) fn describe(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        None => e.to_string(),
+    }
+}
+
+/// True when the transaction failed only because it ran beside another
+/// (a serialization failure or a deadlock): it is tried again.
+pub(crate) fn is_conflict(e: &postgres::Error) -> bool {
+    e.code().is_some_and(|c| {
+        *c == postgres::error::SqlState::T_R_SERIALIZATION_FAILURE
+            || *c == postgres::error::SqlState::T_R_DEADLOCK_DETECTED
+    })
+}

@@ -1,0 +1,1482 @@
+//! bosun's PostgreSQL store: the [`Store`] trait on a database that several
+//! `bosun serve` replicas share, with the semantics of the SQLite store (the
+//! store conformance suite runs unchanged against both).
+//!
+//! The driver is `postgres` (rust-postgres, the synchronous face of
+//! `tokio-postgres`): the most used PostgreSQL client in Rust, speaking the
+//! protocol itself (no libpq), with `LISTEN`/`NOTIFY` and the database's own
+//! error codes. It is synchronous, as the [`Store`] trait is: no runtime of
+//! the store's leaks into its callers (`sqlx` and `deadpool` are async, and
+//! `sqlx`'s checked queries want a database at build time). Connections are
+//! pooled by `r2d2`.
+//!
+//! Every call is one transaction (read committed), retried on its own when
+//! PostgreSQL aborts it for a serialization failure or a deadlock; every
+//! other failure is [`StoreError::Unavailable`] with nothing written. What
+//! makes the rules hold under concurrency, each in the same transaction as
+//! the write it guards:
+//! - a tick's run is unique by `(periodic, scheduled_at, attempt)` (a unique
+//!   index; a second insert finds the first's run);
+//! - a run's transition locks its row (`FOR UPDATE`) before the state
+//!   machine decides;
+//! - webhook seqs are handed out under one row's lock, so they become
+//!   visible in order;
+//! - a report key's row is locked before its entries, so one key has one
+//!   pending entry, the newest.
+//!
+//! The report policy's entries for a change are written in the change's
+//! transaction, as in SQLite. Observers are told of this process's commits,
+//! after each commit.
+//!
+//! Creations are batched: a creator thread takes the creations waiting (from
+//! [`Store::create_run_then`] and [`Store::create_run`] alike) and commits
+//! them in one transaction, one commit for many runs; a batch that fails is
+//! tried again run by run, so one bad run fails alone.
+//!
+//! A periodic's version is a row set from a database sequence by every
+//! transaction that touches the periodic; a fire prepared ahead commits only
+//! if its periodic's row (locked) still holds the version it was decided on.
+
+#![warn(missing_docs)]
+
+mod error;
+mod rows;
+mod schema;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use bosun_store::reports::policy_reports;
+use bosun_store::repos::{Accepted, NewDelivery, RepoRecord, StoredDelivery};
+use bosun_store::run::apply;
+use bosun_store::{
+    count_by_labels, new_run_id, policy_set_already, Before, CreateDone, Created, Enqueued, Fire,
+    JobDemand, KeptFire, NewReport, NewRun, PeriodicRuns, PeriodicState, PreparedFires,
+    ReportCounts, ReportFailure, ReportPolicy, Run, RunCount, RunFilter, RunState, RunSummary,
+    SkippedTicks, Store, StoreError, StoredReport, TickOutcome, Transition, TransitionObserver,
+};
+use jiff::Timestamp;
+use postgres::types::ToSql;
+use postgres::{NoTls, Transaction};
+use r2d2_postgres::PostgresConnectionManager;
+
+use crate::error::{describe, is_conflict, no_connection, unavailable};
+use crate::rows::{
+    micros, opt_ts, to_json, ts, DELIVERY_COLUMNS, OUTCOME_COLUMNS, REPORT_COLUMNS, RUN_COLUMNS,
+};
+
+type Pool = r2d2::Pool<PostgresConnectionManager<NoTls>>;
+type Param<'a> = &'a (dyn ToSql + Sync);
+
+/// How many times a transaction PostgreSQL aborted for a conflict is tried.
+const CONFLICT_TRIES: usize = 8;
+
+/// At most this many creations commit in one transaction.
+const CREATE_BATCH: usize = 512;
+
+/// How the store connects.
+#[derive(Debug, Clone)]
+pub struct PgOptions {
+    /// The most connections this process opens.
+    pub max_connections: u32,
+    /// How long a call waits for a connection before it fails
+    /// ([`StoreError::Unavailable`]).
+    pub connect_timeout: Duration,
+}
+
+impl Default for PgOptions {
+    fn default() -> Self {
+        PgOptions {
+            max_connections: 16,
+            connect_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A failure inside a transaction: the database's (tried again when it is a
+/// conflict) or the store's own.
+enum Fail {
+    Db(postgres::Error),
+    Store(StoreError),
+}
+
+impl From<postgres::Error> for Fail {
+    fn from(e: postgres::Error) -> Self {
+        Fail::Db(e)
+    }
+}
+
+impl From<StoreError> for Fail {
+    fn from(e: StoreError) -> Self {
+        Fail::Store(e)
+    }
+}
+
+type Tx<'a, 'b> = &'a mut Transaction<'b>;
+
+/// A creation waiting for the creator thread.
+struct Creation {
+    new: NewRun,
+    at: Timestamp,
+    done: CreateDone,
+}
+
+/// The PostgreSQL store.
+pub struct PgStore {
+    pool: Pool,
+    observer: Option<Arc<dyn TransitionObserver>>,
+    policy: Arc<OnceLock<Arc<dyn ReportPolicy>>>,
+    /// Spec hashes known to be stored (specs are never deleted).
+    specs: Arc<Mutex<HashSet<String>>>,
+    creator: Mutex<mpsc::Sender<Creation>>,
+}
+
+/// A connection's settings from `url` (`postgres://user@host:port/db` or
+/// libpq's `key=value` form), with `password` when given (read from a file
+/// by the caller: a password is never in a URL on a command line).
+pub fn config(url: &str, password: Option<&str>) -> Result<postgres::Config, StoreError> {
+    let mut config: postgres::Config = url
+        .parse()
+        .map_err(|e| StoreError::Invalid(format!("the store's URL: {e}")))?;
+    if let Some(p) = password {
+        config.password(p.trim_end_matches(['\n', '\r']));
+    }
+    if config.get_application_name().is_none() {
+        config.application_name("bosun");
+    }
+    Ok(config)
+}
+
+impl PgStore {
+    /// Connects to the database `config` names, applies the migrations it
+    /// lacks (under a lock: replicas starting together apply each once), and
+    /// tells `observer` of this process's commits.
+    pub fn open(
+        config: postgres::Config,
+        options: PgOptions,
+        observer: Option<Arc<dyn TransitionObserver>>,
+    ) -> Result<PgStore, StoreError> {
+        let mut config = config;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(options.connect_timeout);
+        }
+        // The first connection, direct: its failure (a wrong password, no
+        // such database) is told as PostgreSQL said it, at once.
+        let mut first = config.connect(NoTls).map_err(|e| {
+            StoreError::Unavailable(format!("cannot connect to PostgreSQL: {}", describe(&e)))
+        })?;
+        schema::migrate(&mut first)?;
+        drop(first);
+        let manager = PostgresConnectionManager::new(config, NoTls);
+        let pool = r2d2::Pool::builder()
+            .max_size(options.max_connections.max(2))
+            .min_idle(Some(1))
+            .connection_timeout(options.connect_timeout)
+            // A broken connection is seen when a call fails on it (and the
+            // pool drops it then); testing each one on checkout would cost
+            // every call a round trip.
+            .test_on_check_out(false)
+            .build(manager)
+            .map_err(no_connection)?;
+        let (tx, rx) = mpsc::channel::<Creation>();
+        let store = PgStore {
+            pool,
+            observer,
+            policy: Arc::default(),
+            specs: Arc::default(),
+            creator: Mutex::new(tx),
+        };
+        let creator = Creator {
+            pool: store.pool.clone(),
+            observer: store.observer.clone(),
+            policy: store.policy.clone(),
+            specs: store.specs.clone(),
+        };
+        std::thread::Builder::new()
+            .name("bosun-pg-creator".into())
+            .spawn(move || creator.run(rx))
+            .map_err(|e| StoreError::Unavailable(format!("the creator thread: {e}")))?;
+        Ok(store)
+    }
+
+    /// Runs `f` in a transaction, tried again (from the start) when
+    /// PostgreSQL aborts it for a conflict; commits it.
+    fn write<T>(&self, f: impl FnMut(Tx<'_, '_>) -> Result<T, Fail>) -> Result<T, StoreError> {
+        in_transaction(&self.pool, f)
+    }
+
+    /// Runs `f` on a connection (reads: each statement sees what was
+    /// committed when it began).
+    fn read<T>(
+        &self,
+        f: impl FnOnce(&mut postgres::Client) -> Result<T, Fail>,
+    ) -> Result<T, StoreError> {
+        let mut c = self.pool.get().map_err(no_connection)?;
+        f(&mut c).map_err(|e| match e {
+            Fail::Db(e) => unavailable(e),
+            Fail::Store(e) => e,
+        })
+    }
+
+    /// Runs `f` in one read-only transaction, a snapshot (repeatable read):
+    /// its statements see the same data.
+    fn read_snapshot<T>(
+        &self,
+        f: impl FnOnce(Tx<'_, '_>) -> Result<T, Fail>,
+    ) -> Result<T, StoreError> {
+        let mut c = self.pool.get().map_err(no_connection)?;
+        let run = |c: &mut postgres::Client| -> Result<T, Fail> {
+            let mut tx = c
+                .build_transaction()
+                .isolation_level(postgres::IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()?;
+            let v = f(&mut tx)?;
+            tx.commit()?;
+            Ok(v)
+        };
+        run(&mut c).map_err(|e| match e {
+            Fail::Db(e) => unavailable(e),
+            Fail::Store(e) => e,
+        })
+    }
+
+    fn policy(&self) -> Option<&dyn ReportPolicy> {
+        self.policy.get().map(|p| p.as_ref())
+    }
+
+    /// Remembers spec hashes a committed transaction stored.
+    fn known_specs(&self, fresh: Vec<String>) {
+        self.specs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(fresh);
+    }
+
+    fn observe_created(&self, created: &[Created]) {
+        observe_created(self.observer.as_deref(), created);
+    }
+}
+
+/// Tells `observer` of the new runs among `created`.
+fn observe_created(observer: Option<&dyn TransitionObserver>, created: &[Created]) {
+    if let Some(o) = observer {
+        for c in created {
+            if let Created::New(run) = c {
+                o.on_change(run, None, None);
+            }
+        }
+    }
+}
+
+/// Runs `f` in a transaction of a connection of `pool`, tried again when
+/// PostgreSQL aborts it for a conflict; commits it.
+fn in_transaction<T>(
+    pool: &Pool,
+    mut f: impl FnMut(Tx<'_, '_>) -> Result<T, Fail>,
+) -> Result<T, StoreError> {
+    let mut c = pool.get().map_err(no_connection)?;
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let attempt = (|| -> Result<T, Fail> {
+            let mut tx = c.transaction()?;
+            let v = f(&mut tx)?;
+            tx.commit()?;
+            Ok(v)
+        })();
+        match attempt {
+            Ok(v) => return Ok(v),
+            Err(Fail::Db(e)) if is_conflict(&e) && tries < CONFLICT_TRIES => {
+                tracing::debug!(error = %describe(&e), "a store transaction is tried again");
+            }
+            Err(Fail::Db(e)) => return Err(unavailable(e)),
+            Err(Fail::Store(e)) => return Err(e),
+        }
+    }
+}
+
+/// `org/repo` of a run's refs, as SQLite's store puts it together.
+fn refs_repo(new: &NewRun) -> Option<String> {
+    new.refs.as_ref().map(|r| format!("{}/{}", r.org, r.repo))
+}
+
+/// The run of a tick, if one exists.
+fn tick_run(tx: Tx<'_, '_>, periodic: &str, at: i64, attempt: u32) -> Result<Option<Run>, Fail> {
+    let row = tx.query_opt(
+        &format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE periodic = $1 AND scheduled_at = $2 AND attempt = $3"
+        ),
+        &[&periodic, &at, &i64::from(attempt)],
+    )?;
+    Ok(row.as_ref().map(rows::run).transpose()?)
+}
+
+/// What a write transaction collects as it goes: the spec hashes it
+/// stored (known stored once it commits) and the periodics it touched
+/// (their versions are set once, before it commits).
+#[derive(Default)]
+struct Written {
+    fresh: Vec<String>,
+    touched: std::collections::BTreeSet<String>,
+}
+
+impl Written {
+    /// Sets the touched periodics' versions (in name order: transactions
+    /// lock the rows in one order).
+    fn finish(&mut self, tx: Tx<'_, '_>) -> Result<(), Fail> {
+        let touched: Vec<String> = std::mem::take(&mut self.touched).into_iter().collect();
+        if !touched.is_empty() {
+            tx.execute(
+                "INSERT INTO periodic_versions(periodic, version)
+                 SELECT p, nextval('periodic_changes') FROM unnest($1::text[]) AS p ORDER BY p
+                 ON CONFLICT (periodic) DO UPDATE SET version = EXCLUDED.version",
+                &[&touched],
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Stores a spec unless it is known to be stored.
+fn store_spec(
+    tx: Tx<'_, '_>,
+    specs: &Mutex<HashSet<String>>,
+    new: &NewRun,
+    w: &mut Written,
+) -> Result<(), Fail> {
+    let hash = new.spec.hash();
+    if specs
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .contains(hash)
+        || w.fresh.iter().any(|h| h == hash)
+    {
+        return Ok(());
+    }
+    tx.execute(
+        "INSERT INTO specs(hash, body) VALUES ($1, $2) ON CONFLICT (hash) DO NOTHING",
+        &[&hash, &new.spec.json()],
+    )?;
+    w.fresh.push(hash.to_string());
+    Ok(())
+}
+
+/// Creates a run in `tx` (or finds its tick's run), queueing the policy's
+/// reports of a new one.
+fn create_in(
+    tx: Tx<'_, '_>,
+    specs: &Mutex<HashSet<String>>,
+    policy: Option<&dyn ReportPolicy>,
+    new: NewRun,
+    at: Timestamp,
+    w: &mut Written,
+) -> Result<Created, Fail> {
+    let mut new = new;
+    new.scheduled_at = new.scheduled_at.map(bosun_store::run::micros);
+    let at = bosun_store::run::micros(at);
+    store_spec(tx, specs, &new, w)?;
+    let id = new_run_id();
+    let repo = refs_repo(&new);
+    let refs = new.refs.as_ref().map(to_json);
+    let extra = to_json(&new.extra_refs);
+    let labels = to_json(&new.labels);
+    let annotations = to_json(&new.annotations);
+    let scheduled = new.scheduled_at.map(micros);
+    let row = tx.query_opt(
+        "INSERT INTO runs(id, build_id, job, job_type, periodic, configured_cluster, refs, extra_refs, labels, annotations, spec_hash, scheduled_at, attempt, pod_revival_count, created_at, state, description, refs_repo)
+         VALUES ($1, nextval('build_ids'), $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 0, $13, $14, $15, $16)
+         ON CONFLICT (periodic, scheduled_at, attempt) WHERE periodic IS NOT NULL AND scheduled_at IS NOT NULL DO NOTHING
+         RETURNING seq, build_id",
+        &[
+            &id,
+            &new.job,
+            &new.job_type.as_str(),
+            &new.periodic,
+            &new.configured_cluster,
+            &refs,
+            &extra,
+            &labels,
+            &annotations,
+            &new.spec.hash(),
+            &scheduled,
+            &i64::from(new.attempt),
+            &micros(at),
+            &new.state.as_str(),
+            &new.description,
+            &repo,
+        ],
+    )?;
+    let Some(row) = row else {
+        // A tick's run committed beside this transaction.
+        let (p, s) = (
+            new.periodic.as_deref().unwrap_or_default(),
+            scheduled.unwrap_or_default(),
+        );
+        return match tick_run(tx, p, s, new.attempt)? {
+            Some(run) => Ok(Created::Existing(run)),
+            None => Err(StoreError::Unavailable(format!(
+                "the run of {p} at {s} was neither created nor found"
+            ))
+            .into()),
+        };
+    };
+    let seq: i64 = row.get(0);
+    let build_id: i64 = row.get(1);
+    if let (Some(repo), Some(refs)) = (&repo, &new.refs) {
+        for p in &refs.pulls {
+            tx.execute(
+                "INSERT INTO run_pulls(seq, repo, number, sha) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+                &[&seq, repo, &p.number, &p.sha],
+            )?;
+        }
+    }
+    if let Some(p) = &new.periodic {
+        w.touched.insert(p.clone());
+    }
+    let hash = new.spec.hash().to_string();
+    let run = new.into_run(id, build_id, hash, at);
+    if let Some(policy) = policy {
+        queue_reports(tx, policy_reports(policy, &run, None))?;
+    }
+    Ok(Created::New(run))
+}
+
+/// Queues `entries` in `tx`, by [`Store::enqueue_reports`]'s rules.
+fn queue_reports(tx: Tx<'_, '_>, entries: Vec<NewReport>) -> Result<Vec<Enqueued>, Fail> {
+    entries.into_iter().map(|r| enqueue_one(tx, r)).collect()
+}
+
+/// Queues one report: its key's row locked first (made if it has none).
+fn enqueue_one(tx: Tx<'_, '_>, r: NewReport) -> Result<Enqueued, Fail> {
+    let created_at = micros(bosun_store::run::micros(r.created_at));
+    let version = r.version as i64;
+    let key = tx.query_opt(
+        "SELECT newest, pending FROM report_keys WHERE key = $1 FOR UPDATE",
+        &[&r.key],
+    )?;
+    let pending: Option<i64> = match key {
+        Some(row) => {
+            let newest: i64 = row.get(0);
+            if version <= newest {
+                return Ok(Enqueued::Stale {
+                    newest: newest as u64,
+                });
+            }
+            row.get(1)
+        }
+        None => {
+            let made = tx.execute(
+                "INSERT INTO report_keys(key, newest, pending) VALUES ($1, $2, NULL) ON CONFLICT (key) DO NOTHING",
+                &[&r.key, &version],
+            )?;
+            if made == 0 {
+                // Made beside this transaction: decide on it, locked.
+                return enqueue_one(tx, r);
+            }
+            None
+        }
+    };
+    if let Some(old) = pending {
+        tx.execute(
+            "UPDATE reports SET state = 'superseded', finished_at = $2, superseded_by = $3 WHERE id = $1 AND state = 'pending'",
+            &[&old, &created_at, &version],
+        )?;
+    }
+    let id: i64 = tx
+        .query_one(
+            "INSERT INTO reports(key, kind, run_id, version, payload, created_at, next_attempt_at, state)
+             VALUES ($1, $2, $3, $4, $5, $6, $6, 'pending') RETURNING id",
+            &[
+                &r.key,
+                &r.kind.as_str(),
+                &r.run_id,
+                &version,
+                &to_json(&r.payload),
+                &created_at,
+            ],
+        )?
+        .get(0);
+    tx.execute(
+        "UPDATE report_keys SET newest = $2, pending = $3 WHERE key = $1",
+        &[&r.key, &version, &id],
+    )?;
+    Ok(Enqueued::Queued {
+        id: id as u64,
+        superseded: pending.map(|p| p as u64),
+    })
+}
+
+/// Commits one evaluation of a periodic in `tx`: its runs, its outcomes
+/// (with their runs' ids) and its schedule state.
+fn fire_in(
+    tx: Tx<'_, '_>,
+    specs: &Mutex<HashSet<String>>,
+    policy: Option<&dyn ReportPolicy>,
+    fire: Fire,
+    at: Timestamp,
+    w: &mut Written,
+) -> Result<Vec<Created>, Fail> {
+    let created = fire
+        .runs
+        .into_iter()
+        .map(|r| create_in(tx, specs, policy, r, at, w))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut outcomes = fire.outcomes;
+    for o in &mut outcomes {
+        o.fill_run_id(&created);
+        w.touched.insert(o.periodic.clone());
+    }
+    put_outcomes(tx, &outcomes)?;
+    put_state(tx, &fire.state)?;
+    w.touched.insert(fire.state.periodic.clone());
+    Ok(created)
+}
+
+/// Records outcomes in `tx`.
+fn put_outcomes(tx: Tx<'_, '_>, outcomes: &[TickOutcome]) -> Result<(), Fail> {
+    for o in outcomes {
+        tx.execute(
+            &format!(
+                "INSERT INTO tick_outcomes({OUTCOME_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)"
+            ),
+            &[
+                &o.periodic,
+                &micros(o.first_tick),
+                &micros(o.last_tick),
+                &(o.count as i64),
+                &o.outcome,
+                &o.run_id,
+                &micros(o.recorded_at),
+            ],
+        )?;
+    }
+    Ok(())
+}
+
+/// Writes a periodic's schedule state in `tx`.
+fn put_state(tx: Tx<'_, '_>, s: &PeriodicState) -> Result<(), Fail> {
+    tx.execute(
+        "INSERT INTO periodic_state(periodic, schedule_hash, first_seen, last_tick, paused, queued)
+         VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (periodic) DO UPDATE SET schedule_hash = $2, first_seen = $3, last_tick = $4, paused = $5, queued = $6",
+        &[
+            &s.periodic,
+            &s.schedule_hash,
+            &micros(s.first_seen),
+            &s.last_tick.map(micros),
+            &s.paused,
+            &s.queued.map(micros),
+        ],
+    )?;
+    Ok(())
+}
+
+/// The creator thread's view of the store.
+struct Creator {
+    pool: Pool,
+    observer: Option<Arc<dyn TransitionObserver>>,
+    policy: Arc<OnceLock<Arc<dyn ReportPolicy>>>,
+    specs: Arc<Mutex<HashSet<String>>>,
+}
+
+impl Creator {
+    /// Takes the creations waiting and commits them together, until the
+    /// store is dropped.
+    fn run(self, rx: mpsc::Receiver<Creation>) {
+        while let Ok(first) = rx.recv() {
+            let mut batch = vec![first];
+            while batch.len() < CREATE_BATCH {
+                match rx.try_recv() {
+                    Ok(c) => batch.push(c),
+                    Err(_) => break,
+                }
+            }
+            self.commit(batch);
+        }
+    }
+
+    fn commit(&self, batch: Vec<Creation>) {
+        let policy = self.policy.get().map(|p| p.as_ref());
+        let mut w = Written::default();
+        let together = in_transaction(&self.pool, |tx| {
+            w = Written::default();
+            let created = batch
+                .iter()
+                .map(|c| create_in(tx, &self.specs, policy, c.new.clone(), c.at, &mut w))
+                .collect::<Result<Vec<Created>, Fail>>()?;
+            w.finish(tx)?;
+            Ok(created)
+        });
+        match together {
+            Ok(created) => {
+                self.specs
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .extend(w.fresh);
+                observe_created(self.observer.as_deref(), &created);
+                for (c, r) in batch.into_iter().zip(created) {
+                    (c.done)(Ok(r));
+                }
+            }
+            Err(_) if batch.len() > 1 => {
+                // One bad run fails alone: each on its own.
+                for c in batch {
+                    self.commit(vec![c]);
+                }
+            }
+            Err(e) => {
+                // A batch of one.
+                if let Some(c) = batch.into_iter().next() {
+                    (c.done)(Err(e));
+                }
+            }
+        }
+    }
+}
+
+impl Store for PgStore {
+    fn create_run(&self, new: NewRun, at: Timestamp) -> Result<Created, StoreError> {
+        let (tx, rx) = mpsc::channel();
+        self.create_run_then(
+            new,
+            at,
+            Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        );
+        rx.recv()
+            .unwrap_or_else(|_| Err(StoreError::Unavailable("the creator thread is gone".into())))
+    }
+
+    fn create_run_then(&self, new: NewRun, at: Timestamp, done: CreateDone) {
+        let sent = self
+            .creator
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .send(Creation { new, at, done });
+        if let Err(mpsc::SendError(c)) = sent {
+            (c.done)(Err(StoreError::Unavailable(
+                "the creator thread is gone".into(),
+            )));
+        }
+    }
+
+    fn transition(&self, id: &str, t: Transition) -> Result<Run, StoreError> {
+        let policy = self.policy();
+        let (run, from, cluster) = self.write(|tx| {
+            let row = tx.query_opt(
+                &format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1 FOR UPDATE"),
+                &[&id],
+            )?;
+            let Some(row) = row else {
+                return Err(StoreError::NotFound(id.to_string()).into());
+            };
+            let mut run = rows::run(&row)?;
+            let from = run.state;
+            let cluster = t.cluster.as_ref().and(run.cluster.clone());
+            apply(&mut run, &t)?;
+            tx.execute(
+                "UPDATE runs SET state = $2, description = $3, cluster = $4, url = $5, pending_at = $6, completed_at = $7, pod_revival_count = $8 WHERE id = $1",
+                &[
+                    &run.id,
+                    &run.state.as_str(),
+                    &run.description,
+                    &run.cluster,
+                    &run.url,
+                    &run.pending_at.map(micros),
+                    &run.completed_at.map(micros),
+                    &i64::from(run.pod_revival_count),
+                ],
+            )?;
+            if let Some(policy) = policy {
+                queue_reports(tx, policy_reports(policy, &run, Some(from)))?;
+            }
+            if let Some(p) = &run.periodic {
+                let mut w = Written::default();
+                w.touched.insert(p.clone());
+                w.finish(tx)?;
+            }
+            Ok((run, from, cluster))
+        })?;
+        if let Some(o) = &self.observer {
+            let cluster = match t.cluster {
+                Some(_) => cluster.as_deref(),
+                None => run.cluster.as_deref(),
+            };
+            o.on_change(
+                &run,
+                None,
+                Some(Before {
+                    state: from,
+                    cluster,
+                }),
+            );
+        }
+        Ok(run)
+    }
+
+    fn get(&self, id: &str) -> Result<Option<Run>, StoreError> {
+        self.read(|c| {
+            let row = c.query_opt(
+                &format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1"),
+                &[&id],
+            )?;
+            Ok(row.as_ref().map(rows::run).transpose()?)
+        })
+    }
+
+    fn list(&self, f: &RunFilter) -> Result<Vec<Run>, StoreError> {
+        let (sql, args) = list_query(f);
+        let params: Vec<Param<'_>> = args.iter().map(|a| a.as_ref() as Param<'_>).collect();
+        let page = |tx: Tx<'_, '_>| -> Result<Vec<Run>, Fail> {
+            let found = tx.query(&sql, &params)?;
+            let mut runs = found.iter().map(rows::run).collect::<Result<Vec<_>, _>>()?;
+            if runs.is_empty() {
+                for id in [&f.after, &f.before].into_iter().flatten() {
+                    if tx
+                        .query_opt("SELECT 1 FROM runs WHERE id = $1", &[id])?
+                        .is_none()
+                    {
+                        return Err(StoreError::NotFound(id.clone()).into());
+                    }
+                }
+            }
+            if f.counted_back() {
+                runs.reverse();
+            }
+            Ok(runs)
+        };
+        if f.after.is_some() || f.before.is_some() {
+            self.read_snapshot(page)
+        } else {
+            self.read(|c| {
+                let mut tx = c.transaction()?;
+                let v = page(&mut tx)?;
+                tx.commit()?;
+                Ok(v)
+            })
+        }
+    }
+
+    fn spec(&self, hash: &str) -> Result<Option<serde_json::Value>, StoreError> {
+        let body: Option<String> = self.read(|c| {
+            Ok(
+                c.query_opt("SELECT body FROM specs WHERE hash = $1", &[&hash])?
+                    .map(|r| r.get(0)),
+            )
+        })?;
+        body.map(|b| serde_json::from_str(&b).map_err(|e| StoreError::Invalid(e.to_string())))
+            .transpose()
+    }
+
+    fn periodic_state(&self, periodic: &str) -> Result<Option<PeriodicState>, StoreError> {
+        self.read(|c| {
+            let row = c.query_opt(
+                "SELECT periodic, schedule_hash, first_seen, last_tick, paused, queued FROM periodic_state WHERE periodic = $1",
+                &[&periodic],
+            )?;
+            Ok(row.as_ref().map(rows::state).transpose()?)
+        })
+    }
+
+    fn put_periodic_state(&self, state: &PeriodicState) -> Result<(), StoreError> {
+        self.write(|tx| {
+            put_state(tx, state)?;
+            let mut w = Written::default();
+            w.touched.insert(state.periodic.clone());
+            w.finish(tx)
+        })
+    }
+
+    fn record_outcomes(&self, outcomes: &[TickOutcome]) -> Result<(), StoreError> {
+        self.write(|tx| {
+            put_outcomes(tx, outcomes)?;
+            let mut w = Written::default();
+            w.touched
+                .extend(outcomes.iter().map(|o| o.periodic.clone()));
+            w.finish(tx)
+        })
+    }
+
+    fn outcomes(&self, periodic: &str) -> Result<Vec<TickOutcome>, StoreError> {
+        self.read(|c| {
+            let found = c.query(
+                &format!("SELECT {OUTCOME_COLUMNS} FROM tick_outcomes WHERE periodic = $1 ORDER BY first_tick, id"),
+                &[&periodic],
+            )?;
+            Ok(found.iter().map(rows::outcome).collect::<Result<_, _>>()?)
+        })
+    }
+
+    fn skipped_ticks(&self, periodic: &str, limit: usize) -> Result<SkippedTicks, StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.read_snapshot(|tx| {
+            let found = tx.query(
+                &format!("SELECT {OUTCOME_COLUMNS} FROM tick_outcomes WHERE periodic = $1 AND outcome <> 'run' ORDER BY first_tick DESC, id DESC LIMIT $2"),
+                &[&periodic, &limit],
+            )?;
+            let recent = found.iter().map(rows::outcome).collect::<Result<_, _>>()?;
+            let total: i64 = tx
+                .query_one(
+                    "SELECT COALESCE(SUM(count), 0)::BIGINT FROM tick_outcomes WHERE periodic = $1 AND outcome <> 'run'",
+                    &[&periodic],
+                )?
+                .get(0);
+            Ok(SkippedTicks {
+                recent,
+                total: total as u64,
+            })
+        })
+    }
+
+    fn count_runs(&self) -> Result<Vec<RunCount>, StoreError> {
+        self.read(|c| {
+            let found = c.query(
+                "SELECT job, job_type, state,
+                    CASE WHEN refs IS NOT NULL THEN COALESCE(refs::jsonb->>'org', '') ELSE COALESCE(extra_refs::jsonb->0->>'org', '') END,
+                    CASE WHEN refs IS NOT NULL THEN COALESCE(refs::jsonb->>'repo', '') ELSE COALESCE(extra_refs::jsonb->0->>'repo', '') END,
+                    COALESCE(CASE WHEN refs IS NOT NULL THEN refs::jsonb->>'base_ref' ELSE extra_refs::jsonb->0->>'base_ref' END, ''),
+                    COALESCE(cluster, configured_cluster),
+                    COALESCE(labels::jsonb->>'prow.k8s.io/retest', '') = 'true',
+                    COUNT(*)
+                 FROM runs GROUP BY 1, 2, 3, 4, 5, 6, 7, 8 ORDER BY 1, 2, 3, 4, 5, 6, 7, 8",
+                &[],
+            )?;
+            Ok(found
+                .iter()
+                .map(|r| RunCount {
+                    job: r.get(0),
+                    job_type: r.get(1),
+                    state: r.get(2),
+                    org: r.get(3),
+                    repo: r.get(4),
+                    base_ref: r.get(5),
+                    cluster: r.get(6),
+                    retest: r.get(7),
+                    count: r.get::<_, i64>(8) as u64,
+                })
+                .collect())
+        })
+    }
+
+    fn job_demand(&self, since: Timestamp, now: Timestamp) -> Result<Vec<JobDemand>, StoreError> {
+        self.read(|c| {
+            let found = c.query(
+                "SELECT job, COUNT(*), SUM(GREATEST(0, COALESCE(completed_at, $2) - pending_at))::BIGINT
+                 FROM runs WHERE pending_at >= $1 GROUP BY job ORDER BY job",
+                &[&micros(since), &micros(now)],
+            )?;
+            Ok(found
+                .iter()
+                .map(|r| JobDemand {
+                    job: r.get(0),
+                    runs: r.get::<_, i64>(1) as u64,
+                    run_seconds: r.get::<_, i64>(2) as f64 / 1e6,
+                })
+                .collect())
+        })
+    }
+
+    fn commit_fire(&self, fire: Fire, at: Timestamp) -> Result<Vec<Created>, StoreError> {
+        let policy = self.policy();
+        let mut w = Written::default();
+        let created = self.write(|tx| {
+            w = Written::default();
+            let created = fire_in(tx, &self.specs, policy, fire.clone(), at, &mut w)?;
+            w.finish(tx)?;
+            Ok(created)
+        })?;
+        self.known_specs(w.fresh);
+        self.observe_created(&created);
+        Ok(created)
+    }
+
+    fn periodic_versions(&self, periodics: &[String]) -> Option<Vec<u64>> {
+        let found = self.read_snapshot(|tx| {
+            let floor: i64 = tx
+                .query_one("SELECT value FROM meta WHERE key = 'version_floor'", &[])?
+                .get(0);
+            let versions: HashMap<String, i64> = tx
+                .query(
+                    "SELECT periodic, version FROM periodic_versions WHERE periodic = ANY($1)",
+                    &[&periodics],
+                )?
+                .iter()
+                .map(|r| (r.get(0), r.get(1)))
+                .collect();
+            Ok(periodics
+                .iter()
+                .map(|p| versions.get(p).copied().unwrap_or(0).max(floor) as u64)
+                .collect())
+        });
+        match found {
+            Ok(v) => Some(v),
+            Err(e) => {
+                tracing::warn!(error = %e, "the periodics' versions cannot be read");
+                None
+            }
+        }
+    }
+
+    fn prepare_fires(&self, fires: Vec<(Fire, u64)>) -> Result<PreparedFires, StoreError> {
+        let kept = self.read_snapshot(|tx| {
+            let mut kept = Vec::with_capacity(fires.len());
+            for (fire, version) in &fires {
+                let mut conflict = false;
+                for r in &fire.runs {
+                    if let (Some(p), Some(s)) = (&r.periodic, r.scheduled_at) {
+                        let s = micros(bosun_store::run::micros(s));
+                        if tick_run(tx, p, s, r.attempt)?.is_some() {
+                            conflict = true;
+                            break;
+                        }
+                    }
+                }
+                kept.push(KeptFire {
+                    periodic: fire.state.periodic.clone(),
+                    version: *version,
+                    conflict,
+                    fire: Some(fire.clone()),
+                });
+            }
+            Ok(kept)
+        })?;
+        Ok(PreparedFires::of_fires(kept))
+    }
+
+    fn commit_prepared(
+        &self,
+        prepared: PreparedFires,
+        at: Timestamp,
+    ) -> Vec<Result<Vec<Created>, StoreError>> {
+        let fires = prepared.into_fires();
+        let policy = self.policy();
+        let mut w = Written::default();
+        let outcome = self.write(|tx| {
+            w = Written::default();
+            let floor: i64 = tx
+                .query_one(
+                    "SELECT value FROM meta WHERE key = 'version_floor' FOR SHARE",
+                    &[],
+                )?
+                .get(0);
+            let mut seen = HashSet::new();
+            let mut out = Vec::with_capacity(fires.len());
+            for f in &fires {
+                let fresh = seen.insert(f.periodic.clone());
+                let fire = match (&f.fire, f.conflict, fresh) {
+                    (Some(fire), false, true) => fire,
+                    _ => {
+                        out.push(None);
+                        continue;
+                    }
+                };
+                tx.execute(
+                    "INSERT INTO periodic_versions(periodic, version) VALUES ($1, 0) ON CONFLICT (periodic) DO NOTHING",
+                    &[&f.periodic],
+                )?;
+                let version: i64 = tx
+                    .query_one(
+                        "SELECT version FROM periodic_versions WHERE periodic = $1 FOR UPDATE",
+                        &[&f.periodic],
+                    )?
+                    .get(0);
+                if version.max(floor) as u64 != f.version {
+                    out.push(None);
+                    continue;
+                }
+                out.push(Some(fire_in(tx, &self.specs, policy, fire.clone(), at, &mut w)?));
+            }
+            w.finish(tx)?;
+            Ok(out)
+        });
+        match outcome {
+            Ok(out) => {
+                self.known_specs(std::mem::take(&mut w.fresh));
+                fires
+                    .into_iter()
+                    .zip(out)
+                    .map(|(f, created)| match created {
+                        Some(created) => {
+                            self.observe_created(&created);
+                            Ok(created)
+                        }
+                        None => Err(StoreError::Stale(f.periodic)),
+                    })
+                    .collect()
+            }
+            Err(e) => {
+                let message = e.to_string();
+                fires
+                    .iter()
+                    .map(|_| Err(StoreError::Unavailable(message.clone())))
+                    .collect()
+            }
+        }
+    }
+
+    fn periodic_states(
+        &self,
+        periodics: &[String],
+    ) -> Result<HashMap<String, PeriodicState>, StoreError> {
+        self.read(|c| {
+            let found = c.query(
+                "SELECT periodic, schedule_hash, first_seen, last_tick, paused, queued FROM periodic_state WHERE periodic = ANY($1)",
+                &[&periodics],
+            )?;
+            let mut out = HashMap::new();
+            for r in &found {
+                let s = rows::state(r)?;
+                out.insert(s.periodic.clone(), s);
+            }
+            Ok(out)
+        })
+    }
+
+    fn periodic_runs(
+        &self,
+        periodics: &[String],
+    ) -> Result<HashMap<String, PeriodicRuns>, StoreError> {
+        self.read_snapshot(|tx| {
+            let last = tx.query(
+                "SELECT DISTINCT ON (periodic) periodic, created_at, completed_at, scheduled_at, attempt, state
+                 FROM runs WHERE periodic = ANY($1) ORDER BY periodic, seq DESC",
+                &[&periodics],
+            )?;
+            let active: HashSet<String> = tx
+                .query(
+                    "SELECT DISTINCT periodic FROM runs WHERE periodic = ANY($1) AND completed_at IS NULL",
+                    &[&periodics],
+                )?
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            let mut out = HashMap::new();
+            for r in &last {
+                let periodic: String = r.get(0);
+                let state: String = r.get(5);
+                let summary = RunSummary {
+                    created_at: ts(r.get(1))?,
+                    completed_at: opt_ts(r.get(2))?,
+                    scheduled_at: opt_ts(r.get(3))?,
+                    attempt: r.get::<_, i64>(4) as u32,
+                    state: state
+                        .parse::<RunState>()
+                        .map_err(StoreError::Invalid)?,
+                };
+                let is_active = active.contains(&periodic);
+                out.insert(
+                    periodic,
+                    PeriodicRuns {
+                        last: Some(summary),
+                        active: is_active,
+                    },
+                );
+            }
+            for p in periodics {
+                out.entry(p.clone()).or_default();
+            }
+            Ok(out)
+        })
+    }
+
+    fn delete_completed_before(&self, cutoff: Timestamp) -> Result<Vec<String>, StoreError> {
+        let deleted = self.write(|tx| {
+            let found = tx.query(
+                &format!(
+                    "DELETE FROM runs WHERE completed_at IS NOT NULL AND completed_at < $1
+                     AND seq NOT IN (SELECT MAX(seq) FROM runs WHERE periodic IS NOT NULL GROUP BY periodic)
+                     RETURNING {RUN_COLUMNS}"
+                ),
+                &[&micros(cutoff)],
+            )?;
+            if !found.is_empty() {
+                tx.execute(
+                    "UPDATE meta SET value = nextval('periodic_changes') WHERE key = 'version_floor'",
+                    &[],
+                )?;
+            }
+            Ok(found.iter().map(rows::run).collect::<Result<Vec<_>, _>>()?)
+        })?;
+        if let (Some(o), false) = (&self.observer, deleted.is_empty()) {
+            o.on_deleted(&count_by_labels(&deleted));
+        }
+        Ok(deleted.into_iter().map(|r| r.id).collect())
+    }
+
+    fn put_repo(&self, record: &RepoRecord) -> Result<(), StoreError> {
+        let mut record = record.clone();
+        record.cap_retired_jobs();
+        let body = to_json(&record);
+        self.write(|tx| {
+            tx.execute(
+                "INSERT INTO repos(repo, record) VALUES ($1, $2) ON CONFLICT (repo) DO UPDATE SET record = $2",
+                &[&record.repo, &body],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn repos(&self) -> Result<Vec<RepoRecord>, StoreError> {
+        self.read(|c| {
+            let found = c.query("SELECT record FROM repos ORDER BY repo", &[])?;
+            Ok(found
+                .iter()
+                .map(|r| rows::json(r.get(0)))
+                .collect::<Result<_, _>>()?)
+        })
+    }
+
+    fn delete_repo(&self, repo: &str) -> Result<bool, StoreError> {
+        self.write(|tx| Ok(tx.execute("DELETE FROM repos WHERE repo = $1", &[&repo])? > 0))
+    }
+
+    fn accept_delivery(&self, d: NewDelivery) -> Result<Accepted, StoreError> {
+        self.write(|tx| {
+            // The seq row's lock first: accepts commit in seq order, and the
+            // duplicate check below sees every accept before this one.
+            let seq: i64 = tx
+                .query_one(
+                    "UPDATE meta SET value = value + 1 WHERE key = 'delivery_seq' RETURNING value",
+                    &[],
+                )?
+                .get(0);
+            if !d.delivery_id.is_empty() {
+                if let Some(r) = tx.query_opt(
+                    "SELECT seq, processed_at IS NOT NULL FROM deliveries WHERE forge = $1 AND delivery_id = $2",
+                    &[&d.forge, &d.delivery_id],
+                )? {
+                    // Handing out nothing: the seq's increment is undone.
+                    tx.execute(
+                        "UPDATE meta SET value = value - 1 WHERE key = 'delivery_seq'",
+                        &[],
+                    )?;
+                    return Ok(Accepted::Duplicate {
+                        seq: r.get::<_, i64>(0) as u64,
+                        processed: r.get(1),
+                    });
+                }
+            }
+            tx.execute(
+                &format!("INSERT INTO deliveries({DELIVERY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)"),
+                &[
+                    &seq,
+                    &d.forge,
+                    &d.event,
+                    &d.delivery_id,
+                    &d.repo,
+                    &d.body,
+                    &micros(bosun_store::run::micros(d.received_at)),
+                ],
+            )?;
+            Ok(Accepted::New { seq: seq as u64 })
+        })
+    }
+
+    fn pending_deliveries(
+        &self,
+        after_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<StoredDelivery>, StoreError> {
+        let after = i64::try_from(after_seq).unwrap_or(i64::MAX);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.read(|c| {
+            let found = c.query(
+                &format!("SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE processed_at IS NULL AND seq > $1 ORDER BY seq LIMIT $2"),
+                &[&after, &limit],
+            )?;
+            Ok(found.iter().map(rows::delivery).collect::<Result<_, _>>()?)
+        })
+    }
+
+    fn delivery(&self, seq: u64) -> Result<Option<StoredDelivery>, StoreError> {
+        let seq = i64::try_from(seq).unwrap_or(i64::MAX);
+        self.read(|c| {
+            let row = c.query_opt(
+                &format!("SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE seq = $1"),
+                &[&seq],
+            )?;
+            Ok(row.as_ref().map(rows::delivery).transpose()?)
+        })
+    }
+
+    fn mark_processed(&self, seqs: &[u64], at: Timestamp) -> Result<(), StoreError> {
+        let seqs: Vec<i64> = seqs.iter().filter_map(|s| i64::try_from(*s).ok()).collect();
+        let at = micros(bosun_store::run::micros(at));
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE deliveries SET body = NULL, processed_at = $2 WHERE seq = ANY($1) AND processed_at IS NULL",
+                &[&seqs, &at],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn prune_deliveries(&self, before: Timestamp) -> Result<usize, StoreError> {
+        let before = micros(bosun_store::run::micros(before));
+        self.write(|tx| {
+            Ok(tx.execute(
+                "DELETE FROM deliveries WHERE processed_at IS NOT NULL AND received_at < $1",
+                &[&before],
+            )? as usize)
+        })
+    }
+
+    fn active_runs_of_pull(&self, repo: &str, number: i64) -> Result<Vec<Run>, StoreError> {
+        self.read(|c| {
+            let found = c.query(
+                &format!(
+                    "SELECT {RUN_COLUMNS} FROM runs WHERE seq IN (SELECT seq FROM run_pulls WHERE repo = $1 AND number = $2)
+                     AND job_type = 'presubmit' AND completed_at IS NULL ORDER BY seq"
+                ),
+                &[&repo, &number],
+            )?;
+            Ok(found.iter().map(rows::run).collect::<Result<_, _>>()?)
+        })
+    }
+
+    fn latest_runs_of_head(
+        &self,
+        repo: &str,
+        number: i64,
+        sha: &str,
+    ) -> Result<Vec<Run>, StoreError> {
+        self.read(|c| {
+            let found = c.query(
+                &format!(
+                    "SELECT DISTINCT ON (job) {RUN_COLUMNS} FROM runs
+                     WHERE seq IN (SELECT seq FROM run_pulls WHERE repo = $1 AND number = $2 AND sha = $3)
+                     AND job_type = 'presubmit' ORDER BY job, seq DESC"
+                ),
+                &[&repo, &number, &sha],
+            )?;
+            Ok(found.iter().map(rows::run).collect::<Result<_, _>>()?)
+        })
+    }
+
+    fn set_report_policy(&self, policy: Arc<dyn ReportPolicy>) -> Result<(), StoreError> {
+        self.policy.set(policy).map_err(|_| policy_set_already())
+    }
+
+    fn enqueue_reports(&self, entries: Vec<NewReport>) -> Result<Vec<Enqueued>, StoreError> {
+        for r in &entries {
+            r.check()?;
+        }
+        self.write(|tx| queue_reports(tx, entries.clone()))
+    }
+
+    fn due_reports(&self, now: Timestamp, limit: usize) -> Result<Vec<StoredReport>, StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.read(|c| {
+            let found = c.query(
+                &format!("SELECT {REPORT_COLUMNS} FROM reports WHERE state = 'pending' AND next_attempt_at <= $1 ORDER BY id LIMIT $2"),
+                &[&micros(now), &limit],
+            )?;
+            Ok(found.iter().map(rows::report).collect::<Result<_, _>>()?)
+        })
+    }
+
+    fn report_delivered(&self, id: u64, version: u64, at: Timestamp) -> Result<bool, StoreError> {
+        self.write(|tx| report_attempt(tx, id, version, None, at))
+    }
+
+    fn report_failed(
+        &self,
+        id: u64,
+        version: u64,
+        failure: ReportFailure,
+        at: Timestamp,
+    ) -> Result<bool, StoreError> {
+        self.write(|tx| report_attempt(tx, id, version, Some(failure.clone()), at))
+    }
+
+    fn reports_of_run(&self, run_id: &str) -> Result<Vec<StoredReport>, StoreError> {
+        self.read(|c| {
+            let found = c.query(
+                &format!("SELECT {REPORT_COLUMNS} FROM reports WHERE run_id = $1 ORDER BY id"),
+                &[&run_id],
+            )?;
+            Ok(found.iter().map(rows::report).collect::<Result<_, _>>()?)
+        })
+    }
+
+    fn report_counts(&self) -> Result<ReportCounts, StoreError> {
+        self.read(|c| {
+            let r = c.query_one(
+                "SELECT COUNT(*) FILTER (WHERE state = 'pending'), COUNT(*) FILTER (WHERE state = 'refused') FROM reports",
+                &[],
+            )?;
+            Ok(ReportCounts {
+                pending: r.get::<_, i64>(0) as u64,
+                refused: r.get::<_, i64>(1) as u64,
+            })
+        })
+    }
+
+    fn prune_reports(&self, before: Timestamp) -> Result<usize, StoreError> {
+        let before = micros(bosun_store::run::micros(before));
+        self.write(|tx| {
+            let gone = tx.query(
+                "DELETE FROM reports WHERE state <> 'pending' AND finished_at < $1 RETURNING key",
+                &[&before],
+            )?;
+            let keys: Vec<String> = gone
+                .iter()
+                .map(|r| r.get::<_, String>(0))
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            tx.execute(
+                "DELETE FROM report_keys k WHERE k.key = ANY($1) AND NOT EXISTS (SELECT 1 FROM reports r WHERE r.key = k.key)",
+                &[&keys],
+            )?;
+            Ok(gone.len())
+        })
+    }
+}
+
+/// Ends or reschedules the pending entry `id` of `version` (`None`:
+/// delivered); its key's row is locked first, as an enqueue locks it.
+fn report_attempt(
+    tx: Tx<'_, '_>,
+    id: u64,
+    version: u64,
+    failure: Option<ReportFailure>,
+    at: Timestamp,
+) -> Result<bool, Fail> {
+    let (Ok(id), Ok(version)) = (i64::try_from(id), i64::try_from(version)) else {
+        return Ok(false);
+    };
+    let at = micros(bosun_store::run::micros(at));
+    let Some(key) = tx.query_opt("SELECT key FROM reports WHERE id = $1", &[&id])? else {
+        return Ok(false);
+    };
+    let key: String = key.get(0);
+    tx.execute(
+        "SELECT 1 FROM report_keys WHERE key = $1 FOR UPDATE",
+        &[&key],
+    )?;
+    let pending = tx
+        .query_opt(
+            "SELECT 1 FROM reports WHERE id = $1 AND version = $2 AND state = 'pending' FOR UPDATE",
+            &[&id, &version],
+        )?
+        .is_some();
+    if !pending {
+        return Ok(false);
+    }
+    let ended = match failure {
+        None => {
+            tx.execute(
+                "UPDATE reports SET attempts = attempts + 1, state = 'delivered', finished_at = $2 WHERE id = $1",
+                &[&id, &at],
+            )?;
+            true
+        }
+        Some(ReportFailure::Retry { at: again, error }) => {
+            tx.execute(
+                "UPDATE reports SET attempts = attempts + 1, next_attempt_at = $2, last_error = $3 WHERE id = $1",
+                &[&id, &micros(bosun_store::run::micros(again)), &error],
+            )?;
+            false
+        }
+        Some(ReportFailure::Permanent { error }) => {
+            tx.execute(
+                "UPDATE reports SET attempts = attempts + 1, state = 'refused', finished_at = $2, last_error = $3 WHERE id = $1",
+                &[&id, &at, &error],
+            )?;
+            true
+        }
+    };
+    if ended {
+        tx.execute(
+            "UPDATE report_keys SET pending = NULL WHERE key = $1 AND pending = $2",
+            &[&key, &id],
+        )?;
+    }
+    Ok(true)
+}
+
+/// A listing's values.
+type ListArgs = Vec<Box<dyn ToSql + Sync>>;
+
+/// The query of a listing and the values it binds (see
+/// [`Store::list`]; the same rules as SQLite's, keyset cursors on `seq`).
+fn list_query(f: &RunFilter) -> (String, ListArgs) {
+    let mut sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE TRUE");
+    let mut args: ListArgs = Vec::new();
+    let by_pull = f.pull.is_some() || f.head_sha.is_some();
+    if by_pull {
+        let mut sub = String::from("SELECT seq FROM run_pulls WHERE TRUE");
+        if let Some(n) = f.pull {
+            args.push(Box::new(n));
+            sub.push_str(&format!(" AND number = ${}", args.len()));
+        }
+        if let Some(r) = &f.repo {
+            args.push(Box::new(r.clone()));
+            sub.push_str(&format!(" AND repo = ${}", args.len()));
+        }
+        if let Some(s) = &f.head_sha {
+            args.push(Box::new(s.clone()));
+            sub.push_str(&format!(" AND sha = ${}", args.len()));
+        }
+        sql.push_str(&format!(" AND seq IN ({sub})"));
+    }
+    let mut add = |clause: &str, v: Box<dyn ToSql + Sync>| {
+        args.push(v);
+        sql.push_str(&format!(" AND {clause} = ${}", args.len()));
+    };
+    if let (Some(r), false) = (&f.repo, by_pull) {
+        add("refs_repo", Box::new(r.clone()));
+    }
+    if let Some(j) = &f.job {
+        add("job", Box::new(j.clone()));
+    }
+    if let Some(p) = &f.periodic {
+        add("periodic", Box::new(p.clone()));
+    }
+    if let Some(s) = f.state {
+        add("state", Box::new(s.as_str().to_string()));
+    }
+    if let Some(c) = &f.cluster {
+        add("cluster", Box::new(c.clone()));
+    }
+    if let Some(c) = &f.configured_cluster {
+        add("configured_cluster", Box::new(c.clone()));
+    }
+    if let Some(t) = &f.job_type {
+        add("job_type", Box::new(t.clone()));
+    }
+    for c in &f.not_configured_clusters {
+        args.push(Box::new(c.clone()));
+        sql.push_str(&format!(" AND configured_cluster <> ${}", args.len()));
+    }
+    if f.active {
+        sql.push_str(" AND completed_at IS NULL");
+    }
+    let backwards = f.counted_back();
+    for (cursor, beyond) in [(&f.after, true), (&f.before, false)] {
+        if let Some(id) = cursor {
+            args.push(Box::new(id.clone()));
+            let cmp = if beyond == f.oldest_first { ">" } else { "<" };
+            sql.push_str(&format!(
+                " AND seq {cmp} (SELECT seq FROM runs WHERE id = ${})",
+                args.len()
+            ));
+        }
+    }
+    let limit = if f.limit == 0 { 100 } else { f.limit };
+    let order = if f.oldest_first != backwards {
+        "ASC"
+    } else {
+        "DESC"
+    };
+    sql.push_str(&format!(
+        " ORDER BY seq {order} LIMIT {limit} OFFSET {}",
+        f.offset
+    ));
+    (sql, args)
+}

@@ -1,0 +1,244 @@
+//! Several stores on one database, as replicas are, and the database going
+//! away and coming back.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use bosun_config::types::{JobType, Refs};
+use bosun_kubetest::postgres::Postgres;
+use bosun_postgres::{config, PgOptions, PgStore};
+use bosun_store::repos::{Accepted, NewDelivery};
+use bosun_store::{Created, NewRun, RunFilter, RunState, Store, StoreError};
+use jiff::Timestamp;
+
+fn t(s: &str) -> Timestamp {
+    s.parse().unwrap()
+}
+
+fn open(url: &str) -> PgStore {
+    PgStore::open(config(url, None).unwrap(), PgOptions::default(), None).unwrap()
+}
+
+fn tick(periodic: &str, at: Timestamp) -> NewRun {
+    NewRun {
+        job: periodic.into(),
+        job_type: JobType::Periodic,
+        periodic: Some(periodic.into()),
+        configured_cluster: "default".into(),
+        state: RunState::Triggered,
+        refs: None,
+        extra_refs: vec![Refs::default()],
+        labels: BTreeMap::new().into(),
+        annotations: BTreeMap::new().into(),
+        spec: serde_json::json!({"containers": [{"image": "x"}]}).into(),
+        scheduled_at: Some(at),
+        attempt: 0,
+        description: "Job triggered.".into(),
+    }
+}
+
+#[test]
+fn replicas_firing_the_same_ticks_together_make_one_run_each() {
+    let url = Postgres::shared().database();
+    let stores: Vec<Arc<PgStore>> = (0..3).map(|_| Arc::new(open(&url))).collect();
+    let ticks: Vec<Timestamp> = (0..40)
+        .map(|i| t("2026-12-01T00:00:00Z") + jiff::SignedDuration::from_secs(i))
+        .collect();
+    let start = Arc::new(Barrier::new(6));
+    let threads: Vec<_> = (0..6)
+        .map(|i| {
+            let (store, ticks, start) = (stores[i % 3].clone(), ticks.clone(), start.clone());
+            std::thread::spawn(move || {
+                start.wait();
+                ticks
+                    .iter()
+                    .map(|at| {
+                        let c = store.create_run(tick("p", *at), *at).unwrap();
+                        (*at, c.run().id.clone(), matches!(c, Created::New(_)))
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let results: Vec<_> = threads
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
+    let mut by_tick: BTreeMap<Timestamp, HashSet<String>> = BTreeMap::new();
+    for (at, id, _) in &results {
+        by_tick.entry(*at).or_default().insert(id.clone());
+    }
+    assert!(
+        by_tick.values().all(|ids| ids.len() == 1),
+        "every caller of a tick got the same run"
+    );
+    assert_eq!(results.iter().filter(|(_, _, new)| *new).count(), 40);
+    let all = stores[0]
+        .list(&RunFilter {
+            limit: 1000,
+            ..RunFilter::default()
+        })
+        .unwrap();
+    assert_eq!(all.len(), 40, "one run per tick in the database");
+    let builds: HashSet<&str> = all.iter().map(|r| r.build_id.as_str()).collect();
+    assert_eq!(builds.len(), 40, "build ids are unique across replicas");
+}
+
+#[test]
+fn webhook_seqs_of_several_replicas_become_visible_in_order() {
+    let url = Postgres::shared().database();
+    let stores: Vec<Arc<PgStore>> = (0..3).map(|_| Arc::new(open(&url))).collect();
+    let per_thread = 60;
+    let writers: Vec<_> = (0..6)
+        .map(|i| {
+            let store = stores[i % 3].clone();
+            std::thread::spawn(move || {
+                for n in 0..per_thread {
+                    let d = NewDelivery {
+                        forge: "github".into(),
+                        event: "push".into(),
+                        delivery_id: format!("{i}-{n}"),
+                        repo: Some("o/r".into()),
+                        body: b"{}".to_vec(),
+                        received_at: Timestamp::now(),
+                    };
+                    assert!(matches!(store.accept_delivery(d).unwrap(), Accepted::New { .. }));
+                }
+            })
+        })
+        .collect();
+    // A processor reading with a cursor, as the daemon's does: every seq it
+    // passes must never be followed by a smaller one becoming visible.
+    let reader = stores[0].clone();
+    let mut seen: Vec<u64> = Vec::new();
+    let mut cursor = 0;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while seen.len() < 6 * per_thread && Instant::now() < deadline {
+        for d in reader.pending_deliveries(cursor, 1000).unwrap() {
+            seen.push(d.seq);
+            cursor = d.seq;
+        }
+    }
+    for w in writers {
+        w.join().unwrap();
+    }
+    assert_eq!(
+        seen.len(),
+        6 * per_thread,
+        "the cursor saw every delivery (none became visible behind it)"
+    );
+    assert!(seen.windows(2).all(|w| w[0] < w[1]));
+    // A redelivery to another replica is a duplicate.
+    let again = stores[2]
+        .accept_delivery(NewDelivery {
+            forge: "github".into(),
+            event: "push".into(),
+            delivery_id: "0-0".into(),
+            repo: Some("o/r".into()),
+            body: b"{}".to_vec(),
+            received_at: Timestamp::now(),
+        })
+        .unwrap();
+    assert!(matches!(again, Accepted::Duplicate { .. }), "{again:?}");
+}
+
+#[test]
+fn replicas_starting_together_apply_the_migrations_once() {
+    let url = Postgres::shared().database();
+    let start = Arc::new(Barrier::new(4));
+    let opened: Vec<_> = (0..4)
+        .map(|_| {
+            let (url, start) = (url.clone(), start.clone());
+            std::thread::spawn(move || {
+                start.wait();
+                PgStore::open(config(&url, None).unwrap(), PgOptions::default(), None).map(|_| ())
+            })
+        })
+        .collect();
+    for h in opened {
+        h.join().unwrap().unwrap();
+    }
+    let db = url.rsplit('/').next().unwrap();
+    let version = Postgres::shared()
+        .admin(db, "SELECT version FROM bosun_schema")
+        .unwrap();
+    assert_eq!(version, "1");
+    let rows = Postgres::shared()
+        .admin(db, "SELECT count(*) FROM bosun_schema")
+        .unwrap();
+    assert_eq!(rows, "1");
+}
+
+#[test]
+fn the_password_comes_from_its_file_and_a_wrong_one_is_refused() {
+    let pg = Postgres::shared();
+    let with = pg.database();
+    let db = with.rsplit('/').next().unwrap().to_string();
+    let password = std::fs::read_to_string(pg.password_file()).unwrap();
+    let store = PgStore::open(
+        config(&pg.url(&db), Some(&format!("{password}\n"))).unwrap(),
+        PgOptions::default(),
+        None,
+    );
+    assert!(store.is_ok(), "the password file's (its newline dropped)");
+    let wrong = PgStore::open(
+        config(&pg.url(&db), Some("not-the-password")).unwrap(),
+        PgOptions::default(),
+        None,
+    );
+    match wrong {
+        Err(StoreError::Unavailable(m)) => assert!(m.contains("password"), "{m}"),
+        Err(e) => panic!("unexpected error {e}"),
+        Ok(_) => panic!("a wrong password was taken"),
+    }
+}
+
+#[test]
+fn a_store_fails_while_postgres_is_down_and_recovers_when_it_is_back() {
+    let pg = Postgres::dedicated();
+    let url = pg.database();
+    let store = PgStore::open(
+        config(&url, None).unwrap(),
+        PgOptions {
+            connect_timeout: Duration::from_secs(2),
+            ..PgOptions::default()
+        },
+        None,
+    )
+    .unwrap();
+    let at = t("2026-12-01T00:00:00Z");
+    let before = store.create_run(tick("p", at), at).unwrap();
+    pg.stop_immediate();
+    // The first call finds its connection broken, the next ones find no
+    // server to connect to: each fails within the timeout, none hangs.
+    for _ in 0..3 {
+        let started = Instant::now();
+        let err = store.get(&before.run().id).unwrap_err();
+        assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "fails within its timeout, not forever"
+        );
+    }
+    pg.start().unwrap();
+    // The pool drops the broken connections as calls fail on them, and
+    // connects anew.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let found = loop {
+        match store.get(&before.run().id) {
+            Ok(r) => break r,
+            Err(e) if Instant::now() < deadline => {
+                let _ = e;
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => panic!("the store never recovered: {e}"),
+        }
+    };
+    assert_eq!(found.as_ref().map(|r| &r.id), Some(&before.run().id));
+    let next = t("2026-12-01T00:00:01Z");
+    assert!(matches!(
+        store.create_run(tick("p", next), next).unwrap(),
+        Created::New(_)
+    ));
+}
