@@ -105,6 +105,16 @@ pub struct ServeArgs {
     /// shorten it).
     #[arg(long, hide = true, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub health_interval: std::time::Duration,
+    /// The run store: SQLite in the data directory (the default), or a
+    /// PostgreSQL database (`postgres://USER@HOST:PORT/DB`, libpq's
+    /// parameters allowed) that several replicas share. Never put the
+    /// password here: `--store-password-file`.
+    #[arg(long, value_name = "URL", env = "BOSUN_STORE")]
+    pub store: Option<String>,
+    /// A file holding the PostgreSQL password (a Kubernetes Secret's key,
+    /// say); read at start.
+    #[arg(long, value_name = "FILE", env = "BOSUN_STORE_PASSWORD_FILE")]
+    pub store_password_file: Option<PathBuf>,
     /// How many fires of a batch take the store's fire log (hidden: tests
     /// set 1, every fire, as in a burst).
     #[arg(long, hide = true, value_name = "N")]
@@ -175,23 +185,12 @@ fn serve_until_signal(args: &ServeArgs) -> Result<(), String> {
     let pulls =
         crate::pulls::settings::Pulls::new(forge_client(args)?, args.plugin_config.clone())?;
     let active = Arc::new(ActiveRuns::default());
-    let store_options = SqliteOptions {
-        fire_log_min: args
-            .fire_log_min
-            .unwrap_or(SqliteOptions::default().fire_log_min),
-        ..SqliteOptions::default()
-    };
-    let store = SqliteStore::open_with(
-        args.data_dir.join("bosun.db"),
-        store_options,
-        Some(Arc::new(Observers(vec![
-            metrics.clone(),
-            active.clone(),
-            reports.clone(),
-        ]))),
-    )
-    .map(Arc::new)
-    .map_err(|e| format!("cannot open the store: {e}"))?;
+    let observers: Arc<dyn bosun_store::TransitionObserver> = Arc::new(Observers(vec![
+        metrics.clone(),
+        active.clone(),
+        reports.clone(),
+    ]));
+    let store = open_store(&args, observers)?;
     store
         .set_report_policy(Arc::new(crate::reports::Policy(reports.clone())))
         .map_err(|e| format!("cannot set the store's report policy: {e}"))?;
@@ -304,6 +303,43 @@ fn serve_until_signal(args: &ServeArgs) -> Result<(), String> {
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
     rt.block_on(serve(daemon, args, read_token))
+}
+
+/// The store `--store` names (SQLite in the data directory without it),
+/// telling `observers` of its commits.
+fn open_store(
+    args: &ServeArgs,
+    observers: Arc<dyn bosun_store::TransitionObserver>,
+) -> Result<Arc<dyn Store>, String> {
+    match args.store.as_deref() {
+        None | Some("sqlite") => {
+            let options = SqliteOptions {
+                fire_log_min: args
+                    .fire_log_min
+                    .unwrap_or(SqliteOptions::default().fire_log_min),
+                ..SqliteOptions::default()
+            };
+            SqliteStore::open_with(args.data_dir.join("bosun.db"), options, Some(observers))
+                .map(|s| Arc::new(s) as Arc<dyn Store>)
+                .map_err(|e| format!("cannot open the store: {e}"))
+        }
+        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") || url.contains("host=") => {
+            let password = match &args.store_password_file {
+                Some(f) => Some(std::fs::read_to_string(f).map_err(|e| {
+                    format!("cannot read the store's password file {}: {e}", f.display())
+                })?),
+                None => None,
+            };
+            let config = bosun_postgres::config(url, password.as_deref())
+                .map_err(|e| format!("--store: {e}"))?;
+            bosun_postgres::PgStore::open(config, bosun_postgres::PgOptions::default(), Some(observers))
+                .map(|s| Arc::new(s) as Arc<dyn Store>)
+                .map_err(|e| format!("cannot open the store: {e}"))
+        }
+        Some(other) => Err(format!(
+            "--store {other:?}: neither `sqlite` nor a PostgreSQL URL (postgres://USER@HOST:PORT/DB)"
+        )),
+    }
 }
 
 /// The forge's client the flags ask for, if any.

@@ -103,7 +103,10 @@ fn webhook_seqs_of_several_replicas_become_visible_in_order() {
                         body: b"{}".to_vec(),
                         received_at: Timestamp::now(),
                     };
-                    assert!(matches!(store.accept_delivery(d).unwrap(), Accepted::New { .. }));
+                    assert!(matches!(
+                        store.accept_delivery(d).unwrap(),
+                        Accepted::New { .. }
+                    ));
                 }
             })
         })

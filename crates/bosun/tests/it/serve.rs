@@ -982,6 +982,14 @@ fn kill_9_while_periodics_fire_through_the_fire_log_accounts_for_every_tick_once
     kill_9_while_periodics_fire(&["--fire-log-min", "1"]);
 }
 
+/// The same on PostgreSQL (a real server started by the test): the store's
+/// transactions and unique tick key keep the promise SQLite keeps.
+#[test]
+fn kill_9_while_periodics_fire_on_postgres_accounts_for_every_tick_once() {
+    let url = bosun_kubetest::postgres::Postgres::shared().database();
+    kill_9_while_periodics_fire(&["--store", &url]);
+}
+
 fn kill_9_while_periodics_fire(extra: &[&str]) {
     use jiff::{SignedDuration, Timestamp};
     let (_d, dir) = tmp();
