@@ -40,8 +40,11 @@
 #![warn(missing_docs)]
 
 mod error;
+mod lease;
 mod rows;
 mod schema;
+
+pub use crate::lease::{Fence, Lease, LeaseInfo};
 
 use std::collections::{HashMap, HashSet};
 use std::sync::mpsc;
@@ -67,7 +70,7 @@ use crate::rows::{
     micros, opt_ts, to_json, ts, DELIVERY_COLUMNS, OUTCOME_COLUMNS, REPORT_COLUMNS, RUN_COLUMNS,
 };
 
-type Pool = r2d2::Pool<PostgresConnectionManager<NoTls>>;
+pub(crate) type Pool = r2d2::Pool<PostgresConnectionManager<NoTls>>;
 type Param<'a> = &'a (dyn ToSql + Sync);
 
 /// How many times a transaction PostgreSQL aborted for a conflict is tried.
@@ -97,7 +100,7 @@ impl Default for PgOptions {
 
 /// A failure inside a transaction: the database's (tried again when it is a
 /// conflict) or the store's own.
-enum Fail {
+pub(crate) enum Fail {
     Db(postgres::Error),
     Store(StoreError),
 }
@@ -114,7 +117,10 @@ impl From<StoreError> for Fail {
     }
 }
 
-type Tx<'a, 'b> = &'a mut Transaction<'b>;
+pub(crate) type Tx<'a, 'b> = &'a mut Transaction<'b>;
+
+/// The fence a process's writes carry while it leads (none otherwise).
+type SharedFence = Arc<std::sync::RwLock<Option<Fence>>>;
 
 /// A creation waiting for the creator thread.
 struct Creation {
@@ -131,6 +137,7 @@ pub struct PgStore {
     /// Spec hashes known to be stored (specs are never deleted).
     specs: Arc<Mutex<HashSet<String>>>,
     creator: Mutex<mpsc::Sender<Creation>>,
+    fence: SharedFence,
 }
 
 /// A connection's settings from `url` (`postgres://user@host:port/db` or
@@ -187,12 +194,14 @@ impl PgStore {
             policy: Arc::default(),
             specs: Arc::default(),
             creator: Mutex::new(tx),
+            fence: Arc::default(),
         };
         let creator = Creator {
             pool: store.pool.clone(),
             observer: store.observer.clone(),
             policy: store.policy.clone(),
             specs: store.specs.clone(),
+            fence: store.fence.clone(),
         };
         std::thread::Builder::new()
             .name("bosun-pg-creator".into())
@@ -204,7 +213,25 @@ impl PgStore {
     /// Runs `f` in a transaction, tried again (from the start) when
     /// PostgreSQL aborts it for a conflict; commits it.
     fn write<T>(&self, f: impl FnMut(Tx<'_, '_>) -> Result<T, Fail>) -> Result<T, StoreError> {
-        in_transaction(&self.pool, f)
+        in_transaction(&self.pool, &self.fence, f)
+    }
+
+    /// From now on every write transaction of this store checks `fence`
+    /// first, in the transaction ([`Lease`]); none: writes are not fenced
+    /// (a follower's, or a store no replica shares).
+    pub fn set_fence(&self, fence: Option<Fence>) {
+        *self.fence.write().unwrap_or_else(|e| e.into_inner()) = fence;
+    }
+
+    /// The fence the writes carry now.
+    pub fn fence(&self) -> Option<Fence> {
+        self.fence.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// A handle on the lease `name` for the holder `holder` (unique per
+    /// process start), with time to live `ttl`.
+    pub fn lease(&self, name: &str, holder: &str, ttl: Duration) -> Lease {
+        Lease::new(self.pool.clone(), name, holder, ttl)
     }
 
     /// Runs `f` on a connection (reads: each statement sees what was
@@ -272,17 +299,23 @@ fn observe_created(observer: Option<&dyn TransitionObserver>, created: &[Created
 }
 
 /// Runs `f` in a transaction of a connection of `pool`, tried again when
-/// PostgreSQL aborts it for a conflict; commits it.
+/// PostgreSQL aborts it for a conflict; commits it. With a fence, the
+/// transaction checks it first ([`lease`]).
 fn in_transaction<T>(
     pool: &Pool,
+    fence: &std::sync::RwLock<Option<Fence>>,
     mut f: impl FnMut(Tx<'_, '_>) -> Result<T, Fail>,
 ) -> Result<T, StoreError> {
     let mut c = pool.get().map_err(no_connection)?;
     let mut tries = 0;
     loop {
         tries += 1;
+        let fence = fence.read().unwrap_or_else(|e| e.into_inner()).clone();
         let attempt = (|| -> Result<T, Fail> {
             let mut tx = c.transaction()?;
+            if let Some(fence) = &fence {
+                lease::check(&mut tx, fence)?;
+            }
             let v = f(&mut tx)?;
             tx.commit()?;
             Ok(v)
@@ -580,6 +613,7 @@ struct Creator {
     observer: Option<Arc<dyn TransitionObserver>>,
     policy: Arc<OnceLock<Arc<dyn ReportPolicy>>>,
     specs: Arc<Mutex<HashSet<String>>>,
+    fence: SharedFence,
 }
 
 impl Creator {
@@ -601,7 +635,7 @@ impl Creator {
     fn commit(&self, batch: Vec<Creation>) {
         let policy = self.policy.get().map(|p| p.as_ref());
         let mut w = Written::default();
-        let together = in_transaction(&self.pool, |tx| {
+        let together = in_transaction(&self.pool, &self.fence, |tx| {
             w = Written::default();
             let created = batch
                 .iter()

@@ -143,6 +143,18 @@ pub(crate) const MIGRATIONS: &[&str] = &[
      CREATE INDEX reports_due ON reports(next_attempt_at, id) WHERE state = 'pending';
      CREATE INDEX reports_run ON reports(run_id, id) WHERE run_id IS NOT NULL;
      CREATE INDEX reports_ended ON reports(state, finished_at) WHERE finished_at IS NOT NULL;",
+    // 2: leadership. One row per lease: its holder (unique per process
+    // start), its term (raised by every change of holder, never lowered:
+    // the table is logged, so a crash of the server keeps it) and when it
+    // expires, by the database's clock.
+    "CREATE TABLE leases (
+        name TEXT PRIMARY KEY,
+        holder TEXT NOT NULL,
+        term BIGINT NOT NULL,
+        acquired_at TIMESTAMPTZ NOT NULL,
+        renewed_at TIMESTAMPTZ NOT NULL,
+        expires_at TIMESTAMPTZ NOT NULL
+     );",
 ];
 
 /// Applies the migrations not applied yet, each in a transaction of its own,

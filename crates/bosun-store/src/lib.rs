@@ -78,6 +78,11 @@ pub enum StoreError {
     /// exists. Nothing was written; decide again.
     #[error("periodic {0} changed since its fire was decided")]
     Stale(String),
+    /// The write was made as the leader of a term that is over (a replica
+    /// paused or cut off past its lease): nothing was written, and this
+    /// process is no longer the leader.
+    #[error("not the leader: {0}")]
+    Fenced(String),
 }
 
 /// What `create_run` did.

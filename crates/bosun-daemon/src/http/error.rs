@@ -98,6 +98,15 @@ impl IntoResponse for ApiError {
                         .insert(header::RETRY_AFTER, header::HeaderValue::from_static("5"));
                     r
                 }
+                StoreError::Fenced(m) => {
+                    let mut r = answer(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        format!("this replica's leadership ended while it wrote: {m}"),
+                    );
+                    r.headers_mut()
+                        .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+                    r
+                }
                 StoreError::Invalid(m) => answer(StatusCode::INTERNAL_SERVER_ERROR, m),
                 // Only prepared fires are refused as stale; no request makes one.
                 StoreError::Stale(_) => answer(StatusCode::CONFLICT, e.to_string()),

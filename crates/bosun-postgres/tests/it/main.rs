@@ -4,4 +4,5 @@
 //! store too; these are what only a shared database shows: several stores
 //! (replicas) on one database, and the server going away.
 
+mod lease;
 mod replicas;
