@@ -190,7 +190,7 @@ fn serve_until_signal(args: &ServeArgs) -> Result<(), String> {
         active.clone(),
         reports.clone(),
     ]));
-    let store = open_store(&args, observers)?;
+    let store = open_store(args, observers)?;
     store
         .set_report_policy(Arc::new(crate::reports::Policy(reports.clone())))
         .map_err(|e| format!("cannot set the store's report policy: {e}"))?;
