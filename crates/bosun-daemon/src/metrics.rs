@@ -114,6 +114,19 @@ pub struct Metrics {
     pub reports_pending: Gauge,
     /// Reports the forge refused for good (kept in the outbox).
     pub reports_refused: Gauge,
+    /// 1 while this replica leads, else 0.
+    pub leader: Gauge,
+    /// This replica's leader term (0 while it follows).
+    pub leader_term: Gauge,
+    /// Lease renewals by result (`renewed`, `lost`: the lease was no longer
+    /// this replica's, `error`: the database did not answer).
+    pub leader_renewals: Family<Labels, Counter>,
+    /// Times this replica became the leader.
+    pub leader_acquired: Counter,
+    /// Times this replica stopped leading, by `reason` (`lost`, `untrusted`:
+    /// its trust window ended unrenewed, `fenced`: a write was refused for
+    /// its term, `resigned`).
+    pub leader_lost: Family<Labels, Counter>,
 }
 
 /// The labels of a periodic's series: its job name and its identity.
@@ -339,7 +352,42 @@ impl Metrics {
             "Reports the forge refused for good, kept in the outbox",
             reports_refused.clone(),
         );
+        let leader = Gauge::default();
+        registry.register(
+            "bosun_leader",
+            "1 while this replica is the leader (runs the scheduler, the controller, the sinker, webhook processing and reporting), else 0",
+            leader.clone(),
+        );
+        let leader_term = Gauge::default();
+        registry.register(
+            "bosun_leader_term",
+            "This replica's leader term while it leads, else 0",
+            leader_term.clone(),
+        );
+        let leader_renewals = Family::<Labels, Counter>::default();
+        registry.register(
+            "bosun_leader_renewals",
+            "Lease renewals by result: renewed, lost (no longer this replica's), error (the database did not answer)",
+            leader_renewals.clone(),
+        );
+        let leader_acquired = Counter::default();
+        registry.register(
+            "bosun_leader_acquired",
+            "Times this replica became the leader (a failover or handover when another led before)",
+            leader_acquired.clone(),
+        );
+        let leader_lost = Family::<Labels, Counter>::default();
+        registry.register(
+            "bosun_leader_lost",
+            "Times this replica stopped leading, by reason: lost, untrusted (trust window ended unrenewed), fenced, resigned",
+            leader_lost.clone(),
+        );
         Arc::new(Metrics {
+            leader,
+            leader_term,
+            leader_renewals,
+            leader_acquired,
+            leader_lost,
             report_failures,
             reports_resent,
             reports_pending,

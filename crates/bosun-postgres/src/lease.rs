@@ -58,6 +58,7 @@ pub struct Fence {
 }
 
 /// A replica's handle on one lease.
+#[derive(Clone)]
 pub struct Lease {
     pool: Pool,
     name: String,
@@ -131,7 +132,10 @@ impl Lease {
             .map_err(unavailable)?;
         if n == 1 {
             // Followers listening try at once.
-            let _ = c.execute("SELECT pg_notify('bosun_lease', $1)", &[&self.name]);
+            let _ = c.execute(
+                "SELECT pg_notify($1, $2)",
+                &[&crate::listen::LEASE, &self.name],
+            );
         }
         Ok(n == 1)
     }

@@ -41,10 +41,15 @@
 
 mod error;
 mod lease;
+mod listen;
 mod rows;
 mod schema;
 
 pub use crate::lease::{Fence, Lease, LeaseInfo};
+pub use crate::listen::Hooks;
+
+/// The schema version this bosun makes and reads (its migrations' count).
+pub const SCHEMA_VERSION: usize = schema::MIGRATIONS.len();
 
 use std::collections::{HashMap, HashSet};
 use std::sync::mpsc;
@@ -138,6 +143,10 @@ pub struct PgStore {
     specs: Arc<Mutex<HashSet<String>>>,
     creator: Mutex<mpsc::Sender<Creation>>,
     fence: SharedFence,
+    /// This store, as the origin of the changes it notifies.
+    origin: Arc<str>,
+    /// How it connects (the listener has a connection of its own).
+    config: postgres::Config,
 }
 
 /// A connection's settings from `url` (`postgres://user@host:port/db` or
@@ -153,6 +162,16 @@ pub fn config(url: &str, password: Option<&str>) -> Result<postgres::Config, Sto
     if config.get_application_name().is_none() {
         config.application_name("bosun");
     }
+    if config.get_options().is_none() {
+        // A transaction left open by a client that stopped answering (paused,
+        // or cut off without a FIN) holds its locks, the leader lease's
+        // among them, until the server ends it: after 5 s idle, as no
+        // transaction of bosun's ever is.
+        config.options("-c idle_in_transaction_session_timeout=5000");
+    }
+    config
+        .keepalives(true)
+        .keepalives_idle(Duration::from_secs(30));
     Ok(config)
 }
 
@@ -176,7 +195,7 @@ impl PgStore {
         })?;
         schema::migrate(&mut first)?;
         drop(first);
-        let manager = PostgresConnectionManager::new(config, NoTls);
+        let manager = PostgresConnectionManager::new(config.clone(), NoTls);
         let pool = r2d2::Pool::builder()
             .max_size(options.max_connections.max(2))
             .min_idle(Some(1))
@@ -195,6 +214,8 @@ impl PgStore {
             specs: Arc::default(),
             creator: Mutex::new(tx),
             fence: Arc::default(),
+            origin: new_run_id().into(),
+            config,
         };
         let creator = Creator {
             pool: store.pool.clone(),
@@ -202,6 +223,7 @@ impl PgStore {
             policy: store.policy.clone(),
             specs: store.specs.clone(),
             fence: store.fence.clone(),
+            origin: store.origin.clone(),
         };
         std::thread::Builder::new()
             .name("bosun-pg-creator".into())
@@ -226,6 +248,18 @@ impl PgStore {
     /// The fence the writes carry now.
     pub fn fence(&self) -> Option<Fence> {
         self.fence.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Listens for what other stores on the database commit (its own
+    /// thread and connection, see [`Hooks`]): the runs they create and move
+    /// go to `hooks.remote`, a resigned lease to `hooks.lease_free`.
+    pub fn listen(&self, hooks: Hooks) -> Result<(), StoreError> {
+        let (config, origin) = (self.config.clone(), self.origin.to_string());
+        std::thread::Builder::new()
+            .name("bosun-pg-listener".into())
+            .spawn(move || listen::run(config, origin, hooks))
+            .map(|_| ())
+            .map_err(|e| StoreError::Unavailable(format!("the listener thread: {e}")))
     }
 
     /// A handle on the lease `name` for the holder `holder` (unique per
@@ -354,12 +388,19 @@ fn tick_run(tx: Tx<'_, '_>, periodic: &str, at: i64, attempt: u32) -> Result<Opt
 struct Written {
     fresh: Vec<String>,
     touched: std::collections::BTreeSet<String>,
+    /// The runs created (none) or moved (the state they left), notified to
+    /// the other replicas at commit.
+    changes: Vec<(String, Option<RunState>)>,
 }
 
 impl Written {
     /// Sets the touched periodics' versions (in name order: transactions
-    /// lock the rows in one order).
-    fn finish(&mut self, tx: Tx<'_, '_>) -> Result<(), Fail> {
+    /// lock the rows in one order) and notifies the changes, as from
+    /// `origin`.
+    fn finish(&mut self, tx: Tx<'_, '_>, origin: &str) -> Result<(), Fail> {
+        if !self.changes.is_empty() {
+            listen::notify(tx, origin, &std::mem::take(&mut self.changes))?;
+        }
         let touched: Vec<String> = std::mem::take(&mut self.touched).into_iter().collect();
         if !touched.is_empty() {
             tx.execute(
@@ -469,6 +510,7 @@ fn create_in(
     if let Some(p) = &new.periodic {
         w.touched.insert(p.clone());
     }
+    w.changes.push((id.clone(), None));
     let hash = new.spec.hash().to_string();
     let run = new.into_run(id, build_id, hash, at);
     if let Some(policy) = policy {
@@ -614,6 +656,7 @@ struct Creator {
     policy: Arc<OnceLock<Arc<dyn ReportPolicy>>>,
     specs: Arc<Mutex<HashSet<String>>>,
     fence: SharedFence,
+    origin: Arc<str>,
 }
 
 impl Creator {
@@ -641,7 +684,7 @@ impl Creator {
                 .iter()
                 .map(|c| create_in(tx, &self.specs, policy, c.new.clone(), c.at, &mut w))
                 .collect::<Result<Vec<Created>, Fail>>()?;
-            w.finish(tx)?;
+            w.finish(tx, &self.origin)?;
             Ok(created)
         });
         match together {
@@ -728,11 +771,12 @@ impl Store for PgStore {
             if let Some(policy) = policy {
                 queue_reports(tx, policy_reports(policy, &run, Some(from)))?;
             }
+            let mut w = Written::default();
             if let Some(p) = &run.periodic {
-                let mut w = Written::default();
                 w.touched.insert(p.clone());
-                w.finish(tx)?;
             }
+            w.changes.push((run.id.clone(), Some(from)));
+            w.finish(tx, &self.origin)?;
             Ok((run, from, cluster))
         })?;
         if let Some(o) = &self.observer {
@@ -821,7 +865,7 @@ impl Store for PgStore {
             put_state(tx, state)?;
             let mut w = Written::default();
             w.touched.insert(state.periodic.clone());
-            w.finish(tx)
+            w.finish(tx, &self.origin)
         })
     }
 
@@ -831,7 +875,7 @@ impl Store for PgStore {
             let mut w = Written::default();
             w.touched
                 .extend(outcomes.iter().map(|o| o.periodic.clone()));
-            w.finish(tx)
+            w.finish(tx, &self.origin)
         })
     }
 
@@ -920,7 +964,7 @@ impl Store for PgStore {
         let created = self.write(|tx| {
             w = Written::default();
             let created = fire_in(tx, &self.specs, policy, fire.clone(), at, &mut w)?;
-            w.finish(tx)?;
+            w.finish(tx, &self.origin)?;
             Ok(created)
         })?;
         self.known_specs(w.fresh);
@@ -1024,7 +1068,7 @@ impl Store for PgStore {
                 }
                 out.push(Some(fire_in(tx, &self.specs, policy, fire.clone(), at, &mut w)?));
             }
-            w.finish(tx)?;
+            w.finish(tx, &self.origin)?;
             Ok(out)
         });
         match outcome {

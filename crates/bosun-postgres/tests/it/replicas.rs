@@ -166,7 +166,7 @@ fn replicas_starting_together_apply_the_migrations_once() {
     let version = Postgres::shared()
         .admin(db, "SELECT version FROM bosun_schema")
         .unwrap();
-    assert_eq!(version, "1");
+    assert_eq!(version, bosun_postgres::SCHEMA_VERSION.to_string());
     let rows = Postgres::shared()
         .admin(db, "SELECT count(*) FROM bosun_schema")
         .unwrap();
@@ -244,4 +244,71 @@ fn a_store_fails_while_postgres_is_down_and_recovers_when_it_is_back() {
         store.create_run(tick("p", next), next).unwrap(),
         Created::New(_)
     ));
+}
+
+#[derive(Default)]
+struct Seen(std::sync::Mutex<Vec<(String, RunState, Option<RunState>)>>);
+
+impl bosun_store::TransitionObserver for Seen {
+    fn on_transition(&self, run: &bosun_store::Run, from: Option<RunState>) {
+        self.0
+            .lock()
+            .unwrap()
+            .push((run.job.clone(), run.state, from));
+    }
+}
+
+#[test]
+fn a_replica_hears_what_another_commits_and_not_its_own() {
+    let url = Postgres::shared().database();
+    let (a, b) = (open(&url), open(&url));
+    let seen = Arc::new(Seen::default());
+    let (free_tx, free_rx) = std::sync::mpsc::channel();
+    let free_tx = std::sync::Mutex::new(free_tx);
+    b.listen(bosun_postgres::Hooks {
+        remote: seen.clone(),
+        lease_free: Box::new(move || {
+            let _ = free_tx.lock().unwrap().send(());
+        }),
+        resync: Box::new(|| {}),
+    })
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let at = t("2026-12-01T00:00:00Z");
+    let run = a.create_run(tick("from-a", at), at).unwrap().run().clone();
+    a.transition(
+        &run.id,
+        bosun_store::Transition::to(RunState::Pending, at, "started"),
+    )
+    .unwrap();
+    b.create_run(tick("from-b", at), at).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while seen.0.lock().unwrap().len() < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    // The runs are read when a notification arrives: a creation's run may
+    // have moved on already; what it left is told as sent.
+    let told: Vec<(String, Option<RunState>)> = seen
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(job, _, from)| (job.clone(), *from))
+        .collect();
+    assert_eq!(
+        told,
+        vec![
+            ("from-a".to_string(), None),
+            ("from-a".to_string(), Some(RunState::Triggered)),
+        ],
+        "a's creation and its move, not b's own"
+    );
+    assert_eq!(seen.0.lock().unwrap()[1].1, RunState::Pending);
+    let lease = a.lease("leader", "a", Duration::from_secs(15));
+    let term = lease.try_acquire().unwrap().unwrap();
+    lease.resign(term).unwrap();
+    free_rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("a resignation is heard");
 }

@@ -1,0 +1,373 @@
+//! Leadership among replicas: which `bosun serve` runs what must run once.
+//!
+//! On a store no other process shares (SQLite, memory), this process is the
+//! leader for as long as it runs ([`Leadership::single`]). On PostgreSQL,
+//! replicas compete for one lease in the database ([`Leadership::replicated`],
+//! [`campaign`]): a follower tries to take it every `retry` (and at once when
+//! a leader resigns), the leader renews it every `renew`. While this replica
+//! leads, the leader's tasks run (the scheduler, the controller, the sinker,
+//! re-planning, repository resyncs, webhook processing, reporting) and every
+//! write of its store carries its term (the store refuses it once the term
+//! is over: a paused or cut-off leader commits nothing of its old term).
+//!
+//! What it does outside the database (starting and deleting pods and
+//! processes, calling the forge) is fenced by time instead: it acts only
+//! inside its trust window, from the start of its last successful renewal
+//! for the lease's time to live less a margin, on its own monotonic clock
+//! ([`Leadership::trusted`]). The lease, measured by the database's clock
+//! from a moment after that start, outlives the window by at least the
+//! margin, so no new leader acts while the old one may.
+//!
+//! A leader stops leading when a renewal finds the lease gone, or when its
+//! window ends without a renewal (the database unreachable): its tasks are
+//! told to stop and are waited for, then its writes carry no term (it
+//! serves as a follower). A graceful stop resigns the lease, so a follower
+//! takes over at once instead of after the lease expires.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bosun_base::sync::Lock;
+use bosun_postgres::{Lease, LeaseInfo, PgStore};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::metrics::Metrics;
+
+/// The lease's name.
+pub const LEASE: &str = "bosun-leader";
+
+/// The lease's timings.
+#[derive(Debug, Clone, Copy)]
+pub struct Timings {
+    /// How long a lease lasts unrenewed (15 s).
+    pub ttl: Duration,
+    /// How often the leader renews (5 s).
+    pub renew: Duration,
+    /// How often a follower tries to take the lease (2 s).
+    pub retry: Duration,
+    /// How much sooner than the lease the trust window ends (2 s).
+    pub margin: Duration,
+}
+
+impl Default for Timings {
+    fn default() -> Self {
+        Timings {
+            ttl: Duration::from_secs(15),
+            renew: Duration::from_secs(5),
+            retry: Duration::from_secs(2),
+            margin: Duration::from_secs(2),
+        }
+    }
+}
+
+/// This replica's standing.
+#[derive(Debug, Clone, Default)]
+struct Standing {
+    /// The term it leads (none: it follows).
+    term: Option<i64>,
+    /// When it became the leader.
+    since: Option<jiff::Timestamp>,
+    /// Until when it may act outside the database.
+    trusted_until: Option<Instant>,
+}
+
+/// Which replica leads, and whether this one may act.
+pub struct Leadership {
+    /// This process, as a lease holder (unique per start).
+    id: String,
+    /// The lease and the store it fences (none: a store of its own, always
+    /// the leader).
+    lease: Option<(Lease, Arc<PgStore>)>,
+    timings: Timings,
+    standing: Mutex<Standing>,
+}
+
+/// What `GET /api/v1/leader` tells.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LeaderView {
+    /// This replica's id.
+    pub replica: String,
+    /// Whether this replica leads.
+    pub leader: bool,
+    /// The replica holding the lease (this one on a store of its own); none
+    /// while no replica leads.
+    pub holder: Option<String>,
+    /// The leader's term (none on a store of its own).
+    pub term: Option<i64>,
+    /// When the leader began its term.
+    pub since: Option<jiff::Timestamp>,
+    /// When the lease expires unless renewed.
+    pub expires_at: Option<jiff::Timestamp>,
+    /// `sqlite`/`memory` (one process) or `postgres` (replicas).
+    pub store: &'static str,
+}
+
+/// This process's id as a lease holder: host, process id and start time,
+/// unique per start.
+pub fn replica_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "host".into());
+    format!(
+        "{host}/{}/{}",
+        std::process::id(),
+        jiff::Timestamp::now().as_microsecond()
+    )
+}
+
+impl Leadership {
+    /// The leadership of a process with a store of its own: it leads, and
+    /// may act, for as long as it runs.
+    pub fn single() -> Arc<Leadership> {
+        Arc::new(Leadership {
+            id: replica_id(),
+            lease: None,
+            timings: Timings::default(),
+            standing: Mutex::new(Standing {
+                term: Some(0),
+                since: Some(jiff::Timestamp::now()),
+                trusted_until: None,
+            }),
+        })
+    }
+
+    /// The leadership of a replica on the shared `store`: it follows until
+    /// [`campaign`] takes the lease.
+    pub fn replicated(store: Arc<PgStore>, timings: Timings) -> Arc<Leadership> {
+        let id = replica_id();
+        let lease = store.lease(LEASE, &id, timings.ttl);
+        Arc::new(Leadership {
+            id,
+            lease: Some((lease, store)),
+            timings,
+            standing: Mutex::default(),
+        })
+    }
+
+    /// This replica's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Whether replicas share the store (leadership is by lease).
+    pub fn is_replicated(&self) -> bool {
+        self.lease.is_some()
+    }
+
+    /// Whether this replica leads now.
+    pub fn is_leader(&self) -> bool {
+        self.standing.locked().term.is_some()
+    }
+
+    /// Whether this replica may act outside the database now (start or
+    /// delete pods and processes, call the forge): it leads, and its trust
+    /// window has not ended. Checked before each such action.
+    pub fn trusted(&self) -> bool {
+        let s = self.standing.locked();
+        match (&self.lease, s.term) {
+            (None, _) => true,
+            (Some(_), None) => false,
+            (Some(_), Some(_)) => s.trusted_until.is_some_and(|t| Instant::now() < t),
+        }
+    }
+
+    /// What `GET /api/v1/leader` tells (reads the lease: blocking).
+    pub fn view(&self) -> Result<LeaderView, String> {
+        let s = self.standing.locked().clone();
+        let Some((lease, _)) = &self.lease else {
+            return Ok(LeaderView {
+                replica: self.id.clone(),
+                leader: true,
+                holder: Some(self.id.clone()),
+                term: None,
+                since: s.since,
+                expires_at: None,
+                store: "sqlite",
+            });
+        };
+        let info: Option<LeaseInfo> = lease.current().map_err(|e| e.to_string())?;
+        let live = info.as_ref().filter(|i| i.live);
+        Ok(LeaderView {
+            replica: self.id.clone(),
+            leader: s.term.is_some(),
+            holder: live.map(|i| i.holder.clone()),
+            term: live.map(|i| i.term),
+            since: live.map(|i| i.since),
+            expires_at: live.map(|i| i.expires_at),
+            store: "postgres",
+        })
+    }
+}
+
+/// Starts the leader's tasks, each stopping when its receiver turns true.
+pub type StartTasks = Box<dyn Fn(watch::Receiver<bool>) -> Vec<JoinHandle<()>> + Send + Sync>;
+
+/// Called when this replica becomes the leader, before its tasks start
+/// (blocking: reloads what followers do not keep current).
+pub type OnLead = Box<dyn Fn() + Send + Sync>;
+
+/// Runs the leader's tasks while this replica leads, until `stop`: on a
+/// store of its own at once and for good; on a shared one by the lease.
+/// At `stop` the tasks are stopped and waited for, and the lease resigned.
+pub async fn campaign(
+    leadership: Arc<Leadership>,
+    metrics: Arc<Metrics>,
+    start: StartTasks,
+    on_lead: OnLead,
+    mut stop: watch::Receiver<bool>,
+) {
+    let Some((lease, store)) = &leadership.lease else {
+        metrics.leader.set(1);
+        let (tx, rx) = watch::channel(false);
+        let tasks = start(rx);
+        let _ = stop.changed().await;
+        let _ = tx.send(true);
+        for t in tasks {
+            let _ = t.await;
+        }
+        return;
+    };
+    let t = leadership.timings;
+    let mut leading: Option<(i64, watch::Sender<bool>, Vec<JoinHandle<()>>)> = None;
+    let mut resigned = store.listen_lease();
+    loop {
+        match &leading {
+            None => {
+                let began = Instant::now();
+                match blocking(lease.try_acquire_owned()).await {
+                    Ok(Some(term)) => {
+                        store.set_fence(Some(lease.fence(term)));
+                        {
+                            let mut s = leadership.standing.locked();
+                            s.term = Some(term);
+                            s.since = Some(jiff::Timestamp::now());
+                            s.trusted_until = Some(began + t.ttl - t.margin);
+                        }
+                        tracing::info!(term, replica = %leadership.id, "this replica leads");
+                        metrics.leader.set(1);
+                        metrics.leader_term.set(term);
+                        metrics.leader_acquired.inc();
+                        let reload = &on_lead;
+                        let _ = blocking_ref(reload).await;
+                        let (tx, rx) = watch::channel(false);
+                        let tasks = start(rx);
+                        leading = Some((term, tx, tasks));
+                        continue;
+                    }
+                    Ok(None) => {}
+                    Err(e) => tracing::warn!(error = %e, "cannot try to take the leader's lease"),
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(t.retry) => {}
+                    _ = resigned.changed() => {}
+                    _ = stop.changed() => return,
+                }
+            }
+            Some((term, _, _)) => {
+                let term = *term;
+                let trusted_until = leadership.standing.locked().trusted_until;
+                // Renew every `renew`; while renewals fail, try every
+                // `retry` until the window ends.
+                let wait = match trusted_until {
+                    Some(until) if until > Instant::now() + t.renew => t.renew,
+                    _ => t.retry,
+                };
+                let stopping = tokio::select! {
+                    _ = tokio::time::sleep(wait) => false,
+                    _ = stop.changed() => true,
+                };
+                if stopping {
+                    let (_, tx, tasks) = leading.take().expect("leading");
+                    stop_tasks(tx, tasks).await;
+                    let resign = blocking(lease.resign_owned(term)).await;
+                    store.set_fence(None);
+                    leadership.standing.locked().term = None;
+                    metrics.leader.set(0);
+                    metrics.leader_term.set(0);
+                    match resign {
+                        Ok(_) => {
+                            metrics.leader_lost.get_or_create(&reason("resigned")).inc();
+                            tracing::info!(term, "resigned the leader's lease")
+                        }
+                        Err(e) => tracing::warn!(error = %e, "cannot resign the leader's lease"),
+                    }
+                    return;
+                }
+                let began = Instant::now();
+                let lost = match blocking(lease.renew_owned(term)).await {
+                    Ok(true) => {
+                        leadership.standing.locked().trusted_until = Some(began + t.ttl - t.margin);
+                        metrics
+                            .leader_renewals
+                            .get_or_create(&reason_result("renewed"))
+                            .inc();
+                        None
+                    }
+                    Ok(false) => {
+                        metrics
+                            .leader_renewals
+                            .get_or_create(&reason_result("lost"))
+                            .inc();
+                        Some("lost")
+                    }
+                    Err(e) => {
+                        metrics
+                            .leader_renewals
+                            .get_or_create(&reason_result("error"))
+                            .inc();
+                        tracing::warn!(error = %e, "cannot renew the leader's lease");
+                        match leadership.standing.locked().trusted_until {
+                            Some(until) if Instant::now() < until => None,
+                            _ => Some("untrusted"),
+                        }
+                    }
+                };
+                if let Some(why) = lost {
+                    tracing::warn!(term, reason = why, "this replica no longer leads");
+                    // Acting stops at once; the tasks are waited for before
+                    // the writes lose their term.
+                    {
+                        let mut s = leadership.standing.locked();
+                        s.term = None;
+                        s.trusted_until = None;
+                    }
+                    metrics.leader.set(0);
+                    metrics.leader_term.set(0);
+                    metrics.leader_lost.get_or_create(&reason(why)).inc();
+                    let (_, tx, tasks) = leading.take().expect("leading");
+                    stop_tasks(tx, tasks).await;
+                    store.set_fence(None);
+                }
+            }
+        }
+    }
+}
+
+fn reason(why: &str) -> Vec<(String, String)> {
+    vec![("reason".into(), why.into())]
+}
+
+fn reason_result(what: &str) -> Vec<(String, String)> {
+    vec![("result".into(), what.into())]
+}
+
+/// Tells the leader's tasks to stop and waits for them.
+async fn stop_tasks(tx: watch::Sender<bool>, tasks: Vec<JoinHandle<()>>) {
+    let _ = tx.send(true);
+    for t in tasks {
+        let _ = t.await;
+    }
+}
+
+/// Runs a blocking lease call off the runtime.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(f)
+        .await
+        .expect("a lease call does not panic")
+}
+
+/// Runs `f` in place (it blocks briefly: the reload of the active runs).
+async fn blocking_ref(f: &OnLead) {
+    tokio::task::block_in_place(f);
+}
