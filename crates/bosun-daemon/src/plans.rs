@@ -3,7 +3,9 @@
 //! once when the inventory of build clusters changes (added, removed,
 //! blocked, capacity), and places new jobs (moving nothing else) when only
 //! the jobs changed. Demand is bosun's own history by default, Prometheus
-//! with `demand: prometheus`.
+//! with `demand: prometheus`. The plan and its overrides are kept in files
+//! by default, or in the store's documents for replicas on one shared
+//! store ([`PlanHome`]).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -13,31 +15,62 @@ use bosun_cluster::registry::ClusterDef;
 use bosun_dispatcher::demand::{CachedDemand, DemandSource};
 use bosun_dispatcher::engine::Engine;
 use bosun_dispatcher::inputs::{inputs, Inputs, OpenShift};
+use bosun_dispatcher::persist::{Files, InStore, Persistence};
 use bosun_dispatcher::service::Service;
 use jiff::Timestamp;
 
 use crate::controller::Controller;
 use crate::state::{InForce, Shared};
 
-/// The engine of a daemon whose data directory is `data_dir`: its plan in
-/// `dispatcher.assignments_file` (default `DATA_DIR/dispatcher-plan.json`),
-/// its demand from `source`; `token` guards re-plans and overrides.
+/// Where a daemon's dispatcher keeps its plan and its overrides.
+#[derive(Clone)]
+pub enum PlanHome {
+    /// In files: the plan in `dispatcher.assignments_file` (default
+    /// `DATA_DIR/dispatcher-plan.json`), the overrides beside it. A daemon
+    /// with a store of its own (SQLite) keeps them there.
+    Files,
+    /// In the store's documents `dispatcher-plan` and
+    /// `dispatcher-overrides`: for replicas of `bosun serve` on one shared
+    /// store (`dispatcher.assignments_file` is not read then).
+    Store(bosun_store::SharedStore),
+}
+
+/// The engine of a daemon whose data directory is `data_dir`, keeping its
+/// plan in files ([`PlanHome::Files`]); its demand from `source`; `token`
+/// guards re-plans and overrides.
 pub fn engine(
     config: &bosun_config::types::ProwConfig,
     data_dir: &std::path::Path,
     source: DemandSource,
     token: Option<String>,
 ) -> Arc<Engine> {
-    let plan_file = config
-        .dispatcher
-        .as_ref()
-        .and_then(|d| d.assignments_file.clone())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| data_dir.join("dispatcher-plan.json"));
-    Arc::new(Engine::new(
+    engine_in(config, data_dir, source, token, PlanHome::Files)
+}
+
+/// [`engine`], keeping its plan and overrides in `home`.
+pub fn engine_in(
+    config: &bosun_config::types::ProwConfig,
+    data_dir: &std::path::Path,
+    source: DemandSource,
+    token: Option<String>,
+    home: PlanHome,
+) -> Arc<Engine> {
+    let persist: Arc<dyn Persistence> = match home {
+        PlanHome::Files => {
+            let plan_file = config
+                .dispatcher
+                .as_ref()
+                .and_then(|d| d.assignments_file.clone())
+                .map(PathBuf::from)
+                .unwrap_or_else(|| data_dir.join("dispatcher-plan.json"));
+            Arc::new(Files::new(plan_file))
+        }
+        PlanHome::Store(store) => Arc::new(InStore::new(store)),
+    };
+    Arc::new(Engine::with_persistence(
         Service::new(token),
         CachedDemand::new(source),
-        plan_file,
+        persist,
     ))
 }
 
@@ -149,6 +182,50 @@ pub async fn plan_loop(
                 controller.wake();
             }
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bosun_dispatcher::persist::PLAN_DOCUMENT;
+
+    /// The plan of a daemon's engine goes to the home it was given: its
+    /// data directory's file by default, the store's document on a shared
+    /// store (no file then).
+    #[test]
+    fn the_plan_goes_to_the_file_or_to_the_stores_document() {
+        let config = bosun_config::types::ProwConfig::default();
+        let inputs = || {
+            Ok(Inputs {
+                input: bosun_dispatch::model::PlanInput {
+                    clusters: vec![bosun_dispatch::model::ClusterSpec {
+                        name: "a".into(),
+                        ..Default::default()
+                    }],
+                    units: Vec::new(),
+                    options: Default::default(),
+                },
+                repos: Vec::new(),
+                warnings: Vec::new(),
+                files: Default::default(),
+            })
+        };
+        let now = Timestamp::now();
+        for shared in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let store: bosun_store::SharedStore = Arc::new(bosun_store::memory::MemoryStore::new());
+            let home = if shared {
+                PlanHome::Store(store.clone())
+            } else {
+                PlanHome::Files
+            };
+            let e = engine_in(&config, dir.path(), DemandSource::Ones, None, home);
+            assert!(e.replan(inputs(), true, "test", now));
+            let file = dir.path().join("dispatcher-plan.json");
+            assert_eq!(file.exists(), !shared);
+            assert_eq!(store.document(PLAN_DOCUMENT).unwrap().is_some(), shared);
         }
     }
 }

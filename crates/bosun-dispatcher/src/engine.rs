@@ -6,13 +6,24 @@
 //! (clusters not Reachable for `dispatcher.unhealthy_after`) applied on top,
 //! outside the movement budget (`bosun_dispatch::adjust`).
 //!
+//! Where the plan and the overrides are kept is a [`Persistence`]: files
+//! ([`Engine::new`], as `bosun dispatcher` and a daemon of its own keep
+//! them), or the store's documents ([`Engine::with_persistence`] with
+//! [`crate::persist::InStore`], for replicas of `bosun serve` on one
+//! store). A change of the overrides is written by compare-and-set: when
+//! another engine wrote them meanwhile, the kept ones are read again and
+//! the change applied to them again, so neither change is lost; an engine
+//! learns of another's changes at its next change or
+//! [`Engine::refresh_overrides`].
+//!
 //! Where the input comes from is the caller's business: the standalone
 //! service reads its configuration files, the daemon uses the configuration
 //! in force.
 
 use bosun_base::sync::Lock;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bosun_dispatch::adjust::{self, Override, OverrideTarget};
@@ -23,6 +34,7 @@ use jiff::Timestamp;
 
 use crate::demand::CachedDemand;
 use crate::inputs::Inputs;
+use crate::persist::{Files, PersistError, Persistence};
 use crate::service::Service;
 
 /// The last base plan and what it was made from (shared, never copied:
@@ -41,9 +53,11 @@ pub struct Engine {
     pub service: Arc<Service>,
     demand: CachedDemand,
     base: Mutex<Option<Arc<Base>>>,
-    plan_file: PathBuf,
-    overrides_file: PathBuf,
+    persist: Arc<dyn Persistence>,
     overrides: Mutex<Vec<Override>>,
+    /// The version of the kept overrides that `overrides` holds (written
+    /// under `overrides`' lock).
+    overrides_version: AtomicU64,
     unhealthy: Mutex<BTreeSet<String>>,
     next_override: std::sync::atomic::AtomicU64,
 }
@@ -85,33 +99,29 @@ pub struct OverrideRequest {
 
 impl Engine {
     /// An engine persisting its plan in `plan_file` (and its overrides
-    /// beside it), measuring demand with `demand`, answering through
-    /// `service`. Overrides persisted earlier are read back.
+    /// beside it: [`Files`]), measuring demand with `demand`, answering
+    /// through `service`. Overrides persisted earlier are read back.
     pub fn new(service: Arc<Service>, demand: CachedDemand, plan_file: PathBuf) -> Engine {
-        let overrides_file = overrides_file(&plan_file);
-        let overrides: Vec<Override> = std::fs::read_to_string(&overrides_file)
-            .ok()
-            .and_then(|t| match serde_json::from_str(&t) {
-                Ok(o) => Some(o),
-                Err(e) => {
-                    tracing::warn!(file = %overrides_file.display(), error = %e, "cannot read the overrides; starting with none");
-                    None
-                }
-            })
-            .unwrap_or_default();
-        let next = overrides
-            .iter()
-            .filter_map(|o| o.id.strip_prefix("ov-")?.parse::<u64>().ok())
-            .max()
-            .unwrap_or(0)
-            + 1;
+        Engine::with_persistence(service, demand, Arc::new(Files::new(plan_file)))
+    }
+
+    /// An engine keeping its plan and overrides in `persist` (files, or the
+    /// store's documents), measuring demand with `demand`, answering
+    /// through `service`. Overrides persisted earlier are read back.
+    pub fn with_persistence(
+        service: Arc<Service>,
+        demand: CachedDemand,
+        persist: Arc<dyn Persistence>,
+    ) -> Engine {
+        let (version, overrides) = read_overrides(persist.as_ref());
+        let next = next_override_id(&overrides);
         Engine {
             service,
             demand,
             base: Mutex::new(None),
-            plan_file,
-            overrides_file,
+            persist,
             overrides: Mutex::new(overrides),
+            overrides_version: AtomicU64::new(version),
             unhealthy: Mutex::new(BTreeSet::new()),
             next_override: std::sync::atomic::AtomicU64::new(next),
         }
@@ -142,7 +152,7 @@ impl Engine {
                 .collect();
             return (map, b.plan.generation);
         }
-        let text = crate::persist::read(&self.plan_file).ok().flatten();
+        let text = self.persist.read_plan().ok().flatten();
         let map = text
             .as_deref()
             .and_then(|t| format::previous_from_json(t).ok())
@@ -187,10 +197,8 @@ impl Engine {
         // An unchanged plan is not written again.
         let unchanged = last.as_ref().is_some_and(|b| *b.plan == plan);
         if !unchanged {
-            if let Err(e) =
-                crate::persist::write_atomically(&self.plan_file, format::to_json(&plan).as_bytes())
-            {
-                tracing::error!(file = %self.plan_file.display(), error = %e, "cannot write the plan");
+            if let Err(e) = self.persist.write_plan(&format::to_json(&plan)) {
+                tracing::error!(to = %self.persist.describe(), error = %e, "cannot write the plan");
             }
         }
         tracing::info!(
@@ -218,16 +226,19 @@ impl Engine {
         let Some(base) = self.base.locked().clone() else {
             return;
         };
-        let overrides = {
-            let mut all = self.overrides.locked();
+        let expired = self.change_overrides(|all| {
             let before = all.len();
             all.retain(|o| o.expires_at > now);
-            if all.len() != before {
-                tracing::info!(expired = before - all.len(), "overrides expired");
-                self.persist_overrides(&all);
+            (all.len() != before).then_some(before - all.len())
+        });
+        match expired {
+            Ok(Some(n)) => tracing::info!(expired = n, "overrides expired"),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::error!(to = %self.persist.describe(), error = %e, "cannot write the overrides")
             }
-            all.clone()
-        };
+        }
+        let overrides = self.overrides.locked().clone();
         let unhealthy = self.unhealthy.locked().clone();
         let adjusted = adjust::adjust_with_files(
             &base.plan,
@@ -318,7 +329,7 @@ impl Engine {
             self.next_override
                 .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
         );
-        let o = Override {
+        let mut o = Override {
             id,
             target,
             cluster: req.cluster,
@@ -332,12 +343,21 @@ impl Engine {
             let base = base.ok_or(OverrideError::NoPlan)?;
             adjust::validate_with_files(&base.input, &base.plan, &o, now, &base.files)
                 .map_err(OverrideError::Invalid)?;
-            let mut all = self.overrides.locked();
-            let mut next = all.clone();
-            next.push(o.clone());
-            self.try_persist_overrides(&next)
-                .map_err(|e| OverrideError::Persist(e.to_string()))?;
-            *all = next;
+            // Another engine may have given the id meanwhile: then it
+            // takes the next free one.
+            let added = self.change_overrides(|all| {
+                let mut o = o.clone();
+                if all.iter().any(|x| x.id == o.id) {
+                    o.id = format!("ov-{}", next_override_id(all));
+                }
+                all.push(o.clone());
+                Some(o)
+            });
+            match added {
+                Ok(Some(added)) => o = added,
+                Ok(None) => {}
+                Err(e) => return Err(OverrideError::Persist(e.to_string())),
+            }
         }
         tracing::info!(r#override = %o.id, actor = %o.actor, "override added");
         self.publish(now);
@@ -346,40 +366,126 @@ impl Engine {
 
     /// Cancels override `id`; whether it existed.
     pub fn cancel_override(&self, id: &str, now: Timestamp) -> Result<bool, OverrideError> {
-        {
-            let mut all = self.overrides.locked();
-            if !all.iter().any(|o| o.id == id) {
-                return Ok(false);
-            }
-            let next: Vec<Override> = all.iter().filter(|o| o.id != id).cloned().collect();
-            self.try_persist_overrides(&next)
-                .map_err(|e| OverrideError::Persist(e.to_string()))?;
-            *all = next;
+        let cancelled = self
+            .change_overrides(|all| {
+                let before = all.len();
+                all.retain(|o| o.id != id);
+                (all.len() != before).then_some(())
+            })
+            .map_err(|e| OverrideError::Persist(e.to_string()))?;
+        if cancelled.is_none() {
+            return Ok(false);
         }
         tracing::info!(r#override = id, "override cancelled");
         self.publish(now);
         Ok(true)
     }
 
-    fn try_persist_overrides(&self, all: &[Override]) -> std::io::Result<()> {
-        let text = serde_json::to_string_pretty(all).map_err(std::io::Error::other)?;
-        crate::persist::write_atomically(&self.overrides_file, text.as_bytes())
+    /// Reads the kept overrides again: when another engine changed them
+    /// (their version moved), they replace the ones in memory and the
+    /// effective plan is made again at `now`. Returns whether they changed.
+    pub fn refresh_overrides(&self, now: Timestamp) -> bool {
+        let changed = {
+            let mut all = self.overrides.locked();
+            match self.persist.read_overrides() {
+                Ok((version, _)) if version == self.overrides_version.load(Ordering::SeqCst) => {
+                    false
+                }
+                Ok((version, text)) => {
+                    *all = parse_overrides(self.persist.as_ref(), text.as_deref());
+                    self.overrides_version.store(version, Ordering::SeqCst);
+                    self.bump_next_override(&all);
+                    true
+                }
+                Err(e) => {
+                    tracing::warn!(from = %self.persist.describe(), error = %e, "cannot read the overrides");
+                    false
+                }
+            }
+        };
+        if changed {
+            tracing::info!("the kept overrides changed");
+            self.publish(now);
+        }
+        changed
     }
 
-    fn persist_overrides(&self, all: &[Override]) {
-        if let Err(e) = self.try_persist_overrides(all) {
-            tracing::error!(file = %self.overrides_file.display(), error = %e, "cannot write the overrides");
+    /// Applies `change` to the overrides and keeps them; `change` says
+    /// `None` when it changed nothing (nothing is written). When another
+    /// engine wrote them since this one read them, the kept ones are read
+    /// again and `change` applied to them again (a few times at most).
+    fn change_overrides<T>(
+        &self,
+        change: impl Fn(&mut Vec<Override>) -> Option<T>,
+    ) -> Result<Option<T>, PersistError> {
+        const ATTEMPTS: usize = 5;
+        let mut all = self.overrides.locked();
+        for _ in 0..ATTEMPTS {
+            let mut next = all.clone();
+            let Some(out) = change(&mut next) else {
+                return Ok(None);
+            };
+            let text = serde_json::to_string_pretty(&next)
+                .map_err(|e| PersistError::Failed(e.to_string()))?;
+            let expected = self.overrides_version.load(Ordering::SeqCst);
+            match self.persist.write_overrides(expected, &text) {
+                Ok(version) => {
+                    self.bump_next_override(&next);
+                    *all = next;
+                    self.overrides_version.store(version, Ordering::SeqCst);
+                    return Ok(Some(out));
+                }
+                Err(PersistError::Conflict) => {
+                    let (version, text) = self.persist.read_overrides()?;
+                    *all = parse_overrides(self.persist.as_ref(), text.as_deref());
+                    self.overrides_version.store(version, Ordering::SeqCst);
+                    self.bump_next_override(&all);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(PersistError::Conflict)
+    }
+
+    /// Keeps the next override's id above the ids of `all` (another engine
+    /// may have added some).
+    fn bump_next_override(&self, all: &[Override]) {
+        self.next_override
+            .fetch_max(next_override_id(all), Ordering::SeqCst);
+    }
+}
+
+/// The number after the highest `ov-N` id among `overrides`.
+fn next_override_id(overrides: &[Override]) -> u64 {
+    overrides
+        .iter()
+        .filter_map(|o| o.id.strip_prefix("ov-")?.parse::<u64>().ok())
+        .max()
+        .unwrap_or(0)
+        + 1
+}
+
+/// The kept overrides and their version; none (a warning) when they cannot
+/// be read.
+fn read_overrides(persist: &dyn Persistence) -> (u64, Vec<Override>) {
+    match persist.read_overrides() {
+        Ok((version, text)) => (version, parse_overrides(persist, text.as_deref())),
+        Err(e) => {
+            tracing::warn!(from = %persist.describe(), error = %e, "cannot read the overrides; starting with none");
+            (0, Vec::new())
         }
     }
 }
 
-/// Where the overrides of the plan in `plan_file` are kept.
-fn overrides_file(plan_file: &Path) -> PathBuf {
-    let stem = plan_file
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "dispatcher-plan".into());
-    plan_file.with_file_name(format!("{stem}.overrides.json"))
+/// Overrides from their kept text; none (a warning) when it does not parse.
+fn parse_overrides(persist: &dyn Persistence, text: Option<&str>) -> Vec<Override> {
+    let Some(text) = text else {
+        return Vec::new();
+    };
+    serde_json::from_str(text).unwrap_or_else(|e| {
+        tracing::warn!(from = %persist.describe(), error = %e, "cannot read the overrides; starting with none");
+        Vec::new()
+    })
 }
 
 /// `plan` with the units of `input` it does not know placed (each on its
@@ -477,5 +583,142 @@ pub fn router_at(engine: Arc<Engine>, prefix: &str) -> axum::Router {
         overrides
     } else {
         crate::service::router_at(engine.service.clone(), prefix).merge(overrides)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::demand::DemandSource;
+    use crate::persist::{InStore, OVERRIDES_DOCUMENT, PLAN_DOCUMENT};
+    use bosun_dispatch::model::{ClusterSpec, UnitSpec};
+    use bosun_store::SharedStore;
+
+    fn inputs() -> Inputs {
+        let cluster = |name: &str| ClusterSpec {
+            name: name.into(),
+            ..ClusterSpec::default()
+        };
+        let unit = |job: &str| UnitSpec {
+            id: format!("job:{job}"),
+            jobs: vec![job.into()],
+            demand: 1.0,
+            eligible: vec!["a".into(), "b".into()],
+            pinned: None,
+            keeps_blocked_pin: false,
+            previous: None,
+            rule: "default".into(),
+        };
+        Inputs {
+            input: PlanInput {
+                clusters: vec![cluster("a"), cluster("b")],
+                units: vec![unit("j1"), unit("j2")],
+                options: Default::default(),
+            },
+            repos: Vec::new(),
+            warnings: Vec::new(),
+            files: BTreeMap::new(),
+        }
+    }
+
+    fn engine(persist: Arc<dyn Persistence>) -> Engine {
+        Engine::with_persistence(
+            Service::new(None),
+            CachedDemand::new(DemandSource::Ones),
+            persist,
+        )
+    }
+
+    fn move_job(job: &str, to: &str) -> OverrideRequest {
+        OverrideRequest {
+            job: Some(job.into()),
+            file: None,
+            drain: None,
+            cluster: Some(to.into()),
+            ttl: "1h".into(),
+            reason: "a test".into(),
+            actor: "test".into(),
+        }
+    }
+
+    fn ids(overrides: &[Override]) -> Vec<&str> {
+        overrides.iter().map(|o| o.id.as_str()).collect()
+    }
+
+    /// Two engines on one store (replicas of `bosun serve`): the plan one
+    /// writes is the other's previous one, and overrides both change at
+    /// once are all kept, none lost and no id given twice.
+    #[test]
+    fn engines_on_one_store_share_the_plan_and_lose_no_override() {
+        let store: SharedStore = Arc::new(bosun_store::memory::MemoryStore::new());
+        let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let a = engine(Arc::new(InStore::new(store.clone())));
+        let b = engine(Arc::new(InStore::new(store.clone())));
+        assert!(a.replan(Ok(inputs()), true, "test", now));
+        let plan = a.base_plan().unwrap();
+        assert!(store.document(PLAN_DOCUMENT).unwrap().is_some());
+        let (previous, generation) = b.previous();
+        assert_eq!(generation, plan.generation);
+        assert_eq!(previous.len(), 2);
+        assert!(b.replan(Ok(inputs()), true, "test", now));
+
+        let first = a.add_override(move_job("j1", "b"), now).unwrap();
+        // `b` has not seen it: its write conflicts, it reads them again and
+        // adds its own, under an id of its own.
+        let second = b.add_override(move_job("j2", "a"), now).unwrap();
+        assert_ne!(first.id, second.id);
+        assert_eq!(
+            ids(&b.overrides(now)),
+            [first.id.as_str(), second.id.as_str()]
+        );
+        let kept = store.document(OVERRIDES_DOCUMENT).unwrap().unwrap();
+        assert_eq!(kept.version, 2);
+        // `a` learns of it when it looks again (once).
+        assert_eq!(ids(&a.overrides(now)), [first.id.as_str()]);
+        assert!(a.refresh_overrides(now));
+        assert!(!a.refresh_overrides(now));
+        assert_eq!(
+            ids(&a.overrides(now)),
+            [first.id.as_str(), second.id.as_str()]
+        );
+        // A cancel on one; the other's stale cancel of it finds it gone.
+        assert!(a.cancel_override(&first.id, now).unwrap());
+        assert!(!b.cancel_override(&first.id, now).unwrap());
+        assert_eq!(ids(&b.overrides(now)), [second.id.as_str()]);
+        // A new engine on the store starts with them.
+        let c = engine(Arc::new(InStore::new(store.clone())));
+        assert_eq!(ids(&c.overrides(now)), [second.id.as_str()]);
+        assert!(c.replan(Ok(inputs()), true, "test", now));
+        let third = c.add_override(move_job("j1", "a"), now).unwrap();
+        assert!(![first.id.as_str(), second.id.as_str()].contains(&third.id.as_str()));
+    }
+
+    /// An engine of files keeps the plan in its file, in OpenShift's
+    /// format, and the overrides beside it, read back by the next engine.
+    #[test]
+    fn an_engine_of_files_keeps_the_plan_and_overrides_in_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let plan_file = dir.path().join("dispatcher-plan.json");
+        let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let e = Engine::new(
+            Service::new(None),
+            CachedDemand::new(DemandSource::Ones),
+            plan_file.clone(),
+        );
+        assert!(e.replan(Ok(inputs()), true, "test", now));
+        let text = std::fs::read_to_string(&plan_file).unwrap();
+        assert_eq!(text, format::to_json(&e.base_plan().unwrap()));
+        let o = e.add_override(move_job("j1", "b"), now).unwrap();
+        let again = Engine::new(
+            Service::new(None),
+            CachedDemand::new(DemandSource::Ones),
+            plan_file,
+        );
+        assert_eq!(ids(&again.overrides(now)), [o.id.as_str()]);
+        assert!(dir.path().join("dispatcher-plan.overrides.json").exists());
+        assert!(
+            !again.refresh_overrides(now),
+            "a file has no versions to follow"
+        );
     }
 }

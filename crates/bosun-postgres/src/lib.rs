@@ -59,11 +59,13 @@ use std::time::Duration;
 use bosun_store::reports::policy_reports;
 use bosun_store::repos::{Accepted, NewDelivery, RepoRecord, StoredDelivery};
 use bosun_store::run::apply;
+use bosun_store::shared::{check_expected, conflict};
 use bosun_store::{
     count_by_labels, new_run_id, policy_set_already, Before, CreateDone, Created, Enqueued, Fire,
     JobDemand, KeptFire, NewReport, NewRun, PeriodicRuns, PeriodicState, PreparedFires,
     ReportCounts, ReportFailure, ReportPolicy, Run, RunCount, RunFilter, RunState, RunSummary,
-    SkippedTicks, Store, StoreError, StoredReport, TickOutcome, Transition, TransitionObserver,
+    Session, SkippedTicks, Store, StoreError, StoredDocument, StoredReport, TickOutcome,
+    Transition, TransitionObserver,
 };
 use jiff::Timestamp;
 use postgres::types::ToSql;
@@ -1412,6 +1414,113 @@ impl Store for PgStore {
                 &[&keys],
             )?;
             Ok(gone.len())
+        })
+    }
+
+    fn put_session(&self, session: &Session) -> Result<(), StoreError> {
+        let expires = micros(bosun_store::run::micros(session.expires_at));
+        self.write(|tx| {
+            tx.execute(
+                "INSERT INTO sessions(id_hash, role, expires_at) VALUES ($1, $2, $3)
+                 ON CONFLICT (id_hash) DO UPDATE SET role = $2, expires_at = $3",
+                &[&session.id_hash, &session.role, &expires],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn session(&self, id_hash: &str, now: Timestamp) -> Result<Option<Session>, StoreError> {
+        self.read(|c| {
+            let row = c.query_opt(
+                "SELECT id_hash, role, expires_at FROM sessions WHERE id_hash = $1 AND expires_at > $2",
+                &[&id_hash, &micros(now)],
+            )?;
+            Ok(row
+                .map(|r| {
+                    Ok::<_, StoreError>(Session {
+                        id_hash: r.get(0),
+                        role: r.get(1),
+                        expires_at: ts(r.get(2))?,
+                    })
+                })
+                .transpose()?)
+        })
+    }
+
+    fn delete_session(&self, id_hash: &str) -> Result<bool, StoreError> {
+        self.write(|tx| Ok(tx.execute("DELETE FROM sessions WHERE id_hash = $1", &[&id_hash])? > 0))
+    }
+
+    fn prune_sessions(&self, now: Timestamp, keep: usize) -> Result<usize, StoreError> {
+        let keep = i64::try_from(keep).unwrap_or(i64::MAX);
+        self.write(|tx| {
+            // Prunes one at a time: two at once would each delete for the
+            // same excess.
+            tx.batch_execute("LOCK TABLE sessions IN SHARE ROW EXCLUSIVE MODE")?;
+            let expired = tx.execute(
+                "DELETE FROM sessions WHERE expires_at <= $1",
+                &[&micros(now)],
+            )?;
+            let over = tx.execute(
+                "DELETE FROM sessions WHERE id_hash IN (
+                    SELECT id_hash FROM sessions ORDER BY expires_at, id_hash
+                    LIMIT GREATEST((SELECT COUNT(*) FROM sessions) - $1, 0))",
+                &[&keep],
+            )?;
+            Ok((expired + over) as usize)
+        })
+    }
+
+    fn shared_secret(&self, name: &str, candidate: [u8; 32]) -> Result<[u8; 32], StoreError> {
+        self.write(|tx| {
+            tx.execute(
+                "INSERT INTO secrets(name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+                &[&name, &candidate.as_slice()],
+            )?;
+            let value: Vec<u8> = tx
+                .query_one("SELECT value FROM secrets WHERE name = $1", &[&name])?
+                .get(0);
+            Ok(value.try_into().map_err(|_| {
+                StoreError::Invalid(format!("the stored secret {name} is not 32 bytes"))
+            })?)
+        })
+    }
+
+    fn document(&self, name: &str) -> Result<Option<StoredDocument>, StoreError> {
+        self.read(|c| {
+            let row = c.query_opt(
+                "SELECT version, body FROM documents WHERE name = $1",
+                &[&name],
+            )?;
+            Ok(row.map(|r| StoredDocument {
+                version: r.get::<_, i64>(0) as u64,
+                body: r.get(1),
+            }))
+        })
+    }
+
+    fn put_document(&self, name: &str, expected: u64, body: &[u8]) -> Result<u64, StoreError> {
+        check_expected(name, expected)?;
+        let expected = expected as i64;
+        self.write(|tx| {
+            let written = if expected == 0 {
+                tx.execute(
+                    "INSERT INTO documents(name, version, body) VALUES ($1, 1, $2) ON CONFLICT (name) DO NOTHING",
+                    &[&name, &body],
+                )?
+            } else {
+                tx.execute(
+                    "UPDATE documents SET version = version + 1, body = $3 WHERE name = $1 AND version = $2",
+                    &[&name, &expected, &body],
+                )?
+            };
+            if written == 1 {
+                return Ok(expected as u64 + 1);
+            }
+            let found: i64 = tx
+                .query_opt("SELECT version FROM documents WHERE name = $1", &[&name])?
+                .map_or(0, |r| r.get(0));
+            Err(conflict(name, expected as u64, found as u64).into())
         })
     }
 }

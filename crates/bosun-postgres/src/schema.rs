@@ -155,6 +155,21 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         renewed_at TIMESTAMPTZ NOT NULL,
         expires_at TIMESTAMPTZ NOT NULL
      );",
+    // 3: what every replica's dashboard and dispatcher share: sessions (the
+    // hash of each id, never the id), secrets made once (the CSRF key),
+    // versioned documents (the dispatcher's plan and overrides).
+    "CREATE TABLE sessions (
+        id_hash TEXT COLLATE \"C\" PRIMARY KEY,
+        role TEXT NOT NULL,
+        expires_at BIGINT NOT NULL
+     );
+     CREATE INDEX sessions_expiry ON sessions(expires_at, id_hash);
+     CREATE TABLE secrets (name TEXT PRIMARY KEY, value BYTEA NOT NULL);
+     CREATE TABLE documents (
+        name TEXT PRIMARY KEY,
+        version BIGINT NOT NULL,
+        body BYTEA NOT NULL
+     );",
 ];
 
 /// Applies the migrations not applied yet, each in a transaction of its own,

@@ -17,6 +17,10 @@
 //!   over a newer one. A run's change and the reports of it (asked of the
 //!   [`ReportPolicy`] installed by [`Store::set_report_policy`]) are
 //!   committed together: one is never kept without the other.
+//! - [`shared`]: what the replicas of `bosun serve` on one store share
+//!   beside runs: the dashboard's sessions, secrets made once (the CSRF
+//!   key) and versioned documents written by compare-and-set (the
+//!   dispatcher's plan).
 //!
 //! The store knows nothing of HTTP or executors.
 
@@ -30,6 +34,7 @@ mod prepared;
 pub mod reports;
 pub mod repos;
 pub mod run;
+pub mod shared;
 pub mod sqlite;
 pub mod template;
 
@@ -49,6 +54,7 @@ pub use repos::{
     SeenHead, StoredDelivery,
 };
 pub use run::{Labels, NewRun, Run, RunState, Spec, Transition};
+pub use shared::{session_id_hash, Session, StoredDocument};
 
 /// Store failures.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -83,6 +89,11 @@ pub enum StoreError {
     /// process is no longer the leader.
     #[error("not the leader: {0}")]
     Fenced(String),
+    /// A compare-and-set ([`Store::put_document`]) found another version
+    /// than the one it expected: someone else wrote meanwhile. Nothing was
+    /// written; read again and decide again.
+    #[error("{0}")]
+    Conflict(String),
 }
 
 /// What `create_run` did.
@@ -791,6 +802,76 @@ pub trait Store: Send + Sync {
     fn prune_reports(&self, before: Timestamp) -> Result<usize, StoreError> {
         let _ = before;
         Err(no_reports())
+    }
+
+    // What the replicas of `bosun serve` on one store share (see [`shared`]).
+    // The defaults refuse with `Unavailable`; the memory and SQLite stores
+    // keep all of it, held to the same rules by the conformance suite.
+
+    /// Keeps a session under its `id_hash`, replacing the one kept under it
+    /// (whatever its role or expiry), committed before it returns. Nothing
+    /// else is deleted: bounding the sessions is [`Store::prune_sessions`]'s.
+    fn put_session(&self, session: &Session) -> Result<(), StoreError> {
+        let _ = session;
+        Err(shared::not_kept())
+    }
+
+    /// The session kept under `id_hash` if it is live at `now`
+    /// (`expires_at > now`); none when there is none or it has expired (an
+    /// expired session is not deleted by this read). `expires_at` comes back
+    /// truncated to the microsecond.
+    fn session(&self, id_hash: &str, now: Timestamp) -> Result<Option<Session>, StoreError> {
+        let _ = (id_hash, now);
+        Err(shared::not_kept())
+    }
+
+    /// Deletes the session kept under `id_hash`; false when there was none
+    /// (an expired one not pruned yet counts as one).
+    fn delete_session(&self, id_hash: &str) -> Result<bool, StoreError> {
+        let _ = id_hash;
+        Err(shared::not_kept())
+    }
+
+    /// Deletes every session expired at `now` (`expires_at <= now`), then,
+    /// while more than `keep` are left, the one that expires first (of two
+    /// that expire at the same microsecond, the one whose `id_hash` sorts
+    /// first by its bytes), in one transaction; returns how many were
+    /// deleted. With `keep` at most the bound less one before each
+    /// [`Store::put_session`], a writer never holds more than the bound.
+    fn prune_sessions(&self, now: Timestamp, keep: usize) -> Result<usize, StoreError> {
+        let _ = (now, keep);
+        Err(shared::not_kept())
+    }
+
+    /// The secret kept under `name`, made once: when there is none,
+    /// `candidate` is kept under `name` and returned; when there is one, it
+    /// is returned and `candidate` is dropped. Insert-if-absent in one
+    /// transaction, so callers that race with different candidates (two
+    /// replicas starting at once) all get the same secret, the first one
+    /// committed. A secret is never replaced or deleted.
+    fn shared_secret(&self, name: &str, candidate: [u8; 32]) -> Result<[u8; 32], StoreError> {
+        let _ = (name, candidate);
+        Err(shared::not_kept())
+    }
+
+    /// The document `name` with its version; none when it was never written.
+    fn document(&self, name: &str) -> Result<Option<StoredDocument>, StoreError> {
+        let _ = name;
+        Err(shared::not_kept())
+    }
+
+    /// Writes document `name` whole if its version is still `expected` (0:
+    /// the document must not exist yet), in one transaction: the new body
+    /// is kept at version `expected + 1`, which is returned. When the
+    /// version is another (someone wrote meanwhile, or there is none while
+    /// one was expected), nothing is written and the write fails with
+    /// [`StoreError::Conflict`]: of concurrent writes expecting one version,
+    /// exactly one succeeds. An `expected` of `i64::MAX` or more is refused
+    /// ([`StoreError::Invalid`]) before anything is read or written (every
+    /// version fits a signed 64-bit column).
+    fn put_document(&self, name: &str, expected: u64, body: &[u8]) -> Result<u64, StoreError> {
+        let _ = (name, expected, body);
+        Err(shared::not_kept())
     }
 }
 

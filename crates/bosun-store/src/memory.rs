@@ -16,6 +16,7 @@ use crate::reports::{
 };
 use crate::repos::{Accepted, NewDelivery, RepoRecord, StoredDelivery};
 use crate::run::{apply, Run, RunState};
+use crate::shared::{check_expected, conflict, doomed_sessions, Session, StoredDocument};
 use crate::{
     count_by_labels, new_run_id, policy_set_already, Before, Created, DemandSums, Fire, JobDemand,
     NewRun, PeriodicState, RunFilter, Store, StoreError, TickOutcome, Transition,
@@ -53,6 +54,12 @@ struct Inner {
     last_report_id: u64,
     /// What to report of each change, asked under the lock.
     policy: Option<Arc<dyn ReportPolicy>>,
+    /// Sessions by id hash.
+    sessions: HashMap<String, Session>,
+    /// Shared secrets by name.
+    secrets: HashMap<String, [u8; 32]>,
+    /// Documents by name.
+    documents: HashMap<String, StoredDocument>,
 }
 
 impl Inner {
@@ -672,6 +679,73 @@ impl Store for MemoryStore {
             g.report_keys.remove(&key);
         }
         Ok(doomed.len())
+    }
+
+    fn put_session(&self, session: &Session) -> Result<(), StoreError> {
+        let mut session = session.clone();
+        session.expires_at = crate::run::micros(session.expires_at);
+        self.lock()
+            .sessions
+            .insert(session.id_hash.clone(), session);
+        Ok(())
+    }
+
+    fn session(&self, id_hash: &str, now: Timestamp) -> Result<Option<Session>, StoreError> {
+        Ok(self
+            .lock()
+            .sessions
+            .get(id_hash)
+            .filter(|s| s.expires_at > now)
+            .cloned())
+    }
+
+    fn delete_session(&self, id_hash: &str) -> Result<bool, StoreError> {
+        Ok(self.lock().sessions.remove(id_hash).is_some())
+    }
+
+    fn prune_sessions(&self, now: Timestamp, keep: usize) -> Result<usize, StoreError> {
+        let mut g = self.lock();
+        let doomed = doomed_sessions(
+            g.sessions
+                .values()
+                .map(|s| (s.id_hash.as_str(), s.expires_at)),
+            now,
+            keep,
+        );
+        for id in &doomed {
+            g.sessions.remove(id);
+        }
+        Ok(doomed.len())
+    }
+
+    fn shared_secret(&self, name: &str, candidate: [u8; 32]) -> Result<[u8; 32], StoreError> {
+        Ok(*self
+            .lock()
+            .secrets
+            .entry(name.to_string())
+            .or_insert(candidate))
+    }
+
+    fn document(&self, name: &str) -> Result<Option<StoredDocument>, StoreError> {
+        Ok(self.lock().documents.get(name).cloned())
+    }
+
+    fn put_document(&self, name: &str, expected: u64, body: &[u8]) -> Result<u64, StoreError> {
+        check_expected(name, expected)?;
+        let mut g = self.lock();
+        let found = g.documents.get(name).map_or(0, |d| d.version);
+        if found != expected {
+            return Err(conflict(name, expected, found));
+        }
+        let version = expected + 1;
+        g.documents.insert(
+            name.to_string(),
+            StoredDocument {
+                version,
+                body: body.to_vec(),
+            },
+        );
+        Ok(version)
     }
 
     fn delete_completed_before(&self, cutoff: Timestamp) -> Result<Vec<String>, StoreError> {

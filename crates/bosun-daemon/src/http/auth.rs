@@ -13,11 +13,18 @@
 //!   take it as a bearer header; the dashboard's forms take it as a bearer
 //!   header too, or as the session of a login with the API token.
 //! - **Sessions**: `POST /login` with a token makes a session (random 256-bit
-//!   id, kept in memory, 12 hours) in an `HttpOnly; SameSite=Strict` cookie;
-//!   `POST /logout` ends it. A restart ends every session.
+//!   id, 12 hours) in an `HttpOnly; SameSite=Strict` cookie; `POST /logout`
+//!   ends it. Sessions are kept in the store, by the SHA-256 of their id
+//!   (never the id itself), at most [`MAX_SESSIONS`] of them (the oldest go
+//!   first): they survive a restart, and every replica of `bosun serve` on
+//!   one store knows them. A session the store cannot read is no session
+//!   (the request is anonymous, and a warning logged).
 //! - **CSRF**: every form carries a token bound to the browser's cookie (the
 //!   session's, or before a login a random `bosun_csrf` cookie the pages
-//!   set): an HMAC-SHA256 of the cookie under a key made at start-up. A form
+//!   set): an HMAC-SHA256 of the cookie under a key made once and kept in
+//!   the store ([`CSRF_KEY`]), so a form shown by one replica, or before a
+//!   restart, is accepted by another, or after it (a store that cannot keep
+//!   it leaves a key of this process's own, and a warning). A form
 //!   `POST` is refused unless that token matches, its `Origin` (when sent)
 //!   is the dashboard's own and its `Sec-Fetch-Site` (when sent) is
 //!   `same-origin` ([`Auth::check_form`]). A request with a valid bearer
@@ -30,11 +37,9 @@
 //! API's mutating routes with [`bearer`] and [`same`]; the dashboard
 //! (`http::web`) asks [`Auth`] for roles, sessions and its forms' checks.
 
-use bosun_base::sync::Lock;
-use std::collections::HashMap;
 use std::io::Read;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -43,6 +48,8 @@ use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use bosun_store::{session_id_hash, Session, SharedStore, StoreError};
+
 /// The session cookie.
 pub const SESSION_COOKIE: &str = "bosun_session";
 /// The cookie a form's CSRF token is bound to before a login.
@@ -50,7 +57,9 @@ pub const CSRF_COOKIE: &str = "bosun_csrf";
 /// How long a session lasts.
 pub const SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
 /// At most this many sessions are kept (the oldest go first).
-const MAX_SESSIONS: usize = 10_000;
+pub const MAX_SESSIONS: usize = 10_000;
+/// The name of the CSRF key among the store's shared secrets.
+pub const CSRF_KEY: &str = "dashboard-csrf-key";
 
 /// What a request may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -64,7 +73,7 @@ pub enum Role {
 }
 
 impl Role {
-    /// How the dashboard names it.
+    /// How the dashboard names it (and the store keeps a session's).
     pub fn word(self) -> &'static str {
         match self {
             Role::Anonymous => "anonymous",
@@ -72,20 +81,23 @@ impl Role {
             Role::Operator => "operator",
         }
     }
+
+    /// The role [`Role::word`] names (none for any other word).
+    pub fn from_word(word: &str) -> Option<Role> {
+        [Role::Anonymous, Role::Reader, Role::Operator]
+            .into_iter()
+            .find(|r| r.word() == word)
+    }
 }
 
-struct Session {
-    role: Role,
-    expires: Instant,
-}
-
-/// The tokens, the sessions and the CSRF key.
+/// The tokens, the CSRF key and the store that keeps the sessions.
 pub struct Auth {
     api_token: Option<String>,
     read_token: Option<String>,
     /// Keys the CSRF tokens.
     key: [u8; 32],
-    sessions: Mutex<HashMap<String, Session>>,
+    /// Keeps the sessions.
+    store: SharedStore,
 }
 
 /// Why a form `POST` was refused.
@@ -99,13 +111,25 @@ pub enum Refusal {
 }
 
 impl Auth {
-    /// `api_token` guards actions, `read_token` (when set) reads.
-    pub fn new(api_token: Option<String>, read_token: Option<String>) -> Arc<Auth> {
+    /// `api_token` guards actions, `read_token` (when set) reads; `store`
+    /// keeps the sessions and the CSRF key (made now if it has none).
+    pub fn new(
+        api_token: Option<String>,
+        read_token: Option<String>,
+        store: SharedStore,
+    ) -> Arc<Auth> {
+        let key = match store.shared_secret(CSRF_KEY, random()) {
+            Ok(key) => key,
+            Err(e) => {
+                tracing::warn!(error = %e, "the store cannot keep the CSRF key: forms shown before a restart, or by another replica, will be refused");
+                random()
+            }
+        };
         Arc::new(Auth {
             api_token,
             read_token,
-            key: random(),
-            sessions: Mutex::default(),
+            key,
+            store,
         })
     }
 
@@ -144,9 +168,16 @@ impl Auth {
     /// The role of the request's session, if it has a live one.
     pub fn session_role(&self, headers: &HeaderMap) -> Option<Role> {
         let id = cookie(headers, SESSION_COOKIE)?;
-        let sessions = self.sessions.locked();
-        let s = sessions.get(id)?;
-        (s.expires > Instant::now()).then_some(s.role)
+        match self
+            .store
+            .session(&session_id_hash(id), jiff::Timestamp::now())
+        {
+            Ok(s) => Role::from_word(&s?.role),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read a session; the request is anonymous");
+                None
+            }
+        }
     }
 
     /// Whether `role` may read.
@@ -159,38 +190,29 @@ impl Auth {
         self.api_token.is_none() || role == Role::Operator
     }
 
-    /// Makes a session for `role`; its id, for the cookie.
-    pub fn login(&self, role: Role) -> String {
+    /// Makes a session for `role`, kept in the store (the expired ones and,
+    /// beyond [`MAX_SESSIONS`], the oldest go first); its id, for the cookie.
+    pub fn login(&self, role: Role) -> Result<String, StoreError> {
         let id = hex(&random());
-        let now = Instant::now();
-        let mut sessions = self.sessions.locked();
-        sessions.retain(|_, s| s.expires > now);
-        if sessions.len() >= MAX_SESSIONS {
-            // The oldest go first.
-            let mut by_age: Vec<(Instant, String)> = sessions
-                .iter()
-                .map(|(k, s)| (s.expires, k.clone()))
-                .collect();
-            by_age.sort();
-            for (_, k) in by_age.iter().take(sessions.len() + 1 - MAX_SESSIONS) {
-                sessions.remove(k);
-            }
-        }
-        sessions.insert(
-            id.clone(),
-            Session {
-                role,
-                expires: now + SESSION_TTL,
-            },
-        );
-        id
+        let now = jiff::Timestamp::now();
+        let expires_at = now
+            .checked_add(SESSION_TTL)
+            .map_err(|e| StoreError::Invalid(e.to_string()))?;
+        self.store.prune_sessions(now, MAX_SESSIONS - 1)?;
+        self.store.put_session(&Session {
+            id_hash: session_id_hash(&id),
+            role: role.word().to_string(),
+            expires_at,
+        })?;
+        Ok(id)
     }
 
     /// Ends the request's session, if it has one.
-    pub fn logout(&self, headers: &HeaderMap) {
+    pub fn logout(&self, headers: &HeaderMap) -> Result<(), StoreError> {
         if let Some(id) = cookie(headers, SESSION_COOKIE) {
-            self.sessions.locked().remove(id);
+            self.store.delete_session(&session_id_hash(id))?;
         }
+        Ok(())
     }
 
     /// The CSRF token of forms shown to the holder of cookie value `binding`.
@@ -416,9 +438,79 @@ mod tests {
         );
     }
 
+    /// Two daemons on one store (replicas, or one before and after a
+    /// restart) share the CSRF key and the sessions.
+    #[test]
+    fn auths_on_one_store_share_sessions_and_the_csrf_key() {
+        let store: SharedStore = Arc::new(bosun_store::memory::MemoryStore::new());
+        let first = Auth::new(Some("act".into()), None, store.clone());
+        let second = Auth::new(Some("act".into()), None, store.clone());
+        assert_eq!(first.csrf_token("cookie"), second.csrf_token("cookie"));
+        let other = Auth::new(
+            Some("act".into()),
+            None,
+            Arc::new(bosun_store::memory::MemoryStore::new()),
+        );
+        assert_ne!(first.csrf_token("cookie"), other.csrf_token("cookie"));
+        let id = first.login(Role::Operator).unwrap();
+        let h = headers(&[
+            ("cookie", &format!("{SESSION_COOKIE}={id}")),
+            ("host", "127.0.0.1:8080"),
+        ]);
+        assert_eq!(second.session_role(&h), Some(Role::Operator));
+        assert_eq!(
+            second.check_form(&h, &first.csrf_token(&id)),
+            Ok(Role::Operator)
+        );
+        assert_eq!(other.session_role(&h), None);
+        second.logout(&h).unwrap();
+        assert_eq!(first.session_role(&h), None);
+    }
+
+    /// A login keeps at most [`MAX_SESSIONS`]: the oldest goes first.
+    #[test]
+    fn a_login_beyond_the_bound_ends_the_oldest_session() {
+        let store: SharedStore = Arc::new(bosun_store::memory::MemoryStore::new());
+        let auth = Auth::new(None, None, store.clone());
+        let now = jiff::Timestamp::now();
+        for i in 0..MAX_SESSIONS {
+            store
+                .put_session(&Session {
+                    id_hash: session_id_hash(&format!("s{i}")),
+                    role: "reader".into(),
+                    expires_at: now + jiff::SignedDuration::from_secs(3600 + i as i64),
+                })
+                .unwrap();
+        }
+        let live = |id: &str| store.session(&session_id_hash(id), now).unwrap().is_some();
+        let id = auth.login(Role::Reader).unwrap();
+        assert!(live(&id));
+        assert!(!live("s0"), "the oldest went");
+        assert!(live("s1"));
+        assert!(live(&format!("s{}", MAX_SESSIONS - 1)));
+    }
+
+    /// A session whose role the store holds in another word is none.
+    #[test]
+    fn a_stored_role_of_another_word_is_no_session() {
+        let store: SharedStore = Arc::new(bosun_store::memory::MemoryStore::new());
+        let auth = Auth::new(None, Some("look".into()), store.clone());
+        store
+            .put_session(&Session {
+                id_hash: session_id_hash("x"),
+                role: "admin".into(),
+                expires_at: jiff::Timestamp::now() + jiff::SignedDuration::from_secs(60),
+            })
+            .unwrap();
+        let h = headers(&[("cookie", &format!("{SESSION_COOKIE}=x"))]);
+        assert_eq!(auth.session_role(&h), None);
+        assert_eq!(Role::from_word("operator"), Some(Role::Operator));
+    }
+
     #[test]
     fn tokens_roles_and_forms() {
-        let auth = Auth::new(Some("act".into()), Some("look".into()));
+        let store: SharedStore = Arc::new(bosun_store::memory::MemoryStore::new());
+        let auth = Auth::new(Some("act".into()), Some("look".into()), store.clone());
         assert_eq!(auth.role_of_token("act"), Role::Operator);
         assert_eq!(auth.role_of_token("look"), Role::Reader);
         assert_eq!(auth.role_of_token("actx"), Role::Anonymous);
@@ -427,7 +519,14 @@ mod tests {
         assert!(auth.may_read(Role::Reader));
         assert!(!auth.may_act(Role::Reader));
         // A session made by a login.
-        let id = auth.login(Role::Operator);
+        let id = auth.login(Role::Operator).unwrap();
+        // Kept by its hash, never its id.
+        let kept = store
+            .session(&session_id_hash(&id), jiff::Timestamp::now())
+            .unwrap()
+            .expect("kept");
+        assert_eq!(kept.role, "operator");
+        assert_ne!(kept.id_hash, id);
         let cookie = format!("{SESSION_COOKIE}={id}");
         let h = headers(&[("cookie", &cookie), ("host", "127.0.0.1:8080")]);
         assert_eq!(auth.role(&h), Role::Operator);
@@ -460,7 +559,7 @@ mod tests {
         ]);
         assert!(auth.check_form(&cross, &csrf).is_err());
         // Logged out: the cookie means nothing.
-        auth.logout(&h);
+        auth.logout(&h).unwrap();
         assert_eq!(auth.role(&h), Role::Anonymous);
         assert_eq!(auth.check_form(&h, &csrf), Err(Refusal::NeedsToken));
         // A bearer API token needs no CSRF token.

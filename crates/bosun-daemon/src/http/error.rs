@@ -110,6 +110,8 @@ impl IntoResponse for ApiError {
                 StoreError::Invalid(m) => answer(StatusCode::INTERNAL_SERVER_ERROR, m),
                 // Only prepared fires are refused as stale; no request makes one.
                 StoreError::Stale(_) => answer(StatusCode::CONFLICT, e.to_string()),
+                // Only a document's compare-and-set conflicts; no request writes one.
+                StoreError::Conflict(_) => answer(StatusCode::CONFLICT, e.to_string()),
             },
         }
     }

@@ -47,7 +47,11 @@ pub fn router(daemon: Arc<Daemon>) -> Router {
 /// Every route of the API and the dashboard, with `options` (the read
 /// token, the daemon's stop signal).
 pub fn router_with(daemon: Arc<Daemon>, options: Options) -> Router {
-    let auth = Auth::new(daemon.token.clone(), options.read_token);
+    let auth = Auth::new(
+        daemon.token.clone(),
+        options.read_token,
+        daemon.shared.store.clone(),
+    );
     // A mutating route: the token is checked before its handler runs.
     let guarded = |m: MethodRouter<Arc<Daemon>>| {
         m.route_layer(middleware::from_fn_with_state(daemon.clone(), authorize))

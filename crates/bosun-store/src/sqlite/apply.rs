@@ -150,6 +150,7 @@ pub(super) fn apply_op(
             reply,
             sql::prune_reports(tx, before.as_microsecond()).map_err(unavailable),
         ),
+        Op::Shared(op) => Reply::Shared(super::shared::apply(tx, op)),
         Op::Raw(sql, reply) => {
             cache.touched.all = true;
             // It may change any run.

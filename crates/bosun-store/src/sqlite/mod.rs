@@ -68,10 +68,16 @@
 //! forbidden transition) is refused before it writes anything, and a read or
 //! write that fails rolls the whole batch back and fails every request in it.
 //!
+//! Dashboard sessions, shared secrets and documents (`shared`) are written
+//! by the writer too, each check in the transaction of its write (a
+//! secret's insert-if-absent, a document's compare-and-set), and read
+//! through the reader.
+//!
 //! The modules: `schema` (migrations), `writer` (the writer thread and its
 //! batches), `request` (what is queued for it), `apply` (what each request
 //! writes), `cache` (what the writer keeps between batches), `fire_log`,
-//! `versions` (the periodics' versions), `checkpoint` (the checkpoint thread
+//! `versions` (the periodics' versions), `shared` (sessions, secrets,
+//! documents), `checkpoint` (the checkpoint thread
 //! and the WAL's bound), `sql` (statements and queries), `codec` (rows and
 //! values), `error`.
 
@@ -83,6 +89,7 @@ mod error;
 mod fire_log;
 mod request;
 mod schema;
+mod shared;
 mod sql;
 mod versions;
 mod writer;
@@ -102,6 +109,7 @@ use self::codec::{prepare, prepare_fire_run, Prepared};
 use self::error::unavailable;
 use self::fire_log::FireEntry;
 use self::request::{fail_op, Op, TransitionReply};
+use self::shared::SharedOp;
 use self::versions::Versions;
 use self::writer::{FoldGate, Writer};
 use crate::reports::{
@@ -109,6 +117,7 @@ use crate::reports::{
 };
 use crate::repos::{Accepted, NewDelivery, RepoRecord, StoredDelivery};
 use crate::run::Run;
+use crate::shared::{check_expected, Session, StoredDocument};
 use crate::{
     CreateDone, Created, Fire, JobDemand, NewRun, PeriodicRuns, PeriodicState, PreparedFires,
     RunCount, RunFilter, SkippedTicks, Store, StoreError, TickOutcome, Transition,
@@ -663,6 +672,45 @@ impl Store for SqliteStore {
 
     fn prune_reports(&self, before: Timestamp) -> Result<usize, StoreError> {
         self.send(|tx| Op::PruneReports(before, tx))
+    }
+
+    fn put_session(&self, session: &Session) -> Result<(), StoreError> {
+        let mut session = session.clone();
+        session.expires_at = crate::run::micros(session.expires_at);
+        self.send(|tx| Op::Shared(SharedOp::PutSession(session, tx)))
+    }
+
+    fn session(&self, id_hash: &str, now: Timestamp) -> Result<Option<Session>, StoreError> {
+        self.read(|c| shared::session(c, id_hash, now.as_microsecond()))
+    }
+
+    fn delete_session(&self, id_hash: &str) -> Result<bool, StoreError> {
+        self.send(|tx| Op::Shared(SharedOp::DeleteSession(id_hash.to_string(), tx)))
+    }
+
+    fn prune_sessions(&self, now: Timestamp, keep: usize) -> Result<usize, StoreError> {
+        let now = now.as_microsecond();
+        self.send(|tx| Op::Shared(SharedOp::PruneSessions(now, keep, tx)))
+    }
+
+    fn shared_secret(&self, name: &str, candidate: [u8; 32]) -> Result<[u8; 32], StoreError> {
+        let kept = self.send(|tx| Op::Shared(SharedOp::Secret(name.to_string(), candidate, tx)))?;
+        <[u8; 32]>::try_from(kept.as_slice()).map_err(|_| {
+            StoreError::Invalid(format!(
+                "shared secret {name} holds {} bytes, not 32",
+                kept.len()
+            ))
+        })
+    }
+
+    fn document(&self, name: &str) -> Result<Option<StoredDocument>, StoreError> {
+        self.read(|c| shared::document(c, name))
+    }
+
+    fn put_document(&self, name: &str, expected: u64, body: &[u8]) -> Result<u64, StoreError> {
+        check_expected(name, expected)?;
+        let doc = Box::new((name.to_string(), expected, body.to_vec()));
+        self.send(|tx| Op::Shared(SharedOp::PutDocument(doc, tx)))
     }
 }
 

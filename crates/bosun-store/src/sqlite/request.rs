@@ -9,6 +9,7 @@ use jiff::Timestamp;
 
 use super::codec::{Prepared, Template};
 use super::error::unavailable;
+use super::shared::{SharedOp, SharedReply};
 use crate::reports::{Enqueued, NewReport, ReportFailure};
 use crate::repos::{Accepted, NewDelivery};
 use crate::run::{Run, RunState};
@@ -79,6 +80,8 @@ pub(super) enum Op {
         Sender<Result<bool, StoreError>>,
     ),
     PruneReports(Timestamp, Sender<Result<usize, StoreError>>),
+    /// A session, a shared secret or a document (`shared`).
+    Shared(SharedOp),
 }
 
 /// Replies held until the batch's commit.
@@ -117,12 +120,17 @@ pub(super) enum Reply {
         Result<Accepted, StoreError>,
     ),
     Pruned(Sender<Result<usize, StoreError>>, Result<usize, StoreError>),
+    /// Of a session, a shared secret or a document (`shared`).
+    Shared(SharedReply),
 }
 
 impl Reply {
     /// Whether the request failed on the database itself rather than on its
     /// own rules.
     pub(super) fn failed_write(&self) -> bool {
+        if let Reply::Shared(r) = self {
+            return r.failed_write();
+        }
         let e = match self {
             Reply::Create(_, Err(e), _) => e,
             Reply::Transition(_, Err(e), ..) => e,
@@ -142,6 +150,9 @@ impl Reply {
 
     /// The message of the request's failure, for the whole batch.
     pub(super) fn error(&self) -> Option<String> {
+        if let Reply::Shared(r) = self {
+            return r.error();
+        }
         let e = match self {
             Reply::Create(_, Err(e), _) => e,
             Reply::Transition(_, Err(e), ..) => e,
@@ -178,6 +189,7 @@ pub(super) fn fail(r: Reply, msg: &str) {
         Reply::Enqueued(tx, _) => drop(tx.send(Err(e()))),
         Reply::Accepted(tx, _) => drop(tx.send(Err(e()))),
         Reply::Pruned(tx, _) => drop(tx.send(Err(e()))),
+        Reply::Shared(r) => r.fail(msg),
     }
 }
 
@@ -200,5 +212,6 @@ pub(super) fn fail_op(op: Op, msg: &str) {
         Op::Prepared(_, _, tx) => drop(tx.send(Err(e()))),
         Op::Fire(_, _, tx) => drop(tx.send(Err(e()))),
         Op::Retain(_, tx) => drop(tx.send(Err(e()))),
+        Op::Shared(op) => op.fail(msg),
     }
 }

@@ -279,6 +279,24 @@ pub(super) const MIGRATIONS: &[&str] = &[
      CREATE INDEX reports_run ON reports(run_id) WHERE run_id IS NOT NULL;
      CREATE INDEX reports_ended ON reports(state, finished_at) WHERE finished_at IS NOT NULL;
      CREATE TABLE report_keys (key TEXT PRIMARY KEY, version INTEGER NOT NULL) WITHOUT ROWID;",
+    // 11: what the replicas of `bosun serve` on one store share beside runs.
+    // Dashboard sessions by the SHA-256 of their id (hex; the id itself, the
+    // cookie, is never stored), with the index pruning walks (the expired
+    // ones, then the earliest to expire, ties by id hash); secrets made once
+    // (the CSRF key), never replaced; documents written whole by
+    // compare-and-set on their version (the dispatcher's plan).
+    "CREATE TABLE sessions (
+        id_hash TEXT PRIMARY KEY,
+        role TEXT NOT NULL,
+        expires_at INTEGER NOT NULL
+     ) WITHOUT ROWID;
+     CREATE INDEX sessions_expiry ON sessions(expires_at, id_hash);
+     CREATE TABLE secrets (name TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
+     CREATE TABLE documents (
+        name TEXT PRIMARY KEY,
+        version INTEGER NOT NULL,
+        body BLOB NOT NULL
+     ) WITHOUT ROWID;",
 ];
 
 /// Applies the migrations `PRAGMA user_version` says are missing, each in a

@@ -312,6 +312,7 @@ impl Writer {
                 Reply::Pruned(tx, res) => {
                     let _ = tx.send(res);
                 }
+                Reply::Shared(r) => r.send(),
                 Reply::Prepared(tx, res) => {
                     if let (Some(o), Ok(results)) = (observer, &res) {
                         for created in results.iter().flatten() {

@@ -3445,3 +3445,253 @@ fn sqlite_a_change_and_its_reports_commit_together() {
         "triggered"
     );
 }
+
+// What the replicas of `bosun serve` share: sessions, secrets, documents.
+
+fn session(id: &str, role: &str, expires_at: &str) -> bosun_store::Session {
+    bosun_store::Session {
+        id_hash: bosun_store::session_id_hash(id),
+        role: role.into(),
+        expires_at: t(expires_at),
+    }
+}
+
+#[test]
+fn sessions_are_kept_by_hash_and_found_until_they_expire() {
+    each_store(|s, _| {
+        let hash = bosun_store::session_id_hash("cookie-a");
+        assert_eq!(hash.len(), 64, "hex SHA-256");
+        assert!(!hash.contains("cookie"));
+        assert_eq!(s.session(&hash, t("2026-01-01T00:00:00Z")).unwrap(), None);
+        // Kept to the microsecond.
+        s.put_session(&session(
+            "cookie-a",
+            "operator",
+            "2026-01-01T12:00:00.123456789Z",
+        ))
+        .unwrap();
+        let kept = session("cookie-a", "operator", "2026-01-01T12:00:00.123456Z");
+        assert_eq!(
+            s.session(&hash, t("2026-01-01T00:00:00Z")).unwrap(),
+            Some(kept.clone())
+        );
+        assert_eq!(
+            s.session(&hash, t("2026-01-01T12:00:00.123455Z")).unwrap(),
+            Some(kept)
+        );
+        // Expired at its expiry, and not found by its id either.
+        assert_eq!(
+            s.session(&hash, t("2026-01-01T12:00:00.123456Z")).unwrap(),
+            None
+        );
+        assert_eq!(
+            s.session("cookie-a", t("2026-01-01T00:00:00Z")).unwrap(),
+            None
+        );
+        // Replaced whole under its hash.
+        s.put_session(&session("cookie-a", "reader", "2026-01-02T00:00:00Z"))
+            .unwrap();
+        assert_eq!(
+            s.session(&hash, t("2026-01-01T13:00:00Z")).unwrap(),
+            Some(session("cookie-a", "reader", "2026-01-02T00:00:00Z"))
+        );
+        // Deleted, once; an expired one not pruned yet is still there to delete.
+        assert!(s.delete_session(&hash).unwrap());
+        assert!(!s.delete_session(&hash).unwrap());
+        assert_eq!(s.session(&hash, t("2026-01-01T00:00:00Z")).unwrap(), None);
+        s.put_session(&session("cookie-b", "reader", "2026-01-01T00:00:00Z"))
+            .unwrap();
+        assert!(s
+            .delete_session(&bosun_store::session_id_hash("cookie-b"))
+            .unwrap());
+    });
+}
+
+#[test]
+fn pruning_sessions_drops_the_expired_then_the_earliest_to_expire() {
+    each_store(|s, _| {
+        let now = t("2026-01-01T12:00:00Z");
+        for (id, expires) in [
+            ("gone-1", "2026-01-01T11:00:00Z"),
+            ("gone-2", "2026-01-01T12:00:00Z"), // expires at now: expired
+            ("early", "2026-01-01T13:00:00Z"),
+            ("tie-x", "2026-01-01T14:00:00Z"),
+            ("tie-y", "2026-01-01T14:00:00Z"),
+            ("late", "2026-01-01T15:00:00Z"),
+        ] {
+            s.put_session(&session(id, "reader", expires)).unwrap();
+        }
+        let live = |id: &str| {
+            s.session(&bosun_store::session_id_hash(id), now)
+                .unwrap()
+                .is_some()
+        };
+        // Only the expired go while the live ones fit.
+        assert_eq!(s.prune_sessions(now, 10).unwrap(), 2);
+        assert!(!s
+            .delete_session(&bosun_store::session_id_hash("gone-1"))
+            .unwrap());
+        assert!(!s
+            .delete_session(&bosun_store::session_id_hash("gone-2"))
+            .unwrap());
+        assert_eq!(s.prune_sessions(now, 4).unwrap(), 0);
+        // Beyond the bound, the earliest to expire go first; of two that
+        // expire together, the one whose hash sorts first.
+        let (first, second) = {
+            let (x, y) = (
+                bosun_store::session_id_hash("tie-x"),
+                bosun_store::session_id_hash("tie-y"),
+            );
+            if x < y {
+                ("tie-x", "tie-y")
+            } else {
+                ("tie-y", "tie-x")
+            }
+        };
+        assert_eq!(s.prune_sessions(now, 2).unwrap(), 2);
+        assert!(!live("early"));
+        assert!(!live(first));
+        assert!(live(second));
+        assert!(live("late"));
+        // Keeping none deletes them all.
+        assert_eq!(s.prune_sessions(now, 0).unwrap(), 2);
+        assert!(!live(second) && !live("late"));
+    });
+}
+
+#[test]
+fn a_shared_secret_is_made_once_even_by_racing_callers() {
+    const THREADS: u8 = 8;
+    each_store(|s, _| {
+        assert_eq!(s.shared_secret("csrf", [1; 32]).unwrap(), [1; 32]);
+        assert_eq!(s.shared_secret("csrf", [2; 32]).unwrap(), [1; 32]);
+        assert_eq!(s.shared_secret("other", [3; 32]).unwrap(), [3; 32]);
+        // Racing makers of one secret, each with a candidate of its own, all
+        // end with the same one of them.
+        let got: Vec<[u8; 32]> = std::thread::scope(|sc| {
+            let handles: Vec<_> = (0..THREADS)
+                .map(|i| sc.spawn(move || s.shared_secret("raced", [10 + i; 32]).unwrap()))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(got.iter().all(|k| *k == got[0]), "{got:?}");
+        assert!((10..10 + THREADS).any(|i| got[0] == [i; 32]));
+        assert_eq!(s.shared_secret("raced", [99; 32]).unwrap(), got[0]);
+    });
+}
+
+#[test]
+fn documents_are_written_by_compare_and_set() {
+    each_store(|s, _| {
+        assert_eq!(s.document("plan").unwrap(), None);
+        let conflict = |r: Result<u64, StoreError>| {
+            assert!(matches!(r, Err(StoreError::Conflict(_))), "{r:?}");
+        };
+        // Only an absent document is written expecting 0.
+        conflict(s.put_document("plan", 1, b"one"));
+        assert_eq!(s.document("plan").unwrap(), None);
+        assert_eq!(s.put_document("plan", 0, b"one").unwrap(), 1);
+        conflict(s.put_document("plan", 0, b"again"));
+        assert_eq!(s.put_document("plan", 1, b"two").unwrap(), 2);
+        conflict(s.put_document("plan", 1, b"stale"));
+        conflict(s.put_document("plan", 3, b"ahead"));
+        assert_eq!(
+            s.document("plan").unwrap(),
+            Some(bosun_store::StoredDocument {
+                version: 2,
+                body: b"two".to_vec()
+            })
+        );
+        // Documents are apart; an empty body is a body.
+        assert_eq!(s.put_document("other", 0, b"").unwrap(), 1);
+        assert_eq!(s.document("other").unwrap().unwrap().body, b"");
+        assert_eq!(s.document("plan").unwrap().unwrap().version, 2);
+        // A version that would not fit is refused before anything.
+        let r = s.put_document("plan", i64::MAX as u64, b"x");
+        assert!(matches!(r, Err(StoreError::Invalid(_))), "{r:?}");
+        assert_eq!(s.document("plan").unwrap().unwrap().body, b"two");
+    });
+}
+
+#[test]
+fn of_racing_writes_of_one_version_exactly_one_wins_and_others_are_unharmed() {
+    const THREADS: usize = 8;
+    each_store(|s, _| {
+        assert_eq!(s.put_document("plan", 0, b"base").unwrap(), 1);
+        // Every thread writes the version it read, beside a session of its
+        // own: the conflicts of the losers fail nothing else (a store that
+        // commits several requests together keeps the others).
+        let results: Vec<Result<u64, StoreError>> = std::thread::scope(|sc| {
+            let handles: Vec<_> = (0..THREADS)
+                .map(|i| {
+                    sc.spawn(move || {
+                        let body = format!("writer {i}");
+                        let r = s.put_document("plan", 1, body.as_bytes());
+                        s.put_session(&session(&format!("c{i}"), "reader", "2026-01-02T00:00:00Z"))
+                            .unwrap();
+                        r
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let won: Vec<usize> = (0..THREADS).filter(|i| results[*i].is_ok()).collect();
+        assert_eq!(won.len(), 1, "{results:?}");
+        assert_eq!(results[won[0]], Ok(2));
+        for r in &results {
+            assert!(matches!(r, Ok(2) | Err(StoreError::Conflict(_))), "{r:?}");
+        }
+        let doc = s.document("plan").unwrap().unwrap();
+        assert_eq!(
+            (doc.version, doc.body),
+            (2, format!("writer {}", won[0]).into_bytes())
+        );
+        for i in 0..THREADS {
+            let hash = bosun_store::session_id_hash(&format!("c{i}"));
+            assert!(s
+                .session(&hash, t("2026-01-01T00:00:00Z"))
+                .unwrap()
+                .is_some());
+        }
+    });
+}
+
+#[test]
+fn sqlite_keeps_sessions_secrets_and_documents_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bosun.db");
+    {
+        let s = SqliteStore::open(&path).unwrap();
+        s.put_session(&session("c", "operator", "2026-01-02T00:00:00Z"))
+            .unwrap();
+        s.shared_secret("csrf", [7; 32]).unwrap();
+        s.put_document("plan", 0, b"{}").unwrap();
+    }
+    let s = SqliteStore::open(&path).unwrap();
+    assert_eq!(
+        s.session(
+            &bosun_store::session_id_hash("c"),
+            t("2026-01-01T00:00:00Z")
+        )
+        .unwrap(),
+        Some(session("c", "operator", "2026-01-02T00:00:00Z"))
+    );
+    assert_eq!(s.shared_secret("csrf", [8; 32]).unwrap(), [7; 32]);
+    assert_eq!(s.put_document("plan", 1, b"[]").unwrap(), 2);
+}
+
+#[test]
+fn a_store_without_shared_state_refuses_it() {
+    let s = Required(MemoryStore::new());
+    let refused = |r: Result<(), StoreError>| {
+        assert!(matches!(r, Err(StoreError::Unavailable(_))), "{r:?}");
+    };
+    let at = t("2026-01-01T00:00:00Z");
+    refused(s.put_session(&session("c", "reader", "2026-01-02T00:00:00Z")));
+    refused(s.session("h", at).map(drop));
+    refused(s.delete_session("h").map(drop));
+    refused(s.prune_sessions(at, 1).map(drop));
+    refused(s.shared_secret("csrf", [0; 32]).map(drop));
+    refused(s.document("plan").map(drop));
+    refused(s.put_document("plan", 0, b"").map(drop));
+}

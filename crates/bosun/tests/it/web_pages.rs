@@ -782,6 +782,47 @@ fn reads_need_the_read_token_and_actions_the_api_token_and_no_cross_site_post_ac
     assert_eq!(get(port, "/", &[("Cookie", &operator)]).status, 303);
 }
 
+/// Sessions and the CSRF key are kept in the store: a login made before a
+/// restart still reads and acts after it, and a form shown before it (the
+/// login form of a browser not logged in, an operator's logout) is
+/// accepted after it.
+#[test]
+fn a_session_and_a_form_shown_before_a_restart_work_after_it() {
+    let d = tempfile::tempdir().unwrap();
+    let daemon = start(d.path(), true, true);
+    let (operator, op_csrf) = login(daemon.port, API_TOKEN);
+    let (anon_cookie, anon_csrf) = csrf_of(daemon.port, &[]);
+    drop(daemon);
+
+    let daemon = start(d.path(), true, true);
+    let port = daemon.port;
+    let origin = format!("http://127.0.0.1:{port}");
+    let page = get(port, "/", &[("Cookie", &operator)]);
+    assert_eq!(page.status, 200, "the session reads: {}", page.body);
+    assert_eq!(page.csrf(), op_csrf, "the same key signs the forms");
+    // The login form shown before the restart logs in after it.
+    let a = post_form(
+        port,
+        "/login",
+        &[("Cookie", &anon_cookie), ("Origin", &origin)],
+        &[("csrf", &anon_csrf), ("token", READ_TOKEN), ("next", "/")],
+    );
+    assert_eq!(a.status, 303, "{}", a.body);
+    assert!(a.set_cookie("bosun_session").is_some());
+    // The operator's form from before acts: it logs out, for good.
+    let a = post_form(
+        port,
+        "/logout",
+        &[("Cookie", &operator), ("Origin", &origin)],
+        &[("csrf", &op_csrf)],
+    );
+    assert_eq!(a.status, 303, "{}", a.body);
+    assert_eq!(get(port, "/", &[("Cookie", &operator)]).status, 303);
+    drop(daemon);
+    let daemon = start(d.path(), true, true);
+    assert_eq!(get(daemon.port, "/", &[("Cookie", &operator)]).status, 303);
+}
+
 /// A kubeconfig whose one context points at nothing (port 1): its runs
 /// never start, which is all a run page's link needs.
 const KUBECONFIG: &str = "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"https://127.0.0.1:1\"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: gone, context: {cluster: c, user: u}}]\ncurrent-context: gone\n";

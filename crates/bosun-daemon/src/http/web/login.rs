@@ -68,7 +68,20 @@ pub async fn login(ctx: Ctx, Form(form): Form<LoginForm>) -> Response {
         };
         return ctx.page(StatusCode::UNAUTHORIZED, &page);
     }
-    let id = auth.login(role);
+    // The store's write (and its fsync) off the runtime's threads.
+    let a = auth.clone();
+    let id = match crate::runs::blocking(move || a.login(role)).await {
+        Ok(id) => id,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot keep a session");
+            return ctx.message(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Log in",
+                "The session cannot be kept now: try again in a moment.",
+                "/login",
+            );
+        }
+    };
     let mut r = see_other(&next);
     r.headers_mut().append(
         header::SET_COOKIE,
@@ -83,7 +96,16 @@ pub async fn logout(ctx: Ctx, Form(form): Form<CsrfForm>) -> Response {
     if let Err(r) = auth.check_login_form(&ctx.headers, &form.csrf) {
         return ctx.refused(r);
     }
-    auth.logout(&ctx.headers);
+    let (a, headers) = (auth.clone(), ctx.headers.clone());
+    if let Err(e) = crate::runs::blocking(move || a.logout(&headers)).await {
+        tracing::error!(error = %e, "cannot end a session");
+        return ctx.message(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Log out",
+            "The session cannot be ended now: try again in a moment.",
+            "/",
+        );
+    }
     let mut r = see_other("/");
     r.headers_mut().append(
         header::SET_COOKIE,
