@@ -61,8 +61,16 @@ impl Daemon {
 
     /// Ready to serve: the store is open and a configuration is in force
     /// (the daemon does not start without them), and the scheduler has
-    /// evaluated every periodic once.
+    /// evaluated every periodic once. A replica on a shared store is ready
+    /// while its store answers, leader or not: readiness never says which
+    /// replica leads (`GET /api/v1/leader` does).
     pub fn ready(&self) -> Result<(), &'static str> {
+        if self.shared.leadership.is_replicated() {
+            return match self.shared.store.get("readiness") {
+                Ok(_) => Ok(()),
+                Err(_) => Err("the store does not answer"),
+            };
+        }
         if self.shared.periodics_evaluated() {
             Ok(())
         } else {

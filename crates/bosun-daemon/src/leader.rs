@@ -81,6 +81,8 @@ pub struct Leadership {
     lease: Option<(Lease, Arc<PgStore>)>,
     timings: Timings,
     standing: Mutex<Standing>,
+    /// Told when the lease was resigned: a follower tries at once.
+    pub lease_free: tokio::sync::Notify,
 }
 
 /// What `GET /api/v1/leader` tells.
@@ -129,6 +131,7 @@ impl Leadership {
                 since: Some(jiff::Timestamp::now()),
                 trusted_until: None,
             }),
+            lease_free: tokio::sync::Notify::new(),
         })
     }
 
@@ -142,6 +145,7 @@ impl Leadership {
             lease: Some((lease, store)),
             timings,
             standing: Mutex::default(),
+            lease_free: tokio::sync::Notify::new(),
         })
     }
 
@@ -230,12 +234,12 @@ pub async fn campaign(
     };
     let t = leadership.timings;
     let mut leading: Option<(i64, watch::Sender<bool>, Vec<JoinHandle<()>>)> = None;
-    let mut resigned = store.listen_lease();
     loop {
         match &leading {
             None => {
                 let began = Instant::now();
-                match blocking(lease.try_acquire_owned()).await {
+                let l = lease.clone();
+                match blocking(move || l.try_acquire()).await {
                     Ok(Some(term)) => {
                         store.set_fence(Some(lease.fence(term)));
                         {
@@ -260,7 +264,7 @@ pub async fn campaign(
                 }
                 tokio::select! {
                     _ = tokio::time::sleep(t.retry) => {}
-                    _ = resigned.changed() => {}
+                    _ = leadership.lease_free.notified() => {}
                     _ = stop.changed() => return,
                 }
             }
@@ -280,7 +284,8 @@ pub async fn campaign(
                 if stopping {
                     let (_, tx, tasks) = leading.take().expect("leading");
                     stop_tasks(tx, tasks).await;
-                    let resign = blocking(lease.resign_owned(term)).await;
+                    let l = lease.clone();
+                    let resign = blocking(move || l.resign(term)).await;
                     store.set_fence(None);
                     leadership.standing.locked().term = None;
                     metrics.leader.set(0);
@@ -295,7 +300,8 @@ pub async fn campaign(
                     return;
                 }
                 let began = Instant::now();
-                let lost = match blocking(lease.renew_owned(term)).await {
+                let l = lease.clone();
+                let lost = match blocking(move || l.renew(term)).await {
                     Ok(true) => {
                         leadership.standing.locked().trusted_until = Some(began + t.ttl - t.margin);
                         metrics

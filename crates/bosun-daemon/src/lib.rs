@@ -7,7 +7,8 @@
 //!
 //! The daemon's layers, each importing only those above it:
 //! - `metrics`, `clusters` (the build clusters in force, their health):
-//!   know nothing of the daemon;
+//!   know nothing of the daemon; `leader` (which replica leads, whether this
+//!   one may act), over `metrics`;
 //! - `artifacts` (a run's files on this machine: a path checked, then
 //!   walked from the artifacts directory its cluster's executor names),
 //!   over `clusters`, knowing nothing of HTTP;
@@ -41,6 +42,7 @@ pub mod controller;
 pub mod daemon;
 pub mod health;
 pub mod http;
+pub mod leader;
 pub mod metrics;
 pub mod periodics;
 pub mod placement;

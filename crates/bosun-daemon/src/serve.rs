@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use bosun_base::command::{Failed, Outcome};
+use bosun_base::sync::Lock;
 use bosun_cluster::executor::Executor;
 use bosun_cluster::kube::KubeExecutor;
 use bosun_cluster::local::LocalExecutor;
@@ -115,6 +116,19 @@ pub struct ServeArgs {
     /// say); read at start.
     #[arg(long, value_name = "FILE", env = "BOSUN_STORE_PASSWORD_FILE")]
     pub store_password_file: Option<PathBuf>,
+    /// The leader lease's time to live on a shared store (hidden: tests
+    /// shorten the timings; 15 s).
+    #[arg(long, hide = true, value_name = "DURATION", default_value = "15s", value_parser = parse_duration)]
+    pub lease_ttl: std::time::Duration,
+    /// How often the leader renews its lease (hidden; 5 s).
+    #[arg(long, hide = true, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    pub lease_renew: std::time::Duration,
+    /// How often a follower tries to take the lease (hidden; 2 s).
+    #[arg(long, hide = true, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
+    pub lease_retry: std::time::Duration,
+    /// How much sooner than its lease a leader stops acting (hidden; 2 s).
+    #[arg(long, hide = true, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
+    pub lease_margin: std::time::Duration,
     /// How many fires of a batch take the store's fire log (hidden: tests
     /// set 1, every fire, as in a burst).
     #[arg(long, hide = true, value_name = "N")]
@@ -190,7 +204,19 @@ fn serve_until_signal(args: &ServeArgs) -> Result<(), String> {
         active.clone(),
         reports.clone(),
     ]));
-    let store = open_store(args, observers)?;
+    let (store, shared_store) = open_store(args, observers)?;
+    let leadership = match &shared_store {
+        Some(pg) => crate::leader::Leadership::replicated(
+            pg.clone(),
+            crate::leader::Timings {
+                ttl: args.lease_ttl,
+                renew: args.lease_renew,
+                retry: args.lease_retry,
+                margin: args.lease_margin,
+            },
+        ),
+        None => crate::leader::Leadership::single(),
+    };
     store
         .set_report_policy(Arc::new(crate::reports::Policy(reports.clone())))
         .map_err(|e| format!("cannot set the store's report policy: {e}"))?;
@@ -279,6 +305,7 @@ fn serve_until_signal(args: &ServeArgs) -> Result<(), String> {
     let shared = Arc::new(Shared::new(SharedParts {
         placer: Arc::new(crate::placement::Placer::new(engine)),
         store,
+        leadership,
         active,
         snapshot,
         warnings,
@@ -292,7 +319,10 @@ fn serve_until_signal(args: &ServeArgs) -> Result<(), String> {
         repo_commits: repos.commits(),
     }));
     reports.attach(&shared);
-    let daemon = Daemon::new(shared, wake, token, runs_dir, repos, pulls, reports);
+    let daemon = Daemon::new(shared, wake, token, runs_dir, repos, pulls, reports.clone());
+    if let Some(pg) = &shared_store {
+        listen(pg, &daemon, reports)?;
+    }
     if let Some(file) = &args.hmac_secret_file {
         daemon
             .webhooks
@@ -305,12 +335,16 @@ fn serve_until_signal(args: &ServeArgs) -> Result<(), String> {
     rt.block_on(serve(daemon, args, read_token))
 }
 
+/// An open store, and the PostgreSQL store again when replicas share it.
+type OpenStore = (Arc<dyn Store>, Option<Arc<bosun_postgres::PgStore>>);
+
 /// The store `--store` names (SQLite in the data directory without it),
-/// telling `observers` of its commits.
+/// telling `observers` of its commits; the PostgreSQL store again when the
+/// store is one replicas share.
 fn open_store(
     args: &ServeArgs,
     observers: Arc<dyn bosun_store::TransitionObserver>,
-) -> Result<Arc<dyn Store>, String> {
+) -> Result<OpenStore, String> {
     match args.store.as_deref() {
         None | Some("sqlite") => {
             let options = SqliteOptions {
@@ -320,7 +354,7 @@ fn open_store(
                 ..SqliteOptions::default()
             };
             SqliteStore::open_with(args.data_dir.join("bosun.db"), options, Some(observers))
-                .map(|s| Arc::new(s) as Arc<dyn Store>)
+                .map(|s| (Arc::new(s) as Arc<dyn Store>, None))
                 .map_err(|e| format!("cannot open the store: {e}"))
         }
         Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") || url.contains("host=") => {
@@ -333,13 +367,54 @@ fn open_store(
             let config = bosun_postgres::config(url, password.as_deref())
                 .map_err(|e| format!("--store: {e}"))?;
             bosun_postgres::PgStore::open(config, bosun_postgres::PgOptions::default(), Some(observers))
-                .map(|s| Arc::new(s) as Arc<dyn Store>)
+                .map(|s| {
+                    let s = Arc::new(s);
+                    (s.clone() as Arc<dyn Store>, Some(s))
+                })
                 .map_err(|e| format!("cannot open the store: {e}"))
         }
         Some(other) => Err(format!(
             "--store {other:?}: neither `sqlite` nor a PostgreSQL URL (postgres://USER@HOST:PORT/DB)"
         )),
     }
+}
+
+/// Hears what the other replicas commit: their runs go to this replica's
+/// active runs and wake its controller and outbox; a resigned lease wakes
+/// its campaign; a lost listener connection reloads the active runs.
+fn listen(
+    pg: &bosun_postgres::PgStore,
+    daemon: &Arc<Daemon>,
+    reports: Arc<crate::reports::Reports>,
+) -> Result<(), String> {
+    /// Wakes the controller after a run another replica changed.
+    struct WakeController(Arc<Daemon>);
+    impl bosun_store::TransitionObserver for WakeController {
+        fn on_transition(&self, run: &bosun_store::Run, from: Option<bosun_store::RunState>) {
+            let _ = run;
+            match from {
+                None => self.0.controller.runs_added(),
+                Some(_) => self.0.controller.wake(),
+            }
+        }
+    }
+    let remote = Arc::new(Observers(vec![
+        daemon.shared.active.clone(),
+        reports,
+        Arc::new(WakeController(daemon.clone())),
+    ]));
+    let (free, resync) = (daemon.clone(), daemon.clone());
+    pg.listen(bosun_postgres::Hooks {
+        remote,
+        lease_free: Box::new(move || free.shared.leadership.lease_free.notify_one()),
+        resync: Box::new(move || {
+            if let Err(e) = resync.shared.active.reload(&*resync.shared.store) {
+                tracing::warn!(error = %e, "cannot read the active runs again");
+            }
+            resync.controller.wake();
+        }),
+    })
+    .map_err(|e| format!("cannot listen to the store: {e}"))
 }
 
 /// The forge's client the flags ask for, if any.
@@ -402,44 +477,79 @@ async fn serve(
         .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
     tracing::info!(listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "bosun serving");
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
-    let shared = daemon.shared.clone();
-    let mut tasks = vec![
-        tokio::spawn(daemon.controller.clone().run(stop.clone())),
-        tokio::spawn(crate::sinker::sinker_loop(shared.clone(), stop.clone())),
-        tokio::spawn(crate::periodics::scheduler_loop(
-            shared.clone(),
-            daemon.controller.clone(),
+    // What must run once runs on the leader only (on a store of this
+    // process's own: here, for as long as it runs).
+    let start: crate::leader::StartTasks = {
+        let (daemon, webhook_hold) = (daemon.clone(), args.webhook_hold);
+        Box::new(move |stop: tokio::sync::watch::Receiver<bool>| {
+            let shared = daemon.shared.clone();
+            let mut tasks = vec![
+                tokio::spawn(daemon.controller.clone().run(stop.clone())),
+                tokio::spawn(crate::sinker::sinker_loop(shared.clone(), stop.clone())),
+                tokio::spawn(crate::periodics::scheduler_loop(
+                    shared.clone(),
+                    daemon.controller.clone(),
+                    stop.clone(),
+                )),
+                tokio::spawn(crate::repos::resync::resync_loop(
+                    shared.clone(),
+                    daemon.repos.clone(),
+                    stop.clone(),
+                )),
+                tokio::spawn(crate::plans::plan_loop(
+                    shared,
+                    daemon.controller.clone(),
+                    stop.clone(),
+                )),
+            ];
+            if !webhook_hold {
+                tasks.push(tokio::spawn(crate::repos::hook::delivery_loop(
+                    daemon.shared.clone(),
+                    daemon.repos.clone(),
+                    Arc::new(crate::pulls::Events(daemon.clone())),
+                    stop.clone(),
+                )));
+            }
+            tasks.push(tokio::spawn(crate::reports::outbox::outbox_loop(
+                daemon.clone(),
+                stop,
+            )));
+            tasks
+        })
+    };
+    // A replica that becomes the leader reads anew what it kept while
+    // another led: the active runs, the controller's memory, the
+    // periodics' timers (each evaluated from its stored state, as at a
+    // start: ticks missed meanwhile are caught up or recorded as skipped).
+    let on_lead: crate::leader::OnLead = {
+        let daemon = daemon.clone();
+        Box::new(move || {
+            let shared = &daemon.shared;
+            if !shared.leadership.is_replicated() {
+                return;
+            }
+            if let Err(e) = shared.active.reload(&*shared.store) {
+                tracing::warn!(error = %e, "cannot read the active runs again");
+            }
+            daemon.controller.reset();
+            shared.scheduler.locked().reevaluate_all(shared.clock.now());
+        })
+    };
+    let tasks = vec![
+        tokio::spawn(crate::leader::campaign(
+            daemon.shared.leadership.clone(),
+            daemon.shared.metrics.clone(),
+            start,
+            on_lead,
             stop.clone(),
         )),
         tokio::spawn(crate::reload::reload_loop(daemon.clone(), stop.clone())),
         tokio::spawn(crate::health::health_loop(
-            shared.clone(),
+            daemon.shared.clone(),
             args.health_interval,
             stop.clone(),
         )),
-        tokio::spawn(crate::repos::resync::resync_loop(
-            shared.clone(),
-            daemon.repos.clone(),
-            stop.clone(),
-        )),
-        tokio::spawn(crate::plans::plan_loop(
-            shared,
-            daemon.controller.clone(),
-            stop.clone(),
-        )),
     ];
-    if !args.webhook_hold {
-        tasks.push(tokio::spawn(crate::repos::hook::delivery_loop(
-            daemon.shared.clone(),
-            daemon.repos.clone(),
-            Arc::new(crate::pulls::Events(daemon.clone())),
-            stop.clone(),
-        )));
-    }
-    tasks.push(tokio::spawn(crate::reports::outbox::outbox_loop(
-        daemon.clone(),
-        stop.clone(),
-    )));
     let mut stop_http = stop.clone();
     let options = crate::http::Options {
         read_token,

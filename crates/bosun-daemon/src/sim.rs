@@ -75,6 +75,7 @@ fn sim_with(start: Timestamp, config: &str, jobs: &str) -> Sim {
         SignedDuration::from_mins(5),
     ));
     let shared = Arc::new(Shared::new(SharedParts {
+        leadership: crate::leader::Leadership::single(),
         store: store.clone(),
         active,
         clusters: clusters(&snapshot.config, &[], 8),

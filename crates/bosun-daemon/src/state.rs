@@ -147,6 +147,8 @@ impl ConfigStatus {
 pub struct Shared {
     /// The run store.
     pub store: Arc<dyn Store>,
+    /// Which replica leads, and whether this one may act outside the store.
+    pub leadership: Arc<crate::leader::Leadership>,
     /// The store's active runs, in memory (kept by its commits).
     pub active: Arc<ActiveRuns>,
     /// Where the time comes from (a manual clock in simulations).
@@ -187,6 +189,8 @@ pub struct Shared {
 pub struct SharedParts {
     /// The run store.
     pub store: Arc<dyn Store>,
+    /// Which replica leads.
+    pub leadership: Arc<crate::leader::Leadership>,
     /// Its active runs, loaded, and told of the store's commits.
     pub active: Arc<ActiveRuns>,
     /// The configuration in force.
@@ -229,6 +233,7 @@ impl Shared {
         let clusters = Clusters::build(p.clusters, p.users, pods, &p.make_executor, None);
         Shared {
             store: p.store,
+            leadership: p.leadership,
             active: p.active,
             clock: p.clock,
             metrics: p.metrics,

@@ -26,8 +26,13 @@ use std::time::Duration;
 use bosun_store::StoreError;
 use jiff::Timestamp;
 
+use postgres::NoTls;
+use r2d2_postgres::PostgresConnectionManager;
+
+use crate::blocking::off_runtime;
 use crate::error::unavailable;
-use crate::{Pool, Tx};
+
+type Pool = r2d2::Pool<PostgresConnectionManager<NoTls>>;
 
 /// A lease as the database has it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,82 +94,90 @@ impl Lease {
     /// Takes the lease if it is free, expired or resigned: its new term.
     /// None: another holder has it.
     pub fn try_acquire(&self) -> Result<Option<i64>, StoreError> {
-        let mut c = self.pool.get().map_err(crate::error::no_connection)?;
-        let row = c
-            .query_opt(
-                "INSERT INTO leases AS l (name, holder, term, acquired_at, renewed_at, expires_at)
-                 VALUES ($1, $2, 1, now(), now(), now() + make_interval(secs => $3))
-                 ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, term = l.term + 1,
-                    acquired_at = now(), renewed_at = now(), expires_at = EXCLUDED.expires_at
-                 WHERE l.expires_at <= now() OR l.holder = ''
-                 RETURNING term",
-                &[&self.name, &self.holder, &self.ttl.as_secs_f64()],
-            )
-            .map_err(unavailable)?;
-        Ok(row.map(|r| r.get(0)))
+        off_runtime(|| {
+            let mut c = self.pool.get().map_err(crate::error::no_connection)?;
+            let row = c
+                .query_opt(
+                    "INSERT INTO leases AS l (name, holder, term, acquired_at, renewed_at, expires_at)
+                     VALUES ($1, $2, 1, now(), now(), now() + make_interval(secs => $3))
+                     ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, term = l.term + 1,
+                        acquired_at = now(), renewed_at = now(), expires_at = EXCLUDED.expires_at
+                     WHERE l.expires_at <= now() OR l.holder = ''
+                     RETURNING term",
+                    &[&self.name, &self.holder, &self.ttl.as_secs_f64()],
+                )
+                .map_err(unavailable)?;
+            Ok(row.map(|r| r.get(0)))
+        })
     }
 
     /// Extends the lease of `term` by its time to live, if this process
     /// still holds it unexpired (true). Once expired it is never renewed:
     /// taking it again is a new term.
     pub fn renew(&self, term: i64) -> Result<bool, StoreError> {
-        let mut c = self.pool.get().map_err(crate::error::no_connection)?;
-        let n = c
-            .execute(
-                "UPDATE leases SET renewed_at = now(), expires_at = now() + make_interval(secs => $4)
-                 WHERE name = $1 AND holder = $2 AND term = $3 AND expires_at > now()",
-                &[&self.name, &self.holder, &term, &self.ttl.as_secs_f64()],
-            )
-            .map_err(unavailable)?;
-        Ok(n == 1)
+        off_runtime(|| {
+            let mut c = self.pool.get().map_err(crate::error::no_connection)?;
+            let n = c
+                .execute(
+                    "UPDATE leases SET renewed_at = now(), expires_at = now() + make_interval(secs => $4)
+                     WHERE name = $1 AND holder = $2 AND term = $3 AND expires_at > now()",
+                    &[&self.name, &self.holder, &term, &self.ttl.as_secs_f64()],
+                )
+                .map_err(unavailable)?;
+            Ok(n == 1)
+        })
     }
 
     /// Gives up the lease of `term` (a graceful stop): free at once for the
     /// next replica that tries. True when it was still held.
     pub fn resign(&self, term: i64) -> Result<bool, StoreError> {
-        let mut c = self.pool.get().map_err(crate::error::no_connection)?;
-        let n = c
-            .execute(
-                "UPDATE leases SET holder = '', expires_at = now()
-                 WHERE name = $1 AND holder = $2 AND term = $3",
-                &[&self.name, &self.holder, &term],
-            )
-            .map_err(unavailable)?;
-        if n == 1 {
-            // Followers listening try at once.
-            let _ = c.execute(
-                "SELECT pg_notify($1, $2)",
-                &[&crate::listen::LEASE, &self.name],
-            );
-        }
-        Ok(n == 1)
+        off_runtime(|| {
+            let mut c = self.pool.get().map_err(crate::error::no_connection)?;
+            let n = c
+                .execute(
+                    "UPDATE leases SET holder = '', expires_at = now()
+                     WHERE name = $1 AND holder = $2 AND term = $3",
+                    &[&self.name, &self.holder, &term],
+                )
+                .map_err(unavailable)?;
+            if n == 1 {
+                // Followers listening try at once.
+                let _ = c.execute(
+                    "SELECT pg_notify($1, $2)",
+                    &[&crate::listen::LEASE, &self.name],
+                );
+            }
+            Ok(n == 1)
+        })
     }
 
     /// The lease as the database has it now (none: never taken).
     pub fn current(&self) -> Result<Option<LeaseInfo>, StoreError> {
-        let mut c = self.pool.get().map_err(crate::error::no_connection)?;
-        let row = c
-            .query_opt(
-                "SELECT holder, term,
-                    (extract(epoch FROM acquired_at) * 1000000)::bigint,
-                    (extract(epoch FROM renewed_at) * 1000000)::bigint,
-                    (extract(epoch FROM expires_at) * 1000000)::bigint,
-                    holder <> '' AND expires_at > now()
-                 FROM leases WHERE name = $1",
-                &[&self.name],
-            )
-            .map_err(unavailable)?;
-        row.map(|r| {
-            Ok(LeaseInfo {
-                holder: r.get(0),
-                term: r.get(1),
-                since: crate::rows::ts(r.get(2))?,
-                renewed_at: crate::rows::ts(r.get(3))?,
-                expires_at: crate::rows::ts(r.get(4))?,
-                live: r.get(5),
+        off_runtime(|| {
+            let mut c = self.pool.get().map_err(crate::error::no_connection)?;
+            let row = c
+                .query_opt(
+                    "SELECT holder, term,
+                        (extract(epoch FROM acquired_at) * 1000000)::bigint,
+                        (extract(epoch FROM renewed_at) * 1000000)::bigint,
+                        (extract(epoch FROM expires_at) * 1000000)::bigint,
+                        holder <> '' AND expires_at > now()
+                     FROM leases WHERE name = $1",
+                    &[&self.name],
+                )
+                .map_err(unavailable)?;
+            row.map(|r| {
+                Ok(LeaseInfo {
+                    holder: r.get(0),
+                    term: r.get(1),
+                    since: crate::rows::ts(r.get(2))?,
+                    renewed_at: crate::rows::ts(r.get(3))?,
+                    expires_at: crate::rows::ts(r.get(4))?,
+                    live: r.get(5),
+                })
             })
+            .transpose()
         })
-        .transpose()
     }
 
     /// The fence of `term` for this holder.
@@ -177,19 +190,17 @@ impl Lease {
     }
 }
 
-/// Checks `fence` first thing in a write transaction, holding the lease's
-/// row shared until the transaction ends.
-pub(crate) fn check(tx: Tx<'_, '_>, fence: &Fence) -> Result<(), crate::Fail> {
-    let held = tx.query_opt(
-        "SELECT 1 FROM leases WHERE name = $1 AND holder = $2 AND term = $3 AND expires_at > now() FOR SHARE",
-        &[&fence.name, &fence.holder, &fence.term],
-    )?;
-    match held {
-        Some(_) => Ok(()),
-        None => Err(StoreError::Fenced(format!(
-            "the lease {} of term {} held by {} is over",
-            fence.name, fence.term, fence.holder
-        ))
-        .into()),
-    }
+/// Whether the lease `fence` names is still its holder's, of its term and
+/// unexpired: checked first thing in a write transaction, holding the
+/// lease's row shared until the transaction ends.
+pub(crate) fn holds(
+    tx: &mut postgres::Transaction<'_>,
+    fence: &Fence,
+) -> Result<bool, postgres::Error> {
+    Ok(tx
+        .query_opt(
+            "SELECT 1 FROM leases WHERE name = $1 AND holder = $2 AND term = $3 AND expires_at > now() FOR SHARE",
+            &[&fence.name, &fence.holder, &fence.term],
+        )?
+        .is_some())
 }

@@ -39,6 +39,7 @@
 
 #![warn(missing_docs)]
 
+mod blocking;
 mod error;
 mod lease;
 mod listen;
@@ -72,6 +73,7 @@ use postgres::types::ToSql;
 use postgres::{NoTls, Transaction};
 use r2d2_postgres::PostgresConnectionManager;
 
+use crate::blocking::off_runtime;
 use crate::error::{describe, is_conflict, no_connection, unavailable};
 use crate::rows::{
     micros, opt_ts, to_json, ts, DELIVERY_COLUMNS, OUTCOME_COLUMNS, REPORT_COLUMNS, RUN_COLUMNS,
@@ -236,7 +238,10 @@ impl PgStore {
 
     /// Runs `f` in a transaction, tried again (from the start) when
     /// PostgreSQL aborts it for a conflict; commits it.
-    fn write<T>(&self, f: impl FnMut(Tx<'_, '_>) -> Result<T, Fail>) -> Result<T, StoreError> {
+    fn write<T: Send>(
+        &self,
+        f: impl FnMut(Tx<'_, '_>) -> Result<T, Fail> + Send,
+    ) -> Result<T, StoreError> {
         in_transaction(&self.pool, &self.fence, f)
     }
 
@@ -272,20 +277,29 @@ impl PgStore {
 
     /// Runs `f` on a connection (reads: each statement sees what was
     /// committed when it began).
-    fn read<T>(
+    fn read<T: Send>(
         &self,
-        f: impl FnOnce(&mut postgres::Client) -> Result<T, Fail>,
+        f: impl FnOnce(&mut postgres::Client) -> Result<T, Fail> + Send,
     ) -> Result<T, StoreError> {
-        let mut c = self.pool.get().map_err(no_connection)?;
-        f(&mut c).map_err(|e| match e {
-            Fail::Db(e) => unavailable(e),
-            Fail::Store(e) => e,
+        off_runtime(|| {
+            let mut c = self.pool.get().map_err(no_connection)?;
+            f(&mut c).map_err(|e| match e {
+                Fail::Db(e) => unavailable(e),
+                Fail::Store(e) => e,
+            })
         })
     }
 
     /// Runs `f` in one read-only transaction, a snapshot (repeatable read):
     /// its statements see the same data.
-    fn read_snapshot<T>(
+    fn read_snapshot<T: Send>(
+        &self,
+        f: impl FnOnce(Tx<'_, '_>) -> Result<T, Fail> + Send,
+    ) -> Result<T, StoreError> {
+        off_runtime(|| self.read_snapshot_here(f))
+    }
+
+    fn read_snapshot_here<T>(
         &self,
         f: impl FnOnce(Tx<'_, '_>) -> Result<T, Fail>,
     ) -> Result<T, StoreError> {
@@ -337,7 +351,15 @@ fn observe_created(observer: Option<&dyn TransitionObserver>, created: &[Created
 /// Runs `f` in a transaction of a connection of `pool`, tried again when
 /// PostgreSQL aborts it for a conflict; commits it. With a fence, the
 /// transaction checks it first ([`lease`]).
-fn in_transaction<T>(
+fn in_transaction<T: Send>(
+    pool: &Pool,
+    fence: &std::sync::RwLock<Option<Fence>>,
+    f: impl FnMut(Tx<'_, '_>) -> Result<T, Fail> + Send,
+) -> Result<T, StoreError> {
+    off_runtime(|| in_transaction_here(pool, fence, f))
+}
+
+fn in_transaction_here<T>(
     pool: &Pool,
     fence: &std::sync::RwLock<Option<Fence>>,
     mut f: impl FnMut(Tx<'_, '_>) -> Result<T, Fail>,
@@ -350,7 +372,13 @@ fn in_transaction<T>(
         let attempt = (|| -> Result<T, Fail> {
             let mut tx = c.transaction()?;
             if let Some(fence) = &fence {
-                lease::check(&mut tx, fence)?;
+                if !lease::holds(&mut tx, fence)? {
+                    return Err(StoreError::Fenced(format!(
+                        "the lease {} of term {} held by {} is over",
+                        fence.name, fence.term, fence.holder
+                    ))
+                    .into());
+                }
             }
             let v = f(&mut tx)?;
             tx.commit()?;
@@ -680,7 +708,8 @@ impl Creator {
     fn commit(&self, batch: Vec<Creation>) {
         let policy = self.policy.get().map(|p| p.as_ref());
         let mut w = Written::default();
-        let together = in_transaction(&self.pool, &self.fence, |tx| {
+        // The creator's own thread: no runtime to step off.
+        let together = in_transaction_here(&self.pool, &self.fence, |tx| {
             w = Written::default();
             let created = batch
                 .iter()

@@ -24,7 +24,6 @@ use postgres::fallible_iterator::FallibleIterator;
 use postgres::NoTls;
 
 use crate::rows::RUN_COLUMNS;
-use crate::Tx;
 
 /// The channel of run changes.
 pub(crate) const RUNS: &str = "bosun_runs";
@@ -38,7 +37,7 @@ const PAYLOAD_MAX: usize = 7_000;
 /// Sends the changes of `changes` (run id, state left; none: created) from
 /// `origin` in `tx`, in as many notifications as their size needs.
 pub(crate) fn notify(
-    tx: Tx<'_, '_>,
+    tx: &mut postgres::Transaction<'_>,
     origin: &str,
     changes: &[(String, Option<RunState>)],
 ) -> Result<(), postgres::Error> {
@@ -62,8 +61,11 @@ pub(crate) fn notify(
     Ok(())
 }
 
+/// Runs a notification names: (id, state left; none: created).
+type Changes<'a> = Vec<(&'a str, Option<RunState>)>;
+
 /// A notification's changes: its origin and (id, state left).
-fn parse(payload: &str) -> Option<(&str, Vec<(&str, Option<RunState>)>)> {
+fn parse(payload: &str) -> Option<(&str, Changes<'_>)> {
     let mut words = payload.split(' ');
     let origin = words.next()?;
     let changes = words

@@ -133,6 +133,23 @@ impl Scheduler {
         self.slots[i as usize].as_ref()
     }
 
+    /// Evaluates every periodic again at `now` from its stored state, as
+    /// at start-up (fires prepared ahead are dropped): for a replica that
+    /// becomes the leader after another led, whose timers are stale.
+    pub fn reevaluate_all(&mut self, now: Timestamp) {
+        self.armed = None;
+        self.queue.clear();
+        for (i, slot) in self.slots.iter_mut().enumerate() {
+            if let Some(slot) = slot {
+                self.generation += 1;
+                slot.generation = self.generation;
+                slot.next_fire = None;
+                slot.waits_on_end = true;
+                self.queue.push(Reverse((now, self.generation, i as u32)));
+            }
+        }
+    }
+
     /// Replaces the set of periodics: new and changed ones are evaluated at
     /// `now`, unchanged ones keep their timers, removed ones leave (their queue
     /// entries are dropped lazily).

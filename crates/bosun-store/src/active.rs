@@ -146,6 +146,26 @@ impl ActiveRuns {
         Ok(n)
     }
 
+    /// Reads the active runs from `store` anew, forgetting what was kept:
+    /// for a process that missed commits (a replica that followed while
+    /// another led, a listener that lost its connection).
+    pub fn reload(&self, store: &dyn Store) -> Result<usize, StoreError> {
+        let mut inner = self.lock();
+        *inner = Inner::default();
+        let runs = store.list(&RunFilter {
+            active: true,
+            oldest_first: true,
+            limit: i64::MAX as usize,
+            ..RunFilter::default()
+        })?;
+        for run in &runs {
+            inner.apply(run);
+        }
+        drop(inner);
+        self.changed();
+        Ok(runs.len())
+    }
+
     /// The active run `id`.
     pub fn get(&self, id: &str) -> Option<Arc<Run>> {
         self.lock().runs.get(id).cloned()

@@ -813,7 +813,7 @@ pub trait Store: Send + Sync {
     /// else is deleted: bounding the sessions is [`Store::prune_sessions`]'s.
     fn put_session(&self, session: &Session) -> Result<(), StoreError> {
         let _ = session;
-        Err(shared::not_kept())
+        Err(no_shared())
     }
 
     /// The session kept under `id_hash` if it is live at `now`
@@ -822,14 +822,14 @@ pub trait Store: Send + Sync {
     /// truncated to the microsecond.
     fn session(&self, id_hash: &str, now: Timestamp) -> Result<Option<Session>, StoreError> {
         let _ = (id_hash, now);
-        Err(shared::not_kept())
+        Err(no_shared())
     }
 
     /// Deletes the session kept under `id_hash`; false when there was none
     /// (an expired one not pruned yet counts as one).
     fn delete_session(&self, id_hash: &str) -> Result<bool, StoreError> {
         let _ = id_hash;
-        Err(shared::not_kept())
+        Err(no_shared())
     }
 
     /// Deletes every session expired at `now` (`expires_at <= now`), then,
@@ -840,7 +840,7 @@ pub trait Store: Send + Sync {
     /// [`Store::put_session`], a writer never holds more than the bound.
     fn prune_sessions(&self, now: Timestamp, keep: usize) -> Result<usize, StoreError> {
         let _ = (now, keep);
-        Err(shared::not_kept())
+        Err(no_shared())
     }
 
     /// The secret kept under `name`, made once: when there is none,
@@ -851,13 +851,13 @@ pub trait Store: Send + Sync {
     /// committed. A secret is never replaced or deleted.
     fn shared_secret(&self, name: &str, candidate: [u8; 32]) -> Result<[u8; 32], StoreError> {
         let _ = (name, candidate);
-        Err(shared::not_kept())
+        Err(no_shared())
     }
 
     /// The document `name` with its version; none when it was never written.
     fn document(&self, name: &str) -> Result<Option<StoredDocument>, StoreError> {
         let _ = name;
-        Err(shared::not_kept())
+        Err(no_shared())
     }
 
     /// Writes document `name` whole if its version is still `expected` (0:
@@ -871,13 +871,19 @@ pub trait Store: Send + Sync {
     /// version fits a signed 64-bit column).
     fn put_document(&self, name: &str, expected: u64, body: &[u8]) -> Result<u64, StoreError> {
         let _ = (name, expected, body);
-        Err(shared::not_kept())
+        Err(no_shared())
     }
 }
 
 /// What a store that keeps no repositories or deliveries answers.
 fn no_repos() -> StoreError {
     StoreError::Unavailable("this store keeps no repositories or webhook deliveries".into())
+}
+
+/// What a store that keeps no sessions, shared secrets or documents
+/// answers.
+fn no_shared() -> StoreError {
+    StoreError::Unavailable("this store keeps no sessions, shared secrets or documents".into())
 }
 
 /// What a store that keeps no report outbox answers.

@@ -41,13 +41,6 @@ pub struct StoredDocument {
     pub body: Vec<u8>,
 }
 
-/// What a store that keeps none of this answers.
-pub(crate) fn not_kept() -> crate::StoreError {
-    crate::StoreError::Unavailable(
-        "this store keeps no sessions, shared secrets or documents".into(),
-    )
-}
-
 /// What a compare-and-set of document `name` answers when `expected` is
 /// not its version (`found`, 0: absent).
 pub fn conflict(name: &str, expected: u64, found: u64) -> crate::StoreError {

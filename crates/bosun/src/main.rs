@@ -46,7 +46,7 @@ enum Command {
     /// Print the next fire times of periodics.
     Schedule(schedule::ScheduleArgs),
     /// Run the daemon: the controller, the JSON API and metrics.
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Trigger a run of a job through the daemon's API.
     Run(runs::RunArgs),
     /// List runs through the daemon's API.

@@ -83,7 +83,10 @@ impl Controller {
                 failures.remove(id);
             }
         }
-        for stop in &plan.stops {
+        // Pods and processes are started and stopped only inside the
+        // leader's trust window (its writes are fenced by the store).
+        let trusted = self.shared.leadership.trusted();
+        for stop in plan.stops.iter().filter(|_| trusted) {
             let exec = clusters
                 .executors
                 .get(&stop.cluster)
@@ -210,7 +213,13 @@ impl Controller {
             let c = self.clone();
             off_the_pass(move || {
                 let at = c.shared.clock.now();
-                let started = exec.start(&run.id, &job);
+                let started = if c.shared.leadership.trusted() {
+                    exec.start(&run.id, &job)
+                } else {
+                    Err(ExecError::Transient(
+                        "this replica's leadership is not confirmed".into(),
+                    ))
+                };
                 let t = match started {
                     Ok(()) => {
                         let mut t = Transition::to(RunState::Pending, at, "Job triggered.");

@@ -123,6 +123,18 @@ impl Controller {
         );
     }
 
+    /// Forgets what this process's earlier passes kept in memory (runs it
+    /// was starting, starts to retry, held transitions): called when this
+    /// replica becomes the leader, since another leader may have moved those
+    /// runs meanwhile. Abort requests are kept.
+    pub fn reset(&self) {
+        self.starting.locked().clear();
+        self.started.locked().clear();
+        self.retry.locked().clear();
+        self.start_failures.locked().clear();
+        *self.held.locked() = Held::default();
+    }
+
     /// New runs were created: a pass comes within a few milliseconds.
     pub fn runs_added(&self) {
         self.new_runs.notify_one();

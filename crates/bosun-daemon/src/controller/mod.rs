@@ -40,6 +40,11 @@ impl Controller {
     /// changing by the clock), and whether some pending run may change with
     /// no event (then the next pass comes within a second).
     pub fn pass(self: &Arc<Self>) -> (Option<jiff::Timestamp>, bool) {
+        // A leader outside its trust window neither looks nor acts; it
+        // looks again soon (or stops leading).
+        if !self.shared.leadership.trusted() {
+            return (None, true);
+        }
         let t0 = std::time::Instant::now();
         // Runs being started right now (still `triggered` in the store, or
         // just committed `pending`): read before the store, so none is missed.

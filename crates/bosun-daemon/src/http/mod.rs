@@ -87,6 +87,7 @@ pub fn router_with(daemon: Arc<Daemon>, options: Options) -> Router {
         .route("/api/v1/config/status", get(api::config::status))
         .route("/api/v1/config/reload", guarded(post(api::config::reload)))
         .route("/api/v1/clusters", get(api::clusters::list))
+        .route("/api/v1/leader", get(api::probes::leader))
         .route("/api/v1/repos", get(api::repos::list))
         .route("/api/v1/repos/{org}/{repo}", get(api::repos::get))
         .route(

@@ -67,6 +67,12 @@ pub async fn outbox_loop(daemon: Arc<Daemon>, mut stop: tokio::sync::watch::Rece
         }
         let full = due.len() == BATCH;
         for entry in due {
+            // A leader whose trust window ended (its lease unrenewed) calls
+            // the forge no more: the entries stay pending for the next one.
+            if !daemon.shared.leadership.trusted() {
+                next_retry = Some(tokio::time::Instant::now() + Duration::from_secs(1));
+                break;
+            }
             if let Some(until) = client.rate_limited_until() {
                 let wait = until
                     .duration_since(std::time::SystemTime::now())

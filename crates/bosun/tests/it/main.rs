@@ -40,6 +40,7 @@ mod prometheus;
 mod pull_requests;
 mod quickstart_pipeline;
 mod readme_walkthrough;
+mod replicas;
 mod repos;
 mod serve;
 mod web_browser;

@@ -1,5 +1,6 @@
 //! `/healthz`, `/readyz` and `/metrics`: what liveness and readiness probes
-//! and Prometheus read (no token ever needed, `http::auth`).
+//! and Prometheus read (no token ever needed, `http::auth`); and
+//! `/api/v1/leader`, which replica leads.
 
 use std::sync::Arc;
 
@@ -17,9 +18,24 @@ pub async fn healthz() -> &'static str {
 
 /// `GET /readyz`: 200 once the daemon is ready, 503 with the reason before.
 pub async fn readyz(State(daemon): State<Arc<Daemon>>) -> Response {
-    match daemon.ready() {
+    match blocking(move || daemon.ready()).await {
         Ok(()) => "ok".into_response(),
         Err(why) => (StatusCode::SERVICE_UNAVAILABLE, why).into_response(),
+    }
+}
+
+/// `GET /api/v1/leader`: this replica, whether it leads, and the lease as
+/// the store has it (holder, term, since, expiry); 503 when the store does
+/// not answer.
+pub async fn leader(State(daemon): State<Arc<Daemon>>) -> Response {
+    let leadership = daemon.shared.leadership.clone();
+    match blocking(move || leadership.view()).await {
+        Ok(view) => axum::Json(view).into_response(),
+        Err(e) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("the store does not answer: {e}"),
+        )
+            .into_response(),
     }
 }
 
