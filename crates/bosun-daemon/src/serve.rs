@@ -403,10 +403,11 @@ fn listen(
         reports,
         Arc::new(WakeController(daemon.clone())),
     ]));
-    let (free, resync) = (daemon.clone(), daemon.clone());
+    let (free, resync, aborts) = (daemon.clone(), daemon.clone(), daemon.clone());
     pg.listen(bosun_postgres::Hooks {
         remote,
         lease_free: Box::new(move || free.shared.leadership.lease_free.notify_one()),
+        aborts: Box::new(move || aborts.controller.wake()),
         resync: Box::new(move || {
             if let Err(e) = resync.shared.active.reload(&*resync.shared.store) {
                 tracing::warn!(error = %e, "cannot read the active runs again");

@@ -802,6 +802,9 @@ impl Store for PgStore {
             if let Some(policy) = policy {
                 queue_reports(tx, policy_reports(policy, &run, Some(from)))?;
             }
+            if run.state.is_final() {
+                tx.execute("DELETE FROM abort_requests WHERE run_id = $1", &[&run.id])?;
+            }
             let mut w = Written::default();
             if let Some(p) = &run.periodic {
                 w.touched.insert(p.clone());
@@ -1207,6 +1210,8 @@ impl Store for PgStore {
                     "UPDATE meta SET value = nextval('periodic_changes') WHERE key = 'version_floor'",
                     &[],
                 )?;
+                let ids: Vec<String> = found.iter().map(|r| r.get::<_, String>(0)).collect();
+                tx.execute("DELETE FROM abort_requests WHERE run_id = ANY($1)", &[&ids])?;
             }
             Ok(found.iter().map(rows::run).collect::<Result<Vec<_>, _>>()?)
         })?;
@@ -1443,6 +1448,32 @@ impl Store for PgStore {
                 &[&keys],
             )?;
             Ok(gone.len())
+        })
+    }
+
+    fn request_aborts(&self, ids: &[String], at: Timestamp) -> Result<(), StoreError> {
+        let at = micros(bosun_store::run::micros(at));
+        self.write(|tx| {
+            tx.execute(
+                "INSERT INTO abort_requests(run_id, requested_at)
+                 SELECT id, $2 FROM runs WHERE id = ANY($1) AND completed_at IS NULL
+                 ON CONFLICT (run_id) DO NOTHING",
+                &[&ids, &at],
+            )?;
+            tx.execute("SELECT pg_notify($1, '')", &[&listen::ABORTS])?;
+            Ok(())
+        })
+    }
+
+    fn abort_requests(&self) -> Result<Vec<String>, StoreError> {
+        self.read(|c| {
+            Ok(c.query(
+                "SELECT run_id FROM abort_requests ORDER BY requested_at, run_id",
+                &[],
+            )?
+            .iter()
+            .map(|r| r.get(0))
+            .collect())
         })
     }
 

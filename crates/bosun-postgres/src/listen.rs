@@ -29,6 +29,8 @@ use crate::rows::RUN_COLUMNS;
 pub(crate) const RUNS: &str = "bosun_runs";
 /// The channel of lease resignations.
 pub(crate) const LEASE: &str = "bosun_lease";
+/// The channel of abort requests.
+pub(crate) const ABORTS: &str = "bosun_aborts";
 
 /// The largest payload sent in one notification (PostgreSQL's limit is
 /// 8,000 bytes).
@@ -88,6 +90,8 @@ pub struct Hooks {
     pub remote: Arc<dyn TransitionObserver>,
     /// Called when the lease was resigned (a follower tries at once).
     pub lease_free: Box<dyn Fn() + Send + Sync>,
+    /// Called when a replica requested aborts (the leader carries them out).
+    pub aborts: Box<dyn Fn() + Send + Sync>,
     /// Called after the listener connected again: changes may have been
     /// missed; read anew what is kept.
     pub resync: Box<dyn Fn() + Send + Sync>,
@@ -116,7 +120,7 @@ fn listen_once(
     first: bool,
 ) -> Result<(), postgres::Error> {
     let mut c = config.connect(NoTls)?;
-    c.batch_execute(&format!("LISTEN {RUNS}; LISTEN {LEASE}"))?;
+    c.batch_execute(&format!("LISTEN {RUNS}; LISTEN {LEASE}; LISTEN {ABORTS}"))?;
     if !first {
         (hooks.resync)();
     }
@@ -134,6 +138,10 @@ fn listen_once(
         };
         if n.channel() == LEASE {
             (hooks.lease_free)();
+            continue;
+        }
+        if n.channel() == ABORTS {
+            (hooks.aborts)();
             continue;
         }
         let Some((from, changes)) = parse(n.payload()) else {

@@ -170,6 +170,12 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         version BIGINT NOT NULL,
         body BYTEA NOT NULL
      );",
+    // 4: abort requests made on a replica that does not lead, kept until
+    // their run ends.
+    "CREATE TABLE abort_requests (
+        run_id TEXT PRIMARY KEY,
+        requested_at BIGINT NOT NULL
+     );",
 ];
 
 /// Applies the migrations not applied yet, each in a transaction of its own,

@@ -795,6 +795,28 @@ pub trait Store: Send + Sync {
         Err(no_reports())
     }
 
+    // Abort requests made on a replica that does not lead, for the leader
+    // to carry out. The defaults refuse with `Unavailable`: a store no other
+    // process shares (memory, SQLite) never needs them, its daemon keeps its
+    // requests in memory; the PostgreSQL store keeps them.
+
+    /// Records requests to abort runs, durably, for whichever replica leads
+    /// (told at commit). A run already requested stays requested once.
+    fn request_aborts(&self, ids: &[String], at: Timestamp) -> Result<(), StoreError> {
+        let _ = (ids, at);
+        Err(StoreError::Unavailable(
+            "this store keeps no abort requests: no other process shares it".into(),
+        ))
+    }
+
+    /// The runs whose abort was requested and which have not ended yet
+    /// (a request goes with its run's move to a final state).
+    fn abort_requests(&self) -> Result<Vec<String>, StoreError> {
+        Err(StoreError::Unavailable(
+            "this store keeps no abort requests: no other process shares it".into(),
+        ))
+    }
+
     /// Deletes the entries that ended (delivered, refused, superseded)
     /// before `before`; returns how many. Pending ones are kept, however
     /// old. A key's newest version is forgotten with its last entry: a

@@ -45,6 +45,9 @@ pub struct Controller {
     pub(super) start_failures: Mutex<HashMap<String, u32>>,
     /// Transitions held for the next commit.
     pub(super) held: Mutex<Held>,
+    /// The abort requests recorded in the store this leader has taken (a
+    /// store replicas share), so that each is carried out once.
+    pub(super) recorded_aborts: Mutex<HashSet<String>>,
     /// Parsed spec snapshots by content hash (immutable, so never stale).
     pub(super) specs: Mutex<HashMap<String, Arc<SpecSnapshot>>>,
     /// How many passes have run (for the log and the tests of when passes
@@ -94,16 +97,61 @@ impl Controller {
             retry: Mutex::default(),
             start_failures: Mutex::default(),
             held: Mutex::default(),
+            recorded_aborts: Mutex::default(),
             specs: Mutex::default(),
             passes: Default::default(),
             recheck: Default::default(),
         }
     }
 
-    /// Requests the abort of runs; a pass carries it out.
+    /// Requests the abort of runs; a pass carries it out. On a store
+    /// replicas share, the request is recorded in the store for whichever
+    /// replica leads (this one may not, or may stop leading before its
+    /// next pass); it is kept in memory when the store cannot record it.
     pub fn request_abort(&self, ids: impl IntoIterator<Item = String>) {
+        let ids: Vec<String> = ids.into_iter().collect();
+        if self.shared.leadership.is_replicated() {
+            match self
+                .shared
+                .store
+                .request_aborts(&ids, self.shared.clock.now())
+            {
+                Ok(()) => {
+                    self.wake.notify_one();
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot record abort requests for the leader; kept here")
+                }
+            }
+        }
         self.aborts.locked().extend(ids);
         self.wake.notify_one();
+    }
+
+    /// Takes the abort requests recorded in the store (by any replica)
+    /// that this leader has not taken yet: called at the start of a pass.
+    pub(super) fn take_recorded_aborts(&self) {
+        if !self.shared.leadership.is_replicated() {
+            return;
+        }
+        let recorded = match self.shared.store.abort_requests() {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the recorded abort requests");
+                return;
+            }
+        };
+        let mut taken = self.recorded_aborts.locked();
+        taken.retain(|id| recorded.contains(id));
+        let new: Vec<String> = recorded
+            .into_iter()
+            .filter(|id| taken.insert(id.clone()))
+            .collect();
+        drop(taken);
+        if !new.is_empty() {
+            self.aborts.locked().extend(new);
+        }
     }
 
     /// Requests the abort of every active run of a periodic but `keep` (the
@@ -133,6 +181,7 @@ impl Controller {
         self.retry.locked().clear();
         self.start_failures.locked().clear();
         *self.held.locked() = Held::default();
+        self.recorded_aborts.locked().clear();
     }
 
     /// New runs were created: a pass comes within a few milliseconds.

@@ -46,6 +46,7 @@ impl Controller {
             return (None, true);
         }
         let t0 = std::time::Instant::now();
+        self.take_recorded_aborts();
         // Runs being started right now (still `triggered` in the store, or
         // just committed `pending`): read before the store, so none is missed.
         let starting = self.starting.locked().clone();

@@ -270,6 +270,7 @@ fn a_replica_hears_what_another_commits_and_not_its_own() {
         lease_free: Box::new(move || {
             let _ = free_tx.lock().unwrap().send(());
         }),
+        aborts: Box::new(|| {}),
         resync: Box::new(|| {}),
     })
     .unwrap();

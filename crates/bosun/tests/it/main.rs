@@ -41,6 +41,7 @@ mod pull_requests;
 mod quickstart_pipeline;
 mod readme_walkthrough;
 mod replicas;
+mod replicas_api;
 mod repos;
 mod serve;
 mod web_browser;
