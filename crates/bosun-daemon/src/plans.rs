@@ -133,6 +133,34 @@ pub fn plan_now(shared: &Shared, full: bool, reason: &str) {
         .replan(Ok(inputs), full, reason, shared.clock.now());
 }
 
+/// A replica that does not lead on a shared store: every `every`, the
+/// plan the leader kept and the overrides any replica made are put in force
+/// here, so its dispatcher lookups and placements answer as the leader's
+/// do. Runs while this replica follows (it stops when `stop` turns true).
+pub async fn follow_plan_loop(
+    shared: Arc<Shared>,
+    every: Duration,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        let in_force = shared.in_force();
+        if in_force.snapshot.config.dispatcher.is_some() && !shared.leadership.is_leader() {
+            let s = shared.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                let now = s.clock.now();
+                let inputs = daemon_inputs(&s, &in_force);
+                s.placer.engine.adopt(inputs, now);
+                s.placer.engine.refresh_overrides(now);
+            })
+            .await;
+        }
+        tokio::select! {
+            _ = stop.changed() => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+    }
+}
+
 /// The task: plans while the configuration has a `dispatcher:` section.
 pub async fn plan_loop(
     shared: Arc<Shared>,
@@ -173,6 +201,14 @@ pub async fn plan_loop(
             }
         } else {
             last = None;
+        }
+        // Overrides made through another replica (a shared store).
+        if shared.leadership.is_replicated() && dispatcher.is_some() {
+            let s = shared.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                s.placer.engine.refresh_overrides(s.clock.now())
+            })
+            .await;
         }
         tokio::select! {
             _ = stop.changed() => return,

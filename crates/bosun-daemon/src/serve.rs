@@ -296,11 +296,18 @@ fn serve_until_signal(args: &ServeArgs) -> Result<(), String> {
             tracing::warn!("{why}");
         }
     }
-    let engine = crate::plans::engine(
+    // Replicas keep the dispatcher's plan and overrides in the store they
+    // share; a process of its own keeps them in files.
+    let home = match &shared_store {
+        Some(_) => crate::plans::PlanHome::Store(store.clone()),
+        None => crate::plans::PlanHome::Files,
+    };
+    let engine = crate::plans::engine_in(
         &snapshot.config,
         &args.data_dir,
         crate::plans::demand_source(&snapshot.config, store.clone()),
         token.clone(),
+        home,
     );
     let shared = Arc::new(Shared::new(SharedParts {
         placer: Arc::new(crate::placement::Placer::new(engine)),
@@ -545,6 +552,11 @@ async fn serve(
             stop.clone(),
         )),
         tokio::spawn(crate::reload::reload_loop(daemon.clone(), stop.clone())),
+        tokio::spawn(crate::plans::follow_plan_loop(
+            daemon.shared.clone(),
+            std::time::Duration::from_secs(2),
+            stop.clone(),
+        )),
         tokio::spawn(crate::health::health_loop(
             daemon.shared.clone(),
             args.health_interval,

@@ -219,6 +219,42 @@ impl Engine {
         true
     }
 
+    /// Puts the kept plan in force unchanged, as another engine wrote it
+    /// (a replica that does not plan serves the plan the leader wrote),
+    /// with `inputs` for what a plan needs beside its assignments (the
+    /// clusters, units and files overrides are checked against). Returns
+    /// whether the plan in force changed; none is kept or it does not read:
+    /// false, the plan in force stays.
+    pub fn adopt(&self, inputs: Inputs, now: Timestamp) -> bool {
+        let text = match self.persist.read_plan() {
+            Ok(Some(t)) => t,
+            Ok(None) => return false,
+            Err(e) => {
+                tracing::warn!(from = %self.persist.describe(), error = %e, "cannot read the kept plan");
+                return false;
+            }
+        };
+        let plan = match format::plan_from_json(&text) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(from = %self.persist.describe(), error = %e, "the kept plan does not read");
+                return false;
+            }
+        };
+        if self.base.locked().as_ref().is_some_and(|b| *b.plan == plan) {
+            return false;
+        }
+        tracing::info!(generation = plan.generation, "the kept plan is in force");
+        *self.base.locked() = Some(Arc::new(Base {
+            plan: Arc::new(plan),
+            input: inputs.input,
+            repos: inputs.repos,
+            files: inputs.files,
+        }));
+        self.publish(now);
+        true
+    }
+
     /// Makes the effective plan from the base plan, the overrides in force
     /// at `now` and the clusters in the health overlay, and puts it in
     /// force. Expired overrides are dropped (and the file rewritten).

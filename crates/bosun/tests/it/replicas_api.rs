@@ -107,3 +107,127 @@ fn a_run_made_on_a_follower_starts_and_a_login_on_one_replica_aborts_it_through_
     assert!(run["completed_at"].is_string(), "{run}");
     drop((a, b));
 }
+
+const DISPATCH_CONFIG: &str = "dispatcher:\n  relocatable_clusters: [build-a]\n  unit: job\nbuild_clusters:\n  build-a: {kind: local}\n  build-b: {kind: local}\n  build-c: {kind: local}\n";
+
+fn dispatch_jobs() -> String {
+    let mut jobs = String::from("periodics:\n");
+    for j in ["r1", "r2", "r3", "r4"] {
+        jobs.push_str(&format!(
+            "- name: {j}\n  cron: \"0 0 31 2 *\"\n  cluster: build-a\n  spec: {{containers: [{{image: x, command: [\"true\"]}}]}}\n"
+        ));
+    }
+    jobs
+}
+
+/// What `port` answers of `path` once it answers 200, as JSON.
+fn json_of(port: u16, path: &str) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let a = get(port, path, &[]);
+        if a.status == 200 {
+            return a.json();
+        }
+        assert!(Instant::now() < deadline, "{path}: {} {}", a.status, a.body);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_follower_answers_dispatcher_lookups_by_the_leaders_plan_and_takes_overrides() {
+    let d = tempfile::tempdir().unwrap();
+    let url = Postgres::shared().database();
+    let start = |name: &str| {
+        let dir = d.path().join(name);
+        std::fs::create_dir_all(dir.join("jobs")).unwrap();
+        std::fs::write(dir.join("config.yaml"), DISPATCH_CONFIG).unwrap();
+        std::fs::write(dir.join("jobs/jobs.yaml"), dispatch_jobs()).unwrap();
+        std::fs::write(dir.join("api-token"), format!("{API_TOKEN}\n")).unwrap();
+        let token = dir.join("api-token");
+        let args: Vec<&std::ffi::OsStr> = vec![
+            "--store".as_ref(),
+            url.as_ref(),
+            "--api-token-file".as_ref(),
+            token.as_os_str(),
+            "--lease-ttl".as_ref(),
+            "3s".as_ref(),
+            "--lease-renew".as_ref(),
+            "1s".as_ref(),
+            "--lease-retry".as_ref(),
+            "500ms".as_ref(),
+            "--lease-margin".as_ref(),
+            "1s".as_ref(),
+        ];
+        serve(&dir, &args, &[])
+    };
+    let a = start("a");
+    let b = start("b");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (leader, follower) = loop {
+        match (leads(a.port), leads(b.port)) {
+            (true, false) => break (a.port, b.port),
+            (false, true) => break (b.port, a.port),
+            _ => {}
+        }
+        assert!(Instant::now() < deadline, "no single leader");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let plan = json_of(leader, "/api/v1/dispatch/plan");
+    // The follower serves the plan the leader made (it plans nothing).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let theirs = json_of(follower, "/api/v1/dispatch/plan");
+        if theirs["assignments"] == plan["assignments"]
+            && theirs["generation"] == plan["generation"]
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the follower's plan: {theirs}, the leader's: {plan}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let r1 = plan["assignments"]["r1"].as_str().unwrap().to_string();
+    let answer = crate::web_support::call(
+        follower,
+        "POST",
+        "/api/v1/dispatch",
+        &[("Content-Type", "application/json")],
+        Some(r#"{"job": "r1"}"#),
+    );
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(answer.json()["cluster"], r1.as_str());
+    // An override made through the follower moves r1 on the leader too.
+    let target = ["build-a", "build-b", "build-c"]
+        .into_iter()
+        .find(|c| *c != r1)
+        .unwrap();
+    let bearer = format!("Bearer {API_TOKEN}");
+    let created = crate::web_support::call(
+        follower,
+        "POST",
+        "/api/v1/dispatch/overrides",
+        &[
+            ("Content-Type", "application/json"),
+            ("Authorization", &bearer),
+        ],
+        Some(&format!(
+            r#"{{"job": "r1", "cluster": "{target}", "ttl": "1h", "reason": "replicas", "actor": "carol"}}"#
+        )),
+    );
+    assert_eq!(created.status, 201, "{}", created.body);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let explained = json_of(leader, "/api/v1/dispatch/explain?job=r1");
+        if explained["cluster"] == target {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the leader never took the override: {explained}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop((a, b));
+}
