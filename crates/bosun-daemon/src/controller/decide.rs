@@ -226,6 +226,15 @@ pub fn decide_pending(o: &Observed, p: &PendingRun, now: Timestamp, plan: &mut P
     let queue = o.spec(run).and_then(|s| job_queue(s));
     match status {
         RunStatus::Exited { code } => plan.transitions.push((run.id.clone(), exited(*code, now))),
+        RunStatus::Lost if o.replicated && matches!(o.clusters.defs.get(&p.cluster), Some(ClusterDef::Local { .. })) => plan.end(
+            run,
+            RunState::Error,
+            now,
+            format!(
+                "the replica that ran it on local cluster {} stopped leading (or lost its process): a local run does not move to another replica",
+                p.cluster
+            ),
+        ),
         RunStatus::Lost => plan.end(run, RunState::Error, now, "executor lost the process"),
         RunStatus::Failed(why) => plan.end(run, RunState::Error, now, why.clone()),
         // A PipelineRun is never made again: its tasks may have run.

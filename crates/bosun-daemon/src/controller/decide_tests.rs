@@ -188,6 +188,7 @@ impl World {
                 overlay: HashMap::new(),
                 placement_change_at: None,
                 unreported: false,
+                replicated: false,
             },
             build: 0,
         }
@@ -528,6 +529,34 @@ impl Default for PendingRow {
             want: nothing(),
             holds: 0,
         }
+    }
+}
+
+/// On replicas, a local run the leader's executor does not know ran on a
+/// replica that stopped leading: it ends `error`, saying so; a Kubernetes
+/// run is not lost that way (the new leader finds its pod).
+#[test]
+fn a_local_run_of_a_replica_that_stopped_leading_ends_saying_so() {
+    for (replicated, cluster, want) in [
+        (false, "default", "executor lost the process"),
+        (
+            true,
+            "default",
+            "the replica that ran it on local cluster default stopped leading (or lost its process): a local run does not move to another replica",
+        ),
+        (true, "kube", "executor lost the process"),
+    ] {
+        let mut w = World::new();
+        w.o.replicated = replicated;
+        let mut run = w.run("p", "a", RunState::Pending);
+        run.cluster = Some(cluster.into());
+        w.pending(run, Some(RunStatus::Lost));
+        let (_, outcome) = w.decided();
+        assert_eq!(
+            outcome,
+            nothing().to("p", RunState::Error, want),
+            "replicated {replicated}, cluster {cluster}"
+        );
     }
 }
 

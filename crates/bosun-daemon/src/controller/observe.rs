@@ -76,6 +76,10 @@ pub struct Observed {
     /// executor does not report it): the controller then looks again
     /// within a second.
     pub unreported: bool,
+    /// Replicas share the store: a run another replica started on a local
+    /// cluster, which this one's executor does not know, ran on a replica
+    /// that stopped leading (its description says so).
+    pub replicated: bool,
 }
 
 impl Observed {
@@ -258,6 +262,7 @@ impl Controller {
             overlay,
             placement_change_at,
             unreported,
+            replicated: shared.leadership.is_replicated(),
         }
     }
 
