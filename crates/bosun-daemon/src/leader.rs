@@ -204,6 +204,66 @@ impl Leadership {
     }
 }
 
+/// The label on this replica's own pod that says whether it leads
+/// (`bosun.dev/leader: "true"` or `"false"`), when it runs in a pod that
+/// names itself (`POD_NAME`, `POD_NAMESPACE` from the downward API) and may
+/// patch it: a Service or `kubectl get pods -l bosun.dev/leader=true`
+/// finds the leader. Readiness never says it.
+pub struct PodLabel {
+    client: kube::Client,
+    namespace: String,
+    name: String,
+}
+
+/// The label's key.
+pub const LEADER_LABEL: &str = "bosun.dev/leader";
+
+impl PodLabel {
+    /// The label of the pod `POD_NAME` in `POD_NAMESPACE`, through the
+    /// in-cluster (or `KUBECONFIG`'s) client; none outside a pod.
+    pub async fn from_env() -> Option<PodLabel> {
+        let (name, namespace) = (
+            std::env::var("POD_NAME").ok()?,
+            std::env::var("POD_NAMESPACE").ok()?,
+        );
+        match kube::Client::try_default().await {
+            Ok(client) => Some(PodLabel {
+                client,
+                namespace,
+                name,
+            }),
+            Err(e) => {
+                tracing::warn!(error = %e, "no Kubernetes client: this replica's pod is not labelled with its leadership");
+                None
+            }
+        }
+    }
+
+    /// Sets the label to `leads` (a failure is logged: the label is a hint,
+    /// the lease decides).
+    pub async fn set(&self, leads: bool) {
+        let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+            kube::Api::namespaced(self.client.clone(), &self.namespace);
+        let patch = serde_json::json!({"metadata": {"labels": {LEADER_LABEL: leads.to_string()}}});
+        if let Err(e) = pods
+            .patch(
+                &self.name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await
+        {
+            tracing::warn!(pod = %self.name, error = %e, "cannot label this replica's pod with its leadership");
+        }
+    }
+}
+
+async fn label(pod: &Option<PodLabel>, leads: bool) {
+    if let Some(p) = pod {
+        p.set(leads).await;
+    }
+}
+
 /// Starts the leader's tasks, each stopping when its receiver turns true.
 pub type StartTasks = Box<dyn Fn(watch::Receiver<bool>) -> Vec<JoinHandle<()>> + Send + Sync>;
 
@@ -233,6 +293,8 @@ pub async fn campaign(
         return;
     };
     let t = leadership.timings;
+    let pod = PodLabel::from_env().await;
+    label(&pod, false).await;
     let mut leading: Option<(i64, watch::Sender<bool>, Vec<JoinHandle<()>>)> = None;
     loop {
         match &leading {
@@ -257,6 +319,7 @@ pub async fn campaign(
                         let (tx, rx) = watch::channel(false);
                         let tasks = start(rx);
                         leading = Some((term, tx, tasks));
+                        label(&pod, true).await;
                         continue;
                     }
                     Ok(None) => {}
@@ -290,6 +353,7 @@ pub async fn campaign(
                     leadership.standing.locked().term = None;
                     metrics.leader.set(0);
                     metrics.leader_term.set(0);
+                    label(&pod, false).await;
                     match resign {
                         Ok(_) => {
                             metrics.leader_lost.get_or_create(&reason("resigned")).inc();
@@ -341,6 +405,7 @@ pub async fn campaign(
                     metrics.leader.set(0);
                     metrics.leader_term.set(0);
                     metrics.leader_lost.get_or_create(&reason(why)).inc();
+                    label(&pod, false).await;
                     let (_, tx, tasks) = leading.take().expect("leading");
                     stop_tasks(tx, tasks).await;
                     store.set_fence(None);

@@ -231,3 +231,117 @@ fn a_follower_answers_dispatcher_lookups_by_the_leaders_plan_and_takes_overrides
     }
     drop((a, b));
 }
+
+/// The `bosun.dev/leader` label of pod `name`.
+fn leader_label(plane: &bosun_kubetest::ControlPlane, ns: &str, name: &str) -> Option<String> {
+    plane
+        .kubelet()
+        .pod(ns, name)?
+        .metadata
+        .labels?
+        .get("bosun.dev/leader")
+        .cloned()
+}
+
+#[test]
+fn each_replicas_pod_is_labelled_with_its_leadership() {
+    use k8s_openapi::api::core::v1::Pod;
+    let plane = bosun_kubetest::ControlPlane::shared();
+    let tenant = plane.tenant("replica-labels", "self");
+    let ns = tenant.namespace.clone();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for name in ["bosun-a", "bosun-b"] {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"containers": [{"name": "bosun", "image": "bosun"}]}
+        }))
+        .unwrap();
+        let api: kube::Api<Pod> = kube::Api::namespaced(plane.admin(), &ns);
+        rt.block_on(api.create(&kube::api::PostParams::default(), &pod))
+            .unwrap();
+    }
+    let d = tempfile::tempdir().unwrap();
+    let url = Postgres::shared().database();
+    let kubeconfig = tenant.kubeconfig.to_str().unwrap().to_string();
+    let start = |name: &str| {
+        let dir = d.path().join(name);
+        std::fs::create_dir_all(dir.join("jobs")).unwrap();
+        std::fs::write(dir.join("config.yaml"), CONFIG).unwrap();
+        std::fs::write(dir.join("jobs/jobs.yaml"), JOBS).unwrap();
+        let args: Vec<&std::ffi::OsStr> = vec![
+            "--store".as_ref(),
+            url.as_ref(),
+            "--lease-ttl".as_ref(),
+            "3s".as_ref(),
+            "--lease-renew".as_ref(),
+            "1s".as_ref(),
+            "--lease-retry".as_ref(),
+            "500ms".as_ref(),
+            "--lease-margin".as_ref(),
+            "1s".as_ref(),
+        ];
+        serve(
+            &dir,
+            &args,
+            &[
+                ("POD_NAME", &format!("bosun-{name}")),
+                ("POD_NAMESPACE", &ns),
+                ("KUBECONFIG", &kubeconfig),
+            ],
+        )
+    };
+    let a = start("a");
+    let b = start("b");
+    let wait_labels = |want_a: &str, want_b: &str| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let got = (
+                leader_label(plane, &ns, "bosun-a"),
+                leader_label(plane, &ns, "bosun-b"),
+            );
+            if got.0.as_deref() == Some(want_a) && got.1.as_deref() == Some(want_b) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "labels {got:?}, not ({want_a}, {want_b})"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let a_leads = {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            match (leads(a.port), leads(b.port)) {
+                (true, false) => break true,
+                (false, true) => break false,
+                _ => {}
+            }
+            assert!(Instant::now() < deadline, "no single leader");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let (yes, no) = ("true", "false");
+    if a_leads {
+        wait_labels(yes, no);
+    } else {
+        wait_labels(no, yes);
+    }
+    // A graceful stop of the leader: its pod says false, the other's true.
+    let (mut leader, follower) = if a_leads { (a, b) } else { (b, a) };
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&leader.child),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    let _ = leader.child.wait();
+    if a_leads {
+        wait_labels(no, yes);
+    } else {
+        wait_labels(yes, no);
+    }
+    drop((leader, follower));
+}
