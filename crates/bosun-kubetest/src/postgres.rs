@@ -43,6 +43,8 @@ pub struct Postgres {
     owner: Option<(u32, u32)>,
     child: Mutex<Option<Child>>,
     password: String,
+    /// Commits are synced to disk.
+    durable: bool,
 }
 
 /// The directory of `initdb` and `postgres`: `$BOSUN_PG_BIN_DIR`, else the
@@ -93,6 +95,18 @@ impl Postgres {
 
     /// A server of the caller's own, stopped when it is dropped.
     pub fn dedicated() -> Postgres {
+        Postgres::make(false)
+    }
+
+    /// A server of the caller's own that syncs every commit to disk, as a
+    /// production server does (`fsync`, `full_page_writes` on): for
+    /// benchmarks beside SQLite's `synchronous = FULL`.
+    pub fn durable() -> Postgres {
+        Postgres::make(true)
+    }
+
+    fn make(durable: bool) -> Postgres {
+        sweep();
         let bin = bin_dir();
         let dir = tempfile::Builder::new()
             .prefix("bosun-pg-")
@@ -100,6 +114,8 @@ impl Postgres {
             .expect("a temporary directory");
         let owner = rustix::process::getuid().is_root().then(postgres_user);
         let password = format!("pw-{}", std::process::id());
+        std::fs::write(dir.path().join("owner-pid"), std::process::id().to_string())
+            .expect("the owner's pid");
         std::fs::write(dir.path().join("password"), &password).expect("the password file");
         if let Some((uid, gid)) = owner {
             for p in [dir.path(), &dir.path().join("password")] {
@@ -140,6 +156,7 @@ impl Postgres {
             owner,
             child: Mutex::new(None),
             password,
+            durable,
         };
         pg.start_on_free_port()
     }
@@ -165,7 +182,11 @@ impl Postgres {
             .args(["-p", &self.port.to_string()])
             .args(["-c", "listen_addresses=127.0.0.1"])
             .args(["-c", "unix_socket_directories="])
-            .args(["-c", "fsync=off", "-c", "full_page_writes=off"])
+            .args(if self.durable {
+                ["-c", "fsync=on", "-c", "full_page_writes=on"]
+            } else {
+                ["-c", "fsync=off", "-c", "full_page_writes=off"]
+            })
             .args(["-c", "max_connections=300", "-c", "shared_buffers=64MB"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -297,6 +318,30 @@ impl Postgres {
 impl Drop for Postgres {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// Deletes the clusters of test processes that are gone: a test binary's
+/// shared server is never dropped (a static), so its directory would stay.
+fn sweep() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        if !name.to_string_lossy().starts_with("bosun-pg-") {
+            continue;
+        }
+        let Ok(pid) = std::fs::read_to_string(e.path().join("owner-pid")) else {
+            continue;
+        };
+        let alive = pid
+            .trim()
+            .parse::<i32>()
+            .is_ok_and(|p| std::path::Path::new(&format!("/proc/{p}")).exists());
+        if !alive {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
     }
 }
 

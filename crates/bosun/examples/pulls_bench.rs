@@ -32,6 +32,14 @@ use serde_json::Value;
 
 #[path = "common/proc.rs"]
 mod proc;
+#[path = "common/store.rs"]
+mod store;
+
+/// The daemons' store (`BOSUN_BENCH_STORE`), one for the whole run.
+fn bench_store() -> &'static store::BenchStore {
+    static STORE: std::sync::OnceLock<store::BenchStore> = std::sync::OnceLock::new();
+    STORE.get_or_init(store::BenchStore::from_env)
+}
 
 const TOKEN: &[u8] = b"bench-token";
 const REPO: &str = "acme/app";
@@ -187,6 +195,7 @@ impl World {
             .arg("--github-token-path")
             .arg(self.dir.join("gh-token"))
             .args(["--external-url", "https://bosun.example.com"])
+            .args(bench_store().args())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
@@ -298,6 +307,7 @@ fn statuses_accounted(w: &World, port: u16, heads: &[(u64, String)]) -> Vec<Dura
 }
 
 fn main() {
+    println!("store: {}", bench_store().name());
     let mut args = std::env::args().skip(2);
     let mode = args.next().unwrap_or_else(|| "one".into());
     let pulls: u64 = args

@@ -34,6 +34,14 @@ use serde_json::Value;
 
 #[path = "common/proc.rs"]
 mod proc;
+#[path = "common/store.rs"]
+mod store;
+
+/// The daemons' store (`BOSUN_BENCH_STORE`), one for the whole run.
+fn bench_store() -> &'static store::BenchStore {
+    static STORE: std::sync::OnceLock<store::BenchStore> = std::sync::OnceLock::new();
+    STORE.get_or_init(store::BenchStore::from_env)
+}
 
 const TOKEN: &[u8] = b"bench-token";
 
@@ -65,6 +73,7 @@ fn start(bosun: &str, dir: &Path, name: &str, extra: &[&str]) -> Daemon {
         .arg("--hmac-secret-file")
         .arg(dir.join("hmac"))
         .args(extra)
+        .args(bench_store().args())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
@@ -502,6 +511,7 @@ fn intake_bench(bosun: &str, deliveries: usize, clients: usize) {
 }
 
 fn main() {
+    println!("store: {}", bench_store().name());
     let mut args = std::env::args().skip(1);
     let bosun = args.next().expect("the path of the bosun binary");
     match args.next().as_deref() {
