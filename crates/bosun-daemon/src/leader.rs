@@ -365,7 +365,22 @@ pub async fn campaign(
                 }
                 let began = Instant::now();
                 let l = lease.clone();
-                let lost = match blocking(move || l.renew(term)).await {
+                // A renewal that does not answer by the end of the window
+                // (a connection cut without a FIN hangs until TCP gives up)
+                // is a failed one: the replica stops leading then, not when
+                // the call returns.
+                let until = trusted_until.unwrap_or(began);
+                let renewal = tokio::time::timeout_at(
+                    tokio::time::Instant::from_std(until),
+                    blocking(move || l.renew(term)),
+                )
+                .await
+                .unwrap_or_else(|_| {
+                    Err(bosun_store::StoreError::Unavailable(
+                        "the renewal did not answer within the trust window".into(),
+                    ))
+                });
+                let lost = match renewal {
                     Ok(true) => {
                         leadership.standing.locked().trusted_until = Some(began + t.ttl - t.margin);
                         metrics
