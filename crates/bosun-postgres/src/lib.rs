@@ -85,6 +85,9 @@ type Param<'a> = &'a (dyn ToSql + Sync);
 /// How many times a transaction PostgreSQL aborted for a conflict is tried.
 const CONFLICT_TRIES: usize = 8;
 
+/// How many closed pooled connections a call steps over before it fails.
+const RECONNECTS: usize = 4;
+
 /// At most this many creations commit in one transaction.
 const CREATE_BATCH: usize = 512;
 
@@ -279,14 +282,27 @@ impl PgStore {
     /// committed when it began).
     fn read<T: Send>(
         &self,
-        f: impl FnOnce(&mut postgres::Client) -> Result<T, Fail> + Send,
+        mut f: impl FnMut(&mut postgres::Client) -> Result<T, Fail> + Send,
     ) -> Result<T, StoreError> {
         off_runtime(|| {
             let mut c = self.pool.get().map_err(no_connection)?;
-            f(&mut c).map_err(|e| match e {
-                Fail::Db(e) => unavailable(e),
-                Fail::Store(e) => e,
-            })
+            let mut reconnects = 0;
+            loop {
+                match f(&mut c) {
+                    Ok(v) => return Ok(v),
+                    // A pooled connection the server ended (a restart, a
+                    // terminated backend): dropped, the read made again on
+                    // another.
+                    Err(Fail::Db(e)) if c.is_closed() && reconnects < RECONNECTS => {
+                        reconnects += 1;
+                        tracing::debug!(error = %describe(&e), "a closed connection; trying another");
+                        drop(c);
+                        c = self.pool.get().map_err(no_connection)?;
+                    }
+                    Err(Fail::Db(e)) => return Err(unavailable(e)),
+                    Err(Fail::Store(e)) => return Err(e),
+                }
+            }
         })
     }
 
@@ -366,9 +382,13 @@ fn in_transaction_here<T>(
 ) -> Result<T, StoreError> {
     let mut c = pool.get().map_err(no_connection)?;
     let mut tries = 0;
+    let mut reconnects = 0;
     loop {
         tries += 1;
         let fence = fence.read().unwrap_or_else(|e| e.into_inner()).clone();
+        // Whether COMMIT was sent: a failure after it leaves the outcome
+        // unknown, and the transaction is never tried again.
+        let mut committing = false;
         let attempt = (|| -> Result<T, Fail> {
             let mut tx = c.transaction()?;
             if let Some(fence) = &fence {
@@ -381,6 +401,7 @@ fn in_transaction_here<T>(
                 }
             }
             let v = f(&mut tx)?;
+            committing = true;
             tx.commit()?;
             Ok(v)
         })();
@@ -388,6 +409,15 @@ fn in_transaction_here<T>(
             Ok(v) => return Ok(v),
             Err(Fail::Db(e)) if is_conflict(&e) && tries < CONFLICT_TRIES => {
                 tracing::debug!(error = %describe(&e), "a store transaction is tried again");
+            }
+            // A pooled connection the server ended (a restart, a terminated
+            // backend) fails before anything was committed: the pool drops
+            // it, and the transaction is tried on a new one.
+            Err(Fail::Db(e)) if !committing && c.is_closed() && reconnects < RECONNECTS => {
+                reconnects += 1;
+                tracing::debug!(error = %describe(&e), "a closed connection; trying another");
+                drop(c);
+                c = pool.get().map_err(no_connection)?;
             }
             Err(Fail::Db(e)) => return Err(unavailable(e)),
             Err(Fail::Store(e)) => return Err(e),

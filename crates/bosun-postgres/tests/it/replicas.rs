@@ -313,3 +313,47 @@ fn a_replica_hears_what_another_commits_and_not_its_own() {
         .recv_timeout(Duration::from_secs(10))
         .expect("a resignation is heard");
 }
+
+#[test]
+fn connections_the_server_ended_are_replaced_without_failing_a_call() {
+    let pg = Postgres::shared();
+    let url = pg.database();
+    let db = url.rsplit('/').next().unwrap().to_string();
+    let store = open(&url);
+    let at = t("2026-12-01T00:00:00Z");
+    let first = store.create_run(tick("p", at), at).unwrap();
+    // Several pooled connections in use, then all ended by the server.
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| store.list(&RunFilter::default()).unwrap());
+        }
+    });
+    let ended = pg
+        .admin(
+            &db,
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        )
+        .unwrap();
+    assert_ne!(ended, "0", "backends were ended");
+    std::thread::sleep(Duration::from_millis(200));
+    for i in 0..4 {
+        assert_eq!(
+            store.get(&first.run().id).unwrap().map(|r| r.id),
+            Some(first.run().id.clone()),
+            "read {i}"
+        );
+    }
+    for i in 1..5 {
+        let at = at + jiff::SignedDuration::from_secs(i);
+        store
+            .put_periodic_state(&bosun_store::PeriodicState {
+                periodic: "p".into(),
+                schedule_hash: "h".into(),
+                first_seen: at,
+                last_tick: Some(at),
+                paused: false,
+                queued: None,
+            })
+            .unwrap_or_else(|e| panic!("write {i}: {e}"));
+    }
+}
