@@ -442,6 +442,8 @@ fn the_ha_manifest_runs_three_replicas_on_postgresql() {
             "ServiceAccount",
             "ConfigMap",
             "ConfigMap",
+            "Role",
+            "RoleBinding",
             "Deployment",
             "PodDisruptionBudget",
             "Service"
@@ -585,6 +587,42 @@ fn the_ha_manifest_runs_three_replicas_on_postgresql() {
     }
     let data = data_volume(d, &serve.data_dir);
     assert!(data.empty_dir.is_some(), "{data:?}");
+    // The leadership label: the pod's own name and namespace from the
+    // downward API, a token, and patch on pods (nothing more) granted to
+    // the pods' service account.
+    let field = |name: &str| {
+        env.iter()
+            .find(|e| e.name == name)
+            .and_then(|e| e.value_from.as_ref()?.field_ref.as_ref())
+            .map(|f| f.field_path.clone())
+    };
+    assert_eq!(field("POD_NAME").as_deref(), Some("metadata.name"));
+    assert_eq!(
+        field("POD_NAMESPACE").as_deref(),
+        Some("metadata.namespace")
+    );
+    assert_eq!(pod.automount_service_account_token, Some(true));
+    let role = find(&ha, |o| match o {
+        Object::Role(r) => Some(r),
+        _ => None,
+    });
+    assert_eq!(role.len(), 1);
+    assert_eq!(grants(role[0]), triples("", "pods", &["patch"]));
+    let binding = find(&ha, |o| match o {
+        Object::RoleBinding(b) => Some(b),
+        _ => None,
+    });
+    assert_eq!(binding.len(), 1);
+    assert_eq!(binding[0].role_ref.kind, "Role");
+    assert_eq!(
+        Some(&binding[0].role_ref.name),
+        role[0].metadata.name.as_ref()
+    );
+    let subjects = binding[0].subjects.as_ref().unwrap();
+    assert_eq!(subjects.len(), 1);
+    assert_eq!(subjects[0].kind, "ServiceAccount");
+    assert_eq!(Some(&subjects[0].name), pod.service_account_name.as_ref());
+    assert_eq!(subjects[0].namespace.as_deref(), Some("bosun"));
 }
 
 /// `(api group, resource, verb)` of every rule of `role`.
@@ -710,7 +748,25 @@ fn the_api_server_accepts_every_manifest() {
 /// context `context` is its service account (a token from TokenRequest: no
 /// token controller runs to fill the Secret in).
 fn build_cluster(plane: &ControlPlane, namespace: &str, context: &str, dir: &Path) -> PathBuf {
-    let mut objects = manifest("build-cluster-rbac.yaml");
+    as_the_service_account(
+        plane,
+        manifest("build-cluster-rbac.yaml"),
+        namespace,
+        context,
+        dir,
+    )
+}
+
+/// Applies `objects` (one ServiceAccount and what it is granted) for real
+/// in `namespace` (theirs replaced); a kubeconfig whose context `context`
+/// is that service account.
+fn as_the_service_account(
+    plane: &ControlPlane,
+    mut objects: Vec<Object>,
+    namespace: &str,
+    context: &str,
+    dir: &Path,
+) -> PathBuf {
     let account = objects
         .iter()
         .find(|o| o.kind() == "ServiceAccount")
@@ -906,6 +962,22 @@ fn bosun_serve_runs_jobs_with_the_ha_deployments_arguments_environment_and_volum
     serve_as_the_deployment("bosun-ha.yaml", "serve-ha-pods", Some(store));
 }
 
+/// The namespace the HA test's `bosun serve` runs in, as if in a pod
+/// `SELF_POD` of it.
+const SELF_NAMESPACE: &str = "serve-ha-self";
+const SELF_POD: &str = "bosun-0";
+
+/// The `bosun.dev/leader` label of the pod `SELF_POD`.
+fn self_label(plane: &ControlPlane) -> Option<String> {
+    plane
+        .kubelet()
+        .pod(SELF_NAMESPACE, SELF_POD)?
+        .metadata
+        .labels?
+        .get(bosun_daemon::leader::LEADER_LABEL)
+        .cloned()
+}
+
 /// `bosun serve` run as the Deployment of `file` runs it: its arguments and
 /// environment, its volumes laid out as the kubelet lays them out, the
 /// Secrets filled by the test (`store`: the keys of bosun-store). It answers
@@ -955,6 +1027,46 @@ fn serve_as_the_deployment(
     if let Some(store) = store {
         secrets.insert("bosun-store", store);
     }
+    // Where a replica runs: its pod, made here (no ReplicaSet runs), and
+    // the manifest's service account with its grants applied in that pod's
+    // namespace, its token in a kubeconfig (standing in for the mounted
+    // token and in-cluster address).
+    let mut self_env: Vec<(String, String)> = Vec::new();
+    if replicated {
+        let granted: Vec<Object> = bosun
+            .iter()
+            .filter(|o| ["ServiceAccount", "Role", "RoleBinding"].contains(&o.kind()))
+            .cloned()
+            .collect();
+        let kubeconfig =
+            as_the_service_account(plane, granted, SELF_NAMESPACE, "self", work.path());
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": SELF_POD, "namespace": SELF_NAMESPACE},
+            "spec": {"containers": [{"name": "bosun", "image": "bosun"}]}
+        }))
+        .unwrap();
+        runtime().block_on(async {
+            let api: Api<k8s_openapi::api::core::v1::Pod> =
+                Api::namespaced(plane.admin(), SELF_NAMESPACE);
+            let _ = api
+                .delete(SELF_POD, &DeleteParams::default().grace_period(0))
+                .await;
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while let Err(e) = api.create(&PostParams::default(), &pod).await {
+                assert!(Instant::now() < deadline, "pod {SELF_POD}: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        });
+        assert_eq!(self_label(plane), None);
+        self_env.push(("KUBECONFIG".into(), kubeconfig.display().to_string()));
+    }
+    let field = |path: &str| -> String {
+        match path {
+            "metadata.name" => SELF_POD.into(),
+            "metadata.namespace" => SELF_NAMESPACE.into(),
+            other => panic!("a field this test cannot fill: {other}"),
+        }
+    };
     let secret = |name: Option<&str>| -> &BTreeMap<String, String> {
         name.and_then(|n| secrets.get(n))
             .unwrap_or_else(|| panic!("a Secret this test cannot fill: {name:?}"))
@@ -1025,10 +1137,11 @@ fn serve_as_the_deployment(
         .map(|e| {
             let value = match (&e.value, &e.value_from) {
                 (Some(v), None) => v.clone(),
-                (None, Some(from)) => {
-                    let r = from.secret_key_ref.as_ref().unwrap();
-                    secret(Some(&r.name))[&r.key].clone()
-                }
+                (None, Some(from)) => match (&from.secret_key_ref, &from.field_ref) {
+                    (Some(r), None) => secret(Some(&r.name))[&r.key].clone(),
+                    (None, Some(f)) => field(&f.field_path),
+                    other => panic!("{}: {other:?}", e.name),
+                },
                 other => panic!("{}: {other:?}", e.name),
             };
             (e.name.clone(), value)
@@ -1042,6 +1155,7 @@ fn serve_as_the_deployment(
             .env_remove("BOSUN_STORE")
             .env_remove("BOSUN_STORE_PASSWORD_FILE")
             .envs(env)
+            .envs(self_env)
             .stdout(std::process::Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
@@ -1133,6 +1247,18 @@ fn serve_as_the_deployment(
     assert_eq!(leader["store"], want, "{leader}");
     assert_eq!(leader["leader"], true, "{leader}");
     assert_eq!(leader["term"].is_i64(), replicated, "{leader}");
+    // Its pod says so, patched with the manifest's grants.
+    if replicated {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self_label(plane).as_deref() != Some("true") {
+            assert!(
+                Instant::now() < deadline,
+                "the pod's label: {:?}",
+                self_label(plane)
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------
