@@ -3,12 +3,16 @@
 //! - every document under `deploy/kubernetes/` parses into its k8s-openapi
 //!   type with no key left unread, and a real kube-apiserver
 //!   (`bosun-kubetest`) accepts it (`dryRun=All`; namespaces are created);
+//! - the HA variant (`bosun-ha.yaml`) runs three replicas on PostgreSQL:
+//!   rolled one at a time, a PodDisruptionBudget over its pods, the store's
+//!   URL and password from a Secret, no PersistentVolumeClaim;
 //! - the build-cluster Roles grant exactly what bosun's health probe asks for
 //!   (its own constants: a change there fails here), and bosun's probe, as
 //!   the service account those manifests make, finds every verb;
-//! - `bosun serve` started with the Deployment's arguments, on its
-//!   ConfigMaps and Secrets laid out as the kubelet mounts them, answers the
-//!   Deployment's probes, reaches the build cluster through the RBAC of
+//! - `bosun serve` started with the Deployment's arguments (and, for the HA
+//!   variant, its environment, on a real PostgreSQL), on its ConfigMaps and
+//!   Secrets laid out as the kubelet mounts them, answers the Deployment's
+//!   probes, reaches the build cluster through the RBAC of
 //!   `build-cluster-rbac.yaml` and runs the example job there to success;
 //! - the Dockerfile's and the systemd unit's command lines are `bosun
 //!   serve`'s, and what the Dockerfile copies from the context exists and is
@@ -23,15 +27,19 @@ use std::time::{Duration, Instant};
 use bosun_cluster::kube::pipelines::PIPELINE_RUN_VERBS;
 use bosun_cluster::kube::{Probe, POD_VERBS};
 use bosun_config::yaml::{from_node, parse_documents, Node};
+use bosun_kubetest::postgres::Postgres;
 use bosun_kubetest::ControlPlane;
 use clap::Parser;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{
-    ConfigMap, Container, Namespace, PersistentVolumeClaim, Secret, Service, ServiceAccount,
+    ConfigMap, Container, Namespace, PersistentVolumeClaim, PodSpec, Secret, Service,
+    ServiceAccount, Volume,
 };
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
 use kube::Client;
 
@@ -145,6 +153,7 @@ objects!(
     ConfigMap,
     PersistentVolumeClaim,
     Deployment,
+    PodDisruptionBudget,
     Service,
     Role,
     RoleBinding,
@@ -209,38 +218,27 @@ fn config_map_data<'a>(objects: &'a [Object], name: &str) -> &'a BTreeMap<String
         .unwrap_or_else(|| panic!("no ConfigMap {name} with data"))
 }
 
-#[test]
-fn every_manifest_parses_into_its_kubernetes_type() {
-    let files = manifest_files();
-    assert_eq!(files, ["bosun.yaml", "build-cluster-rbac.yaml"]);
-    let bosun = manifest("bosun.yaml");
-    let kinds: Vec<&str> = bosun.iter().map(Object::kind).collect();
-    assert_eq!(
-        kinds,
-        [
-            "Namespace",
-            "ServiceAccount",
-            "PersistentVolumeClaim",
-            "ConfigMap",
-            "ConfigMap",
-            "Deployment",
-            "Service"
-        ]
-    );
-    for o in &bosun[1..] {
+fn pod_spec(d: &Deployment) -> &PodSpec {
+    d.spec.as_ref().unwrap().template.spec.as_ref().unwrap()
+}
+
+/// The labels of the Deployment's pods.
+fn pod_labels(d: &Deployment) -> &BTreeMap<String, String> {
+    let template = &d.spec.as_ref().unwrap().template;
+    template.metadata.as_ref().unwrap().labels.as_ref().unwrap()
+}
+
+/// What every variant's Deployment and Service keep: every document but the
+/// Namespace in it, probes on /healthz and /readyz, a non-root pod as the
+/// manifest's service account, every volume mounted and defined (but the
+/// Secrets `secrets`, made by hand), and the Service on the pods' port.
+fn check_deployment_and_service(objects: &[Object], secrets: &[&str]) {
+    for o in &objects[1..] {
         assert_eq!(o.meta().namespace.as_deref(), Some("bosun"), "{}", o.name());
     }
-
-    // The Deployment: one replica, replaced (never two writers of the
-    // store), its store on the claim, probes on /healthz and /readyz.
-    let d = the_deployment(&bosun);
+    let d = the_deployment(objects);
     let spec = d.spec.as_ref().unwrap();
-    assert_eq!(spec.replicas, Some(1));
-    assert_eq!(
-        spec.strategy.as_ref().and_then(|s| s.type_.as_deref()),
-        Some("Recreate")
-    );
-    let pod = spec.template.spec.as_ref().unwrap();
+    let pod = pod_spec(d);
     let c = bosun_container(d);
     let path = |p: &Option<k8s_openapi::api::core::v1::Probe>| {
         p.as_ref()
@@ -255,18 +253,26 @@ fn every_manifest_parses_into_its_kubernetes_type() {
     assert!(security.run_as_user.is_some_and(|u| u != 0));
     assert_eq!(
         pod.service_account_name.as_deref(),
-        Some(bosun[1].name().as_str())
+        Some(objects[1].name().as_str())
+    );
+    // The Deployment selects its own pods.
+    let selector = spec.selector.match_labels.as_ref().unwrap();
+    assert!(
+        selector
+            .iter()
+            .all(|(k, v)| pod_labels(d).get(k) == Some(v)),
+        "{selector:?}"
     );
     // Every volume is mounted, every mount has its volume, and what they
-    // name is in the manifests (but the two Secrets made by hand).
+    // name is in the manifests (but the Secrets made by hand).
     let volumes = pod.volumes.as_ref().unwrap();
     let mounts = c.volume_mounts.as_ref().unwrap();
     let names: BTreeSet<&str> = volumes.iter().map(|v| v.name.as_str()).collect();
     let mounted: BTreeSet<&str> = mounts.iter().map(|m| m.name.as_str()).collect();
     assert_eq!(names, mounted);
     let defined =
-        |kind: &str, name: &str| bosun.iter().any(|o| o.kind() == kind && o.name() == name);
-    let mut secrets = BTreeSet::new();
+        |kind: &str, name: &str| objects.iter().any(|o| o.kind() == kind && o.name() == name);
+    let mut found = BTreeSet::new();
     for v in volumes {
         if let Some(cm) = &v.config_map {
             assert!(defined("ConfigMap", &cm.name), "{}", cm.name);
@@ -275,25 +281,32 @@ fn every_manifest_parses_into_its_kubernetes_type() {
             assert!(defined("PersistentVolumeClaim", &pvc.claim_name));
         }
         if let Some(s) = &v.secret {
-            secrets.insert(s.secret_name.clone().unwrap());
+            found.insert(s.secret_name.clone().unwrap());
+        }
+    }
+    for e in c.env.iter().flatten() {
+        let from = e
+            .value_from
+            .as_ref()
+            .and_then(|f| f.secret_key_ref.as_ref());
+        if let Some(s) = from {
+            found.insert(s.name.clone());
         }
     }
     assert_eq!(
-        secrets.iter().map(String::as_str).collect::<Vec<_>>(),
-        ["bosun-api-token", "bosun-kubeconfigs"]
+        found.iter().map(String::as_str).collect::<Vec<_>>(),
+        secrets
     );
-    // The Service reaches the pod's named port.
-    let service = find(&bosun, |o| match o {
+    // The Service reaches the pods' named port.
+    let service = find(objects, |o| match o {
         Object::Service(s) => Some(s),
         _ => None,
-    })[0];
-    let service = service.spec.as_ref().unwrap();
-    assert_eq!(
-        service.selector.as_ref(),
-        spec.template.metadata.as_ref().unwrap().labels.as_ref()
-    );
+    });
+    assert_eq!(service.len(), 1, "one Service");
+    let service = service[0].spec.as_ref().unwrap();
+    assert_eq!(service.selector.as_ref(), Some(pod_labels(d)));
     let target = match &service.ports.as_ref().unwrap()[0].target_port {
-        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(s)) => s.clone(),
+        Some(IntOrString::String(s)) => s.clone(),
         other => panic!("{other:?}"),
     };
     assert!(c
@@ -302,6 +315,43 @@ fn every_manifest_parses_into_its_kubernetes_type() {
         .unwrap()
         .iter()
         .any(|p| p.name.as_deref() == Some(target.as_str())));
+}
+
+#[test]
+fn every_manifest_parses_into_its_kubernetes_type() {
+    let files = manifest_files();
+    assert_eq!(
+        files,
+        ["bosun-ha.yaml", "bosun.yaml", "build-cluster-rbac.yaml"]
+    );
+    let bosun = manifest("bosun.yaml");
+    let kinds: Vec<&str> = bosun.iter().map(Object::kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            "Namespace",
+            "ServiceAccount",
+            "PersistentVolumeClaim",
+            "ConfigMap",
+            "ConfigMap",
+            "Deployment",
+            "Service"
+        ]
+    );
+    check_deployment_and_service(&bosun, &["bosun-api-token", "bosun-kubeconfigs"]);
+
+    // The Deployment: one replica, replaced (never two writers of the
+    // store), its store on the claim.
+    let d = the_deployment(&bosun);
+    let spec = d.spec.as_ref().unwrap();
+    assert_eq!(spec.replicas, Some(1));
+    assert_eq!(
+        spec.strategy.as_ref().and_then(|s| s.type_.as_deref()),
+        Some("Recreate")
+    );
+    let data = serve_args(bosun_container(d).args.as_ref().unwrap()).data_dir;
+    let volume = data_volume(d, &data);
+    assert!(volume.persistent_volume_claim.is_some(), "{volume:?}");
 
     // The ConfigMaps load without a problem, as `bosun check` loads them.
     let dir = tempfile::tempdir().unwrap();
@@ -337,6 +387,242 @@ fn every_manifest_parses_into_its_kubernetes_type() {
             o.name()
         );
     }
+}
+
+/// The volume the container mounts where `path` is (the mount nearest to
+/// it), and the path inside that volume.
+fn mounted_at<'a>(d: &'a Deployment, path: &Path) -> (&'a Volume, PathBuf) {
+    let mount = bosun_container(d)
+        .volume_mounts
+        .iter()
+        .flatten()
+        .filter(|m| path.starts_with(&m.mount_path))
+        .max_by_key(|m| m.mount_path.len())
+        .unwrap_or_else(|| panic!("nothing is mounted at {}", path.display()));
+    let volume = pod_spec(d)
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == mount.name)
+        .unwrap();
+    let inside = path.strip_prefix(&mount.mount_path).unwrap().to_path_buf();
+    (volume, inside)
+}
+
+/// The volume of the data directory `path` (mounted right there).
+fn data_volume<'a>(d: &'a Deployment, path: &Path) -> &'a Volume {
+    let (volume, inside) = mounted_at(d, path);
+    assert_eq!(inside, Path::new(""), "{} is not a mount", path.display());
+    volume
+}
+
+/// The environment variable `serve`'s flag `--FLAG` is read from.
+fn serve_env(flag: &str) -> String {
+    use clap::CommandFactory;
+    let cli = Cli::command();
+    let serve = cli.find_subcommand("serve").unwrap();
+    let arg = serve
+        .get_arguments()
+        .find(|a| a.get_long() == Some(flag))
+        .unwrap_or_else(|| panic!("serve has no --{flag}"));
+    arg.get_env()
+        .unwrap_or_else(|| panic!("--{flag} is read from no environment variable"))
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[test]
+fn the_ha_manifest_runs_three_replicas_on_postgresql() {
+    let ha = manifest("bosun-ha.yaml");
+    let kinds: Vec<&str> = ha.iter().map(Object::kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            "Namespace",
+            "ServiceAccount",
+            "ConfigMap",
+            "ConfigMap",
+            "Role",
+            "RoleBinding",
+            "Deployment",
+            "PodDisruptionBudget",
+            "Service"
+        ]
+    );
+    check_deployment_and_service(
+        &ha,
+        &["bosun-api-token", "bosun-kubeconfigs", "bosun-store"],
+    );
+    // The same namespace, identity and configuration as bosun.yaml (it
+    // replaces it): the same documents, word for word.
+    let single = manifest("bosun.yaml");
+    let shared = ["Namespace", "ServiceAccount", "ConfigMap"];
+    for o in ha.iter().filter(|o| shared.contains(&o.kind())) {
+        let same = single
+            .iter()
+            .find(|s| s.kind() == o.kind() && s.name() == o.name())
+            .unwrap_or_else(|| panic!("bosun.yaml has no {} {}", o.kind(), o.name()));
+        let json = |o: &Object| {
+            match o {
+                Object::Namespace(x) => serde_json::to_value(x),
+                Object::ServiceAccount(x) => serde_json::to_value(x),
+                Object::ConfigMap(x) => serde_json::to_value(x),
+                _ => Ok(serde_json::Value::Null),
+            }
+            .unwrap()
+        };
+        assert_eq!(json(o), json(same), "{} {}", o.kind(), o.name());
+    }
+
+    let d = the_deployment(&ha);
+    let spec = d.spec.as_ref().unwrap();
+    let pod = pod_spec(d);
+    let c = bosun_container(d);
+    // Three replicas, rolled one at a time, a new pod ready before the old
+    // one goes, with time for the leader to resign.
+    assert_eq!(spec.replicas, Some(3));
+    let strategy = spec.strategy.as_ref().unwrap();
+    assert_eq!(strategy.type_.as_deref(), Some("RollingUpdate"));
+    let rolling = strategy.rolling_update.as_ref().unwrap();
+    assert_eq!(rolling.max_surge, Some(IntOrString::Int(1)));
+    assert!(
+        matches!(rolling.max_unavailable, Some(IntOrString::Int(0 | 1))),
+        "{:?}",
+        rolling.max_unavailable
+    );
+    assert!(
+        pod.termination_grace_period_seconds
+            .is_some_and(|s| s >= 30),
+        "{:?}",
+        pod.termination_grace_period_seconds
+    );
+    // Replicas preferably on different nodes.
+    let anti = pod
+        .affinity
+        .as_ref()
+        .and_then(|a| a.pod_anti_affinity.as_ref())
+        .and_then(|a| {
+            a.preferred_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .expect("a preferred pod anti-affinity");
+    assert!(anti.iter().any(|t| {
+        t.pod_affinity_term.topology_key == "kubernetes.io/hostname"
+            && t.pod_affinity_term
+                .label_selector
+                .as_ref()
+                .and_then(|s| s.match_labels.as_ref())
+                .is_some_and(|l| l.iter().all(|(k, v)| pod_labels(d).get(k) == Some(v)))
+    }));
+    // A PodDisruptionBudget over the Deployment's pods keeps two of three.
+    let pdbs = find(&ha, |o| match o {
+        Object::PodDisruptionBudget(p) => Some(p),
+        _ => None,
+    });
+    assert_eq!(pdbs.len(), 1);
+    let pdb = pdbs[0].spec.as_ref().unwrap();
+    let selects = pdb
+        .selector
+        .as_ref()
+        .and_then(|s| s.match_labels.as_ref())
+        .expect("the budget selects by labels");
+    assert!(!selects.is_empty());
+    assert!(
+        selects.iter().all(|(k, v)| pod_labels(d).get(k) == Some(v)),
+        "{selects:?} does not select {:?}",
+        pod_labels(d)
+    );
+    assert!(
+        matches!(
+            (&pdb.min_available, &pdb.max_unavailable),
+            (Some(IntOrString::Int(2)), None) | (None, Some(IntOrString::Int(1)))
+        ),
+        "{pdb:?}"
+    );
+    // The store: its URL in BOSUN_STORE (what --store reads) from a
+    // Secret's key, its password a file of a Secret volume, passed with
+    // --store-password-file.
+    let args = c.args.as_ref().unwrap();
+    let serve = serve_args(args);
+    assert_eq!(serve.store, None, "the URL is not in the arguments");
+    let env = c.env.as_ref().expect("an environment");
+    let store = env
+        .iter()
+        .find(|e| e.name == serve_env("store"))
+        .expect("the store's URL in the environment");
+    assert_eq!(store.value, None);
+    let url = store
+        .value_from
+        .as_ref()
+        .and_then(|f| f.secret_key_ref.as_ref())
+        .expect("the store's URL from a Secret");
+    assert_eq!(url.optional, None, "the Secret is required");
+    let password = serve
+        .store_password_file
+        .as_deref()
+        .expect("--store-password-file");
+    let (volume, inside) = mounted_at(d, password);
+    let secret = volume.secret.as_ref().expect("the password from a Secret");
+    assert_eq!(secret.optional, None, "the Secret is required");
+    let key = match &secret.items {
+        Some(items) => {
+            let item = items
+                .iter()
+                .find(|i| Path::new(&i.path) == inside)
+                .unwrap_or_else(|| panic!("no item of the Secret is {}", inside.display()));
+            item.key.clone()
+        }
+        None => inside.display().to_string(),
+    };
+    assert_eq!(secret.secret_name.as_deref(), Some(url.name.as_str()));
+    assert_ne!(key, url.key, "the password is not the URL");
+    // No PersistentVolumeClaim: the data directory is each pod's own.
+    assert!(
+        !ha.iter().any(|o| o.kind() == "PersistentVolumeClaim"),
+        "a PersistentVolumeClaim"
+    );
+    for v in pod.volumes.iter().flatten() {
+        assert!(v.persistent_volume_claim.is_none(), "{v:?}");
+        assert!(v.ephemeral.is_none(), "{v:?}");
+    }
+    let data = data_volume(d, &serve.data_dir);
+    assert!(data.empty_dir.is_some(), "{data:?}");
+    // The leadership label: the pod's own name and namespace from the
+    // downward API, a token, and patch on pods (nothing more) granted to
+    // the pods' service account.
+    let field = |name: &str| {
+        env.iter()
+            .find(|e| e.name == name)
+            .and_then(|e| e.value_from.as_ref()?.field_ref.as_ref())
+            .map(|f| f.field_path.clone())
+    };
+    assert_eq!(field("POD_NAME").as_deref(), Some("metadata.name"));
+    assert_eq!(
+        field("POD_NAMESPACE").as_deref(),
+        Some("metadata.namespace")
+    );
+    assert_eq!(pod.automount_service_account_token, Some(true));
+    let role = find(&ha, |o| match o {
+        Object::Role(r) => Some(r),
+        _ => None,
+    });
+    assert_eq!(role.len(), 1);
+    assert_eq!(grants(role[0]), triples("", "pods", &["patch"]));
+    let binding = find(&ha, |o| match o {
+        Object::RoleBinding(b) => Some(b),
+        _ => None,
+    });
+    assert_eq!(binding.len(), 1);
+    assert_eq!(binding[0].role_ref.kind, "Role");
+    assert_eq!(
+        Some(&binding[0].role_ref.name),
+        role[0].metadata.name.as_ref()
+    );
+    let subjects = binding[0].subjects.as_ref().unwrap();
+    assert_eq!(subjects.len(), 1);
+    assert_eq!(subjects[0].kind, "ServiceAccount");
+    assert_eq!(Some(&subjects[0].name), pod.service_account_name.as_ref());
+    assert_eq!(subjects[0].namespace.as_deref(), Some("bosun"));
 }
 
 /// `(api group, resource, verb)` of every rule of `role`.
@@ -462,7 +748,25 @@ fn the_api_server_accepts_every_manifest() {
 /// context `context` is its service account (a token from TokenRequest: no
 /// token controller runs to fill the Secret in).
 fn build_cluster(plane: &ControlPlane, namespace: &str, context: &str, dir: &Path) -> PathBuf {
-    let mut objects = manifest("build-cluster-rbac.yaml");
+    as_the_service_account(
+        plane,
+        manifest("build-cluster-rbac.yaml"),
+        namespace,
+        context,
+        dir,
+    )
+}
+
+/// Applies `objects` (one ServiceAccount and what it is granted) for real
+/// in `namespace` (theirs replaced); a kubeconfig whose context `context`
+/// is that service account.
+fn as_the_service_account(
+    plane: &ControlPlane,
+    mut objects: Vec<Object>,
+    namespace: &str,
+    context: &str,
+    dir: &Path,
+) -> PathBuf {
     let account = objects
         .iter()
         .find(|o| o.kind() == "ServiceAccount")
@@ -641,8 +945,52 @@ fn kubelet_volume(dir: &Path, data: &BTreeMap<String, String>) {
 
 #[test]
 fn bosun_serve_runs_jobs_with_the_deployments_arguments_and_volumes() {
+    serve_as_the_deployment("bosun.yaml", "serve-pods", None);
+}
+
+#[test]
+fn bosun_serve_runs_jobs_with_the_ha_deployments_arguments_environment_and_volumes() {
+    // The operator's database: a real PostgreSQL, its URL and password put
+    // in the Secret bosun-store as the manifest's comment says.
+    let pg = Postgres::shared();
+    let with_password = pg.database();
+    let db = with_password.rsplit('/').next().unwrap();
+    let store = BTreeMap::from([
+        ("url".to_string(), pg.url(db)),
+        ("password".to_string(), pg.password().to_string()),
+    ]);
+    serve_as_the_deployment("bosun-ha.yaml", "serve-ha-pods", Some(store));
+}
+
+/// The namespace the HA test's `bosun serve` runs in, as if in a pod
+/// `SELF_POD` of it.
+const SELF_NAMESPACE: &str = "serve-ha-self";
+const SELF_POD: &str = "bosun-0";
+
+/// The `bosun.dev/leader` label of the pod `SELF_POD`.
+fn self_label(plane: &ControlPlane) -> Option<String> {
+    plane
+        .kubelet()
+        .pod(SELF_NAMESPACE, SELF_POD)?
+        .metadata
+        .labels?
+        .get(bosun_daemon::leader::LEADER_LABEL)
+        .cloned()
+}
+
+/// `bosun serve` run as the Deployment of `file` runs it: its arguments and
+/// environment, its volumes laid out as the kubelet lays them out, the
+/// Secrets filled by the test (`store`: the keys of bosun-store). It answers
+/// the probes, reaches the build cluster through the RBAC of
+/// build-cluster-rbac.yaml (applied in `pod_namespace`, the test's own) and
+/// runs the example job's pod to success there.
+fn serve_as_the_deployment(
+    file: &str,
+    pod_namespace: &str,
+    store: Option<BTreeMap<String, String>>,
+) {
     let plane = ControlPlane::shared();
-    let bosun = manifest("bosun.yaml");
+    let bosun = manifest(file);
     let d = the_deployment(&bosun);
     let c = bosun_container(d);
     let pod = d.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
@@ -652,7 +1000,6 @@ fn bosun_serve_runs_jobs_with_the_deployments_arguments_and_volumes() {
     // The build cluster: build-cluster-rbac.yaml applied in a pod namespace
     // of this test's own (the manifests' is the other tests' too), which
     // the ConfigMap's config names instead of its own.
-    let pod_namespace = "serve-pods";
     let mut config_maps: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
     for o in &bosun {
         if let Object::ConfigMap(cm) = o {
@@ -668,6 +1015,62 @@ fn bosun_serve_runs_jobs_with_the_deployments_arguments_and_volumes() {
     *config = config.replace(written, &format!("pod_namespace: {pod_namespace}\n"));
     let kubeconfig = build_cluster(plane, pod_namespace, "build01", work.path());
     let token = "a-token-for-the-test";
+    // The Secrets made by hand, by name.
+    let mut secrets: BTreeMap<&str, BTreeMap<String, String>> = BTreeMap::from([
+        ("bosun-api-token", [("token".into(), token.into())].into()),
+        (
+            "bosun-kubeconfigs",
+            [("build01".into(), read(&kubeconfig))].into(),
+        ),
+    ]);
+    let replicated = store.is_some();
+    if let Some(store) = store {
+        secrets.insert("bosun-store", store);
+    }
+    // Where a replica runs: its pod, made here (no ReplicaSet runs), and
+    // the manifest's service account with its grants applied in that pod's
+    // namespace, its token in a kubeconfig (standing in for the mounted
+    // token and in-cluster address).
+    let mut self_env: Vec<(String, String)> = Vec::new();
+    if replicated {
+        let granted: Vec<Object> = bosun
+            .iter()
+            .filter(|o| ["ServiceAccount", "Role", "RoleBinding"].contains(&o.kind()))
+            .cloned()
+            .collect();
+        let kubeconfig =
+            as_the_service_account(plane, granted, SELF_NAMESPACE, "self", work.path());
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": SELF_POD, "namespace": SELF_NAMESPACE},
+            "spec": {"containers": [{"name": "bosun", "image": "bosun"}]}
+        }))
+        .unwrap();
+        runtime().block_on(async {
+            let api: Api<k8s_openapi::api::core::v1::Pod> =
+                Api::namespaced(plane.admin(), SELF_NAMESPACE);
+            let _ = api
+                .delete(SELF_POD, &DeleteParams::default().grace_period(0))
+                .await;
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while let Err(e) = api.create(&PostParams::default(), &pod).await {
+                assert!(Instant::now() < deadline, "pod {SELF_POD}: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        });
+        assert_eq!(self_label(plane), None);
+        self_env.push(("KUBECONFIG".into(), kubeconfig.display().to_string()));
+    }
+    let field = |path: &str| -> String {
+        match path {
+            "metadata.name" => SELF_POD.into(),
+            "metadata.namespace" => SELF_NAMESPACE.into(),
+            other => panic!("a field this test cannot fill: {other}"),
+        }
+    };
+    let secret = |name: Option<&str>| -> &BTreeMap<String, String> {
+        name.and_then(|n| secrets.get(n))
+            .unwrap_or_else(|| panic!("a Secret this test cannot fill: {name:?}"))
+    };
 
     // Each volume where the container mounts it (under `root`), filled as
     // the kubelet fills it.
@@ -685,10 +1088,14 @@ fn bosun_serve_runs_jobs_with_the_deployments_arguments_and_volumes() {
         if let Some(cm) = &v.config_map {
             kubelet_volume(&local, &config_maps[&cm.name]);
         } else if let Some(s) = &v.secret {
-            let data: BTreeMap<String, String> = match s.secret_name.as_deref() {
-                Some("bosun-api-token") => [("token".into(), token.into())].into(),
-                Some("bosun-kubeconfigs") => [("build01".into(), read(&kubeconfig))].into(),
-                other => panic!("a Secret this test cannot fill: {other:?}"),
+            let data = secret(s.secret_name.as_deref());
+            // `items`: only those keys, each at its path.
+            let data: BTreeMap<String, String> = match &s.items {
+                None => data.clone(),
+                Some(items) => items
+                    .iter()
+                    .map(|i| (i.path.clone(), data[&i.key].clone()))
+                    .collect(),
             };
             kubelet_volume(&local, &data);
         }
@@ -722,11 +1129,33 @@ fn bosun_serve_runs_jobs_with_the_deployments_arguments_and_volumes() {
         .collect();
     assert!(listened);
     assert!(c.command.is_none(), "the image's entrypoint runs bosun");
+    // The container's environment, its Secrets' keys filled in.
+    let env: Vec<(String, String)> = c
+        .env
+        .iter()
+        .flatten()
+        .map(|e| {
+            let value = match (&e.value, &e.value_from) {
+                (Some(v), None) => v.clone(),
+                (None, Some(from)) => match (&from.secret_key_ref, &from.field_ref) {
+                    (Some(r), None) => secret(Some(&r.name))[&r.key].clone(),
+                    (None, Some(f)) => field(&f.field_path),
+                    other => panic!("{}: {other:?}", e.name),
+                },
+                other => panic!("{}: {other:?}", e.name),
+            };
+            (e.name.clone(), value)
+        })
+        .collect();
     let log = work.path().join("bosun.log");
     let mut daemon = Daemon {
         child: std::process::Command::new(env!("CARGO_BIN_EXE_bosun"))
             .args(&args)
             .env_remove("KUBECONFIG")
+            .env_remove("BOSUN_STORE")
+            .env_remove("BOSUN_STORE_PASSWORD_FILE")
+            .envs(env)
+            .envs(self_env)
             .stdout(std::process::Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
@@ -810,6 +1239,26 @@ fn bosun_serve_runs_jobs_with_the_deployments_arguments_and_volumes() {
     }
     let (_, log) = request(port, "GET", &format!("/api/v1/runs/{id}/log"), None, None);
     assert!(log.contains("hello from bosun"), "{log:?}");
+    // On the database, this replica leads by the store's lease (the only
+    // replica: it took the lease at once).
+    let (_, leader) = request(port, "GET", "/api/v1/leader", None, None);
+    let leader: serde_json::Value = serde_json::from_str(&leader).unwrap();
+    let want = if replicated { "postgres" } else { "sqlite" };
+    assert_eq!(leader["store"], want, "{leader}");
+    assert_eq!(leader["leader"], true, "{leader}");
+    assert_eq!(leader["term"].is_i64(), replicated, "{leader}");
+    // Its pod says so, patched with the manifest's grants.
+    if replicated {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self_label(plane).as_deref() != Some("true") {
+            assert!(
+                Instant::now() < deadline,
+                "the pod's label: {:?}",
+                self_label(plane)
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------
