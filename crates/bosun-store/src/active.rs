@@ -132,37 +132,35 @@ impl ActiveRuns {
     /// commits to this cache. The lock is held across the read, so a commit
     /// that lands meanwhile is applied after it, never overwritten by it.
     pub fn load(&self, store: &dyn Store) -> Result<usize, StoreError> {
-        let mut inner = self.lock();
-        let runs = store.list(&RunFilter {
-            active: true,
-            oldest_first: true,
-            limit: i64::MAX as usize,
-            ..RunFilter::default()
-        })?;
-        let n = runs.len();
-        for run in &runs {
-            inner.apply(run);
-        }
+        self.read(store, false)
+    }
+
+    /// Reads the active runs from `store` anew, forgetting what was kept
+    /// (once the read succeeded): for a process that missed commits (a
+    /// replica that followed while another led, a listener that lost its
+    /// connection).
+    pub fn reload(&self, store: &dyn Store) -> Result<usize, StoreError> {
+        let n = self.read(store, true)?;
+        self.changed();
         Ok(n)
     }
 
-    /// Reads the active runs from `store` anew, forgetting what was kept:
-    /// for a process that missed commits (a replica that followed while
-    /// another led, a listener that lost its connection).
-    pub fn reload(&self, store: &dyn Store) -> Result<usize, StoreError> {
+    /// Reads the active runs under the lock, first forgetting the kept ones
+    /// when `anew`.
+    fn read(&self, store: &dyn Store, anew: bool) -> Result<usize, StoreError> {
         let mut inner = self.lock();
-        *inner = Inner::default();
         let runs = store.list(&RunFilter {
             active: true,
             oldest_first: true,
             limit: i64::MAX as usize,
             ..RunFilter::default()
         })?;
+        if anew {
+            *inner = Inner::default();
+        }
         for run in &runs {
             inner.apply(run);
         }
-        drop(inner);
-        self.changed();
         Ok(runs.len())
     }
 

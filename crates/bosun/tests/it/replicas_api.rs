@@ -21,21 +21,30 @@ fn replica(dir: &std::path::Path, url: &str) -> Serve {
     std::fs::write(dir.join("jobs/jobs.yaml"), JOBS).unwrap();
     std::fs::write(dir.join("api-token"), format!("{API_TOKEN}\n")).unwrap();
     let token: PathBuf = dir.join("api-token");
-    let args: Vec<&std::ffi::OsStr> = vec![
-        "--store".as_ref(),
-        url.as_ref(),
-        "--api-token-file".as_ref(),
-        token.as_os_str(),
-        "--lease-ttl".as_ref(),
-        "3s".as_ref(),
-        "--lease-renew".as_ref(),
-        "1s".as_ref(),
-        "--lease-retry".as_ref(),
-        "500ms".as_ref(),
-        "--lease-margin".as_ref(),
-        "1s".as_ref(),
-    ];
-    serve(dir, &args, &[])
+    serve(dir, &args(url, Some(&token)), &[])
+}
+
+/// A replica's arguments: the store, the API token file if any, and the
+/// shortened lease timings.
+fn args<'a>(url: &'a str, token: Option<&'a std::path::Path>) -> Vec<&'a std::ffi::OsStr> {
+    let mut args: Vec<&std::ffi::OsStr> = vec!["--store".as_ref(), url.as_ref()];
+    if let Some(t) = token {
+        args.extend(["--api-token-file".as_ref(), t.as_os_str()]);
+    }
+    args.extend(
+        [
+            "--lease-ttl",
+            "3s",
+            "--lease-renew",
+            "1s",
+            "--lease-retry",
+            "500ms",
+            "--lease-margin",
+            "1s",
+        ]
+        .map(std::ffi::OsStr::new),
+    );
+    args
 }
 
 fn leads(port: u16) -> bool {
@@ -144,21 +153,7 @@ fn a_follower_answers_dispatcher_lookups_by_the_leaders_plan_and_takes_overrides
         std::fs::write(dir.join("jobs/jobs.yaml"), dispatch_jobs()).unwrap();
         std::fs::write(dir.join("api-token"), format!("{API_TOKEN}\n")).unwrap();
         let token = dir.join("api-token");
-        let args: Vec<&std::ffi::OsStr> = vec![
-            "--store".as_ref(),
-            url.as_ref(),
-            "--api-token-file".as_ref(),
-            token.as_os_str(),
-            "--lease-ttl".as_ref(),
-            "3s".as_ref(),
-            "--lease-renew".as_ref(),
-            "1s".as_ref(),
-            "--lease-retry".as_ref(),
-            "500ms".as_ref(),
-            "--lease-margin".as_ref(),
-            "1s".as_ref(),
-        ];
-        serve(&dir, &args, &[])
+        serve(&dir, &args(&url, Some(&token)), &[])
     };
     let a = start("a");
     let b = start("b");
@@ -271,21 +266,9 @@ fn each_replicas_pod_is_labelled_with_its_leadership() {
         std::fs::create_dir_all(dir.join("jobs")).unwrap();
         std::fs::write(dir.join("config.yaml"), CONFIG).unwrap();
         std::fs::write(dir.join("jobs/jobs.yaml"), JOBS).unwrap();
-        let args: Vec<&std::ffi::OsStr> = vec![
-            "--store".as_ref(),
-            url.as_ref(),
-            "--lease-ttl".as_ref(),
-            "3s".as_ref(),
-            "--lease-renew".as_ref(),
-            "1s".as_ref(),
-            "--lease-retry".as_ref(),
-            "500ms".as_ref(),
-            "--lease-margin".as_ref(),
-            "1s".as_ref(),
-        ];
         serve(
             &dir,
-            &args,
+            &args(&url, None),
             &[
                 ("POD_NAME", &format!("bosun-{name}")),
                 ("POD_NAMESPACE", &ns),
