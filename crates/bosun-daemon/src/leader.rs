@@ -105,14 +105,23 @@ pub struct LeaderView {
     pub store: &'static str,
 }
 
-/// This process's id as a lease holder: host, process id and start time,
-/// unique per start.
-pub fn replica_id() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_else(|_| "host".into());
+/// This process's id as a lease holder: the replica's name (`name`: the
+/// host and the data directory by default), then `#`, the process id and
+/// its start time: unique per start. A replica that starts again under its
+/// name takes back a lease its previous process held (see
+/// [`bosun_postgres::Lease::try_acquire`]).
+pub fn replica_id(name: Option<&str>, data_dir: &std::path::Path) -> String {
+    let name = match name {
+        Some(n) => n.to_string(),
+        None => {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_string())
+                .unwrap_or_else(|_| "host".into());
+            format!("{host}:{}", data_dir.display())
+        }
+    };
     format!(
-        "{host}/{}/{}",
+        "{name}#{}.{}",
         std::process::id(),
         jiff::Timestamp::now().as_microsecond()
     )
@@ -123,7 +132,7 @@ impl Leadership {
     /// may act, for as long as it runs.
     pub fn single() -> Arc<Leadership> {
         Arc::new(Leadership {
-            id: replica_id(),
+            id: replica_id(Some("single"), std::path::Path::new("")),
             lease: None,
             timings: Timings::default(),
             standing: Mutex::new(Standing {
@@ -135,10 +144,9 @@ impl Leadership {
         })
     }
 
-    /// The leadership of a replica on the shared `store`: it follows until
-    /// [`campaign`] takes the lease.
-    pub fn replicated(store: Arc<PgStore>, timings: Timings) -> Arc<Leadership> {
-        let id = replica_id();
+    /// The leadership of a replica on the shared `store`, as holder `id`
+    /// ([`replica_id`]): it follows until [`campaign`] takes the lease.
+    pub fn replicated(store: Arc<PgStore>, timings: Timings, id: String) -> Arc<Leadership> {
         let lease = store.lease(LEASE, &id, timings.ttl);
         Arc::new(Leadership {
             id,

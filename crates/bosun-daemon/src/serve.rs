@@ -112,6 +112,13 @@ pub struct ServeArgs {
     /// password here: `--store-password-file`.
     #[arg(long, value_name = "URL", env = "BOSUN_STORE")]
     pub store: Option<String>,
+    /// This replica's name among those sharing a PostgreSQL store (unique
+    /// among them; default: the host name and the data directory). A
+    /// replica that starts again under its name takes back at once the
+    /// leadership its previous process held, instead of waiting for the
+    /// lease to expire.
+    #[arg(long, value_name = "NAME", env = "BOSUN_REPLICA_NAME")]
+    pub replica_name: Option<String>,
     /// A file holding the PostgreSQL password (a Kubernetes Secret's key,
     /// say); read at start.
     #[arg(long, value_name = "FILE", env = "BOSUN_STORE_PASSWORD_FILE")]
@@ -214,6 +221,7 @@ fn serve_until_signal(args: &ServeArgs) -> Result<(), String> {
                 retry: args.lease_retry,
                 margin: args.lease_margin,
             },
+            crate::leader::replica_id(args.replica_name.as_deref(), &args.data_dir),
         ),
         None => crate::leader::Leadership::single(),
     };

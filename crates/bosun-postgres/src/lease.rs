@@ -91,8 +91,10 @@ impl Lease {
         self.ttl
     }
 
-    /// Takes the lease if it is free, expired or resigned: its new term.
-    /// None: another holder has it.
+    /// Takes the lease if it is free, expired or resigned, or held by an
+    /// earlier start of this replica (a holder is `NAME#START`: the same
+    /// `NAME`, another `START`; that process is gone, or it is fenced by
+    /// the new term): its new term. None: another holder has it.
     pub fn try_acquire(&self) -> Result<Option<i64>, StoreError> {
         off_runtime(|| {
             let mut c = self.pool.get().map_err(crate::error::no_connection)?;
@@ -103,6 +105,9 @@ impl Lease {
                      ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, term = l.term + 1,
                         acquired_at = now(), renewed_at = now(), expires_at = EXCLUDED.expires_at
                      WHERE l.expires_at <= now() OR l.holder = ''
+                    OR (position('#' IN l.holder) > 0
+                        AND split_part(l.holder, '#', 1) = split_part(EXCLUDED.holder, '#', 1)
+                        AND l.holder <> EXCLUDED.holder)
                      RETURNING term",
                     &[&self.name, &self.holder, &self.ttl.as_secs_f64()],
                 )

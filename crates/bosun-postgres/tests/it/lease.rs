@@ -170,3 +170,35 @@ fn a_takeover_waits_for_the_old_leaders_write_in_flight() {
     assert!(waited >= Duration::from_millis(400), "{waited:?}");
     assert_eq!(b.list(&RunFilter::default()).unwrap().len(), 1);
 }
+
+#[test]
+fn a_replica_started_again_takes_its_lease_back_at_once_with_a_new_term() {
+    let url = Postgres::shared().database();
+    let s = open(&url);
+    let ttl = Duration::from_secs(15);
+    let before = s.lease("leader", "r1#100.1", ttl);
+    assert_eq!(before.try_acquire().unwrap(), Some(1));
+    // Another replica waits for the lease to expire...
+    assert_eq!(
+        s.lease("leader", "r2#200.1", ttl).try_acquire().unwrap(),
+        None
+    );
+    // ...but r1 started again takes it back at once, in a new term.
+    let again = s.lease("leader", "r1#101.2", ttl);
+    assert_eq!(again.try_acquire().unwrap(), Some(2));
+    assert!(
+        !before.renew(1).unwrap(),
+        "the earlier start's term is over"
+    );
+    assert_eq!(
+        s.lease("leader", "r2#200.1", ttl).try_acquire().unwrap(),
+        None
+    );
+    // A holder without a name part is never taken over that way.
+    let t = s.lease("other", "plain", ttl).try_acquire().unwrap();
+    assert_eq!(t, Some(1));
+    assert_eq!(
+        s.lease("other", "plain#2", ttl).try_acquire().unwrap(),
+        None
+    );
+}
