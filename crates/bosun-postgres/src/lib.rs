@@ -263,13 +263,24 @@ impl PgStore {
     /// Listens for what other stores on the database commit (its own
     /// thread and connection, see [`Hooks`]): the runs they create and move
     /// go to `hooks.remote`, a resigned lease to `hooks.lease_free`.
+    /// Returns once the listener listens (what is committed from then on is
+    /// heard), or fails when it could not start listening within the
+    /// connection timeout (it goes on trying).
     pub fn listen(&self, hooks: Hooks) -> Result<(), StoreError> {
         let (config, origin) = (self.config.clone(), self.origin.to_string());
+        let wait = config
+            .get_connect_timeout()
+            .copied()
+            .unwrap_or(Duration::from_secs(5))
+            + Duration::from_secs(5);
+        let (ready, listening) = mpsc::channel();
         std::thread::Builder::new()
             .name("bosun-pg-listener".into())
-            .spawn(move || listen::run(config, origin, hooks))
-            .map(|_| ())
-            .map_err(|e| StoreError::Unavailable(format!("the listener thread: {e}")))
+            .spawn(move || listen::run(config, origin, hooks, ready))
+            .map_err(|e| StoreError::Unavailable(format!("the listener thread: {e}")))?;
+        listening.recv_timeout(wait).map_err(|_| {
+            StoreError::Unavailable("the store's listener could not start listening".into())
+        })
     }
 
     /// A handle on the lease `name` for the holder `holder` (unique per

@@ -99,10 +99,15 @@ pub struct Hooks {
 
 /// The listener's loop (its own thread): connects, listens, tells; connects
 /// again after a loss, then resyncs.
-pub(crate) fn run(config: postgres::Config, origin: String, hooks: Hooks) {
+pub(crate) fn run(
+    config: postgres::Config,
+    origin: String,
+    hooks: Hooks,
+    ready: std::sync::mpsc::Sender<()>,
+) {
     let mut first = true;
     loop {
-        match listen_once(&config, &origin, &hooks, first) {
+        match listen_once(&config, &origin, &hooks, first, &ready) {
             Ok(()) => return,
             Err(e) => {
                 tracing::warn!(error = %crate::error::describe(&e), "the store's listener lost its connection; connecting again");
@@ -118,9 +123,12 @@ fn listen_once(
     origin: &str,
     hooks: &Hooks,
     first: bool,
+    ready: &std::sync::mpsc::Sender<()>,
 ) -> Result<(), postgres::Error> {
     let mut c = config.connect(NoTls)?;
     c.batch_execute(&format!("LISTEN {RUNS}; LISTEN {LEASE}; LISTEN {ABORTS}"))?;
+    // Listening: what is committed from now on is heard.
+    let _ = ready.send(());
     if !first {
         (hooks.resync)();
     }

@@ -13,7 +13,8 @@
 //! of the rounds' ratios, each taken in the same few seconds.
 //!
 //! `run_bench BOSUN_BINARY [N]` (prints rates, the ratios, insert times and the
-//! daemon's peak RSS).
+//! daemon's peak RSS); `BOSUN_BENCH_STORE=postgres` runs the daemon on a
+//! PostgreSQL server it starts (see `common/store.rs`).
 
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -25,6 +26,9 @@ mod raw;
 
 #[path = "common/proc.rs"]
 mod proc;
+
+#[path = "common/store.rs"]
+mod store;
 
 /// A minimal HTTP/1.1 client for `POST /api/v1/runs`.
 mod lean {
@@ -73,6 +77,10 @@ mod lean {
 }
 
 fn main() {
+    // The daemon's store (`BOSUN_BENCH_STORE`: sqlite, or postgres on a
+    // server this benchmark starts).
+    let bench_store = store::BenchStore::from_env();
+    println!("store: {}", bench_store.name());
     let mut args = std::env::args().skip(1);
     let bosun = args.next().expect("path of the bosun binary");
     let n: usize = args.next().and_then(|v| v.parse().ok()).unwrap_or(10_000);
@@ -110,6 +118,7 @@ fn main() {
         .arg(dir.join("jobs"))
         .arg("--data-dir")
         .arg(dir.join("data"))
+        .args(bench_store.args())
         .args(["--listen", &format!("127.0.0.1:{port}")])
         .stdout(Stdio::null())
         .stderr(match std::env::var_os("BOSUN_BENCH_LOG") {

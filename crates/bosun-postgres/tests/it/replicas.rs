@@ -274,7 +274,7 @@ fn a_replica_hears_what_another_commits_and_not_its_own() {
         resync: Box::new(|| {}),
     })
     .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // `listen` returned: b listens.
     let at = t("2026-12-01T00:00:00Z");
     let run = a.create_run(tick("from-a", at), at).unwrap().run().clone();
     a.transition(
