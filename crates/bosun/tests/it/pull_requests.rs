@@ -508,6 +508,26 @@ fn assert_no_older_over_newer(all: &[Status]) {
 fn statuses_survive_a_forge_outage_and_a_kill_and_a_refusal_holds_nothing_back() {
     let dir = tmp();
     let w = World::new(&dir.1);
+    // The runs wait for a gate opened once the forge is down, so that no
+    // end can reach it before (a quick run's end could, under load). In
+    // /tmp: whatever user a local run runs as sees it.
+    let gate = std::env::temp_dir().join(format!(
+        "bosun-gate-{}-{}",
+        std::process::id(),
+        jiff::Timestamp::now().as_nanosecond()
+    ));
+    let held = |then: &str| {
+        format!(
+            r#"command: ["sh", "-c", "while [ ! -e {} ]; do sleep 0.05; done; {then}"]"#,
+            gate.display()
+        )
+    };
+    std::fs::write(
+        w.dir.join("jobs/jobs.yaml"),
+        JOBS.replace(r#"command: ["true"]"#, &held("true"))
+            .replace(r#"command: ["false"]"#, &held("false")),
+    )
+    .unwrap();
     w.gh.set_member("acme", "alice");
     let head = w.open_pull(4, "alice", &[("src/lib.rs", "x\n"), ("docs/a.md", "a\n")]);
     let mut d = w.start();
@@ -528,6 +548,7 @@ fn statuses_survive_a_forge_outage_and_a_kill_and_a_refusal_holds_nothing_back()
         std::thread::sleep(Duration::from_millis(20));
     }
     w.gh.down(true);
+    std::fs::write(&gate, "").unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let runs = pull_runs(d.port, 4);
@@ -540,6 +561,7 @@ fn statuses_survive_a_forge_outage_and_a_kill_and_a_refusal_holds_nothing_back()
         assert!(Instant::now() < deadline, "runs did not end: {runs:#?}");
         std::thread::sleep(Duration::from_millis(50));
     }
+    let _ = std::fs::remove_file(&gate);
     let before = w.gh.statuses(REPO, &head);
     assert!(
         before.iter().all(|s| s.state == "pending"),
