@@ -519,88 +519,8 @@ fn store_spec(
     Ok(())
 }
 
-/// Creates a run in `tx` (or finds its tick's run), queueing the policy's
-/// reports of a new one.
-fn create_in(
-    tx: Tx<'_, '_>,
-    specs: &Mutex<HashSet<String>>,
-    policy: Option<&dyn ReportPolicy>,
-    new: NewRun,
-    at: Timestamp,
-    w: &mut Written,
-) -> Result<Created, Fail> {
-    let mut new = new;
-    new.scheduled_at = new.scheduled_at.map(bosun_store::run::micros);
-    let at = bosun_store::run::micros(at);
-    store_spec(tx, specs, &new, w)?;
-    let id = new_run_id();
-    let repo = refs_repo(&new);
-    let refs = new.refs.as_ref().map(to_json);
-    let extra = to_json(&new.extra_refs);
-    let labels = to_json(&new.labels);
-    let annotations = to_json(&new.annotations);
-    let scheduled = new.scheduled_at.map(micros);
-    let row = tx.query_opt(
-        "INSERT INTO runs(id, build_id, job, job_type, periodic, configured_cluster, refs, extra_refs, labels, annotations, spec_hash, scheduled_at, attempt, pod_revival_count, created_at, state, description, refs_repo)
-         VALUES ($1, nextval('build_ids'), $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 0, $13, $14, $15, $16)
-         ON CONFLICT (periodic, scheduled_at, attempt) WHERE periodic IS NOT NULL AND scheduled_at IS NOT NULL DO NOTHING
-         RETURNING seq, build_id",
-        &[
-            &id,
-            &new.job,
-            &new.job_type.as_str(),
-            &new.periodic,
-            &new.configured_cluster,
-            &refs,
-            &extra,
-            &labels,
-            &annotations,
-            &new.spec.hash(),
-            &scheduled,
-            &i64::from(new.attempt),
-            &micros(at),
-            &new.state.as_str(),
-            &new.description,
-            &repo,
-        ],
-    )?;
-    let Some(row) = row else {
-        // A tick's run committed beside this transaction.
-        let (p, s) = (
-            new.periodic.as_deref().unwrap_or_default(),
-            scheduled.unwrap_or_default(),
-        );
-        return match tick_run(tx, p, s, new.attempt)? {
-            Some(run) => Ok(Created::Existing(run)),
-            None => Err(StoreError::Unavailable(format!(
-                "the run of {p} at {s} was neither created nor found"
-            ))
-            .into()),
-        };
-    };
-    let seq: i64 = row.get(0);
-    let build_id: i64 = row.get(1);
-    if let (Some(repo), Some(refs)) = (&repo, &new.refs) {
-        for p in &refs.pulls {
-            tx.execute(
-                "INSERT INTO run_pulls(seq, repo, number, sha) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
-                &[&seq, repo, &p.number, &p.sha],
-            )?;
-        }
-    }
-    if let Some(p) = &new.periodic {
-        w.touched.insert(p.clone());
-    }
-    w.changes.push((id.clone(), None));
-    let hash = new.spec.hash().to_string();
-    let run = new.into_run(id, build_id, hash, at);
-    if let Some(policy) = policy {
-        queue_reports(tx, policy_reports(policy, &run, None))?;
-    }
-    Ok(Created::New(run))
-}
-
-/// Creates several runs in `tx` as [`create_in`] does, with one statement
+/// Creates runs in `tx` (or finds their ticks' runs), queueing the policy's
+/// reports of the new ones, with one statement
 /// for all their rows (`unnest` of their columns): one round trip for the
 /// batch instead of one per run. Their build ids follow their order.
 fn create_many_in(
@@ -775,11 +695,13 @@ fn fire_in(
     at: Timestamp,
     w: &mut Written,
 ) -> Result<Vec<Created>, Fail> {
-    let created = fire
-        .runs
-        .into_iter()
-        .map(|r| create_in(tx, specs, policy, r, at, w))
-        .collect::<Result<Vec<_>, _>>()?;
+    let created = create_many_in(
+        tx,
+        specs,
+        policy,
+        fire.runs.into_iter().map(|r| (r, at)).collect(),
+        w,
+    )?;
     let mut outcomes = fire.outcomes;
     for o in &mut outcomes {
         o.fill_run_id(&created);
