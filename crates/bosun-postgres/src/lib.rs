@@ -41,6 +41,7 @@
 
 mod blocking;
 mod error;
+mod files;
 mod lease;
 mod listen;
 mod rows;
@@ -63,10 +64,10 @@ use bosun_store::run::apply;
 use bosun_store::shared::{check_expected, conflict};
 use bosun_store::{
     count_by_labels, new_run_id, policy_set_already, Before, CreateDone, Created, Enqueued, Fire,
-    JobDemand, KeptFire, NewReport, NewRun, PeriodicRuns, PeriodicState, PreparedFires,
-    ReportCounts, ReportFailure, ReportPolicy, Run, RunCount, RunFilter, RunState, RunSummary,
-    Session, SkippedTicks, Store, StoreError, StoredDocument, StoredReport, TickOutcome,
-    Transition, TransitionObserver,
+    JobDemand, KeptFire, LogSlice, NewReport, NewRun, PeriodicRuns, PeriodicState, PreparedFires,
+    ReportCounts, ReportFailure, ReportPolicy, Run, RunCount, RunFile, RunFiles, RunFilter,
+    RunState, RunSummary, Session, SkippedTicks, Store, StoreError, StoredDocument, StoredReport,
+    TickOutcome, Transition, TransitionObserver,
 };
 use jiff::Timestamp;
 use postgres::types::ToSql;
@@ -1558,6 +1559,32 @@ impl Store for PgStore {
             .map(|r| r.get(0))
             .collect())
         })
+    }
+
+    fn append_run_log(
+        &self,
+        id: &str,
+        offset: u64,
+        data: &[u8],
+        complete: bool,
+    ) -> Result<u64, StoreError> {
+        self.write(|tx| Ok(files::append(tx, id, offset, data, complete)??))
+    }
+
+    fn run_log(&self, id: &str, offset: u64, max: usize) -> Result<Option<LogSlice>, StoreError> {
+        self.read(|c| Ok(files::read_log(c, id, offset, max)?))
+    }
+
+    fn put_run_files(&self, id: &str, files: Vec<RunFile>) -> Result<(), StoreError> {
+        self.write(|tx| Ok(files::put(tx, id, &files)??))
+    }
+
+    fn run_files(&self, id: &str) -> Result<Option<RunFiles>, StoreError> {
+        self.read(|c| Ok(files::list(c, id)??))
+    }
+
+    fn run_file(&self, id: &str, path: &str) -> Result<Option<RunFile>, StoreError> {
+        self.read(|c| Ok(files::file(c, id, path)??))
     }
 
     fn put_session(&self, session: &Session) -> Result<(), StoreError> {

@@ -176,6 +176,30 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         run_id TEXT PRIMARY KEY,
         requested_at BIGINT NOT NULL
      );",
+    // 5: runs' logs (appended in chunks as they grow) and artifacts, for
+    // every replica to serve; they go with their run.
+    "CREATE TABLE run_logs (
+        seq BIGINT PRIMARY KEY REFERENCES runs(seq) ON DELETE CASCADE,
+        len BIGINT NOT NULL,
+        complete BOOLEAN NOT NULL
+     );
+     CREATE TABLE run_log_chunks (
+        seq BIGINT NOT NULL REFERENCES runs(seq) ON DELETE CASCADE,
+        start BIGINT NOT NULL,
+        data BYTEA NOT NULL,
+        PRIMARY KEY (seq, start)
+     );
+     CREATE TABLE run_file_sets (
+        seq BIGINT PRIMARY KEY REFERENCES runs(seq) ON DELETE CASCADE,
+        truncated BOOLEAN NOT NULL
+     );
+     CREATE TABLE run_files (
+        seq BIGINT NOT NULL REFERENCES run_file_sets(seq) ON DELETE CASCADE,
+        path TEXT COLLATE \"C\" NOT NULL,
+        data BYTEA NOT NULL,
+        modified BIGINT,
+        PRIMARY KEY (seq, path)
+     );",
 ];
 
 /// Applies the migrations not applied yet, each in a transaction of its own,

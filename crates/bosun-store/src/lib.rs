@@ -29,6 +29,7 @@
 
 pub mod active;
 pub mod clock;
+pub mod files;
 pub mod memory;
 mod prepared;
 pub mod reports;
@@ -44,6 +45,7 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+pub use files::{LogSlice, RunFile, RunFileEntry, RunFiles};
 pub use prepared::{KeptFire, PreparedFires};
 pub use reports::{
     Enqueued, NewReport, ReportCounts, ReportFailure, ReportKind, ReportOutcome, ReportPolicy,
@@ -815,6 +817,61 @@ pub trait Store: Send + Sync {
         Err(StoreError::Unavailable(
             "this store keeps no abort requests: no other process shares it".into(),
         ))
+    }
+
+    // A run's log and artifacts for every replica to serve (see [`files`]).
+    // The defaults refuse with `Unavailable` ([`files::not_kept`]): a store
+    // no other process shares (SQLite) keeps none, the files are on its
+    // machine already; the memory and PostgreSQL stores keep them, held to
+    // the same rules by the conformance suite. All go with their run.
+
+    /// Appends to run `id`'s log `data`, its bytes from `offset` on; with
+    /// `complete`, the log is whole after it. What the store holds already
+    /// is not written again (an append may repeat or overlap an earlier
+    /// one: only the bytes past the stored end are added), an append past
+    /// the end is refused ([`StoreError::Conflict`], nothing written), and
+    /// the log is cut at [`files::LOG_LIMIT`] (see [`files::appended`]).
+    /// Returns the stored length after it. An unknown run is
+    /// [`StoreError::NotFound`].
+    fn append_run_log(
+        &self,
+        id: &str,
+        offset: u64,
+        data: &[u8],
+        complete: bool,
+    ) -> Result<u64, StoreError> {
+        let _ = (id, offset, data, complete);
+        Err(files::not_kept())
+    }
+
+    /// At most `max` bytes of run `id`'s stored log from `offset` on, with
+    /// its stored length and whether it is whole; `None` when nothing was
+    /// appended for it (or the run is unknown).
+    fn run_log(&self, id: &str, offset: u64, max: usize) -> Result<Option<LogSlice>, StoreError> {
+        let _ = (id, offset, max);
+        Err(files::not_kept())
+    }
+
+    /// Keeps `files` as run `id`'s artifacts, replacing what was kept for
+    /// it: those [`files::within_limit`] keeps, with whether any was left
+    /// out. A bad path refuses the whole put ([`StoreError::Invalid`]); an
+    /// unknown run is [`StoreError::NotFound`].
+    fn put_run_files(&self, id: &str, files: Vec<RunFile>) -> Result<(), StoreError> {
+        let _ = (id, files);
+        Err(files::not_kept())
+    }
+
+    /// Run `id`'s stored artifacts, without their bytes; `None` when none
+    /// were put for it (or the run is unknown).
+    fn run_files(&self, id: &str) -> Result<Option<RunFiles>, StoreError> {
+        let _ = id;
+        Err(files::not_kept())
+    }
+
+    /// One stored artifact of run `id`, bytes and all.
+    fn run_file(&self, id: &str, path: &str) -> Result<Option<RunFile>, StoreError> {
+        let _ = (id, path);
+        Err(files::not_kept())
     }
 
     /// Deletes the entries that ended (delivered, refused, superseded)

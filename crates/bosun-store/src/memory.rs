@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use jiff::Timestamp;
 
+use crate::files::{LogSlice, RunFile, RunFileEntry, RunFiles};
 use crate::prepared::{Payload, PreparedFire, PreparedFires};
 use crate::reports::{
     policy_reports, Enqueued, NewReport, ReportCounts, ReportFailure, ReportOutcome, ReportPolicy,
@@ -26,6 +27,10 @@ use crate::{
 #[derive(Default)]
 struct Inner {
     runs: HashMap<String, Run>,
+    /// Each run's stored log: its bytes, and whether it is whole.
+    logs: HashMap<String, (Vec<u8>, bool)>,
+    /// Each run's stored artifacts, by path, and whether any were left out.
+    files: HashMap<String, (BTreeMap<String, RunFile>, bool)>,
     /// Creation order, for listing newest first.
     order: Vec<String>,
     keys: HashMap<(String, i64, u32), String>,
@@ -681,6 +686,78 @@ impl Store for MemoryStore {
         Ok(doomed.len())
     }
 
+    fn append_run_log(
+        &self,
+        id: &str,
+        offset: u64,
+        data: &[u8],
+        complete: bool,
+    ) -> Result<u64, StoreError> {
+        let mut g = self.lock();
+        if !g.runs.contains_key(id) {
+            return Err(StoreError::NotFound(id.to_string()));
+        }
+        let (log, whole) = g.logs.entry(id.to_string()).or_default();
+        let len = log.len() as u64;
+        if *whole {
+            return Ok(len);
+        }
+        let (new, done) = crate::files::appended(len, offset, data, complete)
+            .ok_or_else(|| crate::files::gap(id, len, offset))?;
+        log.extend_from_slice(&new);
+        *whole = done;
+        Ok(log.len() as u64)
+    }
+
+    fn run_log(&self, id: &str, offset: u64, max: usize) -> Result<Option<LogSlice>, StoreError> {
+        Ok(self.lock().logs.get(id).map(|(log, whole)| {
+            let from = (offset.min(log.len() as u64)) as usize;
+            let to = from.saturating_add(max).min(log.len());
+            LogSlice {
+                data: log[from..to].to_vec(),
+                len: log.len() as u64,
+                complete: *whole,
+            }
+        }))
+    }
+
+    fn put_run_files(&self, id: &str, files: Vec<RunFile>) -> Result<(), StoreError> {
+        let (kept, truncated) = crate::files::within_limit(files)?;
+        let mut g = self.lock();
+        if !g.runs.contains_key(id) {
+            return Err(StoreError::NotFound(id.to_string()));
+        }
+        let kept = kept.into_iter().map(|f| (f.path.clone(), f)).collect();
+        g.files.insert(id.to_string(), (kept, truncated));
+        Ok(())
+    }
+
+    fn run_files(&self, id: &str) -> Result<Option<RunFiles>, StoreError> {
+        Ok(self
+            .lock()
+            .files
+            .get(id)
+            .map(|(files, truncated)| RunFiles {
+                files: files
+                    .values()
+                    .map(|f| RunFileEntry {
+                        path: f.path.clone(),
+                        size: f.data.len() as u64,
+                        modified: f.modified,
+                    })
+                    .collect(),
+                truncated: *truncated,
+            }))
+    }
+
+    fn run_file(&self, id: &str, path: &str) -> Result<Option<RunFile>, StoreError> {
+        Ok(self
+            .lock()
+            .files
+            .get(id)
+            .and_then(|(files, _)| files.get(path).cloned()))
+    }
+
     fn put_session(&self, session: &Session) -> Result<(), StoreError> {
         let mut session = session.clone();
         session.expires_at = crate::run::micros(session.expires_at);
@@ -775,6 +852,8 @@ impl Store for MemoryStore {
         let mut deleted = Vec::with_capacity(doomed.len());
         for id in &doomed {
             if let Some(r) = g.runs.remove(id) {
+                g.logs.remove(id);
+                g.files.remove(id);
                 if let (Some(p), Some(t)) = (&r.periodic, r.scheduled_at) {
                     g.keys.remove(&(p.clone(), t.as_microsecond(), r.attempt));
                 }

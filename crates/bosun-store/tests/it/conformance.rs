@@ -3695,3 +3695,145 @@ fn a_store_without_shared_state_refuses_it() {
     refused(s.document("plan").map(drop));
     refused(s.put_document("plan", 0, b"").map(drop));
 }
+
+/// A run's log and artifacts, as a store other processes share keeps them
+/// (memory stands in for the rules, PostgreSQL keeps them for replicas);
+/// SQLite keeps none and says so.
+#[test]
+fn run_logs_and_files_are_kept_whole_bounded_and_with_their_run() {
+    use bosun_store::files::{LOG_CUT, LOG_LIMIT};
+    use bosun_store::RunFile;
+    let keeping: Vec<Box<dyn Store>> =
+        vec![Box::new(MemoryStore::new()), Box::new(postgres_store(None))];
+    for s in &keeping {
+        let s = s.as_ref();
+        let tick = "2026-01-01T00:00:00Z";
+        let run = s
+            .create_run(new_periodic("p", Some(tick), 0), t(tick))
+            .unwrap()
+            .run()
+            .clone();
+        let other = s
+            .create_run(
+                new_periodic("p", Some("2026-01-02T00:00:00Z"), 0),
+                t("2026-01-02T00:00:00Z"),
+            )
+            .unwrap()
+            .run()
+            .clone();
+        assert_eq!(s.run_log(&run.id, 0, 100).unwrap(), None);
+        assert!(matches!(
+            s.append_run_log("nope", 0, b"x", false),
+            Err(StoreError::NotFound(_))
+        ));
+        assert_eq!(s.append_run_log(&run.id, 0, b"hello ", false).unwrap(), 6);
+        // A repeat and an overlap add only what is new.
+        assert_eq!(s.append_run_log(&run.id, 0, b"hello ", false).unwrap(), 6);
+        assert_eq!(
+            s.append_run_log(&run.id, 3, b"lo world", false).unwrap(),
+            11
+        );
+        // A gap is refused and writes nothing.
+        assert!(matches!(
+            s.append_run_log(&run.id, 12, b"!", false),
+            Err(StoreError::Conflict(_))
+        ));
+        let whole = s.run_log(&run.id, 0, 100).unwrap().unwrap();
+        assert_eq!(whole.data, b"hello world");
+        assert_eq!((whole.len, whole.complete), (11, false));
+        // Slices from an offset, at most `max`, across appends.
+        let part = s.run_log(&run.id, 4, 4).unwrap().unwrap();
+        assert_eq!(part.data, b"o wo");
+        assert!(s.run_log(&run.id, 40, 4).unwrap().unwrap().data.is_empty());
+        assert_eq!(s.append_run_log(&run.id, 11, b"\n", true).unwrap(), 12);
+        assert!(s.run_log(&run.id, 0, 100).unwrap().unwrap().complete);
+        // A whole log takes nothing more.
+        assert_eq!(s.append_run_log(&run.id, 12, b"late", false).unwrap(), 12);
+        assert_eq!(
+            s.run_log(&run.id, 0, 100).unwrap().unwrap().data,
+            b"hello world\n"
+        );
+
+        // A log past the limit is cut there, and is then whole.
+        let big = vec![b'x'; LOG_LIMIT as usize - 1];
+        s.append_run_log(&other.id, 0, &big, false).unwrap();
+        let len = s
+            .append_run_log(&other.id, big.len() as u64, b"yz", false)
+            .unwrap();
+        assert_eq!(len, LOG_LIMIT + LOG_CUT.len() as u64);
+        let tail = s.run_log(&other.id, LOG_LIMIT - 1, 1000).unwrap().unwrap();
+        assert_eq!(tail.data, [b"y".as_slice(), LOG_CUT.as_bytes()].concat());
+        assert!(tail.complete);
+
+        // Files: replaced by a put, listed by path, bad paths refused.
+        let file = |p: &str, d: &[u8]| RunFile {
+            path: p.into(),
+            data: d.to_vec(),
+            modified: Some(t("2026-01-01T00:00:01.123456789Z")),
+        };
+        assert_eq!(s.run_files(&run.id).unwrap(), None);
+        assert!(matches!(
+            s.put_run_files(&run.id, vec![file("a/../b", b"")]),
+            Err(StoreError::Invalid(_))
+        ));
+        assert!(matches!(
+            s.put_run_files("nope", vec![file("a", b"")]),
+            Err(StoreError::NotFound(_))
+        ));
+        s.put_run_files(&run.id, vec![file("old", b"1")]).unwrap();
+        s.put_run_files(
+            &run.id,
+            vec![
+                file("finished.json", b"{}"),
+                file("artifacts/junit.xml", b"<x/>"),
+                file("build-log.txt", b"log"),
+            ],
+        )
+        .unwrap();
+        let listed = s.run_files(&run.id).unwrap().unwrap();
+        assert!(!listed.truncated);
+        assert_eq!(
+            listed
+                .files
+                .iter()
+                .map(|f| (f.path.as_str(), f.size))
+                .collect::<Vec<_>>(),
+            [
+                ("artifacts/junit.xml", 4),
+                ("build-log.txt", 3),
+                ("finished.json", 2)
+            ]
+        );
+        assert_eq!(
+            listed.files[0].modified,
+            Some(t("2026-01-01T00:00:01.123456Z"))
+        );
+        let got = s.run_file(&run.id, "artifacts/junit.xml").unwrap().unwrap();
+        assert_eq!(got.data, b"<x/>");
+        assert_eq!(s.run_file(&run.id, "old").unwrap(), None);
+        assert_eq!(s.run_file(&other.id, "finished.json").unwrap(), None);
+
+        // They go with their run.
+        s.transition(&run.id, Transition::to(RunState::Error, t(tick), "x"))
+            .unwrap();
+        s.transition(&other.id, Transition::to(RunState::Error, t(tick), "x"))
+            .unwrap();
+        let gone = s
+            .delete_completed_before(t("2026-02-01T00:00:00Z"))
+            .unwrap();
+        assert_eq!(gone, vec![run.id.clone()], "the latest run of p stays");
+        assert_eq!(s.run_log(&run.id, 0, 10).unwrap(), None);
+        assert_eq!(s.run_files(&run.id).unwrap(), None);
+        assert!(s.run_log(&other.id, 0, 10).unwrap().is_some());
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = SqliteStore::open(dir.path().join("bosun.db")).unwrap();
+    assert!(matches!(
+        sqlite.append_run_log("x", 0, b"", false),
+        Err(StoreError::Unavailable(_))
+    ));
+    assert!(matches!(
+        sqlite.run_files("x"),
+        Err(StoreError::Unavailable(_))
+    ));
+}
