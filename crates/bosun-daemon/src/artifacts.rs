@@ -23,6 +23,12 @@
 //!
 //! Kubernetes runs have no artifacts here: their pod's sidecar uploads them
 //! to the job's bucket.
+//!
+//! Replicas on a shared store: the leader runs the local runs, and once one
+//! has ended puts its files in the store ([`collect`], walked by the same
+//! rules: regular files only, no link followed); on a replica where the
+//! run's directory is not, [`find`] answers from the store
+//! ([`from_store`]).
 
 use std::ffi::OsStr;
 use std::fs::File;
@@ -32,7 +38,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use bosun_cluster::registry::ClusterDef;
-use bosun_store::Run;
+use bosun_store::{Run, RunFile, RunFiles, Store};
 use jiff::Timestamp;
 use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags};
 use serde::Serialize;
@@ -90,6 +96,8 @@ pub enum Found {
     /// A regular file, open, with its size when opened (what a reader
     /// should stop at: a file still being written is not followed past it).
     File(File, u64),
+    /// A file the store keeps (the run ran on another replica): its bytes.
+    Stored(Vec<u8>),
 }
 
 /// A directory's listing (the API answers it as JSON as it is).
@@ -413,6 +421,162 @@ pub fn dir(clusters: &Clusters, run: &Run) -> Result<PathBuf, ArtifactError> {
 /// Blocking: it reads the filesystem.
 pub fn open(clusters: &Clusters, run: &Run, path: &ArtifactPath) -> Result<Found, ArtifactError> {
     open_in(&dir(clusters, run)?, run, path)
+}
+
+/// As [`open`], and when this machine has no artifacts directory for the
+/// run, from `store` if one is given (a store replicas share): the files
+/// the replica that ran it put there. Blocking.
+pub fn find(
+    store: Option<&dyn Store>,
+    clusters: &Clusters,
+    run: &Run,
+    path: &ArtifactPath,
+) -> Result<Found, ArtifactError> {
+    match (open(clusters, run, path), store) {
+        (Err(e @ ArtifactError::NoArtifacts { .. }), Some(store)) => {
+            from_store(store, run, path)?.ok_or(e)
+        }
+        (found, _) => found,
+    }
+}
+
+/// What `path` is among the files `store` keeps for `run`: a directory's
+/// listing (made from the files' paths) or a file's bytes; `None` when it
+/// keeps none for the run.
+pub fn from_store(
+    store: &dyn Store,
+    run: &Run,
+    path: &ArtifactPath,
+) -> Result<Option<Found>, ArtifactError> {
+    let io = |e: bosun_store::StoreError| ArtifactError::Io {
+        path: path.shown(),
+        source: io::Error::other(e.to_string()),
+    };
+    let Some(files) = store.run_files(&run.id).map_err(io)? else {
+        return Ok(None);
+    };
+    let joined = path.names.join("/");
+    if files.files.iter().any(|f| f.path == joined) {
+        return match store.run_file(&run.id, &joined).map_err(io)? {
+            Some(file) => Ok(Some(Found::Stored(file.data))),
+            // Replaced meanwhile.
+            None => Err(ArtifactError::Missing { path: path.shown() }),
+        };
+    }
+    let listing = stored_listing(&files, &joined);
+    if listing.entries.is_empty() && !joined.is_empty() {
+        return Err(ArtifactError::Missing { path: path.shown() });
+    }
+    Ok(Some(Found::Dir(listing)))
+}
+
+/// The listing of directory `dir` (`""`: the top) among stored files:
+/// its files and, once each, the directories holding deeper ones.
+fn stored_listing(files: &RunFiles, dir: &str) -> Listing {
+    let prefix = if dir.is_empty() {
+        String::new()
+    } else {
+        format!("{dir}/")
+    };
+    let mut entries: Vec<Entry> = Vec::new();
+    for f in &files.files {
+        let Some(rest) = f.path.strip_prefix(&prefix) else {
+            continue;
+        };
+        match rest.split_once('/') {
+            Some((sub, _)) => {
+                if entries
+                    .last()
+                    .is_none_or(|e| e.name != sub || e.kind != "dir")
+                {
+                    entries.push(Entry {
+                        name: sub.to_string(),
+                        kind: "dir",
+                        size: None,
+                        modified: None,
+                    });
+                }
+            }
+            None => entries.push(Entry {
+                name: rest.to_string(),
+                kind: "file",
+                size: Some(f.size),
+                modified: f.modified,
+            }),
+        }
+    }
+    entries.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
+    entries.dedup_by(|a, b| a.name == b.name && a.kind == b.kind);
+    let truncated = files.truncated || entries.len() > LISTING_LIMIT;
+    entries.truncate(LISTING_LIMIT);
+    Listing { entries, truncated }
+}
+
+/// At most this many files are collected from a run's artifacts.
+const COLLECT_LIMIT: usize = 100_000;
+
+/// Every regular file below `root` (a run's artifacts directory), walked as
+/// [`open_in`] walks (no link followed, nothing but directories and regular
+/// files), for a store to keep: their bytes read in path order while the
+/// total stays within `limit`; and whether any was left out. `None` when
+/// `root` does not exist. Blocking.
+pub fn collect(root: &Path, limit: u64) -> Result<Option<(Vec<RunFile>, bool)>, io::Error> {
+    let mut found: Vec<(Vec<String>, u64, Option<Timestamp>)> = Vec::new();
+    let mut dirs: Vec<Vec<String>> = vec![Vec::new()];
+    let mut left_out = false;
+    while let Some(names) = dirs.pop() {
+        let listing = match walk(root, &names) {
+            Ok(Found::Dir(listing)) => listing,
+            Err(WalkError::NoRoot) if names.is_empty() => return Ok(None),
+            Err(WalkError::Io(e)) => return Err(e),
+            // Replaced meanwhile, or not ours to read.
+            _ => {
+                left_out = true;
+                continue;
+            }
+        };
+        left_out |= listing.truncated;
+        for e in listing.entries {
+            let mut path = names.clone();
+            path.push(e.name);
+            match e.kind {
+                "dir" => dirs.push(path),
+                "file" if found.len() < COLLECT_LIMIT => {
+                    found.push((path, e.size.unwrap_or(0), e.modified))
+                }
+                _ => left_out = true,
+            }
+        }
+    }
+    found.sort_by_cached_key(|f| f.0.join("/"));
+    let mut total = 0u64;
+    let mut files = Vec::new();
+    for (names, size, modified) in found {
+        total += size;
+        if total > limit {
+            left_out = true;
+            break;
+        }
+        let data = match walk(root, &names) {
+            Ok(Found::File(file, size)) => {
+                use std::io::Read;
+                let mut data = Vec::with_capacity(size as usize);
+                file.take(size).read_to_end(&mut data)?;
+                data
+            }
+            Err(WalkError::Io(e)) => return Err(e),
+            _ => {
+                left_out = true;
+                continue;
+            }
+        };
+        files.push(RunFile {
+            path: names.join("/"),
+            data,
+            modified,
+        });
+    }
+    Ok(Some((files, left_out)))
 }
 
 /// What `path` is below `root`, the artifacts directory of `run`: walked as

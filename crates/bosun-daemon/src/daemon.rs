@@ -35,6 +35,15 @@ pub struct Daemon {
 }
 
 impl Daemon {
+    /// The store, when replicas share it: a run that ran on another
+    /// replica has its log and artifacts there.
+    pub fn shared_store(&self) -> Option<Arc<dyn bosun_store::Store>> {
+        self.shared
+            .leadership
+            .is_replicated()
+            .then(|| self.shared.store.clone())
+    }
+
     /// A daemon over `shared`, with a controller of its own, which `wake`
     /// (given to the executors) wakes.
     pub fn new(

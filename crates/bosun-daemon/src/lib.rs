@@ -17,7 +17,8 @@
 //!   scheduler, placer, and the configuration with its clusters, swapped
 //!   together);
 //! - `controller` (observe, decide, act), `health` (cluster probes),
-//!   `sinker` (retention): tasks over the shared state;
+//!   `sinker` (retention), `shipper` (runs' logs and artifacts into a
+//!   store replicas share): tasks over the shared state;
 //! - `periodics` (the scheduler task), `runs` (the one run-creation path)
 //!   and `plans` (the dispatcher's task): use the controller's handle;
 //! - `repos` (the repositories followed from their remotes: their
@@ -53,6 +54,7 @@ pub mod reports;
 pub mod repos;
 pub mod runs;
 pub mod serve;
+pub mod shipper;
 pub mod sinker;
 pub mod state;
 

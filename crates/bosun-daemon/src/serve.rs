@@ -206,12 +206,19 @@ fn serve_until_signal(args: &ServeArgs) -> Result<(), String> {
     let pulls =
         crate::pulls::settings::Pulls::new(forge_client(args)?, args.plugin_config.clone())?;
     let active = Arc::new(ActiveRuns::default());
+    let shipper = Arc::new(crate::shipper::Shipper::default());
     let observers: Arc<dyn bosun_store::TransitionObserver> = Arc::new(Observers(vec![
         metrics.clone(),
         active.clone(),
         reports.clone(),
+        shipper.clone(),
     ]));
     let (store, shared_store) = open_store(args, observers)?;
+    // Replicas keep runs' logs and artifacts in the store they share.
+    let shipper = shared_store.as_ref().map(|_| {
+        shipper.enable();
+        shipper
+    });
     let leadership = match &shared_store {
         Some(pg) => crate::leader::Leadership::replicated(
             pg.clone(),
@@ -347,7 +354,7 @@ fn serve_until_signal(args: &ServeArgs) -> Result<(), String> {
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
-    rt.block_on(serve(daemon, args, read_token))
+    rt.block_on(serve(daemon, args, read_token, shipper))
 }
 
 /// An open store, and the PostgreSQL store again when replicas share it.
@@ -486,6 +493,7 @@ async fn serve(
     daemon: Arc<Daemon>,
     args: &ServeArgs,
     read_token: Option<String>,
+    shipper: Option<Arc<crate::shipper::Shipper>>,
 ) -> Result<(), String> {
     let listen = args.listen;
     let listener = tokio::net::TcpListener::bind(listen)
@@ -525,6 +533,11 @@ async fn serve(
                     Arc::new(crate::pulls::Events(daemon.clone())),
                     stop.clone(),
                 )));
+            }
+            if let Some(shipper) = &shipper {
+                tasks.push(tokio::spawn(
+                    shipper.clone().run(daemon.shared.clone(), stop.clone()),
+                ));
             }
             tasks.push(tokio::spawn(crate::reports::outbox::outbox_loop(
                 daemon.clone(),

@@ -120,9 +120,14 @@ pub(crate) fn read_log(
 }
 
 /// See [`bosun_store::Store::put_run_files`].
-pub(crate) fn put(tx: &mut Transaction<'_>, id: &str, files: &[RunFile]) -> Answer<()> {
+pub(crate) fn put(
+    tx: &mut Transaction<'_>,
+    id: &str,
+    files: &[RunFile],
+    left_out: bool,
+) -> Answer<()> {
     let (kept, truncated) = match within_limit(files.to_vec()) {
-        Ok(k) => k,
+        Ok((kept, cut)) => (kept, cut || left_out),
         Err(e) => return Ok(Err(e)),
     };
     let Some(seq) = seq(tx, id)? else {

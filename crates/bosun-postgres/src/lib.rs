@@ -1575,8 +1575,13 @@ impl Store for PgStore {
         self.read(|c| Ok(files::read_log(c, id, offset, max)?))
     }
 
-    fn put_run_files(&self, id: &str, files: Vec<RunFile>) -> Result<(), StoreError> {
-        self.write(|tx| Ok(files::put(tx, id, &files)??))
+    fn put_run_files(
+        &self,
+        id: &str,
+        files: Vec<RunFile>,
+        left_out: bool,
+    ) -> Result<(), StoreError> {
+        self.write(|tx| Ok(files::put(tx, id, &files, left_out)??))
     }
 
     fn run_files(&self, id: &str) -> Result<Option<RunFiles>, StoreError> {

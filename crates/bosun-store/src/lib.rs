@@ -854,10 +854,16 @@ pub trait Store: Send + Sync {
 
     /// Keeps `files` as run `id`'s artifacts, replacing what was kept for
     /// it: those [`files::within_limit`] keeps, with whether any was left
-    /// out. A bad path refuses the whole put ([`StoreError::Invalid`]); an
-    /// unknown run is [`StoreError::NotFound`].
-    fn put_run_files(&self, id: &str, files: Vec<RunFile>) -> Result<(), StoreError> {
-        let _ = (id, files);
+    /// out (by it, or by the caller: `left_out`). A bad path refuses the
+    /// whole put ([`StoreError::Invalid`]); an unknown run is
+    /// [`StoreError::NotFound`].
+    fn put_run_files(
+        &self,
+        id: &str,
+        files: Vec<RunFile>,
+        left_out: bool,
+    ) -> Result<(), StoreError> {
+        let _ = (id, files, left_out);
         Err(files::not_kept())
     }
 

@@ -721,8 +721,14 @@ impl Store for MemoryStore {
         }))
     }
 
-    fn put_run_files(&self, id: &str, files: Vec<RunFile>) -> Result<(), StoreError> {
+    fn put_run_files(
+        &self,
+        id: &str,
+        files: Vec<RunFile>,
+        left_out: bool,
+    ) -> Result<(), StoreError> {
         let (kept, truncated) = crate::files::within_limit(files)?;
+        let truncated = truncated || left_out;
         let mut g = self.lock();
         if !g.runs.contains_key(id) {
             return Err(StoreError::NotFound(id.to_string()));

@@ -3773,14 +3773,16 @@ fn run_logs_and_files_are_kept_whole_bounded_and_with_their_run() {
         };
         assert_eq!(s.run_files(&run.id).unwrap(), None);
         assert!(matches!(
-            s.put_run_files(&run.id, vec![file("a/../b", b"")]),
+            s.put_run_files(&run.id, vec![file("a/../b", b"")], false),
             Err(StoreError::Invalid(_))
         ));
         assert!(matches!(
-            s.put_run_files("nope", vec![file("a", b"")]),
+            s.put_run_files("nope", vec![file("a", b"")], false),
             Err(StoreError::NotFound(_))
         ));
-        s.put_run_files(&run.id, vec![file("old", b"1")]).unwrap();
+        s.put_run_files(&run.id, vec![file("old", b"1")], true)
+            .unwrap();
+        assert!(s.run_files(&run.id).unwrap().unwrap().truncated);
         s.put_run_files(
             &run.id,
             vec![
@@ -3788,6 +3790,7 @@ fn run_logs_and_files_are_kept_whole_bounded_and_with_their_run() {
                 file("artifacts/junit.xml", b"<x/>"),
                 file("build-log.txt", b"log"),
             ],
+            false,
         )
         .unwrap();
         let listed = s.run_files(&run.id).unwrap().unwrap();

@@ -16,9 +16,13 @@ const CONFIG: &str = "build_clusters:\n  default: {kind: local, max_concurrency:
 const JOBS: &str = "periodics:\n- name: slow\n  cron: \"0 0 31 2 *\"\n  spec: {containers: [{image: x, command: [\"sleep\", \"60\"]}]}\n";
 
 fn replica(dir: &std::path::Path, url: &str) -> Serve {
+    replica_of(dir, url, JOBS)
+}
+
+fn replica_of(dir: &std::path::Path, url: &str, jobs: &str) -> Serve {
     std::fs::create_dir_all(dir.join("jobs")).unwrap();
     std::fs::write(dir.join("config.yaml"), CONFIG).unwrap();
-    std::fs::write(dir.join("jobs/jobs.yaml"), JOBS).unwrap();
+    std::fs::write(dir.join("jobs/jobs.yaml"), jobs).unwrap();
     std::fs::write(dir.join("api-token"), format!("{API_TOKEN}\n")).unwrap();
     let token: PathBuf = dir.join("api-token");
     serve(dir, &args(url, Some(&token)), &[])
@@ -115,6 +119,143 @@ fn a_run_made_on_a_follower_starts_and_a_login_on_one_replica_aborts_it_through_
     let run = wait_state(leader, &id, "aborted", Some(API_TOKEN));
     assert!(run["completed_at"].is_string(), "{run}");
     drop((a, b));
+}
+
+/// The leader and the follower among two replicas, once one leads.
+fn roles(a: u16, b: u16) -> (u16, u16) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match (leads(a), leads(b)) {
+            (true, false) => return (a, b),
+            (false, true) => return (b, a),
+            _ => {}
+        }
+        assert!(Instant::now() < deadline, "no single leader");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A decorated job that talks for a few seconds, then leaves an artifact.
+const TALKING_JOBS: &str = r#"
+periodics:
+- name: talks
+  cron: "0 0 31 2 *"
+  decorate: true
+  decoration_config: {timeout: 5m, grace_period: 2s}
+  spec:
+    containers:
+    - image: x
+      command: [sh, -c, 'for i in 1 2 3 4 5 6 7 8; do echo "line $i"; sleep 0.4; done; mkdir -p "$ARTIFACTS/sub"; echo "<x/>" > "$ARTIFACTS/sub/junit.xml"']
+"#;
+
+/// The names of a listing of the artifacts API.
+fn names(listing: &serde_json::Value) -> Vec<String> {
+    listing["entries"]
+        .as_array()
+        .unwrap_or_else(|| panic!("not a listing: {listing}"))
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {}",
+                e["type"].as_str().unwrap(),
+                e["name"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_runs_log_and_artifacts_are_read_on_every_replica_and_outlive_the_one_that_ran_it() {
+    let d = tempfile::tempdir().unwrap();
+    let url = Postgres::shared().database();
+    let a = replica_of(&d.path().join("a"), &url, TALKING_JOBS);
+    let b = replica_of(&d.path().join("b"), &url, TALKING_JOBS);
+    let (leader, follower) = roles(a.port, b.port);
+    let id = trigger(follower, "talks", Some(API_TOKEN));
+    // The follower follows the log while the leader runs the job.
+    let follow = {
+        let id = id.clone();
+        std::thread::spawn(move || get(follower, &format!("/api/v1/runs/{id}/log"), &[]))
+    };
+    // Live: the follower shows the first lines while the run still runs.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let now = get(
+            follower,
+            &format!("/api/v1/runs/{id}/log?follow=false"),
+            &[],
+        );
+        if now.body.contains("line 2") {
+            let run = get(follower, &format!("/api/v1/runs/{id}"), &[]).json();
+            assert_eq!(run["state"], "pending", "seen while it runs: {run}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no line of the log on the follower: {}",
+            now.body
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let followed = follow.join().unwrap();
+    assert_eq!(followed.status, 200);
+    let run = wait_state(follower, &id, "success", Some(API_TOKEN));
+    assert!(run["completed_at"].is_string(), "{run}");
+    let on_leader = get(leader, &format!("/api/v1/runs/{id}/log?follow=false"), &[]).body;
+    assert!(
+        on_leader.contains("line 1\n") && on_leader.contains("line 8\n"),
+        "{on_leader}"
+    );
+    assert_eq!(
+        followed.body, on_leader,
+        "the follower followed the whole log"
+    );
+    // The artifacts: listed and served alike on both.
+    let listing = |port: u16, path: &str| {
+        get(port, &format!("/api/v1/runs/{id}/artifacts{path}"), &[]).json()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while listing(follower, "")["entries"].is_null() {
+        assert!(Instant::now() < deadline, "{}", listing(follower, ""));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let top = names(&listing(leader, ""));
+    assert!(top.contains(&"file finished.json".to_string()), "{top:?}");
+    assert_eq!(names(&listing(follower, "")), top);
+    assert_eq!(
+        names(&listing(follower, "/artifacts/sub")),
+        ["file junit.xml"]
+    );
+    let junit = get(
+        follower,
+        &format!("/api/v1/runs/{id}/artifacts/artifacts/sub/junit.xml"),
+        &[],
+    );
+    assert_eq!((junit.status, junit.body.as_str()), (200, "<x/>\n"));
+    let page = get(
+        follower,
+        &format!("/runs/{id}?artifacts=artifacts/sub"),
+        &[],
+    );
+    assert!(page.body.contains("junit.xml"), "{}", page.body);
+    // The replica that ran it gone, the other still serves both.
+    let (survivor, gone) = if leader == a.port { (b, a) } else { (a, b) };
+    drop(gone);
+    let after = get(survivor.port, &format!("/api/v1/runs/{id}/log"), &[]);
+    assert_eq!(after.body, on_leader);
+    let junit = get(
+        survivor.port,
+        &format!("/api/v1/runs/{id}/artifacts/artifacts/sub/junit.xml"),
+        &[],
+    );
+    assert_eq!(junit.body, "<x/>\n");
+    let finished = get(
+        survivor.port,
+        &format!("/api/v1/runs/{id}/artifacts/finished.json"),
+        &[],
+    )
+    .json();
+    assert_eq!(finished["result"], "SUCCESS", "{finished}");
 }
 
 const DISPATCH_CONFIG: &str = "dispatcher:\n  relocatable_clusters: [build-a]\n  unit: job\nbuild_clusters:\n  build-a: {kind: local}\n  build-b: {kind: local}\n  build-c: {kind: local}\n";

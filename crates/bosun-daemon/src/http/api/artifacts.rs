@@ -1,7 +1,9 @@
 //! `/api/v1/runs/{id}/artifacts[/{*path}]`: the files a run left on this
 //! machine, as [`crate::artifacts::open`] finds them (a path checked, then
-//! walked without following a link): a directory as a JSON listing, a
-//! regular file as its bytes, any refusal as an error (`{"error": ...}`).
+//! walked without following a link), or on a replica without them, those
+//! the store keeps ([`crate::artifacts::find`]): a directory as a JSON
+//! listing, a regular file as its bytes, any refusal as an error
+//! (`{"error": ...}`).
 //!
 //! Those files are written by the job, so no answer is ever `text/html`:
 //! text and JSON are served as such, anything else as
@@ -90,12 +92,24 @@ async fn answer(daemon: &Daemon, id: String, path: String) -> Response {
     };
     let clusters = daemon.shared.clusters();
     let wanted = path.clone();
-    let found = blocking(move || crate::artifacts::open(&clusters, &run, &wanted)).await;
+    let store = daemon.shared_store();
+    let found =
+        blocking(move || crate::artifacts::find(store.as_deref(), &clusters, &run, &wanted)).await;
+    let (kind, attachment) = content_type(path.file_name().unwrap_or_default());
+    let attach = |mut response: Response| {
+        if attachment {
+            response.headers_mut().insert(
+                header::CONTENT_DISPOSITION,
+                HeaderValue::from_static("attachment"),
+            );
+        }
+        response
+    };
     match found {
         Err(e) => refusal(e),
         Ok(Found::Dir(listing)) => Json(listing).into_response(),
+        Ok(Found::Stored(data)) => attach(([(header::CONTENT_TYPE, kind)], data).into_response()),
         Ok(Found::File(file, size)) => {
-            let (kind, attachment) = content_type(path.file_name().unwrap_or_default());
             // What the file holds now: a file still being written is not
             // followed past the size it had when opened.
             let file = tokio::fs::File::from_std(file).take(size);
@@ -111,15 +125,7 @@ async fn answer(daemon: &Daemon, id: String, path: String) -> Response {
                     Err(e) => Some((Err::<Bytes, io::Error>(e), None)),
                 }
             });
-            let mut response =
-                ([(header::CONTENT_TYPE, kind)], Body::from_stream(stream)).into_response();
-            if attachment {
-                response.headers_mut().insert(
-                    header::CONTENT_DISPOSITION,
-                    HeaderValue::from_static("attachment"),
-                );
-            }
-            response
+            attach(([(header::CONTENT_TYPE, kind)], Body::from_stream(stream)).into_response())
         }
     }
 }

@@ -158,9 +158,22 @@ pub struct LogQuery {
     follow: Option<bool>,
 }
 
+/// How long after an ended run a replica follows its log in the store
+/// while the store does not hold it whole (the leader that shipped it died
+/// before its end): then the log is what the store holds.
+const STORED_LOG_GRACE: jiff::SignedDuration = jiff::SignedDuration::from_secs(60);
+
+/// The most bytes of a log read from the store at once.
+const STORED_CHUNK: usize = 1024 * 1024;
+
 /// `GET /api/v1/runs/{id}/log`: the log, followed until the run ends and
 /// its executor has written all of it; with `?follow=false`, what the log
 /// holds now (nothing yet for a run that has not started), at once.
+///
+/// The log is read from this machine's file while there is one (the
+/// replica that runs the job, or a store of this process's own); a replica
+/// of a shared store without the file reads what the leader appended to
+/// the store ([`crate::shipper`]), the same bytes.
 pub async fn log(
     State(daemon): State<Arc<Daemon>>,
     Path(id): Path<String>,
@@ -178,66 +191,134 @@ pub async fn log(
         .get(&alias)
         .and_then(|exec| exec.log_path(&run.id))
         .ok_or_else(|| ApiError::NotFound("this run has no local log".into()))?;
-    /// The bytes of `path` from `offset` on (none if it does not exist yet).
-    async fn read_from(path: &std::path::Path, offset: u64) -> Vec<u8> {
-        use tokio::io::{AsyncReadExt, AsyncSeekExt};
+    let source = Arc::new(LogSource {
+        store: daemon.shared_store(),
+        id: run.id.clone(),
+        path,
+    });
+    if q.follow == Some(false) {
         let mut out = Vec::new();
-        if let Ok(mut f) = tokio::fs::File::open(path).await {
-            if f.seek(std::io::SeekFrom::Start(offset)).await.is_ok() {
-                let _ = f.read_to_end(&mut out).await;
+        loop {
+            let read = source.read(out.len() as u64).await;
+            let more = read.stored_whole.is_some() && !read.data.is_empty();
+            out.extend_from_slice(&read.data);
+            if !more {
+                break;
             }
         }
-        out
+        return Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], out).into_response());
     }
-    if q.follow == Some(false) {
-        return Ok((
-            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-            read_from(&path, 0).await,
-        )
-            .into_response());
-    }
-    let state = (daemon.clone(), run.id.clone(), path, 0u64, false);
-    let stream =
-        futures_util::stream::unfold(state, |(daemon, id, path, offset, done)| async move {
-            if done {
-                return None;
+    let state = (daemon.clone(), source, 0u64, false);
+    let stream = futures_util::stream::unfold(state, |(daemon, source, offset, done)| async move {
+        if done {
+            return None;
+        }
+        loop {
+            let read = source.read(offset).await;
+            if !read.data.is_empty() {
+                let next = offset + read.data.len() as u64;
+                return Some((
+                    Ok::<_, std::io::Error>(read.data),
+                    (daemon, source, next, false),
+                ));
             }
-            loop {
-                let chunk = read_from(&path, offset).await;
-                if !chunk.is_empty() {
-                    let next = offset + chunk.len() as u64;
-                    return Some((
-                        Ok::<_, std::io::Error>(chunk),
-                        (daemon, id, path, next, false),
-                    ));
-                }
-                let store = daemon.shared.store.clone();
-                let key = id.clone();
-                let run = blocking(move || store.get(&key)).await.ok().flatten();
-                // Ended, and its log whole (a copy may still be writing it).
-                let finished = run.as_ref().is_none_or(|r| {
-                    r.state.is_final()
-                        && daemon
+            let store = daemon.shared.store.clone();
+            let key = source.id.clone();
+            let run = blocking(move || store.get(&key)).await.ok().flatten();
+            let now = daemon.shared.clock.now();
+            // Ended, and its log whole (a copy may still be writing it,
+            // or the leader still shipping it).
+            let finished = run.as_ref().is_none_or(|r| {
+                r.state.is_final()
+                    && match read.stored_whole {
+                        None => daemon
                             .shared
                             .clusters()
                             .executors
                             .get(r.cluster.as_ref().unwrap_or(&r.configured_cluster))
-                            .is_none_or(|e| e.log_complete(&r.id))
-                });
-                if finished {
-                    // One last read after the end, then stop.
-                    let chunk = read_from(&path, offset).await;
-                    let next = offset + chunk.len() as u64;
-                    return Some((Ok(chunk), (daemon, id, path, next, true)));
-                }
-                tokio::time::sleep(Duration::from_millis(200)).await;
+                            .is_none_or(|e| e.log_complete(&r.id)),
+                        Some(whole) => {
+                            whole
+                                || r.completed_at
+                                    .is_some_and(|c| now.duration_since(c) > STORED_LOG_GRACE)
+                        }
+                    }
+            });
+            if finished {
+                // One last read after the end, then stop.
+                let read = source.read(offset).await;
+                let next = offset + read.data.len() as u64;
+                return Some((Ok(read.data), (daemon, source, next, true)));
             }
-        });
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    });
     Ok((
         [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
         Body::from_stream(stream),
     )
         .into_response())
+}
+
+/// Where a run's log is read from: this machine's file while it has one,
+/// else the store replicas share (when there is one).
+struct LogSource {
+    store: Option<Arc<dyn bosun_store::Store>>,
+    id: String,
+    path: std::path::PathBuf,
+}
+
+/// What one read of a log found.
+struct LogRead {
+    /// The bytes from the offset asked for.
+    data: Vec<u8>,
+    /// `None`: read from the file, to its end. From the store: whether the
+    /// store holds the log whole and this read reached its end.
+    stored_whole: Option<bool>,
+}
+
+impl LogSource {
+    async fn read(&self, offset: u64) -> LogRead {
+        let here = tokio::fs::try_exists(&self.path).await.unwrap_or(false);
+        match &self.store {
+            Some(store) if !here => {
+                let (store, id) = (store.clone(), self.id.clone());
+                match blocking(move || store.run_log(&id, offset, STORED_CHUNK)).await {
+                    Ok(Some(s)) => LogRead {
+                        stored_whole: Some(s.complete && offset + s.data.len() as u64 >= s.len),
+                        data: s.data,
+                    },
+                    Ok(None) => LogRead {
+                        data: Vec::new(),
+                        stored_whole: Some(false),
+                    },
+                    Err(e) => {
+                        tracing::debug!(run = %self.id, error = %e, "cannot read the run's log from the store");
+                        LogRead {
+                            data: Vec::new(),
+                            stored_whole: Some(false),
+                        }
+                    }
+                }
+            }
+            _ => LogRead {
+                data: read_from(&self.path, offset).await,
+                stored_whole: None,
+            },
+        }
+    }
+}
+
+/// The bytes of `path` from `offset` on (none if it does not exist yet).
+async fn read_from(path: &std::path::Path, offset: u64) -> Vec<u8> {
+    use tokio::io::{AsyncReadExt, AsyncSeekExt};
+    let mut out = Vec::new();
+    if let Ok(mut f) = tokio::fs::File::open(path).await {
+        if f.seek(std::io::SeekFrom::Start(offset)).await.is_ok() {
+            let _ = f.read_to_end(&mut out).await;
+        }
+    }
+    out
 }
 
 /// `POST /api/v1/runs/{id}/abort`: 202; the controller aborts it.

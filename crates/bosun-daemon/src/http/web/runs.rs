@@ -556,7 +556,9 @@ async fn artifacts(web: &Web, run: &Run, path: &str) -> Artifacts {
     let found = match ArtifactPath::parse(&path) {
         Ok(wanted) => {
             let (clusters, run) = (web.daemon.shared.clusters(), run.clone());
-            blocking(move || crate::artifacts::open(&clusters, &run, &wanted)).await
+            let store = web.daemon.shared_store();
+            blocking(move || crate::artifacts::find(store.as_deref(), &clusters, &run, &wanted))
+                .await
         }
         Err(e) => Err(e),
     };
@@ -574,7 +576,7 @@ async fn artifacts(web: &Web, run: &Run, path: &str) -> Artifacts {
     let listing = match found {
         Ok(Found::Dir(listing)) => listing,
         // A file lists nothing.
-        Ok(Found::File(..)) => Listing::default(),
+        Ok(Found::File(..) | Found::Stored(_)) => Listing::default(),
         Err(e) => {
             out.message = e.to_string();
             return out;

@@ -1,0 +1,269 @@
+//! Runs' logs and artifacts into a store replicas share, so that every
+//! replica serves them, and they outlive the replica that ran the job.
+//!
+//! The leader runs local runs and copies Kubernetes pods' logs to its own
+//! disk (the file its cluster's executor names,
+//! [`Executor::log_path`](bosun_cluster::executor::Executor::log_path)). The
+//! shipper, a task of the leader's, appends each running run's log to the
+//! store as it grows (every [`PERIOD`], and at once when a run ends), the
+//! last bytes with the mark that the log is whole once the run has ended and
+//! its executor's copy is done; then it puts a local run's artifacts there
+//! ([`crate::artifacts::collect`]). The log endpoint and the artifacts' pages
+//! of a replica without the files read them from the store.
+//!
+//! What it promises: a log is in the store up to at most [`PERIOD`] behind
+//! the leader's file while the run runs, and whole once it has ended. A
+//! replica that stops leading stops shipping; the next leader goes on from
+//! the length the store holds (a Kubernetes pod's log, copied again from
+//! the API by the new leader, has the same bytes). A local run's log on a
+//! replica that died ends where its last append did: the run ends `error`,
+//! and its log is marked whole with what was shipped.
+//!
+//! A store no other process shares keeps none of it: the shipper is not
+//! started there (the files are on the one machine).
+
+use std::collections::HashMap;
+use std::io::{Read, Seek};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bosun_base::sync::Lock;
+use bosun_store::files::{FILES_LIMIT, LOG_LIMIT};
+use bosun_store::{Run, RunState, StoreError, TransitionObserver};
+
+use crate::runs::blocking;
+use crate::state::Shared;
+
+/// How often running runs' logs are appended to the store.
+pub const PERIOD: Duration = Duration::from_secs(1);
+
+/// The most bytes read from a log file for one append.
+const CHUNK: usize = 4 * 1024 * 1024;
+
+/// The runs whose log or artifacts are still to be shipped.
+#[derive(Default)]
+pub struct Shipper {
+    /// Whether the store is one replicas share (runs are tracked only
+    /// then).
+    enabled: AtomicBool,
+    runs: Mutex<HashMap<String, Track>>,
+    /// Told when a run ends (its last bytes go at once).
+    wake: tokio::sync::Notify,
+}
+
+/// Where a run's shipping stands.
+#[derive(Debug, Default, Clone, Copy)]
+struct Track {
+    /// The length of the log the store holds, once known.
+    shipped: Option<u64>,
+}
+
+/// What one pass did for a run.
+enum Step {
+    /// Shipped up to here; more to come.
+    Shipped(u64),
+    /// Everything is in the store (or nothing will ever be).
+    Done,
+}
+
+impl TransitionObserver for Shipper {
+    fn on_transition(&self, run: &Run, from: Option<RunState>) {
+        let _ = from;
+        if !self.enabled.load(Ordering::Relaxed) {
+            return;
+        }
+        if run.state == RunState::Pending || run.state.is_final() {
+            self.runs.locked().entry(run.id.clone()).or_default();
+        }
+        if run.state.is_final() {
+            self.wake.notify_one();
+        }
+    }
+}
+
+impl Shipper {
+    /// Tracks runs from now on: the store is one replicas share.
+    pub fn enable(&self) {
+        self.enabled.store(true, Ordering::Relaxed);
+    }
+
+    /// Ships until `stop`, then once more (a graceful stop hands over
+    /// whole logs of the runs that ended before it).
+    pub async fn run(
+        self: Arc<Self>,
+        shared: Arc<Shared>,
+        mut stop: tokio::sync::watch::Receiver<bool>,
+    ) {
+        loop {
+            let (this, s) = (self.clone(), shared.clone());
+            blocking(move || this.pass(&s)).await;
+            tokio::select! {
+                _ = tokio::time::sleep(PERIOD) => {}
+                _ = self.wake.notified() => {}
+                _ = stop.changed() => {
+                    let (this, s) = (self.clone(), shared.clone());
+                    blocking(move || this.pass(&s)).await;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// One pass over the running runs and those left to finish. Blocking.
+    pub fn pass(&self, shared: &Shared) {
+        {
+            let mut runs = self.runs.locked();
+            for run in shared.active.pending() {
+                runs.entry(run.id.clone()).or_default();
+            }
+        }
+        let todo: Vec<(String, Track)> = self
+            .runs
+            .locked()
+            .iter()
+            .map(|(id, t)| (id.clone(), *t))
+            .collect();
+        for (id, track) in todo {
+            let step = ship(shared, &id, track);
+            let mut runs = self.runs.locked();
+            match step {
+                Ok(Step::Done) => {
+                    runs.remove(&id);
+                }
+                Ok(Step::Shipped(n)) => {
+                    if let Some(t) = runs.get_mut(&id) {
+                        t.shipped = Some(n);
+                    }
+                }
+                // Not leading any more: the next leader ships it.
+                Err(StoreError::Fenced(_)) => {
+                    runs.clear();
+                    return;
+                }
+                Err(StoreError::NotFound(_)) => {
+                    runs.remove(&id);
+                }
+                Err(e) => {
+                    // What the store holds is asked again next time.
+                    if let Some(t) = runs.get_mut(&id) {
+                        t.shipped = None;
+                    }
+                    tracing::warn!(run = %id, error = %e, "cannot keep the run's log in the store; trying again");
+                }
+            }
+        }
+    }
+
+    /// How many runs are left to ship.
+    pub fn len(&self) -> usize {
+        self.runs.locked().len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Ships what is new of run `id`'s log; once it is whole, the run's
+/// artifacts.
+fn ship(shared: &Shared, id: &str, track: Track) -> Result<Step, StoreError> {
+    let store = &shared.store;
+    let run = match shared.active.get(id) {
+        Some(run) => (*run).clone(),
+        None => match store.get(id)? {
+            Some(run) => run,
+            None => return Ok(Step::Done),
+        },
+    };
+    let clusters = shared.clusters();
+    let alias = run.cluster.as_ref().unwrap_or(&run.configured_cluster);
+    let Some(exec) = clusters.executors.get(alias) else {
+        return Ok(if run.state.is_final() {
+            Step::Done
+        } else {
+            Step::Shipped(track.shipped.unwrap_or(0))
+        });
+    };
+    let Some(path) = exec.log_path(id) else {
+        return Ok(Step::Done);
+    };
+    // Asked before the file is read: bytes a copy writes after this are
+    // shipped next time, not left out of a log marked whole.
+    let whole = run.state.is_final() && exec.log_complete(id);
+    let mut shipped = match track.shipped {
+        Some(n) => n,
+        None => match store.run_log(id, u64::MAX, 0)? {
+            Some(s) if s.complete => return artifacts(shared, &run),
+            Some(s) => s.len,
+            None => 0,
+        },
+    };
+    if shipped >= LOG_LIMIT {
+        // Cut, and whole in the store.
+        return if run.state.is_final() {
+            artifacts(shared, &run)
+        } else {
+            Ok(Step::Shipped(shipped))
+        };
+    }
+    let size = std::fs::metadata(&path).map_or(0, |m| m.len());
+    if size <= shipped && !whole {
+        return Ok(Step::Shipped(shipped));
+    }
+    loop {
+        let data = read_at(&path, shipped)?;
+        let last = data.len() < CHUNK;
+        let complete = whole && last;
+        if data.is_empty() && !complete {
+            return Ok(Step::Shipped(shipped));
+        }
+        shipped = store.append_run_log(id, shipped, &data, complete)?;
+        if complete || (shipped >= LOG_LIMIT && run.state.is_final()) {
+            return artifacts(shared, &run);
+        }
+        if shipped >= LOG_LIMIT {
+            return Ok(Step::Shipped(shipped));
+        }
+        if last {
+            return Ok(Step::Shipped(shipped));
+        }
+    }
+}
+
+/// At most [`CHUNK`] bytes of `path` from `offset` on (none when it does
+/// not exist).
+fn read_at(path: &Path, offset: u64) -> Result<Vec<u8>, StoreError> {
+    let mut file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(unreadable(path, e)),
+    };
+    file.seek(std::io::SeekFrom::Start(offset))
+        .map_err(|e| unreadable(path, e))?;
+    let mut data = Vec::new();
+    file.take(CHUNK as u64)
+        .read_to_end(&mut data)
+        .map_err(|e| unreadable(path, e))?;
+    Ok(data)
+}
+
+fn unreadable(path: &Path, e: std::io::Error) -> StoreError {
+    StoreError::Unavailable(format!("cannot read {}: {e}", path.display()))
+}
+
+/// Puts an ended local run's artifacts in the store.
+fn artifacts(shared: &Shared, run: &Run) -> Result<Step, StoreError> {
+    let clusters = shared.clusters();
+    let Ok(root) = crate::artifacts::dir(&clusters, run) else {
+        return Ok(Step::Done);
+    };
+    match crate::artifacts::collect(&root, FILES_LIMIT) {
+        Ok(Some((files, left_out))) => shared.store.put_run_files(&run.id, files, left_out)?,
+        Ok(None) => {}
+        Err(e) => return Err(unreadable(&root, e)),
+    }
+    Ok(Step::Done)
+}
