@@ -47,6 +47,7 @@ pub fn router(daemon: Arc<Daemon>) -> Router {
 /// Every route of the API and the dashboard, with `options` (the read
 /// token, the daemon's stop signal).
 pub fn router_with(daemon: Arc<Daemon>, options: Options) -> Router {
+    let daemon_shares_store = daemon.shared_store().is_some();
     let auth = Auth::new(
         daemon.token.clone(),
         options.read_token,
@@ -151,9 +152,40 @@ pub fn router_with(daemon: Arc<Daemon>, options: Options) -> Router {
         .route("/logout", post(web::login::logout))
         .route("/assets/{name}", get(web::assets::serve))
         .with_state(Web::new(daemon, auth.clone(), options.stop));
-    api.merge(dispatcher)
+    let router = api
+        .merge(dispatcher)
         .merge(dashboard)
-        .layer(middleware::from_fn_with_state(auth, read_guard))
+        .layer(middleware::from_fn_with_state(auth, read_guard));
+    if daemon_shares_store {
+        router.layer(middleware::from_fn(answer_within))
+    } else {
+        router
+    }
+}
+
+/// On replicas, the longest a request waits for its answer's head.
+pub const ANSWER_WITHIN: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Answers 503 when a request's answer has not begun within
+/// [`ANSWER_WITHIN`]: on replicas, a store call on a connection whose
+/// other end went silent behind something that still acknowledges (a
+/// proxy or a middlebox that froze: TCP's own timeouts never fire) would
+/// otherwise hang the request; the caller (or its load balancer) asks
+/// another replica. A body already streaming (a followed log) is not
+/// bounded.
+async fn answer_within(request: Request, next: Next) -> Response {
+    let what = format!("{} {}", request.method(), request.uri().path());
+    match tokio::time::timeout(ANSWER_WITHIN, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => {
+            tracing::warn!(request = %what, "no answer within {ANSWER_WITHIN:?}: the store may be out of reach");
+            ApiError::Store(bosun_store::StoreError::Unavailable(format!(
+                "{what}: no answer within {} s (is the store out of reach?)",
+                ANSWER_WITHIN.as_secs()
+            )))
+            .into_response()
+        }
+    }
 }
 
 /// The token check of the API's mutating routes: `Authorization: Bearer

@@ -618,6 +618,22 @@ fn a_leader_cut_from_the_database_steps_down_and_commits_nothing_of_its_term() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    // Its API answers, if only to say the store is out of reach: a call
+    // on a connection that went silent gives up, it does not hang.
+    let asked = Instant::now();
+    let port = r.port(0);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(crate::common::request(port, "GET", "/api/v1/runs?limit=1", None, None).0);
+    });
+    let status = rx
+        .recv_timeout(Duration::from_secs(25))
+        .unwrap_or_else(|_| panic!("the cut-off replica's API hung for {:?}", asked.elapsed()));
+    eprintln!(
+        "the cut-off replica answered {status} after {:?}",
+        asked.elapsed()
+    );
+    assert!(status == 503 || status == 200, "{status}");
     std::thread::sleep(Duration::from_secs(2));
     eprintln!("cut for {:?}, taken over after {took:?}", cut.elapsed());
     proxy.thaw();
