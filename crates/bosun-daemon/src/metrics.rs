@@ -452,6 +452,36 @@ impl Metrics {
     }
 }
 
+/// How often replicas count the `prowjobs` gauge again from the store.
+pub const RECOUNT_PERIOD: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// On replicas, counts the `prowjobs` gauge again from the store every
+/// `period` until `stop`. Each replica sees only the changes it commits
+/// (and, unordered, those another commits): kept from its own commits
+/// alone, a follower's gauge would keep a run where it was created, and the
+/// leader's would miss runs followers created. Between counts it follows
+/// this replica's commits; the count is exact as of its query, give or take
+/// a commit landing during it (set right by the next count).
+pub async fn recount_loop(
+    metrics: Arc<Metrics>,
+    store: Arc<dyn Store>,
+    period: std::time::Duration,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(period) => {}
+            _ = stop.changed() => return,
+        }
+        let (m, s) = (metrics.clone(), store.clone());
+        match tokio::task::spawn_blocking(move || m.seed(&*s)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::debug!(error = %e, "cannot count the runs again"),
+            Err(e) => tracing::warn!(error = %e, "the count of runs failed"),
+        }
+    }
+}
+
 impl TransitionObserver for Metrics {
     fn on_transition(&self, run: &Run, from: Option<RunState>) {
         // Told only the state the run left: its cluster did not change.

@@ -564,7 +564,7 @@ async fn serve(
             shared.scheduler.locked().reevaluate_all(shared.clock.now());
         })
     };
-    let tasks = vec![
+    let mut tasks = vec![
         tokio::spawn(crate::leader::campaign(
             daemon.shared.leadership.clone(),
             daemon.shared.metrics.clone(),
@@ -584,6 +584,14 @@ async fn serve(
             stop.clone(),
         )),
     ];
+    if daemon.shared.leadership.is_replicated() {
+        tasks.push(tokio::spawn(crate::metrics::recount_loop(
+            daemon.shared.metrics.clone(),
+            daemon.shared.store.clone(),
+            crate::metrics::RECOUNT_PERIOD,
+            stop.clone(),
+        )));
+    }
     let mut stop_http = stop.clone();
     let options = crate::http::Options {
         read_token,

@@ -118,6 +118,26 @@ fn a_run_made_on_a_follower_starts_and_a_login_on_one_replica_aborts_it_through_
     assert_eq!(answer.status, 303, "{}", answer.body);
     let run = wait_state(leader, &id, "aborted", Some(API_TOKEN));
     assert!(run["completed_at"].is_string(), "{run}");
+    // Both replicas' `prowjobs` gauge counts the run where it is now,
+    // though each saw only some of its changes committed.
+    for port in [leader, follower] {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let metrics = get(port, "/metrics", &[]).body;
+            let slow: Vec<&str> = metrics
+                .lines()
+                .filter(|l| l.starts_with("prowjobs{") && l.contains("job_name=\"slow\""))
+                .collect();
+            if slow.len() == 1 && slow[0].contains("state=\"aborted\"") && slow[0].ends_with(" 1") {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "replica on port {port} counts {slow:?}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
     drop((a, b));
 }
 
