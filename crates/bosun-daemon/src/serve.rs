@@ -232,6 +232,13 @@ fn serve_until_signal(args: &ServeArgs) -> Result<(), String> {
         ),
         None => crate::leader::Leadership::single(),
     };
+    // Replicas share the clusters' credentials: each names itself in its
+    // requests' User-Agent, which the clusters' audit logs record.
+    if leadership.is_replicated() {
+        bosun_cluster::kube::client::set_user_agent(bosun_cluster::kube::client::user_agent_of(
+            Some(leadership.id()),
+        ));
+    }
     store
         .set_report_policy(Arc::new(crate::reports::Policy(reports.clone())))
         .map_err(|e| format!("cannot set the store's report policy: {e}"))?;
@@ -272,6 +279,7 @@ fn serve_until_signal(args: &ServeArgs) -> Result<(), String> {
     let wake = Arc::new(tokio::sync::Notify::new());
     let make_executor: ExecutorFactory = {
         let (wake, runs) = (wake.clone(), args.data_dir.join("runs"));
+        let leadership = leadership.clone();
         Box::new(move |alias, def, user, pods| match def {
             ClusterDef::Local { .. } => {
                 let wake = wake.clone();
@@ -295,7 +303,13 @@ fn serve_until_signal(args: &ServeArgs) -> Result<(), String> {
                     runs.join(alias),
                     Some(on_change),
                 ) {
-                    Ok(exec) => Some(Arc::new(exec) as Arc<dyn Executor>),
+                    // Its sinker and revivals act only inside the leader's
+                    // trust window, as the controller does.
+                    Ok(exec) => {
+                        let leadership = leadership.clone();
+                        let exec = exec.acting_only_while(Arc::new(move || leadership.trusted()));
+                        Some(Arc::new(exec) as Arc<dyn Executor>)
+                    }
                     Err(e) => {
                         tracing::error!(cluster = alias, error = %e, "cannot start the cluster's executor");
                         None

@@ -226,13 +226,83 @@ impl AuditLog {
     }
 }
 
+/// One request of the audit log, as it was answered: for a test that asks
+/// who did what to which object, and when.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    /// What it is counted under.
+    pub key: Key,
+    /// The client's `User-Agent` (empty when it sent none).
+    pub user_agent: String,
+    /// The object's namespace, or empty.
+    pub namespace: String,
+    /// The object's name, or empty (a list, a watch; a create's name is
+    /// the created object's).
+    pub name: String,
+    /// When kube-apiserver received the request (its clock, to the
+    /// microsecond).
+    pub received: jiff::Timestamp,
+}
+
+impl Event {
+    /// The event of one JSON line, when it is a request's last one
+    /// (`ResponseComplete` or `Panic`).
+    fn parse(line: &[u8]) -> Option<Event> {
+        let event: serde_json::Value = serde_json::from_slice(line).ok()?;
+        if !matches!(
+            event["stage"].as_str(),
+            Some("ResponseComplete") | Some("Panic")
+        ) {
+            return None;
+        }
+        let text = |v: &serde_json::Value| v.as_str().unwrap_or("").to_string();
+        let object = &event["objectRef"];
+        Some(Event {
+            key: Key {
+                user: text(&event["user"]["username"]),
+                verb: text(&event["verb"]),
+                resource: match object["resource"].as_str() {
+                    Some(r) => r.to_string(),
+                    None => text(&event["requestURI"])
+                        .split('?')
+                        .next()
+                        .unwrap_or("")
+                        .to_string(),
+                },
+                subresource: text(&object["subresource"]),
+                code: event["responseStatus"]["code"]
+                    .as_u64()
+                    .and_then(|c| u16::try_from(c).ok())
+                    .unwrap_or(0),
+            },
+            user_agent: text(&event["userAgent"]),
+            namespace: text(&object["namespace"]),
+            name: text(&object["name"]),
+            received: event["requestReceivedTimestamp"].as_str()?.parse().ok()?,
+        })
+    }
+}
+
+impl AuditLog {
+    /// Every request answered so far, in the log's order (read from the
+    /// start each time; a last line still being written is left out).
+    pub fn events(&self) -> Vec<Event> {
+        let text = std::fs::read(&self.path).unwrap_or_default();
+        let complete = text.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        text[..complete]
+            .split(|b| *b == b'\n')
+            .filter_map(Event::parse)
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn event(id: &str, stage: &str, verb: &str, object: &str, code: u16) -> String {
         format!(
-            r#"{{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","auditID":"{id}","stage":"{stage}","requestURI":"/version?timeout=10s","verb":"{verb}","user":{{"username":"system:serviceaccount:ns:bosun"}},{object}"responseStatus":{{"metadata":{{}},"code":{code}}}}}"#
+            r#"{{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","auditID":"{id}","stage":"{stage}","requestURI":"/version?timeout=10s","verb":"{verb}","user":{{"username":"system:serviceaccount:ns:bosun"}},"requestReceivedTimestamp":"2026-01-02T03:04:05.123456Z",{object}"responseStatus":{{"metadata":{{}},"code":{code}}}}}"#
         )
     }
 
@@ -263,6 +333,15 @@ mod tests {
         let later = second.since(&first);
         assert_eq!(later.total(), 2, "{later:?}");
         assert_eq!(later.of_user("system:serviceaccount:ns:bosun").total(), 2);
+        let events = audit.events();
+        assert_eq!(events.len(), 3, "{events:?}");
+        assert_eq!(events[0].key.verb, "create");
+        assert_eq!(events[0].namespace, "ns");
+        assert_eq!(events[1].name, "a");
+        assert_eq!(
+            events[1].received.to_string(),
+            "2026-01-02T03:04:05.123456Z"
+        );
         // The watch ends: nothing new.
         let end = event("2", "ResponseComplete", "watch", pods, 200);
         std::fs::write(&path, lines.join("\n") + "\n" + &end + "\n").unwrap();

@@ -4,10 +4,16 @@
 //! a context's client, made on first use, and hands out the pod API of the
 //! pod namespace.
 //!
+//! Every request says who sent it: `User-Agent: bosun/VERSION`, or, in a
+//! replica on PostgreSQL, `bosun/VERSION (replica ID)` ([`set_user_agent`]),
+//! so that a cluster's audit log tells the replicas apart (they share one
+//! service account).
+//!
 //! It knows nothing of runs, pods' meaning, health or executors: only how to
 //! reach a cluster, and the errors of doing so ([`ApiError`]).
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -76,6 +82,47 @@ impl From<kube::Error> for ApiError {
     }
 }
 
+/// The `User-Agent` of this process's requests, once set.
+static USER_AGENT: OnceLock<String> = OnceLock::new();
+
+/// `bosun/VERSION`, and ` (replica ID)` when `replica` is given: the
+/// `User-Agent` of a replica `replica` (its lease holder id). Characters a
+/// header cannot carry (outside printable ASCII) become `?`.
+pub fn user_agent_of(replica: Option<&str>) -> String {
+    let base = concat!("bosun/", env!("CARGO_PKG_VERSION"));
+    match replica {
+        None => base.to_string(),
+        Some(id) => {
+            let id: String = id
+                .chars()
+                .map(|c| {
+                    if c == ' ' || c.is_ascii_graphic() {
+                        c
+                    } else {
+                        '?'
+                    }
+                })
+                .collect();
+            format!("{base} (replica {id})")
+        }
+    }
+}
+
+/// Sets the `User-Agent` of every client made from now on in this process
+/// (once: a later call changes nothing and returns false). Unset, it is
+/// [`user_agent_of`]`(None)`.
+pub fn set_user_agent(agent: String) -> bool {
+    USER_AGENT.set(agent).is_ok()
+}
+
+/// The `User-Agent` this process's clients send.
+pub fn user_agent() -> String {
+    USER_AGENT
+        .get()
+        .cloned()
+        .unwrap_or_else(|| user_agent_of(None))
+}
+
 /// A client for `context` of `kubeconfig` (the default kubeconfig when none).
 pub async fn client(kubeconfig: Option<&Path>, context: &str) -> Result<Client, ApiError> {
     let options = KubeConfigOptions {
@@ -104,6 +151,9 @@ pub async fn client(kubeconfig: Option<&Path>, context: &str) -> Result<Client, 
     // own loops come back to a cluster soon enough, and a call must not hold
     // a task past the API timeout.
     config.default_retry = false;
+    if let Ok(agent) = http::HeaderValue::from_str(&user_agent()) {
+        config.headers.push((http::header::USER_AGENT, agent));
+    }
     Client::try_from(config).map_err(|e| ApiError::Context {
         context: context.to_string(),
         reason: e.to_string(),
@@ -151,6 +201,22 @@ impl Connection {
 /// plank) nor `408`: those pass.
 pub(crate) fn is_refusal(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if (400..500).contains(&s.code) && s.code != 429 && s.code != 408)
+}
+
+#[cfg(test)]
+mod user_agent_tests {
+    #[test]
+    fn a_replica_names_itself_in_printable_ascii() {
+        let v = env!("CARGO_PKG_VERSION");
+        assert_eq!(super::user_agent_of(None), format!("bosun/{v}"));
+        assert_eq!(
+            super::user_agent_of(Some("host:/var/lib/bosun#12.345")),
+            format!("bosun/{v} (replica host:/var/lib/bosun#12.345)")
+        );
+        let odd = super::user_agent_of(Some("h\u{f6}st\n"));
+        assert_eq!(odd, format!("bosun/{v} (replica h?st?)"));
+        assert!(http::HeaderValue::from_str(&odd).is_ok());
+    }
 }
 
 #[cfg(test)]

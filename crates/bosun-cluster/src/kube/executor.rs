@@ -61,7 +61,13 @@ struct KubeInner {
     watch_changed: tokio::sync::Notify,
     /// The pipeline runs' PipelineRuns.
     pipelines: Arc<Pipelines>,
+    /// Whether this process may act on the cluster now, once told
+    /// ([`KubeExecutor::acting_only_while`]).
+    may_act: std::sync::OnceLock<Gate>,
 }
+
+/// Whether a process may act on clusters now (create and delete pods).
+pub type Gate = Arc<dyn Fn() -> bool + Send + Sync>;
 
 /// A revival under way.
 struct Revival {
@@ -74,6 +80,12 @@ struct Revival {
 }
 
 impl KubeInner {
+    /// Whether this process may create or delete pods now (always, when no
+    /// gate was given).
+    fn may_act(&self) -> bool {
+        self.may_act.get().is_none_or(|gate| gate())
+    }
+
     fn changed(&self) {
         self.watch_changed.notify_waiters();
         if let Some(f) = &self.on_change {
@@ -142,7 +154,9 @@ impl KubeInner {
             };
             let seen_uid = self.uid_of(&name);
             let old_there = seen_uid.is_some() && seen_uid == old_uid;
-            let step = if old_there && !deleted {
+            let step = if !self.may_act() {
+                Err("this process may not act on the cluster now".to_string())
+            } else if old_there && !deleted {
                 match tokio::time::timeout(API_TIMEOUT, self.delete_pod(&name, old_uid)).await {
                     Ok(Ok(())) => {
                         deleted = true;
@@ -306,6 +320,7 @@ impl KubeExecutor {
             on_change,
             reviving: Mutex::default(),
             watch_changed: tokio::sync::Notify::new(),
+            may_act: std::sync::OnceLock::new(),
         });
         let watch = inner.clone();
         rt.spawn(async move {
@@ -323,13 +338,23 @@ impl KubeExecutor {
             let sinker = inner.clone();
             rt.spawn(async move {
                 let s = &sinker;
-                sink(&s.conn, &s.cache, &s.logs, s.settings.terminated_pod_ttl).await
+                let ttl = s.settings.terminated_pod_ttl;
+                sink(&s.conn, &s.cache, &s.logs, ttl, || s.may_act()).await
             });
         }
         Ok(KubeExecutor {
             inner,
             rt: Some(rt),
         })
+    }
+
+    /// Deletes finished pods (its sinker) and carries revivals through only
+    /// while `gate` says so: a replica on PostgreSQL, while it leads and its
+    /// trust window lasts, as the controller starts and stops pods. Without
+    /// a gate it always may. (Set once; a later gate is ignored.)
+    pub fn acting_only_while(self, gate: Gate) -> Self {
+        let _ = self.inner.may_act.set(gate);
+        self
     }
 
     /// Runs `f` on this cluster's runtime and waits for it, at most a little

@@ -3,7 +3,9 @@
 //! `sinker.exclude_clusters`; the executor does not start it there).
 //!
 //! It knows nothing of runs: it reads the watch's cache and asks the log
-//! copier, and deletes pods through the cluster's connection.
+//! copier, and deletes pods through the cluster's connection, only while
+//! the process may act on the cluster (a replica that leads, inside its
+//! trust window: followers and a stale leader delete nothing).
 
 use std::time::Duration;
 
@@ -14,11 +16,21 @@ use super::logs::LogCopier;
 use super::watch::PodCache;
 
 /// Deletes the finished pods of `cache` `ttl` after they ended, once
-/// `logs` has their log, until the runtime ends.
-pub(crate) async fn sink(conn: &Connection, cache: &PodCache, logs: &LogCopier, ttl: Duration) {
+/// `logs` has their log, while `may_act` says so (checked before each
+/// deletion), until the runtime ends.
+pub(crate) async fn sink(
+    conn: &Connection,
+    cache: &PodCache,
+    logs: &LogCopier,
+    ttl: Duration,
+    may_act: impl Fn() -> bool,
+) {
     let every = (ttl / 2).clamp(Duration::from_millis(200), Duration::from_secs(60));
     loop {
         tokio::time::sleep(every).await;
+        if !may_act() {
+            continue;
+        }
         let now = jiff::Timestamp::now();
         let done = cache.names_where(|name, pod| {
             let ended = finished_at(pod);
@@ -29,6 +41,9 @@ pub(crate) async fn sink(conn: &Connection, cache: &PodCache, logs: &LogCopier, 
             continue;
         };
         for name in done {
+            if !may_act() {
+                break;
+            }
             // Only the pod that ended: never a revived run's new pod.
             let uid = cache.with_pod(&name, |p| p.metadata.uid.clone()).flatten();
             let params = kube::api::DeleteParams {

@@ -42,6 +42,7 @@ mod quickstart_pipeline;
 mod readme_walkthrough;
 mod replicas;
 mod replicas_api;
+mod replicas_kube;
 mod repos;
 mod serve;
 mod web_browser;

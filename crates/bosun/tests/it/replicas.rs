@@ -28,7 +28,7 @@ const JOBS: &str = "periodics:\n- name: sec\n  cron: \"* * * * * *\"\n  spec: {c
 const JOBS_LOAD: &str = "periodics:\n- name: sec\n  cron: \"* * * * * *\"\n  spec: {containers: [{image: x, command: [\"true\"]}]}\n- name: load\n  cron: \"0 0 1 1 *\"\n  spec: {containers: [{image: x, command: [\"true\"]}]}\n";
 
 /// The shortened lease timings every replica of these tests runs with.
-const LEASE: [&str; 8] = [
+pub(crate) const LEASE: [&str; 8] = [
     "--lease-ttl",
     "3s",
     "--lease-renew",
@@ -43,17 +43,19 @@ const LEASE: [&str; 8] = [
 /// (configuration, data, logs) and a store URL of its own (its
 /// `application_name` is `r<i>`, so its backends can be told apart in
 /// `pg_stat_activity`; a test may route one through a [`Proxy`]).
-struct Replicas {
+pub(crate) struct Replicas {
     _dir: tempfile::TempDir,
     dirs: Vec<PathBuf>,
     /// The database's name.
     db: String,
     urls: Vec<String>,
     lease: Vec<String>,
-    up: Vec<Option<Serve>>,
+    /// More arguments of every replica (after the lease's).
+    extra: Vec<String>,
+    pub(crate) up: Vec<Option<Serve>>,
     /// Replicas not to ask (paused, or cut from the database: their API
     /// would not answer).
-    hidden: Vec<bool>,
+    pub(crate) hidden: Vec<bool>,
 }
 
 impl Replicas {
@@ -67,12 +69,25 @@ impl Replicas {
 
     /// `n` replicas on the database `url` with `lease` flags, none started.
     fn on(url: &str, n: usize, lease: &[&str], jobs: &str) -> Replicas {
+        Replicas::with(url, n, lease, CONFIG, jobs, &[])
+    }
+
+    /// As [`Replicas::on`], with the configuration `config` and `extra`
+    /// arguments more.
+    pub(crate) fn with(
+        url: &str,
+        n: usize,
+        lease: &[&str],
+        config: &str,
+        jobs: &str,
+        extra: &[&str],
+    ) -> Replicas {
         let dir = tempfile::tempdir().unwrap();
         let dirs: Vec<PathBuf> = (0..n)
             .map(|i| {
                 let d = dir.path().join(format!("r{i}"));
                 std::fs::create_dir_all(d.join("jobs")).unwrap();
-                std::fs::write(d.join("config.yaml"), CONFIG).unwrap();
+                std::fs::write(d.join("config.yaml"), config).unwrap();
                 std::fs::write(d.join("jobs/jobs.yaml"), jobs).unwrap();
                 d
             })
@@ -85,6 +100,7 @@ impl Replicas {
                 .map(|i| format!("{url}?application_name=r{i}"))
                 .collect(),
             lease: lease.iter().map(|s| s.to_string()).collect(),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
             up: (0..n).map(|_| None).collect(),
             hidden: vec![false; n],
         }
@@ -95,13 +111,14 @@ impl Replicas {
         args.extend(
             self.lease
                 .iter()
+                .chain(&self.extra)
                 .map(|a| -> &std::ffi::OsStr { a.as_ref() }),
         );
         serve(&self.dirs[i], &args, &[("RUST_LOG", "info")])
     }
 
     /// Starts replica `i` (down before); returns once it is ready.
-    fn up(&mut self, i: usize) {
+    pub(crate) fn up(&mut self, i: usize) {
         let s = self.spawn(i);
         let deadline = Instant::now() + Duration::from_secs(30);
         while request(s.port, "GET", "/readyz", None, None).0 != 200 {
@@ -111,12 +128,12 @@ impl Replicas {
         self.up[i] = Some(s);
     }
 
-    fn port(&self, i: usize) -> u16 {
+    pub(crate) fn port(&self, i: usize) -> u16 {
         self.up[i].as_ref().expect("replica up").port
     }
 
     /// Any replica that is up.
-    fn any(&self) -> u16 {
+    pub(crate) fn any(&self) -> u16 {
         (0..self.up.len())
             .find(|i| self.up[*i].is_some() && !self.hidden[*i])
             .map(|i| self.port(i))
@@ -126,7 +143,7 @@ impl Replicas {
     /// What replica `i` says of the leadership. A 503 (the store did not
     /// answer: each pooled connection a fault broke fails its next call)
     /// is asked again, for up to 5 s.
-    fn leader_view(&self, i: usize) -> serde_json::Value {
+    pub(crate) fn leader_view(&self, i: usize) -> serde_json::Value {
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
             let (status, body) = request(self.port(i), "GET", "/api/v1/leader", None, None);
@@ -143,7 +160,7 @@ impl Replicas {
 
     /// The replica that leads, once exactly one says so (waits up to
     /// `within`; hidden replicas are not asked).
-    fn leader(&self, within: Duration) -> usize {
+    pub(crate) fn leader(&self, within: Duration) -> usize {
         let deadline = Instant::now() + within;
         loop {
             let leading: Vec<usize> = (0..self.up.len())
@@ -159,7 +176,7 @@ impl Replicas {
         }
     }
 
-    fn kill(&mut self, i: usize) {
+    pub(crate) fn kill(&mut self, i: usize) {
         drop(self.up[i].take());
     }
 
@@ -178,11 +195,11 @@ impl Replicas {
         self.kill(i);
     }
 
-    fn pid(&self, i: usize) -> rustix::process::Pid {
+    pub(crate) fn pid(&self, i: usize) -> rustix::process::Pid {
         rustix::process::Pid::from_child(&self.up[i].as_ref().unwrap().child)
     }
 
-    fn log(&self, i: usize) -> String {
+    pub(crate) fn log(&self, i: usize) -> String {
         std::fs::read_to_string(&self.up[i].as_ref().unwrap().log).unwrap_or_default()
     }
 
@@ -316,7 +333,7 @@ fn ts(v: &serde_json::Value) -> Timestamp {
 /// has exactly one outcome, no tick has two runs, each run outcome names
 /// its run, the last tick is recent. Returns the runs' creation times by
 /// tick.
-fn check_ticks(port: u16) -> Vec<(Timestamp, Timestamp)> {
+pub(crate) fn check_ticks(port: u16) -> Vec<(Timestamp, Timestamp)> {
     let (_, body) = request(port, "GET", "/api/v1/periodics/sec/ticks", None, None);
     let ticks = json(&body)["ticks"].as_array().unwrap().clone();
     let (_, body) = request(port, "GET", "/api/v1/runs?job=sec&limit=10000", None, None);
@@ -397,7 +414,7 @@ fn first_run_after(port: u16, at: Timestamp, within: Duration) -> Duration {
     }
 }
 
-fn pause(pid: rustix::process::Pid, stop: bool) {
+pub(crate) fn pause(pid: rustix::process::Pid, stop: bool) {
     let signal = if stop {
         rustix::process::Signal::STOP
     } else {
@@ -508,7 +525,7 @@ fn totals(port: u16) -> std::collections::BTreeMap<String, u64> {
 }
 
 /// Waits until replica `i` no longer leads, by its API.
-fn steps_down(r: &Replicas, i: usize, within: Duration) {
+pub(crate) fn steps_down(r: &Replicas, i: usize, within: Duration) {
     let deadline = Instant::now() + within;
     while r.leader_view(i)["leader"] != false {
         assert!(Instant::now() < deadline, "replica {i} never stepped down");
