@@ -75,8 +75,11 @@ impl Kubelet {
                         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(p.kubelet())))
                             .is_ok()
                     };
+                    let name = pod.metadata.name.clone().unwrap_or_default();
                     if step(&|k| k.run_pod(&pod)) {
+                        step(&|k| k.append_log(NS, &name, &format!("{name} starts\n")));
                         std::thread::sleep(Duration::from_secs(POD_SECS));
+                        step(&|k| k.append_log(NS, &name, &format!("{name} ends\n")));
                         step(&|k| k.finish_pod(&pod, Outcome::success()));
                     }
                 });
@@ -359,6 +362,22 @@ fn failovers_with_pods_in_flight_adopt_them_and_no_old_leader_touches_a_pod() {
     for (id, run) in &all {
         if run["state"] == "success" {
             assert!(per_run.contains_key(id.as_str()), "run {id}: no pod create");
+        }
+    }
+
+    // Each pod's log, whole and once, on every replica, those in flight at
+    // a fault included: copied again from the API by the next leader,
+    // shipped on from where the store's copy ended. The killed replica,
+    // started again once their pods are gone, has only the parts it copied
+    // before it died: it serves the store's whole log.
+    r.up(second);
+    let up: Vec<u16> = (0..3).map(|i| r.port(i)).collect();
+    for id in paused.iter().chain(&killed).chain(posted.iter().take(3)) {
+        let want = format!("{id} starts\n{id} ends\n");
+        for port in &up {
+            let (status, log) =
+                request(*port, "GET", &format!("/api/v1/runs/{id}/log"), None, None);
+            assert_eq!((status, &log), (200, &want), "run {id} on port {port}");
         }
     }
 

@@ -170,10 +170,10 @@ const STORED_CHUNK: usize = 1024 * 1024;
 /// its executor has written all of it; with `?follow=false`, what the log
 /// holds now (nothing yet for a run that has not started), at once.
 ///
-/// The log is read from this machine's file while there is one (the
-/// replica that runs the job, or a store of this process's own); a replica
-/// of a shared store without the file reads what the leader appended to
-/// the store ([`crate::shipper`]), the same bytes.
+/// The log is read from this machine's file (the replica that runs the
+/// job, or a store of this process's own); on a shared store, from the
+/// store once it holds the log whole, and from the store on a replica
+/// without the file ([`crate::shipper`]: the same bytes).
 pub async fn log(
     State(daemon): State<Arc<Daemon>>,
     Path(id): Path<String>,
@@ -278,33 +278,48 @@ struct LogRead {
 }
 
 impl LogSource {
+    /// The store's log when it holds it whole (this machine's file may be
+    /// a copy that stopped short: a replica that died while copying a
+    /// pod's log and started again after the pod was gone); else this
+    /// machine's file while there is one (fresher than the store's, which
+    /// trails it); else what the store holds so far.
     async fn read(&self, offset: u64) -> LogRead {
-        let here = tokio::fs::try_exists(&self.path).await.unwrap_or(false);
-        match &self.store {
-            Some(store) if !here => {
+        let stored = match &self.store {
+            Some(store) => {
                 let (store, id) = (store.clone(), self.id.clone());
                 match blocking(move || store.run_log(&id, offset, STORED_CHUNK)).await {
-                    Ok(Some(s)) => LogRead {
-                        stored_whole: Some(s.complete && offset + s.data.len() as u64 >= s.len),
-                        data: s.data,
-                    },
-                    Ok(None) => LogRead {
-                        data: Vec::new(),
-                        stored_whole: Some(false),
-                    },
+                    Ok(slice) => slice,
                     Err(e) => {
                         tracing::debug!(run = %self.id, error = %e, "cannot read the run's log from the store");
-                        LogRead {
-                            data: Vec::new(),
-                            stored_whole: Some(false),
-                        }
+                        None
                     }
                 }
             }
-            _ => LogRead {
-                data: read_from(&self.path, offset).await,
-                stored_whole: None,
+            None => None,
+        };
+        let from_store = |s: Option<bosun_store::LogSlice>| match s {
+            Some(s) => LogRead {
+                stored_whole: Some(s.complete && offset + s.data.len() as u64 >= s.len),
+                data: s.data,
             },
+            None => LogRead {
+                data: Vec::new(),
+                stored_whole: Some(false),
+            },
+        };
+        match stored {
+            Some(s) if s.complete => from_store(Some(s)),
+            stored => {
+                if self.store.is_none() || tokio::fs::try_exists(&self.path).await.unwrap_or(false)
+                {
+                    LogRead {
+                        data: read_from(&self.path, offset).await,
+                        stored_whole: None,
+                    }
+                } else {
+                    from_store(stored)
+                }
+            }
         }
     }
 }
