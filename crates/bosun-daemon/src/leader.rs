@@ -177,11 +177,7 @@ impl Leadership {
     /// window has not ended. Checked before each such action.
     pub fn trusted(&self) -> bool {
         let s = self.standing.locked();
-        match (&self.lease, s.term) {
-            (None, _) => true,
-            (Some(_), None) => false,
-            (Some(_), Some(_)) => s.trusted_until.is_some_and(|t| Instant::now() < t),
-        }
+        trusted_at(self.lease.is_some(), &s, Instant::now())
     }
 
     /// What `GET /api/v1/leader` tells (reads the lease: blocking).
@@ -438,6 +434,19 @@ pub async fn campaign(
     }
 }
 
+/// Whether a replica standing as `s` may act at `now`: always on a store
+/// of its own (`by_lease` false); by lease, only with a term and before its
+/// trust window's end. The window is what counts, not the term: a replica
+/// woken from a pause past its window still holds its term until its
+/// overdue renewal fails, and must not act meanwhile.
+fn trusted_at(by_lease: bool, s: &Standing, now: Instant) -> bool {
+    match (by_lease, s.term) {
+        (false, _) => true,
+        (true, None) => false,
+        (true, Some(_)) => s.trusted_until.is_some_and(|t| now < t),
+    }
+}
+
 fn reason(why: &str) -> Vec<(String, String)> {
     vec![("reason".into(), why.into())]
 }
@@ -464,4 +473,30 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
 /// Runs `f` in place (it blocks briefly: the reload of the active runs).
 async fn blocking_ref(f: &OnLead) {
     tokio::task::block_in_place(f);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_term_past_its_trust_window_may_not_act() {
+        let now = Instant::now();
+        let second = Duration::from_secs(1);
+        let standing = |term, until| Standing {
+            term,
+            since: None,
+            trusted_until: until,
+        };
+        // Inside the window.
+        assert!(trusted_at(true, &standing(Some(3), Some(now + second)), now));
+        // Past it, the term still held (a renewal not failed yet).
+        assert!(!trusted_at(true, &standing(Some(3), Some(now - second)), now));
+        assert!(!trusted_at(true, &standing(Some(3), Some(now)), now));
+        assert!(!trusted_at(true, &standing(Some(3), None), now));
+        // No term.
+        assert!(!trusted_at(true, &standing(None, Some(now + second)), now));
+        // A store of its own: always.
+        assert!(trusted_at(false, &standing(None, None), now));
+    }
 }
