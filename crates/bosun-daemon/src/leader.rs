@@ -489,9 +489,17 @@ mod tests {
             trusted_until: until,
         };
         // Inside the window.
-        assert!(trusted_at(true, &standing(Some(3), Some(now + second)), now));
+        assert!(trusted_at(
+            true,
+            &standing(Some(3), Some(now + second)),
+            now
+        ));
         // Past it, the term still held (a renewal not failed yet).
-        assert!(!trusted_at(true, &standing(Some(3), Some(now - second)), now));
+        assert!(!trusted_at(
+            true,
+            &standing(Some(3), Some(now - second)),
+            now
+        ));
         assert!(!trusted_at(true, &standing(Some(3), Some(now)), now));
         assert!(!trusted_at(true, &standing(Some(3), None), now));
         // No term.

@@ -286,48 +286,14 @@ pub fn grant(plane: &ControlPlane, tenant: &Tenant, verbs: &[&str]) {
 /// cache is filled asynchronously: a request right after the RoleBinding may
 /// still be refused).
 fn settled(plane: &ControlPlane, tenant: &Tenant, verbs: &[&str]) {
-    use k8s_openapi::api::authorization::v1::{
-        ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
-    };
-    let ns = tenant.namespace.clone();
-    let reviews: Api<SubjectAccessReview> = Api::all(plane.admin());
-    let verbs: Vec<String> = verbs.iter().map(|v| v.to_string()).collect();
-    runtime().block_on(async move {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        loop {
-            let mut all = true;
-            for verb in &verbs {
-                let review = SubjectAccessReview {
-                    spec: SubjectAccessReviewSpec {
-                        user: Some(format!("system:serviceaccount:{ns}:bosun")),
-                        groups: Some(vec![
-                            "system:serviceaccounts".into(),
-                            format!("system:serviceaccounts:{ns}"),
-                            "system:authenticated".into(),
-                        ]),
-                        resource_attributes: Some(ResourceAttributes {
-                            namespace: Some(ns.clone()),
-                            verb: Some(verb.clone()),
-                            group: Some("tekton.dev".into()),
-                            resource: Some("pipelineruns".into()),
-                            ..ResourceAttributes::default()
-                        }),
-                        ..SubjectAccessReviewSpec::default()
-                    },
-                    ..SubjectAccessReview::default()
-                };
-                let answer = reviews
-                    .create(&PostParams::default(), &review)
-                    .await
-                    .unwrap_or_else(|e| panic!("subject access review: {e}"));
-                all &= answer.status.is_some_and(|s| s.allowed);
-            }
-            if all || std::time::Instant::now() > deadline {
-                return;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
-    });
+    let want = vec![true; verbs.len()];
+    crate::tenant::judged_as(
+        &plane.admin(),
+        &tenant.namespace,
+        ("tekton.dev", "pipelineruns"),
+        verbs,
+        &want,
+    );
 }
 
 /// The `tekton-validate` binary: `$BOSUN_TEKTON_VALIDATE`, else what

@@ -186,42 +186,58 @@ impl Tenant {
 /// not be what the next request is judged by; a test that checks a grant at
 /// once would race it.
 fn settled(admin: &Client, namespace: &str, pod_verbs: &[&str]) {
-    use k8s_openapi::api::authorization::v1::{
-        ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
-    };
     assert!(
         pod_verbs.iter().all(|v| POD_VERBS.contains(v)),
         "{pod_verbs:?}: only verbs of {POD_VERBS:?} can be waited for"
     );
-    let user = format!("system:serviceaccount:{namespace}:bosun");
     let want: Vec<bool> = POD_VERBS.iter().map(|v| pod_verbs.contains(v)).collect();
+    judged_as(admin, namespace, ("", "pods"), &POD_VERBS, &want);
+}
+
+/// Waits (up to 30 s, then panics) until kube-apiserver's authorizer
+/// judges bosun's service account in `namespace` as `want` says for each
+/// of `verbs` on `resource` (its API group and plural name): asked by
+/// SubjectAccessReviews, as the authorizer itself would judge a request.
+pub(crate) fn judged_as(
+    admin: &Client,
+    namespace: &str,
+    (group, resource): (&str, &str),
+    verbs: &[&str],
+    want: &[bool],
+) {
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+    };
+    let user = format!("system:serviceaccount:{namespace}:bosun");
     let (admin, ns) = (admin.clone(), namespace.to_string());
+    let review = |verb: &str| SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(user.clone()),
+            groups: Some(vec![
+                "system:serviceaccounts".into(),
+                format!("system:serviceaccounts:{ns}"),
+                "system:authenticated".into(),
+            ]),
+            resource_attributes: Some(ResourceAttributes {
+                namespace: Some(ns.clone()),
+                verb: Some(verb.into()),
+                group: (!group.is_empty()).then(|| group.to_string()),
+                resource: Some(resource.into()),
+                ..ResourceAttributes::default()
+            }),
+            ..SubjectAccessReviewSpec::default()
+        },
+        ..SubjectAccessReview::default()
+    };
+    let reviews: Vec<SubjectAccessReview> = verbs.iter().map(|v| review(v)).collect();
     runtime().block_on(async move {
-        let reviews: Api<SubjectAccessReview> = Api::all(admin);
+        let api: Api<SubjectAccessReview> = Api::all(admin);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         loop {
             let mut got = Vec::new();
-            for verb in POD_VERBS {
-                let review = SubjectAccessReview {
-                    spec: SubjectAccessReviewSpec {
-                        user: Some(user.clone()),
-                        groups: Some(vec![
-                            "system:serviceaccounts".into(),
-                            format!("system:serviceaccounts:{ns}"),
-                            "system:authenticated".into(),
-                        ]),
-                        resource_attributes: Some(ResourceAttributes {
-                            namespace: Some(ns.clone()),
-                            verb: Some(verb.into()),
-                            resource: Some("pods".into()),
-                            ..ResourceAttributes::default()
-                        }),
-                        ..SubjectAccessReviewSpec::default()
-                    },
-                    ..SubjectAccessReview::default()
-                };
-                let answer = reviews
-                    .create(&PostParams::default(), &review)
+            for review in &reviews {
+                let answer = api
+                    .create(&PostParams::default(), review)
                     .await
                     .unwrap_or_else(|e| panic!("subject access review: {e}"));
                 got.push(answer.status.is_some_and(|s| s.allowed));
@@ -231,7 +247,7 @@ fn settled(admin: &Client, namespace: &str, pod_verbs: &[&str]) {
             }
             assert!(
                 std::time::Instant::now() < deadline,
-                "the authorizer of {ns} never settled on {want:?} for {POD_VERBS:?}: {got:?}"
+                "the authorizer of {namespace} never settled on {want:?} for {verbs:?} on {resource}: {got:?}"
             );
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }

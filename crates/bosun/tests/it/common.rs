@@ -263,3 +263,96 @@ pub fn wait_state(port: u16, id: &str, done: impl Fn(&str) -> bool) -> serde_jso
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// What [`check_every_second`] read: every tick with its outcome, by time;
+/// and each scheduled run's tick and creation, by tick.
+pub struct Ticks {
+    /// Every tick of the recorded outcomes, expanded, with its outcome.
+    pub seen: Vec<(jiff::Timestamp, String)>,
+    /// The scheduled runs' (tick, created_at).
+    pub scheduled: Vec<(jiff::Timestamp, jiff::Timestamp)>,
+}
+
+/// The checker of an every-second periodic `name` through the API of the
+/// daemon on `port`: every second from its first recorded tick to its last
+/// has exactly one outcome (a run or a skip), the last at most `fresh`
+/// seconds ago; each run outcome names a run of that tick; no tick has two
+/// runs; runs and run outcomes match one for one.
+pub fn check_every_second(port: u16, name: &str, fresh: i64) -> Ticks {
+    use jiff::{SignedDuration, Timestamp};
+    let (_, body) = request(
+        port,
+        "GET",
+        &format!("/api/v1/periodics/{name}/ticks"),
+        None,
+        None,
+    );
+    let ticks = json(&body)["ticks"].as_array().unwrap().clone();
+    let (_, body) = request(
+        port,
+        "GET",
+        &format!("/api/v1/runs?job={name}&limit=10000"),
+        None,
+        None,
+    );
+    let runs = json(&body)["runs"].as_array().unwrap().clone();
+    let ts = |v: &serde_json::Value| v.as_str().unwrap().parse::<Timestamp>().unwrap();
+    let mut seen: Vec<(Timestamp, String)> = Vec::new();
+    for o in &ticks {
+        let (first, last) = (ts(&o["first_tick"]), ts(&o["last_tick"]));
+        let count = o["count"].as_u64().unwrap();
+        let span = last.duration_since(first).as_secs() as u64 + 1;
+        assert_eq!(
+            count, span,
+            "{name}: a per-second range counts every second: {o}"
+        );
+        for i in 0..count {
+            seen.push((
+                first + SignedDuration::from_secs(i as i64),
+                o["outcome"].as_str().unwrap().to_string(),
+            ));
+        }
+        if o["outcome"] == "run" {
+            let id = o["run_id"].as_str().expect("a run outcome names its run");
+            let run = runs
+                .iter()
+                .find(|r| r["id"] == id)
+                .unwrap_or_else(|| panic!("{name}: the run of {o} exists"));
+            assert_eq!(ts(&run["scheduled_at"]), first);
+        }
+    }
+    seen.sort();
+    let n = seen.len();
+    assert!(n > 0, "{name}: no tick recorded");
+    let mut distinct: Vec<Timestamp> = seen.iter().map(|(t, _)| *t).collect();
+    distinct.dedup();
+    assert_eq!(
+        distinct.len(),
+        n,
+        "{name}: a tick with two outcomes: {ticks:?}"
+    );
+    assert_eq!(
+        distinct[n - 1].duration_since(distinct[0]).as_secs() as usize + 1,
+        n,
+        "{name}: every second from the first tick to the last has an outcome: {ticks:?}"
+    );
+    assert!(
+        Timestamp::now().duration_since(distinct[n - 1]).as_secs() <= fresh,
+        "{name}: ticks are still being recorded"
+    );
+    let mut scheduled: Vec<(Timestamp, Timestamp)> = runs
+        .iter()
+        .filter(|r| !r["scheduled_at"].is_null())
+        .map(|r| (ts(&r["scheduled_at"]), ts(&r["created_at"])))
+        .collect();
+    let m = scheduled.len();
+    scheduled.sort();
+    scheduled.dedup_by_key(|(t, _)| *t);
+    assert_eq!(scheduled.len(), m, "{name}: no tick has two runs");
+    assert_eq!(
+        m,
+        seen.iter().filter(|(_, o)| o == "run").count(),
+        "{name}: runs and run outcomes match"
+    );
+    Ticks { seen, scheduled }
+}

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bosun_kubetest::postgres::Postgres;
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 
 use crate::common::{json, request, serve, Serve};
 
@@ -334,64 +334,7 @@ fn ts(v: &serde_json::Value) -> Timestamp {
 /// its run, the last tick is recent. Returns the runs' creation times by
 /// tick.
 pub(crate) fn check_ticks(port: u16) -> Vec<(Timestamp, Timestamp)> {
-    let (_, body) = request(port, "GET", "/api/v1/periodics/sec/ticks", None, None);
-    let ticks = json(&body)["ticks"].as_array().unwrap().clone();
-    let (_, body) = request(port, "GET", "/api/v1/runs?job=sec&limit=10000", None, None);
-    let runs = json(&body)["runs"].as_array().unwrap().clone();
-    let mut seen: Vec<(Timestamp, String)> = Vec::new();
-    for o in &ticks {
-        let (first, last) = (ts(&o["first_tick"]), ts(&o["last_tick"]));
-        let count = o["count"].as_u64().unwrap();
-        assert_eq!(
-            count,
-            last.duration_since(first).as_secs() as u64 + 1,
-            "a per-second range counts every second: {o}"
-        );
-        for i in 0..count {
-            seen.push((
-                first + SignedDuration::from_secs(i as i64),
-                o["outcome"].as_str().unwrap().to_string(),
-            ));
-        }
-        if o["outcome"] == "run" {
-            let id = o["run_id"].as_str().expect("a run outcome names its run");
-            let run = runs
-                .iter()
-                .find(|r| r["id"] == id)
-                .unwrap_or_else(|| panic!("the run of {o} exists"));
-            assert_eq!(ts(&run["scheduled_at"]), first);
-        }
-    }
-    seen.sort();
-    let n = seen.len();
-    assert!(n > 0, "no tick recorded");
-    let mut distinct: Vec<Timestamp> = seen.iter().map(|(t, _)| *t).collect();
-    distinct.dedup();
-    assert_eq!(distinct.len(), n, "a tick with two outcomes: {ticks:?}");
-    assert_eq!(
-        distinct[n - 1].duration_since(distinct[0]).as_secs() as usize + 1,
-        n,
-        "every second from the first tick to the last has an outcome: {ticks:?}"
-    );
-    assert!(
-        Timestamp::now().duration_since(distinct[n - 1]).as_secs() <= 3,
-        "ticks are still being recorded"
-    );
-    let mut scheduled: Vec<(Timestamp, Timestamp)> = runs
-        .iter()
-        .filter(|r| !r["scheduled_at"].is_null())
-        .map(|r| (ts(&r["scheduled_at"]), ts(&r["created_at"])))
-        .collect();
-    let m = scheduled.len();
-    scheduled.sort();
-    scheduled.dedup_by_key(|(t, _)| *t);
-    assert_eq!(scheduled.len(), m, "no tick has two runs");
-    assert_eq!(
-        m,
-        seen.iter().filter(|(_, o)| o == "run").count(),
-        "runs and run outcomes match"
-    );
-    scheduled
+    crate::common::check_every_second(port, "sec", 3).scheduled
 }
 
 /// The first run created after `at`: how long after `at`.

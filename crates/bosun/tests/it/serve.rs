@@ -1026,76 +1026,8 @@ fn kill_9_while_periodics_fire(extra: &[&str]) {
     let port = daemon.port;
     let mut total_runs = 0;
     for name in names {
-        let (_, body) = request(
-            port,
-            "GET",
-            &format!("/api/v1/periodics/{name}/ticks"),
-            None,
-            None,
-        );
-        let ticks = json(&body)["ticks"].as_array().unwrap().clone();
-        let (_, body) = request(
-            port,
-            "GET",
-            &format!("/api/v1/runs?job={name}&limit=10000"),
-            None,
-            None,
-        );
-        let runs = json(&body)["runs"].as_array().unwrap().clone();
-        let ts = |v: &serde_json::Value| v.as_str().unwrap().parse::<Timestamp>().unwrap();
-        // Every tick, expanded from the recorded outcomes.
-        let mut seen: Vec<(Timestamp, String)> = Vec::new();
-        for o in &ticks {
-            let (first, last) = (ts(&o["first_tick"]), ts(&o["last_tick"]));
-            let count = o["count"].as_u64().unwrap();
-            let span = last.duration_since(first).as_secs() as u64 + 1;
-            assert_eq!(count, span, "a per-second range counts every second: {o}");
-            for i in 0..count {
-                seen.push((
-                    first + SignedDuration::from_secs(i as i64),
-                    o["outcome"].as_str().unwrap().to_string(),
-                ));
-            }
-            if o["outcome"] == "run" {
-                let id = o["run_id"].as_str().expect("a run outcome names its run");
-                let run = runs.iter().find(|r| r["id"] == id).expect("its run exists");
-                assert_eq!(ts(&run["scheduled_at"]), first);
-            }
-        }
-        seen.sort();
-        let n = seen.len();
-        let mut distinct: Vec<Timestamp> = seen.iter().map(|(t, _)| *t).collect();
-        distinct.dedup();
-        assert_eq!(
-            distinct.len(),
-            n,
-            "{name}: a tick with two outcomes: {ticks:?}"
-        );
-        let (first, last) = (distinct[0], distinct[n - 1]);
-        assert_eq!(
-            last.duration_since(first).as_secs() as usize + 1,
-            n,
-            "{name}: every second from the first tick to the last has an outcome"
-        );
-        assert!(
-            Timestamp::now().duration_since(last).as_secs() <= 2,
-            "{name}: ticks are still being recorded"
-        );
-        // One run per tick, and every scheduled run has its outcome.
-        let mut scheduled: Vec<Timestamp> = runs
-            .iter()
-            .filter(|r| !r["scheduled_at"].is_null())
-            .map(|r| ts(&r["scheduled_at"]))
-            .collect();
-        let m = scheduled.len();
-        scheduled.sort();
-        scheduled.dedup();
-        assert_eq!(scheduled.len(), m, "{name}: no tick has two runs");
-        assert_eq!(
-            m,
-            seen.iter().filter(|(_, o)| o == "run").count(),
-            "{name}: runs and run outcomes match"
-        );
+        let checked = crate::common::check_every_second(port, name, 2);
+        let (seen, m) = (checked.seen, checked.scheduled.len());
         total_runs += m;
         // No tick that fell while the daemon was up (and settled) is missed.
         for (t, o) in &seen {
