@@ -10,9 +10,10 @@
 //!
 //! While a replica leads, its store carries a [`Fence`]
 //! ([`PgStore::set_fence`](crate::PgStore::set_fence)): every write
-//! transaction first checks, in the same transaction, that the lease is
-//! still its own, of that term, and not expired, and holds the row shared
-//! until it commits. A takeover (which updates the row) therefore waits
+//! transaction checks, in the same transaction (first thing; for a batch of
+//! creations, in the one statement that writes them, and it is rolled back
+//! when the check fails), that the lease is still its own, of that term,
+//! and not expired, and holds the row shared until it commits. A takeover (which updates the row) therefore waits
 //! for the old leader's writes in flight, and a write that begins after it
 //! fails with [`StoreError::Fenced`] and commits nothing: a leader that was
 //! paused or cut off past its lease writes nothing of its old term.

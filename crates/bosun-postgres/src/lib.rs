@@ -31,7 +31,11 @@
 //! Creations are batched: a creator thread takes the creations waiting (from
 //! [`Store::create_run_then`] and [`Store::create_run`] alike) and commits
 //! them in one transaction, one commit for many runs; a batch that fails is
-//! tried again run by run, so one bad run fails alone.
+//! tried again run by run, so one bad run fails alone. The creator keeps a
+//! connection of its own with its statements prepared on it, and one
+//! statement does the fence's check, the specs, the runs, their pulls and
+//! the notification: a batch is four round trips (`BEGIN`, that statement,
+//! the periodics' versions when it made periodic runs, `COMMIT`).
 //!
 //! A periodic's version is a row set from a database sequence by every
 //! transaction that touches the periodic; a fire prepared ahead commits only
@@ -430,11 +434,7 @@ fn in_transaction_here<T>(
             let mut tx = c.transaction()?;
             if let Some(fence) = &fence {
                 if !lease::holds(&mut tx, fence)? {
-                    return Err(StoreError::Fenced(format!(
-                        "the lease {} of term {} held by {} is over",
-                        fence.name, fence.term, fence.holder
-                    ))
-                    .into());
+                    return Err(fenced(fence).into());
                 }
             }
             let v = f(&mut tx)?;
@@ -495,62 +495,112 @@ impl Written {
     /// lock the rows in one order) and notifies the changes, as from
     /// `origin`.
     fn finish(&mut self, tx: Tx<'_, '_>, origin: &str) -> Result<(), Fail> {
+        self.finish_with(tx, origin, SET_VERSIONS)
+    }
+
+    /// [`Written::finish`] with `versions`, [`SET_VERSIONS`] prepared or
+    /// not.
+    fn finish_with<S: ?Sized + postgres::ToStatement>(
+        &mut self,
+        tx: Tx<'_, '_>,
+        origin: &str,
+        versions: &S,
+    ) -> Result<(), Fail> {
         if !self.changes.is_empty() {
             listen::notify(tx, origin, &std::mem::take(&mut self.changes))?;
         }
         let touched: Vec<String> = std::mem::take(&mut self.touched).into_iter().collect();
         if !touched.is_empty() {
-            tx.execute(
-                "INSERT INTO periodic_versions(periodic, version)
-                 SELECT p, nextval('periodic_changes') FROM unnest($1::text[]) AS p ORDER BY p
-                 ON CONFLICT (periodic) DO UPDATE SET version = EXCLUDED.version",
-                &[&touched],
-            )?;
+            tx.execute(versions, &[&touched])?;
         }
         Ok(())
     }
 }
 
-/// Stores a spec unless it is known to be stored.
-fn store_spec(
-    tx: Tx<'_, '_>,
-    specs: &Mutex<HashSet<String>>,
-    new: &NewRun,
-    w: &mut Written,
-) -> Result<(), Fail> {
-    let hash = new.spec.hash();
-    if specs
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .contains(hash)
-        || w.fresh.iter().any(|h| h == hash)
-    {
-        return Ok(());
-    }
-    tx.execute(
-        "INSERT INTO specs(hash, body) VALUES ($1, $2) ON CONFLICT (hash) DO NOTHING",
-        &[&hash, &new.spec.json()],
-    )?;
-    w.fresh.push(hash.to_string());
-    Ok(())
+/// Sets the versions of the periodics `$1` (in name order).
+const SET_VERSIONS: &str = "INSERT INTO periodic_versions(periodic, version)
+    SELECT p, nextval('periodic_changes') FROM unnest($1::text[]) AS p ORDER BY p
+    ON CONFLICT (periodic) DO UPDATE SET version = EXCLUDED.version";
+
+/// The statement that creates a batch of runs: in one round trip, the
+/// fence's check (`$1`-`$3`, none: NULLs; the lease's row held shared until
+/// the transaction ends), the specs not known stored (`$4`, `$5`), the
+/// runs' rows (`unnest` of their columns, `$6`-`$21`; their build ids follow
+/// their order; a tick's run already made is left alone), their pulls
+/// (`$22`-`$25`, by run id), and the notification of the runs made, as
+/// from `$26` (150 a notification: a run
+/// is 39 bytes of the payload, PostgreSQL takes 8,000). One row: whether
+/// the fence holds (1) or not (0), the notifications sent, and the ids,
+/// seqs and build ids of the runs made.
+///
+/// Its parts are data-modifying `WITH` clauses of one statement: they see
+/// one snapshot, and the fence's check decides only whether the caller
+/// commits (a fenced transaction is rolled back: nothing it wrote stays).
+const CREATE_RUNS: &str = "WITH fence AS (
+    SELECT 1 FROM leases WHERE name = $1 AND holder = $2 AND term = $3 AND expires_at > now() FOR SHARE
+), spec AS (
+    INSERT INTO specs(hash, body) SELECT * FROM unnest($4::text[], $5::text[])
+    ON CONFLICT (hash) DO NOTHING
+), ins AS (
+    INSERT INTO runs(id, build_id, job, job_type, periodic, configured_cluster, refs, extra_refs, labels, annotations, spec_hash, scheduled_at, attempt, pod_revival_count, created_at, state, description, refs_repo)
+    SELECT u.id, nextval('build_ids'), u.job, u.job_type, u.periodic, u.cluster, u.refs, u.extra, u.labels, u.annotations, u.hash, u.scheduled, u.attempt, 0, u.created, u.state, u.description, u.repo
+    FROM unnest($6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[], $16::bigint[], $17::bigint[], $18::bigint[], $19::text[], $20::text[], $21::text[])
+        WITH ORDINALITY AS u(id, job, job_type, periodic, cluster, refs, extra, labels, annotations, hash, scheduled, attempt, created, state, description, repo, ord)
+    ORDER BY u.ord
+    ON CONFLICT (periodic, scheduled_at, attempt) WHERE periodic IS NOT NULL AND scheduled_at IS NOT NULL DO NOTHING
+    RETURNING id, seq, build_id, periodic
+), pulls AS (
+    INSERT INTO run_pulls(seq, repo, number, sha)
+    SELECT ins.seq, p.repo, p.number, p.sha
+    FROM unnest($22::text[], $23::text[], $24::bigint[], $25::text[]) AS p(id, repo, number, sha)
+    JOIN ins ON ins.id = p.id
+    ON CONFLICT DO NOTHING
+), notes AS (
+    SELECT pg_notify('bosun_runs', $26 || string_agg(' ' || id || ':-', ''))
+    FROM (SELECT id, (row_number() OVER () - 1) / 150 AS page FROM ins) AS r
+    GROUP BY page
+)
+SELECT (SELECT count(*) FROM fence), (SELECT count(*) FROM notes),
+    coalesce(array_agg(id), '{}'), coalesce(array_agg(seq), '{}'), coalesce(array_agg(build_id), '{}')
+FROM ins";
+
+/// How [`create_many_in`] runs: the statement ([`CREATE_RUNS`], prepared
+/// or not), the fence it checks (none: checked already, or no fence), and
+/// the notifications' origin.
+pub(crate) struct CreateWith<'a, S: ?Sized> {
+    statement: &'a S,
+    fence: Option<&'a Fence>,
+    origin: &'a str,
 }
 
 /// Creates runs in `tx` (or finds their ticks' runs), queueing the policy's
-/// reports of the new ones, with one statement
-/// for all their rows (`unnest` of their columns): one round trip for the
-/// batch instead of one per run. Their build ids follow their order.
-fn create_many_in(
+/// reports of the new ones, with one statement ([`CREATE_RUNS`]) for the
+/// fence's check, the specs, the runs, their pulls and the notification:
+/// one round trip for the batch. Their build ids follow their order. A
+/// fence that no longer holds fails the transaction
+/// ([`StoreError::Fenced`]); the caller rolls it back.
+fn create_many_in<S: ?Sized + postgres::ToStatement>(
     tx: Tx<'_, '_>,
+    with: &CreateWith<'_, S>,
     specs: &Mutex<HashSet<String>>,
     policy: Option<&dyn ReportPolicy>,
     batch: Vec<(NewRun, Timestamp)>,
     w: &mut Written,
 ) -> Result<Vec<Created>, Fail> {
     let mut news = Vec::with_capacity(batch.len());
-    for (mut new, at) in batch {
-        new.scheduled_at = new.scheduled_at.map(bosun_store::run::micros);
-        store_spec(tx, specs, &new, w)?;
-        news.push((new, bosun_store::run::micros(at), new_run_id()));
+    let (mut spec_hashes, mut spec_bodies) = (Vec::new(), Vec::new());
+    {
+        let known = specs.lock().unwrap_or_else(|e| e.into_inner());
+        for (mut new, at) in batch {
+            new.scheduled_at = new.scheduled_at.map(bosun_store::run::micros);
+            let hash = new.spec.hash();
+            if !known.contains(hash) && !w.fresh.iter().any(|h| h == hash) {
+                spec_hashes.push(hash.to_string());
+                spec_bodies.push(new.spec.json().to_string());
+                w.fresh.push(hash.to_string());
+            }
+            news.push((new, bosun_store::run::micros(at), new_run_id()));
+        }
     }
     let col = |f: &dyn Fn(&(NewRun, Timestamp, String)) -> String| -> Vec<String> {
         news.iter().map(f).collect()
@@ -577,26 +627,62 @@ fn create_many_in(
     let states = col(&|(n, _, _)| n.state.as_str().to_string());
     let descriptions = col(&|(n, _, _)| n.description.clone());
     let repos: Vec<Option<String>> = news.iter().map(|(n, _, _)| refs_repo(n)).collect();
-    let rows = tx.query(
-        "INSERT INTO runs(id, build_id, job, job_type, periodic, configured_cluster, refs, extra_refs, labels, annotations, spec_hash, scheduled_at, attempt, pod_revival_count, created_at, state, description, refs_repo)
-         SELECT u.id, nextval('build_ids'), u.job, u.job_type, u.periodic, u.cluster, u.refs, u.extra, u.labels, u.annotations, u.hash, u.scheduled, u.attempt, 0, u.created, u.state, u.description, u.repo
-         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[], $12::bigint[], $13::bigint[], $14::text[], $15::text[], $16::text[])
-            WITH ORDINALITY AS u(id, job, job_type, periodic, cluster, refs, extra, labels, annotations, hash, scheduled, attempt, created, state, description, repo, ord)
-         ORDER BY u.ord
-         ON CONFLICT (periodic, scheduled_at, attempt) WHERE periodic IS NOT NULL AND scheduled_at IS NOT NULL DO NOTHING
-         RETURNING id, seq, build_id",
+    let (mut pull_ids, mut pull_repos, mut pull_numbers, mut pull_shas) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for ((new, _, id), repo) in news.iter().zip(&repos) {
+        if let (Some(repo), Some(refs)) = (repo, &new.refs) {
+            for p in &refs.pulls {
+                pull_ids.push(id.as_str());
+                pull_repos.push(repo.as_str());
+                pull_numbers.push(p.number);
+                pull_shas.push(p.sha.as_str());
+            }
+        }
+    }
+    let row = tx.query_one(
+        with.statement,
         &[
-            &ids, &jobs, &types, &periodics, &clusters, &refs, &extras, &labels, &annotations,
-            &hashes, &scheduled, &attempts, &created, &states, &descriptions, &repos,
+            &with.fence.map(|f| &f.name),
+            &with.fence.map(|f| &f.holder),
+            &with.fence.map(|f| f.term),
+            &spec_hashes,
+            &spec_bodies,
+            &ids,
+            &jobs,
+            &types,
+            &periodics,
+            &clusters,
+            &refs,
+            &extras,
+            &labels,
+            &annotations,
+            &hashes,
+            &scheduled,
+            &attempts,
+            &created,
+            &states,
+            &descriptions,
+            &repos,
+            &pull_ids,
+            &pull_repos,
+            &pull_numbers,
+            &pull_shas,
+            &with.origin,
         ],
     )?;
-    let made: HashMap<String, (i64, i64)> = rows
-        .iter()
-        .map(|r| (r.get::<_, String>(0), (r.get(1), r.get(2))))
-        .collect();
+    if let Some(fence) = with.fence {
+        if row.get::<_, i64>(0) == 0 {
+            return Err(fenced(fence).into());
+        }
+    }
+    let made: HashMap<String, (i64, i64)> = {
+        let (ids, seqs, builds): (Vec<String>, Vec<i64>, Vec<i64>) =
+            (row.get(2), row.get(3), row.get(4));
+        ids.into_iter().zip(seqs.into_iter().zip(builds)).collect()
+    };
     let mut out = Vec::with_capacity(news.len());
     for (new, at, id) in news {
-        let Some(&(seq, build_id)) = made.get(&id) else {
+        let Some(&(_seq, build_id)) = made.get(&id) else {
             // A tick's run made beside this transaction (or earlier in it).
             let (p, s) = (
                 new.periodic.as_deref().unwrap_or_default(),
@@ -613,19 +699,11 @@ fn create_many_in(
             });
             continue;
         };
-        let repo = refs_repo(&new);
-        if let (Some(repo), Some(refs)) = (&repo, &new.refs) {
-            for p in &refs.pulls {
-                tx.execute(
-                    "INSERT INTO run_pulls(seq, repo, number, sha) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
-                    &[&seq, repo, &p.number, &p.sha],
-                )?;
-            }
-        }
         if let Some(p) = &new.periodic {
+            // Its version is set last, after the report keys are locked,
+            // as every transaction does.
             w.touched.insert(p.clone());
         }
-        w.changes.push((id.clone(), None));
         let hash = new.spec.hash().to_string();
         let run = new.into_run(id, build_id, hash, at);
         if let Some(policy) = policy {
@@ -634,6 +712,14 @@ fn create_many_in(
         out.push(Created::New(run));
     }
     Ok(out)
+}
+
+/// The failure of a write under `fence` once its term is over.
+fn fenced(fence: &Fence) -> StoreError {
+    StoreError::Fenced(format!(
+        "the lease {} of term {} held by {} is over",
+        fence.name, fence.term, fence.holder
+    ))
 }
 
 /// Queues `entries` in `tx`, by [`Store::enqueue_reports`]'s rules.
@@ -709,10 +795,17 @@ fn fire_in(
     policy: Option<&dyn ReportPolicy>,
     fire: Fire,
     at: Timestamp,
+    origin: &str,
     w: &mut Written,
 ) -> Result<Vec<Created>, Fail> {
+    let with = CreateWith {
+        statement: CREATE_RUNS,
+        fence: None,
+        origin,
+    };
     let created = create_many_in(
         tx,
+        &with,
         specs,
         policy,
         fire.runs.into_iter().map(|r| (r, at)).collect(),
@@ -778,10 +871,23 @@ struct Creator {
     origin: Arc<str>,
 }
 
+/// The creator's connection, kept from batch to batch with
+/// [`CREATE_RUNS`] prepared on it: bound and executed, a prepared statement
+/// is one round trip, and the server neither parses nor plans it again (a
+/// statement given as text costs a round trip more to prepare, and the
+/// server's parse and plan, every time).
+struct Held {
+    conn: r2d2::PooledConnection<PostgresConnectionManager<NoTls>>,
+    create: postgres::Statement,
+    /// [`SET_VERSIONS`].
+    versions: postgres::Statement,
+}
+
 impl Creator {
     /// Takes the creations waiting and commits them together, until the
     /// store is dropped.
     fn run(&self, rx: &Mutex<mpsc::Receiver<Creation>>) {
+        let mut held = None;
         loop {
             let batch = {
                 let rx = rx.lock().unwrap_or_else(|e| e.into_inner());
@@ -797,32 +903,19 @@ impl Creator {
                 }
                 batch
             };
-            self.commit(batch);
+            self.commit(&mut held, batch);
         }
     }
 
-    fn commit(&self, batch: Vec<Creation>) {
+    fn commit(&self, held: &mut Option<Held>, batch: Vec<Creation>) {
         let policy = self.policy.get().map(|p| p.as_ref());
-        let mut w = Written::default();
-        // The creator's own thread: no runtime to step off.
-        let together = in_transaction_here(&self.pool, &self.fence, |tx| {
-            w = Written::default();
-            let created = create_many_in(
-                tx,
-                &self.specs,
-                policy,
-                batch.iter().map(|c| (c.new.clone(), c.at)).collect(),
-                &mut w,
-            )?;
-            w.finish(tx, &self.origin)?;
-            Ok(created)
-        });
+        let together = self.create(held, policy, &batch);
         match together {
-            Ok(created) => {
+            Ok((created, fresh)) => {
                 self.specs
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .extend(w.fresh);
+                    .extend(fresh);
                 observe_created(self.observer.as_deref(), &created);
                 for (c, r) in batch.into_iter().zip(created) {
                     (c.done)(Ok(r));
@@ -831,7 +924,7 @@ impl Creator {
             Err(_) if batch.len() > 1 => {
                 // One bad run fails alone: each on its own.
                 for c in batch {
-                    self.commit(vec![c]);
+                    self.commit(held, vec![c]);
                 }
             }
             Err(e) => {
@@ -839,6 +932,90 @@ impl Creator {
                 if let Some(c) = batch.into_iter().next() {
                     (c.done)(Err(e));
                 }
+            }
+        }
+    }
+
+    /// Commits `batch` in one transaction on the held connection (taken
+    /// from the pool, and the statement prepared, when there is none), as
+    /// [`in_transaction_here`] does: tried again on a conflict, and on
+    /// another connection when the server ended this one before the
+    /// commit. The fence is checked by the creation's statement itself.
+    /// The runs, and the spec hashes it stored.
+    fn create(
+        &self,
+        held: &mut Option<Held>,
+        policy: Option<&dyn ReportPolicy>,
+        batch: &[Creation],
+    ) -> Result<(Vec<Created>, Vec<String>), StoreError> {
+        let (mut tries, mut reconnects) = (0, 0);
+        loop {
+            tries += 1;
+            let h = match held {
+                Some(h) => h,
+                None => {
+                    let mut conn = self.pool.get().map_err(no_connection)?;
+                    let prepared = conn
+                        .prepare(CREATE_RUNS)
+                        .and_then(|c| Ok((c, conn.prepare(SET_VERSIONS)?)));
+                    let (create, versions) = match prepared {
+                        Ok(s) => s,
+                        Err(e) if conn.is_closed() && reconnects < RECONNECTS => {
+                            reconnects += 1;
+                            tracing::debug!(error = %describe(&e), "a closed connection; trying another");
+                            continue;
+                        }
+                        Err(e) => return Err(unavailable(e)),
+                    };
+                    held.insert(Held {
+                        conn,
+                        create,
+                        versions,
+                    })
+                }
+            };
+            let fence = self.fence.read().unwrap_or_else(|e| e.into_inner()).clone();
+            let with = CreateWith {
+                statement: &h.create,
+                fence: fence.as_ref(),
+                origin: &self.origin,
+            };
+            let mut w = Written::default();
+            let mut committing = false;
+            let attempt = (|| -> Result<Vec<Created>, Fail> {
+                let mut tx = h.conn.transaction()?;
+                let created = create_many_in(
+                    &mut tx,
+                    &with,
+                    &self.specs,
+                    policy,
+                    batch.iter().map(|c| (c.new.clone(), c.at)).collect(),
+                    &mut w,
+                )?;
+                w.finish_with(&mut tx, &self.origin, &h.versions)?;
+                committing = true;
+                tx.commit()?;
+                Ok(created)
+            })();
+            match attempt {
+                Ok(created) => return Ok((created, w.fresh)),
+                Err(Fail::Db(e)) if is_conflict(&e) && tries < CONFLICT_TRIES => {
+                    tracing::debug!(error = %describe(&e), "a store transaction is tried again");
+                }
+                Err(Fail::Db(e))
+                    if !committing && h.conn.is_closed() && reconnects < RECONNECTS =>
+                {
+                    reconnects += 1;
+                    tracing::debug!(error = %describe(&e), "a closed connection; trying another");
+                    *held = None;
+                }
+                Err(Fail::Db(e)) => {
+                    if h.conn.is_closed() {
+                        *held = None;
+                    }
+                    return Err(unavailable(e));
+                }
+                Err(Fail::Store(e)) => return Err(e),
             }
         }
     }
@@ -1096,7 +1273,15 @@ impl Store for PgStore {
         let mut w = Written::default();
         let created = self.write(|tx| {
             w = Written::default();
-            let created = fire_in(tx, &self.specs, policy, fire.clone(), at, &mut w)?;
+            let created = fire_in(
+                tx,
+                &self.specs,
+                policy,
+                fire.clone(),
+                at,
+                &self.origin,
+                &mut w,
+            )?;
             w.finish(tx, &self.origin)?;
             Ok(created)
         })?;
@@ -1199,7 +1384,7 @@ impl Store for PgStore {
                     out.push(None);
                     continue;
                 }
-                out.push(Some(fire_in(tx, &self.specs, policy, fire.clone(), at, &mut w)?));
+                out.push(Some(fire_in(tx, &self.specs, policy, fire.clone(), at, &self.origin, &mut w)?));
             }
             w.finish(tx, &self.origin)?;
             Ok(out)

@@ -315,6 +315,44 @@ fn a_replica_hears_what_another_commits_and_not_its_own() {
 }
 
 #[test]
+fn a_replica_hears_every_run_of_a_batch_larger_than_a_notification() {
+    let url = Postgres::shared().database();
+    let (a, b) = (open(&url), open(&url));
+    let seen = Arc::new(Seen::default());
+    b.listen(bosun_postgres::Hooks {
+        remote: seen.clone(),
+        lease_free: Box::new(|| {}),
+        aborts: Box::new(|| {}),
+        resync: Box::new(|| {}),
+    })
+    .unwrap();
+    // Queued at once: the creator commits them in a few batches, most of
+    // them in one whose runs take several notifications (150 a page).
+    let (done, all) = std::sync::mpsc::channel();
+    let start = t("2026-12-01T00:00:00Z");
+    let n = 1_000;
+    for i in 0..n {
+        let at = start + jiff::SignedDuration::from_secs(i);
+        let done = done.clone();
+        a.create_run_then(
+            tick("big", at),
+            at,
+            Box::new(move |r| {
+                let _ = done.send(r.map(|c| c.run().id.clone()));
+            }),
+        );
+    }
+    let made: HashSet<String> = (0..n).map(|_| all.recv().unwrap().unwrap()).collect();
+    assert_eq!(made.len(), n as usize);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while seen.0.lock().unwrap().len() < made.len() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let heard = seen.0.lock().unwrap().len();
+    assert_eq!(heard, made.len(), "every creation is heard once");
+}
+
+#[test]
 fn connections_the_server_ended_are_replaced_without_failing_a_call() {
     let pg = Postgres::shared();
     let url = pg.database();
