@@ -123,6 +123,13 @@ pub struct ServeArgs {
     /// say); read at start.
     #[arg(long, value_name = "FILE", env = "BOSUN_STORE_PASSWORD_FILE")]
     pub store_password_file: Option<PathBuf>,
+    /// The CA certificates (PEM) the PostgreSQL server's certificate is
+    /// checked against when the connection is encrypted (the URL's
+    /// `sslmode=require`, or `prefer`, the default, with a server that
+    /// offers TLS); default: the system's trusted roots. An encrypted
+    /// connection is never used unverified.
+    #[arg(long, value_name = "FILE", env = "BOSUN_STORE_CA_FILE")]
+    pub store_ca_file: Option<PathBuf>,
     /// The leader lease's time to live on a shared store (hidden: tests
     /// shorten the timings; 15 s).
     #[arg(long, hide = true, value_name = "DURATION", default_value = "15s", value_parser = parse_duration)]
@@ -402,7 +409,11 @@ fn open_store(
             };
             let config = bosun_postgres::config(url, password.as_deref())
                 .map_err(|e| format!("--store: {e}"))?;
-            bosun_postgres::PgStore::open(config, bosun_postgres::PgOptions::default(), Some(observers))
+            let options = bosun_postgres::PgOptions {
+                ca_file: args.store_ca_file.clone(),
+                ..bosun_postgres::PgOptions::default()
+            };
+            bosun_postgres::PgStore::open(config, options, Some(observers))
                 .map(|s| {
                     let s = Arc::new(s);
                     (s.clone() as Arc<dyn Store>, Some(s))

@@ -45,6 +45,8 @@ pub struct Postgres {
     password: String,
     /// Commits are synced to disk.
     durable: bool,
+    /// The server takes TLS with `DIR/server.crt` and `DIR/server.key`.
+    tls: bool,
 }
 
 /// The directory of `initdb` and `postgres`: `$BOSUN_PG_BIN_DIR`, else the
@@ -95,17 +97,24 @@ impl Postgres {
 
     /// A server of the caller's own, stopped when it is dropped.
     pub fn dedicated() -> Postgres {
-        Postgres::make(false)
+        Postgres::make(false, None)
     }
 
     /// A server of the caller's own that syncs every commit to disk, as a
     /// production server does (`fsync`, `full_page_writes` on): for
     /// benchmarks beside SQLite's `synchronous = FULL`.
     pub fn durable() -> Postgres {
-        Postgres::make(true)
+        Postgres::make(true, None)
     }
 
-    fn make(durable: bool) -> Postgres {
+    /// A server of the caller's own that also takes TLS (`ssl = on`) with
+    /// the certificate and key of `pair` (PEM); plain connections are still
+    /// taken.
+    pub fn with_tls(pair: &crate::pki::Pair) -> Postgres {
+        Postgres::make(false, Some(pair))
+    }
+
+    fn make(durable: bool, tls: Option<&crate::pki::Pair>) -> Postgres {
         sweep();
         let bin = bin_dir();
         let dir = tempfile::Builder::new()
@@ -117,8 +126,19 @@ impl Postgres {
         std::fs::write(dir.path().join("owner-pid"), std::process::id().to_string())
             .expect("the owner's pid");
         std::fs::write(dir.path().join("password"), &password).expect("the password file");
+        let mut owned = vec![dir.path().to_path_buf(), dir.path().join("password")];
+        if let Some(pair) = tls {
+            use std::os::unix::fs::PermissionsExt;
+            let (cert, key) = (dir.path().join("server.crt"), dir.path().join("server.key"));
+            std::fs::write(&cert, &pair.cert_pem).expect("the server's certificate");
+            std::fs::write(&key, &pair.key_pem).expect("the server's key");
+            // The server refuses a key others may read.
+            std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600))
+                .expect("the key's mode");
+            owned.extend([cert, key]);
+        }
         if let Some((uid, gid)) = owner {
-            for p in [dir.path(), &dir.path().join("password")] {
+            for p in &owned {
                 rustix::fs::chown(
                     p,
                     Some(rustix::fs::Uid::from_raw(uid)),
@@ -157,6 +177,7 @@ impl Postgres {
             child: Mutex::new(None),
             password,
             durable,
+            tls: tls.is_some(),
         };
         pg.start_on_free_port()
     }
@@ -188,6 +209,24 @@ impl Postgres {
                 ["-c", "fsync=off", "-c", "full_page_writes=off"]
             })
             .args(["-c", "max_connections=300", "-c", "shared_buffers=64MB"])
+            .args(if self.tls {
+                vec![
+                    "-c".to_string(),
+                    "ssl=on".to_string(),
+                    "-c".to_string(),
+                    format!(
+                        "ssl_cert_file={}",
+                        self.dir.path().join("server.crt").display()
+                    ),
+                    "-c".to_string(),
+                    format!(
+                        "ssl_key_file={}",
+                        self.dir.path().join("server.key").display()
+                    ),
+                ]
+            } else {
+                Vec::new()
+            })
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(

@@ -15,11 +15,23 @@ pub(crate) fn no_connection(e: r2d2::Error) -> StoreError {
     StoreError::Unavailable(format!("no connection to PostgreSQL: {e}"))
 }
 
-/// PostgreSQL's message and code, or the client's error.
+/// PostgreSQL's message and code, or the client's error with what caused
+/// it (a TLS handshake's failure says which certificate check failed).
 pub(crate) fn describe(e: &postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => format!("{} ({})", db.message(), db.code().code()),
-        None => e.to_string(),
+        None => {
+            let mut text = e.to_string();
+            let mut cause = std::error::Error::source(e);
+            while let Some(c) = cause {
+                let more = c.to_string();
+                if !text.contains(&more) {
+                    text = format!("{text}: {more}");
+                }
+                cause = c.source();
+            }
+            text
+        }
     }
 }
 

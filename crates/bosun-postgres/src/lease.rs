@@ -27,13 +27,12 @@ use std::time::Duration;
 use bosun_store::StoreError;
 use jiff::Timestamp;
 
-use postgres::NoTls;
 use r2d2_postgres::PostgresConnectionManager;
 
 use crate::blocking::off_runtime;
 use crate::error::unavailable;
 
-type Pool = r2d2::Pool<PostgresConnectionManager<NoTls>>;
+type Pool = r2d2::Pool<PostgresConnectionManager<crate::tls::Connector>>;
 
 /// A lease as the database has it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -50,6 +50,7 @@ mod lease;
 mod listen;
 mod rows;
 mod schema;
+pub mod tls;
 
 pub use crate::lease::{Fence, Lease, LeaseInfo};
 pub use crate::listen::Hooks;
@@ -75,7 +76,7 @@ use bosun_store::{
 };
 use jiff::Timestamp;
 use postgres::types::ToSql;
-use postgres::{NoTls, Transaction};
+use postgres::Transaction;
 use r2d2_postgres::PostgresConnectionManager;
 
 use crate::blocking::off_runtime;
@@ -84,7 +85,7 @@ use crate::rows::{
     micros, opt_ts, to_json, ts, DELIVERY_COLUMNS, OUTCOME_COLUMNS, REPORT_COLUMNS, RUN_COLUMNS,
 };
 
-pub(crate) type Pool = r2d2::Pool<PostgresConnectionManager<NoTls>>;
+pub(crate) type Pool = r2d2::Pool<PostgresConnectionManager<tls::Connector>>;
 type Param<'a> = &'a (dyn ToSql + Sync);
 
 /// How many times a transaction PostgreSQL aborted for a conflict is tried.
@@ -107,6 +108,10 @@ pub struct PgOptions {
     /// How long a call waits for a connection before it fails
     /// ([`StoreError::Unavailable`]).
     pub connect_timeout: Duration,
+    /// The CA certificates (a PEM file) a server's certificate is checked
+    /// against when the connection is encrypted; none: the system's roots
+    /// ([`tls`]).
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 impl Default for PgOptions {
@@ -114,6 +119,7 @@ impl Default for PgOptions {
         PgOptions {
             max_connections: 16,
             connect_timeout: Duration::from_secs(5),
+            ca_file: None,
         }
     }
 }
@@ -162,6 +168,7 @@ pub struct PgStore {
     origin: Arc<str>,
     /// How it connects (the listener has a connection of its own).
     config: postgres::Config,
+    tls: tls::Connector,
 }
 
 /// A connection's settings from `url` (`postgres://user@host:port/db` or
@@ -220,12 +227,13 @@ impl PgStore {
         }
         // The first connection, direct: its failure (a wrong password, no
         // such database) is told as PostgreSQL said it, at once.
-        let mut first = config.connect(NoTls).map_err(|e| {
+        let tls = tls::connector(options.ca_file.as_deref())?;
+        let mut first = config.connect(tls.clone()).map_err(|e| {
             StoreError::Unavailable(format!("cannot connect to PostgreSQL: {}", describe(&e)))
         })?;
         schema::migrate(&mut first)?;
         drop(first);
-        let manager = PostgresConnectionManager::new(config.clone(), NoTls);
+        let manager = PostgresConnectionManager::new(config.clone(), tls.clone());
         let pool = r2d2::Pool::builder()
             .max_size(options.max_connections.max(2))
             .min_idle(Some(1))
@@ -246,6 +254,7 @@ impl PgStore {
             fence: Arc::default(),
             origin: new_run_id().into(),
             config,
+            tls,
         };
         let creator = Creator {
             pool: store.pool.clone(),
@@ -297,7 +306,11 @@ impl PgStore {
     /// heard), or fails when it could not start listening within the
     /// connection timeout (it goes on trying).
     pub fn listen(&self, hooks: Hooks) -> Result<(), StoreError> {
-        let (config, origin) = (self.config.clone(), self.origin.to_string());
+        let (config, origin, tls) = (
+            self.config.clone(),
+            self.origin.to_string(),
+            self.tls.clone(),
+        );
         let wait = config
             .get_connect_timeout()
             .copied()
@@ -306,7 +319,7 @@ impl PgStore {
         let (ready, listening) = mpsc::channel();
         std::thread::Builder::new()
             .name("bosun-pg-listener".into())
-            .spawn(move || listen::run(config, origin, hooks, ready))
+            .spawn(move || listen::run(config, tls, origin, hooks, ready))
             .map_err(|e| StoreError::Unavailable(format!("the listener thread: {e}")))?;
         listening.recv_timeout(wait).map_err(|_| {
             StoreError::Unavailable("the store's listener could not start listening".into())
@@ -877,7 +890,7 @@ struct Creator {
 /// statement given as text costs a round trip more to prepare, and the
 /// server's parse and plan, every time).
 struct Held {
-    conn: r2d2::PooledConnection<PostgresConnectionManager<NoTls>>,
+    conn: r2d2::PooledConnection<PostgresConnectionManager<tls::Connector>>,
     create: postgres::Statement,
     /// [`SET_VERSIONS`].
     versions: postgres::Statement,

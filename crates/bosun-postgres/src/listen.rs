@@ -21,7 +21,6 @@ use std::time::Duration;
 
 use bosun_store::{Before, RunState, TransitionObserver};
 use postgres::fallible_iterator::FallibleIterator;
-use postgres::NoTls;
 
 use crate::rows::RUN_COLUMNS;
 
@@ -101,13 +100,14 @@ pub struct Hooks {
 /// again after a loss, then resyncs.
 pub(crate) fn run(
     config: postgres::Config,
+    tls: crate::tls::Connector,
     origin: String,
     hooks: Hooks,
     ready: std::sync::mpsc::Sender<()>,
 ) {
     let mut first = true;
     loop {
-        match listen_once(&config, &origin, &hooks, first, &ready) {
+        match listen_once(&config, &tls, &origin, &hooks, first, &ready) {
             Ok(()) => return,
             Err(e) => {
                 tracing::warn!(error = %crate::error::describe(&e), "the store's listener lost its connection; connecting again");
@@ -120,12 +120,13 @@ pub(crate) fn run(
 
 fn listen_once(
     config: &postgres::Config,
+    tls: &crate::tls::Connector,
     origin: &str,
     hooks: &Hooks,
     first: bool,
     ready: &std::sync::mpsc::Sender<()>,
 ) -> Result<(), postgres::Error> {
-    let mut c = config.connect(NoTls)?;
+    let mut c = config.connect(tls.clone())?;
     c.batch_execute(&format!("LISTEN {RUNS}; LISTEN {LEASE}; LISTEN {ABORTS}"))?;
     // Listening: what is committed from now on is heard.
     let _ = ready.send(());

@@ -6,3 +6,4 @@
 
 mod lease;
 mod replicas;
+mod tls;
