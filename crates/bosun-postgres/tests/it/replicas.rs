@@ -395,3 +395,101 @@ fn connections_the_server_ended_are_replaced_without_failing_a_call() {
             .unwrap_or_else(|e| panic!("write {i}: {e}"));
     }
 }
+
+/// Deliveries of one id sent at once to several replicas (a forge that
+/// redelivers, a client that retries) are kept once: one is new, every
+/// other a duplicate naming its seq, whether they meet in one batch of a
+/// store's acceptor or in batches of different stores; the seqs handed out
+/// are gapless.
+#[test]
+fn concurrent_redeliveries_are_kept_once_within_and_across_batches() {
+    let url = Postgres::shared().database();
+    let stores: Vec<Arc<PgStore>> = (0..2).map(|_| Arc::new(open(&url))).collect();
+    let ids = 40;
+    let senders: Vec<_> = (0..8)
+        .map(|i| {
+            let store = stores[i % 2].clone();
+            std::thread::spawn(move || {
+                (0..ids)
+                    .map(|n| {
+                        let d = NewDelivery {
+                            forge: "github".into(),
+                            event: "push".into(),
+                            delivery_id: format!("id-{n}"),
+                            repo: Some("o/r".into()),
+                            body: b"{}".to_vec(),
+                            received_at: Timestamp::now(),
+                        };
+                        (n, store.accept_delivery(d).unwrap())
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut new: std::collections::BTreeMap<u32, u64> = Default::default();
+    let mut duplicates: Vec<(u32, u64)> = Vec::new();
+    for s in senders {
+        for (n, answer) in s.join().unwrap() {
+            match answer {
+                Accepted::New { seq } => {
+                    assert!(new.insert(n, seq).is_none(), "id-{n} kept twice");
+                }
+                Accepted::Duplicate { seq, .. } => duplicates.push((n, seq)),
+            }
+        }
+    }
+    assert_eq!(new.len(), ids as usize, "every id kept once");
+    assert_eq!(duplicates.len(), 7 * ids as usize);
+    for (n, seq) in duplicates {
+        assert_eq!(seq, new[&n], "a duplicate of id-{n} names its seq");
+    }
+    let mut seqs: Vec<u64> = new.values().copied().collect();
+    seqs.sort();
+    assert!(
+        seqs.windows(2).all(|w| w[1] == w[0] + 1),
+        "gapless: {seqs:?}"
+    );
+    let stored = stores[0].pending_deliveries(0, 1000).unwrap();
+    assert_eq!(stored.len(), ids as usize);
+}
+
+/// A delivery the database cannot keep (a NUL in its event's name) is
+/// refused alone: the deliveries accepted beside it are kept.
+#[test]
+fn a_delivery_the_database_refuses_fails_alone() {
+    let url = Postgres::shared().database();
+    let store = Arc::new(open(&url));
+    let start = Arc::new(Barrier::new(12));
+    let senders: Vec<_> = (0..12)
+        .map(|i| {
+            let (store, start) = (store.clone(), start.clone());
+            std::thread::spawn(move || {
+                start.wait();
+                store.accept_delivery(NewDelivery {
+                    forge: "github".into(),
+                    event: if i == 5 {
+                        "pu\0sh".into()
+                    } else {
+                        "push".into()
+                    },
+                    delivery_id: format!("d-{i}"),
+                    repo: None,
+                    body: b"{}".to_vec(),
+                    received_at: Timestamp::now(),
+                })
+            })
+        })
+        .collect();
+    let answers: Vec<_> = senders.into_iter().map(|s| s.join().unwrap()).collect();
+    for (i, a) in answers.iter().enumerate() {
+        if i == 5 {
+            assert!(
+                matches!(a, Err(StoreError::Invalid(_))),
+                "the NUL delivery is bad input: {a:?}"
+            );
+        } else {
+            assert!(matches!(a, Ok(Accepted::New { .. })), "delivery {i}: {a:?}");
+        }
+    }
+    assert_eq!(store.pending_deliveries(0, 100).unwrap().len(), 11);
+}
