@@ -1639,7 +1639,7 @@ impl Store for PgStore {
     ) -> Result<HashMap<String, PeriodicRuns>, StoreError> {
         self.read_snapshot(|tx| {
             let last = tx.query(
-                "SELECT DISTINCT ON (periodic) periodic, created_at, completed_at, scheduled_at, attempt, state
+                "SELECT DISTINCT ON (periodic) periodic, created_at, completed_at, scheduled_at, attempt, state, id
                  FROM runs WHERE periodic = ANY($1) ORDER BY periodic, seq DESC",
                 &[&periodics],
             )?;
@@ -1663,6 +1663,7 @@ impl Store for PgStore {
                     state: state
                         .parse::<RunState>()
                         .map_err(StoreError::Invalid)?,
+                    id: r.get(6),
                 };
                 let is_active = active.contains(&periodic);
                 out.insert(

@@ -318,6 +318,8 @@ pub struct RunSummary {
     pub attempt: u32,
     /// Its state.
     pub state: RunState,
+    /// Its id.
+    pub id: String,
 }
 
 impl From<&Run> for RunSummary {
@@ -328,6 +330,7 @@ impl From<&Run> for RunSummary {
             scheduled_at: r.scheduled_at,
             attempt: r.attempt,
             state: r.state,
+            id: r.id.clone(),
         }
     }
 }

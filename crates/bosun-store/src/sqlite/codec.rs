@@ -86,7 +86,7 @@ pub(super) fn state_from_row(r: &Row<'_>) -> rusqlite::Result<PeriodicState> {
 }
 
 /// A row of the columns a scheduling decision looks at (`created_at,
-/// completed_at, scheduled_at, attempt, state`).
+/// completed_at, scheduled_at, attempt, state, id`).
 pub(super) fn summary_from_row(r: &Row<'_>) -> rusqlite::Result<RunSummary> {
     let state: String = r.get(4)?;
     Ok(RunSummary {
@@ -97,6 +97,7 @@ pub(super) fn summary_from_row(r: &Row<'_>) -> rusqlite::Result<RunSummary> {
         state: state.parse().map_err(|_| {
             rusqlite::Error::InvalidColumnType(4, state, rusqlite::types::Type::Text)
         })?,
+        id: r.get(5)?,
     })
 }
 

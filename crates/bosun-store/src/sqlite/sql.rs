@@ -421,7 +421,7 @@ pub(super) fn periodic_runs(
     periodics: &[String],
 ) -> rusqlite::Result<HashMap<String, PeriodicRuns>> {
     let mut last = c.prepare_cached(
-        "SELECT created_at, completed_at, scheduled_at, attempt, state FROM runs WHERE job = ?2 AND periodic = ?1 ORDER BY seq DESC LIMIT 1",
+        "SELECT created_at, completed_at, scheduled_at, attempt, state, id FROM runs WHERE job = ?2 AND periodic = ?1 ORDER BY seq DESC LIMIT 1",
     )?;
     let mut active = c.prepare_cached(
         "SELECT 1 FROM runs WHERE periodic = ?1 AND completed_at IS NULL ORDER BY seq DESC LIMIT 1",

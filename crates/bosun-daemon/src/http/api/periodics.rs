@@ -9,7 +9,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::Json;
-use bosun_store::{Run, RunFilter, StoreError};
+use bosun_store::StoreError;
 use jiff::Timestamp;
 use serde::Serialize;
 
@@ -54,7 +54,13 @@ pub struct LastRun {
     pub scheduled_at: Option<Timestamp>,
 }
 
-fn view(shared: &Shared, p: &bosun_config::Periodic) -> Result<PeriodicView, StoreError> {
+/// The view of periodic `p`, given whether it is paused and its last run.
+fn view_of(
+    shared: &Shared,
+    p: &bosun_config::Periodic,
+    paused: bool,
+    last_run: Option<LastRun>,
+) -> PeriodicView {
     let identity = p.identity();
     let k = &p.kind;
     let (schedule_kind, schedule) = if let Some(c) = k.cron.as_deref().filter(|c| !c.is_empty()) {
@@ -67,27 +73,8 @@ fn view(shared: &Shared, p: &bosun_config::Periodic) -> Result<PeriodicView, Sto
             k.minimum_interval.clone().unwrap_or_default(),
         )
     };
-    let paused = shared
-        .store
-        .periodic_state(&identity)?
-        .is_some_and(|s| s.paused);
-    let last_run = shared
-        .store
-        .list(&RunFilter {
-            periodic: Some(identity.clone()),
-            limit: 1,
-            ..RunFilter::default()
-        })?
-        .into_iter()
-        .next()
-        .map(|r: Run| LastRun {
-            id: r.id,
-            state: r.state.as_str().to_string(),
-            created_at: r.created_at,
-            scheduled_at: r.scheduled_at,
-        });
     let next_fire = shared.scheduler.locked().next_fire(&identity);
-    Ok(PeriodicView {
+    PeriodicView {
         job: p.base.name.clone(),
         schedule_kind,
         schedule,
@@ -97,7 +84,7 @@ fn view(shared: &Shared, p: &bosun_config::Periodic) -> Result<PeriodicView, Sto
         next_fire,
         last_run,
         identity,
-    })
+    }
 }
 
 /// `GET /api/v1/periodics`.
@@ -105,11 +92,28 @@ pub async fn list(State(daemon): State<Arc<Daemon>>) -> ApiResult {
     let shared = daemon.shared.clone();
     let views = blocking(move || {
         let snapshot = shared.snapshot();
-        snapshot
-            .periodics
-            .iter()
-            .map(|p| view(&shared, p))
-            .collect::<Result<Vec<_>, _>>()
+        // Two reads for all of them, not two a periodic (each a round
+        // trip on a database over the network).
+        let ids: Vec<String> = snapshot.periodics.iter().map(|p| p.identity()).collect();
+        let states = shared.store.periodic_states(&ids)?;
+        let runs = shared.store.periodic_runs(&ids)?;
+        Ok::<_, StoreError>(
+            snapshot
+                .periodics
+                .iter()
+                .zip(&ids)
+                .map(|(p, id)| {
+                    let paused = states.get(id).is_some_and(|s| s.paused);
+                    let last = runs.get(id).and_then(|r| r.last.as_ref()).map(|r| LastRun {
+                        id: r.id.clone(),
+                        state: r.state.as_str().to_string(),
+                        created_at: r.created_at,
+                        scheduled_at: r.scheduled_at,
+                    });
+                    view_of(&shared, p, paused, last)
+                })
+                .collect::<Vec<_>>(),
+        )
     })
     .await?;
     Ok(Json(serde_json::json!({ "periodics": views })).into_response())
