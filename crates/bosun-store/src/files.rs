@@ -136,13 +136,6 @@ pub fn gap(run: &str, len: u64, offset: u64) -> crate::StoreError {
     ))
 }
 
-/// The error of a store that keeps no run files.
-pub fn not_kept() -> crate::StoreError {
-    crate::StoreError::Unavailable(
-        "this store keeps no run logs or artifacts: no other process shares it".into(),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

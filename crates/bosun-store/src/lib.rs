@@ -823,7 +823,7 @@ pub trait Store: Send + Sync {
     }
 
     // A run's log and artifacts for every replica to serve (see [`files`]).
-    // The defaults refuse with `Unavailable` ([`files::not_kept`]): a store
+    // The defaults refuse with `Unavailable` (`no_run_files`): a store
     // no other process shares (SQLite) keeps none, the files are on its
     // machine already; the memory and PostgreSQL stores keep them, held to
     // the same rules by the conformance suite. All go with their run.
@@ -844,7 +844,7 @@ pub trait Store: Send + Sync {
         complete: bool,
     ) -> Result<u64, StoreError> {
         let _ = (id, offset, data, complete);
-        Err(files::not_kept())
+        Err(no_run_files())
     }
 
     /// At most `max` bytes of run `id`'s stored log from `offset` on, with
@@ -852,7 +852,7 @@ pub trait Store: Send + Sync {
     /// appended for it (or the run is unknown).
     fn run_log(&self, id: &str, offset: u64, max: usize) -> Result<Option<LogSlice>, StoreError> {
         let _ = (id, offset, max);
-        Err(files::not_kept())
+        Err(no_run_files())
     }
 
     /// Keeps `files` as run `id`'s artifacts, replacing what was kept for
@@ -867,20 +867,20 @@ pub trait Store: Send + Sync {
         left_out: bool,
     ) -> Result<(), StoreError> {
         let _ = (id, files, left_out);
-        Err(files::not_kept())
+        Err(no_run_files())
     }
 
     /// Run `id`'s stored artifacts, without their bytes; `None` when none
     /// were put for it (or the run is unknown).
     fn run_files(&self, id: &str) -> Result<Option<RunFiles>, StoreError> {
         let _ = id;
-        Err(files::not_kept())
+        Err(no_run_files())
     }
 
     /// One stored artifact of run `id`, bytes and all.
     fn run_file(&self, id: &str, path: &str) -> Result<Option<RunFile>, StoreError> {
         let _ = (id, path);
-        Err(files::not_kept())
+        Err(no_run_files())
     }
 
     /// Deletes the entries that ended (delivered, refused, superseded)
@@ -975,6 +975,13 @@ fn no_shared() -> StoreError {
 }
 
 /// What a store that keeps no report outbox answers.
+/// What a store that keeps no runs' logs and artifacts answers.
+fn no_run_files() -> StoreError {
+    StoreError::Unavailable(
+        "this store keeps no run logs or artifacts: no other process shares it".into(),
+    )
+}
+
 fn no_reports() -> StoreError {
     StoreError::Unavailable("this store keeps no report outbox".into())
 }
