@@ -159,7 +159,18 @@ impl Tally {
         if !counted {
             return;
         }
-        let text = |v: &serde_json::Value| v.as_str().unwrap_or("").to_string();
+        *self.counts.0.entry(Key::of(&event)).or_insert(0) += 1;
+    }
+}
+
+/// A JSON value's text, or empty.
+fn text(v: &serde_json::Value) -> String {
+    v.as_str().unwrap_or("").to_string()
+}
+
+impl Key {
+    /// What an audit event counts under.
+    fn of(event: &serde_json::Value) -> Key {
         let object = &event["objectRef"];
         let resource = match object["resource"].as_str() {
             Some(r) => r.to_string(),
@@ -170,7 +181,7 @@ impl Tally {
                 .unwrap_or("")
                 .to_string(),
         };
-        let key = Key {
+        Key {
             user: text(&event["user"]["username"]),
             verb: text(&event["verb"]),
             resource,
@@ -179,8 +190,7 @@ impl Tally {
                 .as_u64()
                 .and_then(|c| u16::try_from(c).ok())
                 .unwrap_or(0),
-        };
-        *self.counts.0.entry(key).or_insert(0) += 1;
+        }
     }
 }
 
@@ -255,26 +265,9 @@ impl Event {
         ) {
             return None;
         }
-        let text = |v: &serde_json::Value| v.as_str().unwrap_or("").to_string();
         let object = &event["objectRef"];
         Some(Event {
-            key: Key {
-                user: text(&event["user"]["username"]),
-                verb: text(&event["verb"]),
-                resource: match object["resource"].as_str() {
-                    Some(r) => r.to_string(),
-                    None => text(&event["requestURI"])
-                        .split('?')
-                        .next()
-                        .unwrap_or("")
-                        .to_string(),
-                },
-                subresource: text(&object["subresource"]),
-                code: event["responseStatus"]["code"]
-                    .as_u64()
-                    .and_then(|c| u16::try_from(c).ok())
-                    .unwrap_or(0),
-            },
+            key: Key::of(&event),
             user_agent: text(&event["userAgent"]),
             namespace: text(&object["namespace"]),
             name: text(&object["name"]),
