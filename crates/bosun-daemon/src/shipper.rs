@@ -14,7 +14,9 @@
 //! What it promises: a log is in the store up to at most [`PERIOD`] behind
 //! the leader's file while the run runs, and whole once it has ended. A
 //! replica that stops leading stops shipping; the next leader goes on from
-//! the length the store holds (a Kubernetes pod's log, copied again from
+//! the length the store holds, for running runs and for those that ended
+//! with their log left open (looked for at the start of its term and every
+//! [`SWEEP`] passes) (a Kubernetes pod's log, copied again from
 //! the API by the new leader, has the same bytes). A local run's log on a
 //! replica that died ends where its last append did: the run ends `error`,
 //! and its log is marked whole with what was shipped.
@@ -25,7 +27,7 @@
 use std::collections::HashMap;
 use std::io::{Read, Seek};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -39,6 +41,13 @@ use crate::state::Shared;
 /// How often running runs' logs are appended to the store.
 pub const PERIOD: Duration = Duration::from_secs(1);
 
+/// Every this many passes, the runs whose log another leader left open
+/// are looked for (the first pass of a term included).
+const SWEEP: u64 = 30;
+
+/// At most this many of them a sweep.
+const SWEEP_LIMIT: usize = 200;
+
 /// The most bytes read from a log file for one append.
 const CHUNK: usize = 4 * 1024 * 1024;
 
@@ -49,6 +58,9 @@ pub struct Shipper {
     /// then).
     enabled: AtomicBool,
     runs: Mutex<HashMap<String, Track>>,
+    /// Passes made since this replica began shipping (or last lost the
+    /// lead).
+    passes: AtomicU64,
     /// Told when a run ends (its last bytes go at once).
     wake: tokio::sync::Notify,
 }
@@ -96,6 +108,8 @@ impl Shipper {
         shared: Arc<Shared>,
         mut stop: tokio::sync::watch::Receiver<bool>,
     ) {
+        // A term's first pass sweeps for logs left open.
+        self.passes.store(0, Ordering::Relaxed);
         loop {
             let (this, s) = (self.clone(), shared.clone());
             blocking(move || this.pass(&s)).await;
@@ -113,10 +127,29 @@ impl Shipper {
 
     /// One pass over the running runs and those left to finish. Blocking.
     pub fn pass(&self, shared: &Shared) {
+        // Every [`SWEEP`] passes (the first of a term included): the ended
+        // runs whose log another leader left open, to finish with what this
+        // replica has of them (a pod's log it copied too; for a local run of
+        // a replica gone, nothing more: the log is marked whole as it is).
+        let sweep = self.passes.fetch_add(1, Ordering::Relaxed) % SWEEP == 0;
+        let left_open = if sweep {
+            shared
+                .store
+                .logs_left_open(SWEEP_LIMIT)
+                .unwrap_or_else(|e| {
+                    tracing::debug!(error = %e, "cannot read the logs left open");
+                    Vec::new()
+                })
+        } else {
+            Vec::new()
+        };
         {
             let mut runs = self.runs.locked();
             for run in shared.active.pending() {
                 runs.entry(run.id.clone()).or_default();
+            }
+            for id in left_open {
+                runs.entry(id).or_default();
             }
         }
         let todo: Vec<(String, Track)> = self
@@ -140,6 +173,7 @@ impl Shipper {
                 // Not leading any more: the next leader ships it.
                 Err(StoreError::Fenced(_)) => {
                     runs.clear();
+                    self.passes.store(0, Ordering::Relaxed);
                     return;
                 }
                 Err(StoreError::NotFound(_)) => {
@@ -181,11 +215,14 @@ fn ship(shared: &Shared, id: &str, track: Track) -> Result<Step, StoreError> {
     let clusters = shared.clusters();
     let alias = run.cluster.as_ref().unwrap_or(&run.configured_cluster);
     let Some(exec) = clusters.executors.get(alias) else {
-        return Ok(if run.state.is_final() {
-            Step::Done
-        } else {
-            Step::Shipped(track.shipped.unwrap_or(0))
-        });
+        if !run.state.is_final() {
+            return Ok(Step::Shipped(track.shipped.unwrap_or(0)));
+        }
+        // Its cluster is gone: nothing more will come; whole as it is.
+        if let Some(s) = store.run_log(id, u64::MAX, 0)? {
+            store.append_run_log(id, s.len, &[], true)?;
+        }
+        return Ok(Step::Done);
     };
     let Some(path) = exec.log_path(id) else {
         return Ok(Step::Done);
@@ -266,4 +303,55 @@ fn artifacts(shared: &Shared, run: &Run) -> Result<Step, StoreError> {
         Err(e) => return Err(unreadable(&root, e)),
     }
     Ok(Step::Done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bosun_store::{NewRun, Transition};
+
+    /// A run that ended with its log left open by another leader (here:
+    /// on a cluster no longer configured, so nothing more will come) is
+    /// found by the first pass of a term and its log made whole.
+    #[test]
+    fn a_log_left_open_by_another_leader_is_finished() {
+        let start: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let sim = crate::sim::sim(start);
+        let shared = &sim.daemon.shared;
+        let store = &shared.store;
+        let new = NewRun {
+            job: "gone-job".into(),
+            job_type: bosun_config::types::JobType::Periodic,
+            periodic: None,
+            configured_cluster: "removed-cluster".into(),
+            state: RunState::Triggered,
+            refs: None,
+            extra_refs: Vec::new(),
+            labels: Default::default(),
+            annotations: Default::default(),
+            spec: serde_json::json!({"containers": [{"image": "x"}]}).into(),
+            scheduled_at: None,
+            attempt: 0,
+            description: String::new(),
+        };
+        let run = store.create_run(new, start).unwrap().run().clone();
+        store
+            .append_run_log(&run.id, 0, b"half a log\n", false)
+            .unwrap();
+        store
+            .transition(
+                &run.id,
+                Transition::to(RunState::Error, start, "its replica died"),
+            )
+            .unwrap();
+        assert_eq!(store.logs_left_open(10).unwrap(), vec![run.id.clone()]);
+        let shipper = Shipper::default();
+        shipper.enable();
+        shipper.pass(shared);
+        let log = store.run_log(&run.id, 0, 100).unwrap().unwrap();
+        assert!(log.complete, "the log left open was finished");
+        assert_eq!(log.data, b"half a log\n");
+        assert!(store.logs_left_open(10).unwrap().is_empty());
+        assert!(shipper.is_empty());
+    }
 }

@@ -1964,6 +1964,21 @@ impl Store for PgStore {
         self.read(|c| Ok(files::list(c, id)??))
     }
 
+    fn logs_left_open(&self, limit: usize) -> Result<Vec<String>, StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.read(|c| {
+            Ok(c.query(
+                "SELECT r.id FROM run_logs l JOIN runs r ON r.seq = l.seq
+                 WHERE NOT l.complete AND r.completed_at IS NOT NULL
+                 ORDER BY r.completed_at, r.seq LIMIT $1",
+                &[&limit],
+            )?
+            .iter()
+            .map(|r| r.get(0))
+            .collect())
+        })
+    }
+
     fn run_file(&self, id: &str, path: &str) -> Result<Option<RunFile>, StoreError> {
         self.read(|c| Ok(files::file(c, id, path)??))
     }

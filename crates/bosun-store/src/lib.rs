@@ -877,6 +877,14 @@ pub trait Store: Send + Sync {
         Err(no_run_files())
     }
 
+    /// The ended runs whose stored log is not whole yet (the replica that
+    /// shipped it stopped leading before the end), oldest first, at most
+    /// `limit`: a new leader finishes them.
+    fn logs_left_open(&self, limit: usize) -> Result<Vec<String>, StoreError> {
+        let _ = limit;
+        Err(no_run_files())
+    }
+
     /// One stored artifact of run `id`, bytes and all.
     fn run_file(&self, id: &str, path: &str) -> Result<Option<RunFile>, StoreError> {
         let _ = (id, path);

@@ -756,6 +756,21 @@ impl Store for MemoryStore {
             }))
     }
 
+    fn logs_left_open(&self, limit: usize) -> Result<Vec<String>, StoreError> {
+        let g = self.lock();
+        let mut open: Vec<(Timestamp, String)> = g
+            .logs
+            .iter()
+            .filter(|(_, (_, whole))| !whole)
+            .filter_map(|(id, _)| {
+                let run = g.runs.get(id)?;
+                Some((run.completed_at?, id.clone()))
+            })
+            .collect();
+        open.sort();
+        Ok(open.into_iter().take(limit).map(|(_, id)| id).collect())
+    }
+
     fn run_file(&self, id: &str, path: &str) -> Result<Option<RunFile>, StoreError> {
         Ok(self
             .lock()

@@ -3816,6 +3816,29 @@ fn run_logs_and_files_are_kept_whole_bounded_and_with_their_run() {
         assert_eq!(s.run_file(&run.id, "old").unwrap(), None);
         assert_eq!(s.run_file(&other.id, "finished.json").unwrap(), None);
 
+        // An ended run's log not whole is left open, for a new leader to
+        // finish; a whole one is not.
+        let third = s
+            .create_run(
+                new_periodic("q", Some("2026-01-03T00:00:00Z"), 0),
+                t("2026-01-03T00:00:00Z"),
+            )
+            .unwrap()
+            .run()
+            .clone();
+        s.append_run_log(&third.id, 0, b"partial", false).unwrap();
+        assert_eq!(
+            s.logs_left_open(10).unwrap(),
+            Vec::<String>::new(),
+            "none ended yet"
+        );
+        s.transition(&third.id, Transition::to(RunState::Error, t(tick), "x"))
+            .unwrap();
+        assert_eq!(s.logs_left_open(10).unwrap(), vec![third.id.clone()]);
+        assert_eq!(s.logs_left_open(0).unwrap(), Vec::<String>::new());
+        s.append_run_log(&third.id, 7, b"", true).unwrap();
+        assert_eq!(s.logs_left_open(10).unwrap(), Vec::<String>::new());
+
         // They go with their run.
         s.transition(&run.id, Transition::to(RunState::Error, t(tick), "x"))
             .unwrap();
