@@ -43,7 +43,7 @@ pub const PERIOD: Duration = Duration::from_secs(1);
 
 /// Every this many passes, the runs whose log another leader left open
 /// are looked for (the first pass of a term included).
-const SWEEP: u64 = 30;
+pub const SWEEP: u64 = 30;
 
 /// At most this many of them a sweep.
 const SWEEP_LIMIT: usize = 200;
@@ -131,7 +131,7 @@ impl Shipper {
         // runs whose log another leader left open, to finish with what this
         // replica has of them (a pod's log it copied too; for a local run of
         // a replica gone, nothing more: the log is marked whole as it is).
-        let sweep = self.passes.fetch_add(1, Ordering::Relaxed) % SWEEP == 0;
+        let sweep = self.passes.fetch_add(1, Ordering::Relaxed).is_multiple_of(SWEEP);
         let left_open = if sweep {
             shared
                 .store
