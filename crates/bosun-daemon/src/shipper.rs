@@ -131,7 +131,10 @@ impl Shipper {
         // runs whose log another leader left open, to finish with what this
         // replica has of them (a pod's log it copied too; for a local run of
         // a replica gone, nothing more: the log is marked whole as it is).
-        let sweep = self.passes.fetch_add(1, Ordering::Relaxed).is_multiple_of(SWEEP);
+        let sweep = self
+            .passes
+            .fetch_add(1, Ordering::Relaxed)
+            .is_multiple_of(SWEEP);
         let left_open = if sweep {
             shared
                 .store
