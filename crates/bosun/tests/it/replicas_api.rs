@@ -35,19 +35,7 @@ fn args<'a>(url: &'a str, token: Option<&'a std::path::Path>) -> Vec<&'a std::ff
     if let Some(t) = token {
         args.extend(["--api-token-file".as_ref(), t.as_os_str()]);
     }
-    args.extend(
-        [
-            "--lease-ttl",
-            "3s",
-            "--lease-renew",
-            "1s",
-            "--lease-retry",
-            "500ms",
-            "--lease-margin",
-            "1s",
-        ]
-        .map(std::ffi::OsStr::new),
-    );
+    args.extend(crate::replicas::LEASE.map(std::ffi::OsStr::new));
     args
 }
 
@@ -80,16 +68,7 @@ fn a_run_made_on_a_follower_starts_and_a_login_on_one_replica_aborts_it_through_
     let url = Postgres::shared().database();
     let a = replica(&d.path().join("a"), &url);
     let b = replica(&d.path().join("b"), &url);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let (leader, follower) = loop {
-        match (leads(a.port), leads(b.port)) {
-            (true, false) => break (a.port, b.port),
-            (false, true) => break (b.port, a.port),
-            _ => {}
-        }
-        assert!(Instant::now() < deadline, "no single leader");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let (leader, follower) = roles(a.port, b.port);
     // Created on the follower, started by the leader.
     let started = Instant::now();
     let id = trigger(follower, "slow", Some(API_TOKEN));
@@ -318,16 +297,7 @@ fn a_follower_answers_dispatcher_lookups_by_the_leaders_plan_and_takes_overrides
     };
     let a = start("a");
     let b = start("b");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let (leader, follower) = loop {
-        match (leads(a.port), leads(b.port)) {
-            (true, false) => break (a.port, b.port),
-            (false, true) => break (b.port, a.port),
-            _ => {}
-        }
-        assert!(Instant::now() < deadline, "no single leader");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let (leader, follower) = roles(a.port, b.port);
     let plan = json_of(leader, "/api/v1/dispatch/plan");
     // The follower serves the plan the leader made (it plans nothing).
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -456,18 +426,7 @@ fn each_replicas_pod_is_labelled_with_its_leadership() {
             std::thread::sleep(Duration::from_millis(50));
         }
     };
-    let a_leads = {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            match (leads(a.port), leads(b.port)) {
-                (true, false) => break true,
-                (false, true) => break false,
-                _ => {}
-            }
-            assert!(Instant::now() < deadline, "no single leader");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    };
+    let a_leads = roles(a.port, b.port).0 == a.port;
     let (yes, no) = ("true", "false");
     if a_leads {
         wait_labels(yes, no);
