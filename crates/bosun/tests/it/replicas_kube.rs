@@ -191,6 +191,24 @@ fn wait_in_flight(r: &Replicas, plane: &ControlPlane, n: usize) -> Vec<String> {
     }
 }
 
+/// Of `ids`, the runs still pending right after the leader's fault: a pod
+/// may end, and its leader record it, between the look at the pods in
+/// flight and the fault. A paused or killed leader commits nothing more
+/// (a commit it sent just before lands within the half second waited), and
+/// the next one takes over only after the lease's TTL, so what is pending
+/// then is what the fault caught in flight (at least one).
+fn still_pending(r: &Replicas, ids: Vec<String>) -> Vec<String> {
+    // A commit the leader sent just before the fault lands meanwhile.
+    std::thread::sleep(Duration::from_millis(500));
+    let all = runs(r.any());
+    let caught: Vec<String> = ids
+        .into_iter()
+        .filter(|id| all.get(id).is_some_and(|run| run["state"] == "pending"))
+        .collect();
+    assert!(!caught.is_empty(), "no run was in flight at the fault");
+    caught
+}
+
 /// Waits until replica `not` no longer leads and another does: its term.
 fn takeover(r: &Replicas, not: usize, within: Duration) -> (usize, Term) {
     let deadline = Instant::now() + within;
@@ -247,6 +265,7 @@ fn failovers_with_pods_in_flight_adopt_them_and_no_old_leader_touches_a_pod() {
     let pid = r.pid(first);
     pause(pid, true);
     r.hidden[first] = true;
+    let paused = still_pending(&r, paused);
     let (second, term) = takeover(&r, first, Duration::from_secs(20));
     terms.push(term);
     std::thread::sleep(Duration::from_secs(1));
@@ -261,6 +280,7 @@ fn failovers_with_pods_in_flight_adopt_them_and_no_old_leader_touches_a_pod() {
     to.store(r.port(spare), Ordering::SeqCst);
     let killed = wait_in_flight(&r, &plane, 2);
     r.kill(second);
+    let killed = still_pending(&r, killed);
     let (third, term) = takeover(&r, second, Duration::from_secs(20));
     terms.push(term);
     std::thread::sleep(Duration::from_secs(4));
