@@ -35,6 +35,10 @@ use serde_json::json;
 use crate::pki::Pki;
 use crate::runtime;
 
+/// How long after the status says a pod's containers ended the streams
+/// that follow their log end (the kubelet's next look at the containers).
+pub const STREAM_END_DELAY: Duration = Duration::from_millis(200);
+
 /// The node every pod is bound to.
 pub const NODE: &str = "kubetest-node";
 
@@ -88,6 +92,9 @@ struct PodLog {
     cuts: u64,
     /// Log requests fail (500) while set.
     failing: bool,
+    /// The first line of the current log file: the lines before it were
+    /// rotated away.
+    rotated: usize,
 }
 
 #[derive(Default)]
@@ -104,6 +111,9 @@ struct State {
     /// Pods (`ns/name`) whose containers each have a log of their own
     /// (kept under `ns/name/container`).
     per_container: Mutex<std::collections::HashSet<String>>,
+    /// Pods (`ns/name`) whose follow streams end before the status says
+    /// their containers ended (else after it, at the kubelet's next look).
+    streams_end_first: Mutex<std::collections::HashSet<String>>,
 }
 
 impl State {
@@ -400,8 +410,12 @@ impl Kubelet {
         self.end_containers(ns, pod, containers, outcome);
     }
 
-    /// The log ends (as the container does), then the status says so, in
-    /// that order, as a kubelet reports a container's end after it happened.
+    /// The containers end: the status says so, then their follow streams
+    /// end [`STREAM_END_DELAY`] later, as a kubelet reports a container's end
+    /// (within a second) before its next look at the container (every five
+    /// seconds) ends the streams that follow its log. With
+    /// [`Kubelet::streams_end_before_status`], the other order, as when that
+    /// look comes first.
     fn end_containers(
         &self,
         ns: &str,
@@ -423,12 +437,39 @@ impl Kubelet {
             },
             false,
         );
-        self.end_log(ns, pod);
+        let first = self.state.streams_end_first.locked().contains(&key(ns, pod));
+        if first {
+            self.end_log(ns, pod);
+        }
         self.patch_status(
             ns,
             pod,
             json!({"phase": outcome.phase, "containerStatuses": statuses}),
         );
+        if !first {
+            let (state, k) = (self.state.clone(), key(ns, pod));
+            runtime().spawn(async move {
+                tokio::time::sleep(STREAM_END_DELAY).await;
+                state.end_log(&k);
+            });
+        }
+    }
+
+    /// When pod `ns/pod`'s containers end, its log's follow streams end
+    /// before the status says so (as when the kubelet's look at the
+    /// container comes before its status report), not after.
+    pub fn streams_end_before_status(&self, ns: &str, pod: &str) {
+        self.state.streams_end_first.locked().insert(key(ns, pod));
+    }
+
+    /// The kubelet rotates the pod's log: the lines written so far move to
+    /// a rotated file, which reads no longer see (a kubelet serves only the
+    /// current file), while the streams following the log go on into the
+    /// new one.
+    pub fn rotate_log(&self, ns: &str, pod: &str) {
+        let mut logs = self.state.logs();
+        let log = logs.entry(key(ns, pod)).or_default();
+        log.rotated = log.lines.len();
     }
 
     /// Exit 0.
@@ -591,18 +632,25 @@ impl Kubelet {
     }
 
     fn end_log(&self, ns: &str, pod: &str) {
+        self.state.end_log(&key(ns, pod));
+    }
+}
+
+impl State {
+    /// Pod `k`'s logs (its own and its containers') end: their follow
+    /// streams end.
+    fn end_log(&self, k: &str) {
         {
-            let mut logs = self.state.logs();
-            let k = key(ns, pod);
+            let mut logs = self.logs();
             let containers = format!("{k}/");
             for (name, log) in logs.iter_mut() {
                 if name.starts_with(&containers) {
                     log.ended = true;
                 }
             }
-            logs.entry(k).or_default().ended = true;
+            logs.entry(k.to_string()).or_default().ended = true;
         }
-        self.state.changed.notify_waiters();
+        self.changed.notify_waiters();
     }
 }
 
@@ -908,8 +956,7 @@ fn select(
     since: Option<jiff::Timestamp>,
     tail: Option<usize>,
 ) -> Vec<(jiff::Timestamp, String)> {
-    let mut lines: Vec<_> = log
-        .lines
+    let mut lines: Vec<_> = log.lines[log.rotated.min(log.lines.len())..]
         .iter()
         .filter(|(t, _)| since.is_none_or(|s| *t >= s))
         .cloned()

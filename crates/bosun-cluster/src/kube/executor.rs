@@ -50,15 +50,13 @@ struct KubeInner {
     conn: Arc<Connection>,
     settings: PodSettings,
     /// bosun's pods, as the watch last saw them.
-    cache: PodCache,
+    cache: Arc<PodCache>,
     /// Pod logs, copied into the runs' log files.
     logs: Arc<LogCopier>,
     on_change: Option<Arc<dyn Fn() + Send + Sync>>,
     /// Runs whose pod is being revived: the old pod must be gone (however
     /// long its grace period) before the new one is created.
     reviving: Mutex<HashMap<String, Revival>>,
-    /// Woken on every change the watch sees.
-    watch_changed: tokio::sync::Notify,
     /// The pipeline runs' PipelineRuns.
     pipelines: Arc<Pipelines>,
     /// Whether this process may act on the cluster now, once told
@@ -87,7 +85,6 @@ impl KubeInner {
     }
 
     fn changed(&self) {
-        self.watch_changed.notify_waiters();
         if let Some(f) = &self.on_change {
             f();
         }
@@ -144,7 +141,7 @@ impl KubeInner {
         let mut deleted = false;
         let mut backoff = Duration::from_millis(200);
         loop {
-            let changed = self.watch_changed.notified();
+            let changed = self.cache.changed();
             let Some((old_uid, pod)) = self
                 .reviving()
                 .get(&name)
@@ -311,15 +308,15 @@ impl KubeExecutor {
             rt.handle().clone(),
             on_change.clone(),
         ));
+        let cache = Arc::new(PodCache::default());
         let inner = Arc::new(KubeInner {
-            logs: Arc::new(LogCopier::new(conn.clone(), log_dir)),
+            logs: Arc::new(LogCopier::new(conn.clone(), cache.clone(), log_dir)),
             pipelines,
             conn,
             settings: settings.clone(),
-            cache: PodCache::default(),
+            cache,
             on_change,
             reviving: Mutex::default(),
-            watch_changed: tokio::sync::Notify::new(),
             may_act: std::sync::OnceLock::new(),
         });
         let watch = inner.clone();

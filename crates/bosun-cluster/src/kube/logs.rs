@@ -1,18 +1,25 @@
 //! Pod logs: each pod's log is copied, as it is written, into the run's log
 //! file `DIR/NAME.log` (the run log endpoint streams that file), once per
-//! pod, from when its containers start until the pod ends.
+//! pod, from when its containers start until the pod ends: one follow of
+//! the log per pod, and no other request when nothing goes wrong.
 //!
 //! A log stream can end before the container does (the API server or the
-//! kubelet drops the connection, a watch-like timeout): the copy asks for
-//! timestamps and resumes from the last line it wrote (`sinceTime`, whole
-//! seconds, skipping the lines it already has), so no line is lost or
+//! kubelet drops the connection); through the API server that looks like
+//! the container's end. So the container's end comes from the watch: a
+//! stream that ends after the watch has shown the container ended holds the
+//! whole log (a kubelet ends a follow only after the container's end); one
+//! that ends before is read once more to the log's end after the watch
+//! shows the end, or followed again if the container still runs. The copy
+//! asks for timestamps and resumes from the last line it wrote (`sinceTime`,
+//! whole seconds, skipping the lines it already has), so no line is lost or
 //! written twice. A pod's log counts as copied only once its container has
 //! ended and the copy has read the log to its end; a copy that fails keeps
 //! trying (with backoff) while the pod exists, and the sinker never deletes
 //! a pod whose log is not copied.
 //!
-//! It knows nothing of the watch or of runs' states: the watch hands it the
-//! pods it sees, the sinker asks it which logs are complete.
+//! It knows nothing of runs' states: the watch hands it the pods it sees and
+//! keeps the view it reads containers' ends from; the sinker asks it which
+//! logs are complete.
 
 use bosun_base::sync::Lock;
 use std::collections::{HashMap, HashSet};
@@ -23,6 +30,14 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 
 use super::client::{ApiError, Connection};
+use super::watch::{container_ended, ContainerEnd, PodCache};
+
+/// How long, after a log stream ends before the watch shows its
+/// container's end, the copy waits for the watch to tell whether the
+/// container ended (then the log is read to its end) or still runs (the
+/// stream was cut: it is followed again). A kubelet reports a container's
+/// end a second or two after it.
+const END_WAIT: Duration = Duration::from_secs(3);
 
 /// The container whose log is the run's: Prow's `test` container, else the
 /// first one.
@@ -100,6 +115,8 @@ pub(crate) enum CopyError {
 /// The copies of one cluster's pod logs.
 pub(crate) struct LogCopier {
     conn: Arc<Connection>,
+    /// The watch's view of the pods: where their containers stand.
+    cache: Arc<PodCache>,
     /// Where pod logs are copied (`NAME.log`).
     dir: PathBuf,
     /// Pods (name and uid) whose log is being copied.
@@ -145,10 +162,12 @@ impl Drop for WritingGuard {
 }
 
 impl LogCopier {
-    /// Copies logs of pods reached through `conn` into `dir`.
-    pub(crate) fn new(conn: Arc<Connection>, dir: PathBuf) -> Self {
+    /// Copies logs of pods reached through `conn` (and seen by the watch
+    /// into `cache`) into `dir`.
+    pub(crate) fn new(conn: Arc<Connection>, cache: Arc<PodCache>, dir: PathBuf) -> Self {
         LogCopier {
             conn,
+            cache,
             dir,
             copying: Mutex::default(),
             copied: Mutex::default(),
@@ -218,45 +237,71 @@ impl LogCopier {
             };
         let mut resume = Resume::default();
         let mut backoff = Duration::from_millis(200);
+        // Whether the next read follows the log (the container may still
+        // write) or reads it to its end (the container has ended, and the
+        // stream that followed it may have been cut first).
+        let mut follow = true;
         loop {
             if !self.still_copying(&name, &uid) {
                 return;
             }
+            if !follow {
+                match self
+                    .read(&name, &container, false, &mut resume, &mut file)
+                    .await
+                {
+                    Ok(()) => return self.copied(&name, &mut file),
+                    Err(e) => {
+                        tracing::info!(pod = %name, error = %e, "the pod's log could not be read to its end yet")
+                    }
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(10));
+                continue;
+            }
             let followed = self
                 .read(&name, &container, true, &mut resume, &mut file)
                 .await;
-            // The stream ended: the container ended, or the stream broke.
-            match self.container_ended(&name, &uid, &container).await {
-                Ok(Some(true)) => {
-                    // Whatever the follow missed, to the log's end.
-                    match self
-                        .read(&name, &container, false, &mut resume, &mut file)
-                        .await
-                    {
-                        Ok(()) => {
-                            let _ = file.flush();
-                            self.copied.locked().insert(name.clone());
-                            return;
-                        }
-                        Err(e) => {
-                            tracing::info!(pod = %name, error = %e, "the pod's log could not be read to its end yet")
-                        }
-                    }
+            // The stream ended: the container ended (the kubelet ends a
+            // follow at its next look at the container, after the end), or
+            // the stream was cut, which through the API server looks the
+            // same. A stream that ends after the watch has shown the
+            // container's end cannot have missed a line: the log is whole.
+            let end = self.cache.container_end(&name, &uid, &container);
+            if followed.is_ok() && end == ContainerEnd::Ended {
+                return self.copied(&name, &mut file);
+            }
+            // Else the watch tells, when it shows the end: a container
+            // that ended after the stream did may have written lines the
+            // stream missed, read to the end once; one that still runs
+            // had its stream cut, followed again.
+            match self.end_after(&name, &uid, &container, END_WAIT).await {
+                ContainerEnd::Ended => {
+                    follow = false;
+                    continue;
                 }
-                Ok(Some(false)) => {
+                ContainerEnd::Running => {
                     if let Err(e) = &followed {
                         tracing::info!(pod = %name, error = %e, "the pod's log stream broke; resuming");
                     }
                 }
-                // Gone (or another pod of that name): nothing more to copy.
-                Ok(None) => {
-                    let _ = writeln!(
-                        file,
-                        "bosun: the pod was deleted before its log was copied to its end"
-                    );
-                    return;
-                }
-                Err(e) => tracing::info!(pod = %name, error = %e, "cannot read the pod"),
+                // Not in the watch's view: gone, or not shown yet (a
+                // listing under way); the API tells.
+                ContainerEnd::Unknown => match self.container_ended(&name, &uid, &container).await {
+                    Ok(Some(true)) => {
+                        follow = false;
+                        continue;
+                    }
+                    Ok(Some(false)) => {}
+                    Ok(None) => {
+                        let _ = writeln!(
+                            file,
+                            "bosun: the pod was deleted before its log was copied to its end"
+                        );
+                        return;
+                    }
+                    Err(e) => tracing::info!(pod = %name, error = %e, "cannot read the pod"),
+                },
             }
             if followed.is_ok() {
                 backoff = Duration::from_millis(200);
@@ -266,14 +311,37 @@ impl LogCopier {
         }
     }
 
+    /// The log of `name` is whole in `file`.
+    fn copied(&self, name: &str, file: &mut std::fs::File) {
+        use std::io::Write;
+        let _ = file.flush();
+        self.copied.locked().insert(name.to_string());
+    }
+
+    /// Where pod `name`'s `container` stands once the watch shows its end,
+    /// or after `wait` at most.
+    async fn end_after(&self, name: &str, uid: &str, container: &str, wait: Duration) -> ContainerEnd {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let changed = self.cache.changed();
+            let end = self.cache.container_end(name, uid, container);
+            if end == ContainerEnd::Ended
+                || tokio::time::timeout_at(deadline, changed).await.is_err()
+            {
+                return end;
+            }
+        }
+    }
+
     fn still_copying(&self, name: &str, uid: &str) -> bool {
         self.copying
             .locked()
             .contains(&(name.to_string(), uid.to_string()))
     }
 
-    /// Whether the pod `name` (of `uid`)'s `container` has ended; `None`
-    /// when that pod is gone.
+    /// Whether the pod `name` (of `uid`)'s `container` has ended, asked of
+    /// the API (when the watch does not show the pod); `None` when that pod
+    /// is gone.
     async fn container_ended(
         &self,
         name: &str,
@@ -281,20 +349,12 @@ impl LogCopier {
         container: &str,
     ) -> Result<Option<bool>, CopyError> {
         let api = self.conn.pods().await?;
-        let pod = match api.get_opt(name).await.map_err(ApiError::from)? {
-            Some(p) if p.metadata.uid.as_deref() == Some(uid) => p,
-            _ => return Ok(None),
-        };
-        let status = pod.status.unwrap_or_default();
-        let terminal = matches!(status.phase.as_deref(), Some("Succeeded") | Some("Failed"));
-        let ended = status
-            .container_statuses
-            .iter()
-            .flatten()
-            .find(|c| c.name == container)
-            .and_then(|c| c.state.as_ref())
-            .is_some_and(|s| s.terminated.is_some());
-        Ok(Some(terminal || ended))
+        Ok(match api.get_opt(name).await.map_err(ApiError::from)? {
+            Some(p) if p.metadata.uid.as_deref() == Some(uid) => {
+                Some(container_ended(&p, container))
+            }
+            _ => None,
+        })
     }
 
     /// Reads the log from where `resume` stands (following it if `follow`)

@@ -28,6 +28,19 @@ pub(crate) struct PodCache {
     started: Mutex<HashMap<String, Instant>>,
     /// The watch has listed the pods at least once.
     synced: AtomicBool,
+    /// Woken on every change the watch sees.
+    changed: tokio::sync::Notify,
+}
+
+/// Where a pod's container stands, as the watch last saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ContainerEnd {
+    /// The watch shows no pod of that uid (gone, or not seen yet).
+    Unknown,
+    /// Still running (or not started).
+    Running,
+    /// Ended: its state is `terminated`, or the pod's phase is final.
+    Ended,
 }
 
 impl PodCache {
@@ -72,6 +85,44 @@ impl PodCache {
     pub(crate) fn synced(&self) -> bool {
         self.synced.load(Ordering::SeqCst)
     }
+
+    /// Resolves at the watch's next change (create it before looking at
+    /// the cache, so that no change in between is missed).
+    pub(crate) fn changed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.changed.notified()
+    }
+
+    /// Whether `container` of pod `name` (of `uid`) has ended, as the watch
+    /// last saw it.
+    pub(crate) fn container_end(&self, name: &str, uid: &str, container: &str) -> ContainerEnd {
+        self.with_pod(name, |pod| {
+            if pod.metadata.uid.as_deref() != Some(uid) {
+                return ContainerEnd::Unknown;
+            }
+            if container_ended(pod, container) {
+                ContainerEnd::Ended
+            } else {
+                ContainerEnd::Running
+            }
+        })
+        .unwrap_or(ContainerEnd::Unknown)
+    }
+}
+
+/// Whether `pod`'s `container` has ended: its state is `terminated`, or the
+/// pod's phase is final.
+pub(crate) fn container_ended(pod: &Pod, container: &str) -> bool {
+    let Some(status) = pod.status.as_ref() else {
+        return false;
+    };
+    matches!(status.phase.as_deref(), Some("Succeeded") | Some("Failed"))
+        || status
+            .container_statuses
+            .iter()
+            .flatten()
+            .find(|c| c.name == container)
+            .and_then(|c| c.state.as_ref())
+            .is_some_and(|s| s.terminated.is_some())
 }
 
 /// Follows bosun's pods into `cache` until the runtime ends: `seen` is
@@ -122,6 +173,7 @@ pub(crate) async fn follow(
                     }
                     *cache.pods() = std::mem::take(&mut listing);
                     cache.synced.store(true, Ordering::SeqCst);
+                    cache.changed.notify_waiters();
                     changed();
                 }
                 Ok(Event::Apply(p)) => {
@@ -129,6 +181,7 @@ pub(crate) async fn follow(
                     let n = name(&p);
                     cache.started().remove(&n);
                     cache.pods().insert(n, p);
+                    cache.changed.notify_waiters();
                     changed();
                 }
                 Ok(Event::Delete(p)) => {
@@ -144,6 +197,7 @@ pub(crate) async fn follow(
                         pods.remove(&n);
                     }
                     drop(pods);
+                    cache.changed.notify_waiters();
                     changed();
                 }
                 // The watcher re-lists by itself (410 Gone included); wait

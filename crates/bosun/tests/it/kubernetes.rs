@@ -775,6 +775,75 @@ fn pod_logs_survive_dropped_streams_and_keep_their_pod_until_copied() {
     a.wait_gone(&id, Duration::from_secs(15));
 }
 
+/// A pod's log costs one request when nothing goes wrong: the follow,
+/// whose end after the watch has shown the container's end is the log's end
+/// (no read of the pod, no second read of the log). A stream that ends
+/// before the status says the container ended may have been cut: the log is
+/// read once more, to its end.
+#[test]
+fn a_pods_log_is_one_follow_unless_its_stream_ends_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Cluster::new(ControlPlane::shared(), "k-onelog", "build-a");
+    let data = dir.path().join("bosun");
+    let daemon = start_full(&data, &[a.kubeconfig()], &config_for("k-onelog", ""), JOBS);
+    let port = daemon.port;
+    let kubelet = a.plane.kubelet();
+    let copy = |id: &str, stream_first: bool| {
+        a.wait_pod(id);
+        if stream_first {
+            kubelet.streams_end_before_status(a.ns(), id);
+        }
+        a.run(id);
+        a.log(id, "one\n");
+        wait_log_in(port, Some(&data), id, |l| l == "one\n");
+        a.log(id, "two\n");
+        a.succeed(id);
+        wait_run(port, id, "success");
+        // Whole, and taken as whole (the endpoint answers once it is).
+        assert_eq!(wait_log(port, id, |l| l == "one\ntwo\n"), "one\ntwo\n");
+        kubelet.log_requests(a.ns(), id)
+    };
+    let usual = trigger(port, "k-job");
+    assert_eq!(copy(&usual, false), 1, "the follow alone");
+    let early = trigger(port, "k-job");
+    assert_eq!(copy(&early, true), 2, "the follow, then a read to the end");
+}
+
+/// A log the kubelet rotates while bosun follows it is copied whole: the
+/// follow goes on into the new file, and a stream cut after the rotation
+/// resumes from the current file, after the last line copied.
+#[test]
+fn a_rotated_log_is_copied_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Cluster::new(ControlPlane::shared(), "k-rotate", "build-a");
+    let data = dir.path().join("bosun");
+    let daemon = start_full(&data, &[a.kubeconfig()], &config_for("k-rotate", ""), JOBS);
+    let port = daemon.port;
+    let kubelet = a.plane.kubelet();
+    let id = trigger(port, "k-job");
+    a.wait_pod(&id);
+    a.run(&id);
+    let mut want = String::new();
+    let mut write = |from: usize, to: usize| {
+        let text: String = (from..to).map(|i| format!("line {i} of a long log\n")).collect();
+        a.log(&id, &text);
+        want.push_str(&text);
+        want.clone()
+    };
+    let so_far = write(0, 300);
+    wait_log_in(port, Some(&data), &id, |l| l == so_far);
+    kubelet.rotate_log(a.ns(), &id);
+    let so_far = write(300, 600);
+    wait_log_in(port, Some(&data), &id, |l| l == so_far);
+    kubelet.cut_log_streams(a.ns(), &id);
+    let so_far = write(600, 650);
+    wait_log_in(port, Some(&data), &id, |l| l == so_far);
+    assert_eq!(kubelet.log_requests(a.ns(), &id), 2, "followed again once");
+    a.succeed(&id);
+    wait_run(port, &id, "success");
+    assert_eq!(wait_log(port, &id, |l| l == so_far), so_far);
+}
+
 #[test]
 fn max_concurrency_holds_on_a_kubernetes_cluster() {
     let dir = tempfile::tempdir().unwrap();
