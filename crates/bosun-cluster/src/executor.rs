@@ -98,6 +98,9 @@ pub enum RunStatus {
     Revivable(String),
 }
 
+/// What a start's outcome is handed to ([`Executor::start_then`]).
+pub type StartDone = Box<dyn FnOnce(Result<(), ExecError>) + Send>;
+
 /// A build cluster's executor: it carries out the [`Workload`] a run was
 /// given ([`Workload::for_run`]), follows it, stops and removes it.
 pub trait Executor: Send + Sync {
@@ -109,6 +112,14 @@ pub trait Executor: Send + Sync {
     /// nothing. A workload of another kind of cluster is
     /// [`ExecError::Unsupported`].
     fn start(&self, run_id: &str, workload: &Workload) -> Result<(), ExecError>;
+    /// Starts a run's workload as [`Executor::start`] does, then hands the
+    /// outcome to `done`, on whichever thread has it. An executor whose
+    /// starts wait their turn (a Kubernetes cluster paces its creations)
+    /// waits without holding the caller's thread; by default this is
+    /// `start`, in the caller's.
+    fn start_then(&self, run_id: &str, workload: &Workload, done: StartDone) {
+        done(self.start(run_id, workload))
+    }
     /// Starts a run's workload again in place of its lost one (a
     /// Kubernetes cluster deletes the old pod and creates the new one once
     /// the old one is really gone, however long its grace period, the run

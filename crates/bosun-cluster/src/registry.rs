@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use crate::kube::DEFAULT_CREATIONS_IN_FLIGHT;
 use bosun_config::types::{ClusterKind, ProwConfig};
 
 /// How a cluster runs jobs.
@@ -28,6 +29,9 @@ pub enum ClusterDef {
         kubeconfig: Option<PathBuf>,
         /// Runs at once (`max_concurrency`; 0: unlimited).
         slots: usize,
+        /// Creations in flight at once (`creations_in_flight`; 0:
+        /// unlimited).
+        creations: usize,
     },
 }
 
@@ -59,6 +63,9 @@ pub fn clusters(
                     context: c.context.clone().unwrap_or_else(|| alias.clone()),
                     kubeconfig: c.kubeconfig.as_ref().map(PathBuf::from),
                     slots: c.max_concurrency.map_or(0, |m| m.max(0) as usize),
+                    creations: c
+                        .creations_in_flight
+                        .map_or(DEFAULT_CREATIONS_IN_FLIGHT, |m| m.max(0) as usize),
                 },
             };
             (alias.clone(), def)
@@ -70,6 +77,7 @@ pub fn clusters(
                 context: k.name.clone(),
                 kubeconfig: Some(k.file.clone()),
                 slots: 0,
+                creations: DEFAULT_CREATIONS_IN_FLIGHT,
             });
     }
     out.entry("default".into())
@@ -114,6 +122,7 @@ mod tests {
                 context: "k".into(),
                 kubeconfig: None,
                 slots: 0,
+                creations: DEFAULT_CREATIONS_IN_FLIGHT,
             }
         );
         assert_eq!(
@@ -122,12 +131,13 @@ mod tests {
                 context: "build02".into(),
                 kubeconfig: Some("/etc/kube/a".into()),
                 slots: 0,
+                creations: DEFAULT_CREATIONS_IN_FLIGHT,
             }
         );
         assert_eq!(c["default"], ClusterDef::Local { slots: 2 });
         // A configured default replaces the implicit one.
         let c = clusters(
-            &config("build_clusters:\n  default: {kind: kubernetes, context: prod}\n"),
+            &config("build_clusters:\n  default: {kind: kubernetes, context: prod, creations_in_flight: 4}\n"),
             &[],
             2,
         );
@@ -137,6 +147,7 @@ mod tests {
                 context: "prod".into(),
                 kubeconfig: None,
                 slots: 0,
+                creations: 4,
             }
         );
         // A kubeconfig context named default replaces the implicit one too.

@@ -441,6 +441,10 @@ pub struct BuildCluster {
     /// Most runs in flight on this cluster (local: process slots, default the CPU
     /// count); 0 = unlimited.
     pub max_concurrency: Option<i64>,
+    /// Kubernetes: most pod (and PipelineRun) creations in flight at once on
+    /// this cluster's API server, taken in turn across jobs. Default 16; 0 =
+    /// unlimited.
+    pub creations_in_flight: Option<i64>,
     /// Dispatcher: relative capacity of this cluster for balancing. Default 100.
     pub capacity: Option<i64>,
     /// Dispatcher: capabilities this cluster offers (`arm64`, `gpu`, ...).

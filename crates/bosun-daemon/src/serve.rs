@@ -298,6 +298,7 @@ fn serve_until_signal(args: &ServeArgs) -> Result<(), String> {
             ClusterDef::Kubernetes {
                 context,
                 kubeconfig,
+                creations,
                 ..
             } => {
                 let wake = wake.clone();
@@ -314,7 +315,9 @@ fn serve_until_signal(args: &ServeArgs) -> Result<(), String> {
                     // trust window, as the controller does.
                     Ok(exec) => {
                         let leadership = leadership.clone();
-                        let exec = exec.acting_only_while(Arc::new(move || leadership.trusted()));
+                        let exec = exec
+                            .acting_only_while(Arc::new(move || leadership.trusted()))
+                            .creations_in_flight(*creations);
                         Some(Arc::new(exec) as Arc<dyn Executor>)
                     }
                     Err(e) => {

@@ -437,7 +437,11 @@ impl Kubelet {
             },
             false,
         );
-        let first = self.state.streams_end_first.locked().contains(&key(ns, pod));
+        let first = self
+            .state
+            .streams_end_first
+            .locked()
+            .contains(&key(ns, pod));
         if first {
             self.end_log(ns, pod);
         }

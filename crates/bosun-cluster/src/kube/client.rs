@@ -179,7 +179,8 @@ impl Connection {
         }
     }
 
-    async fn client(&self) -> Result<Client, ApiError> {
+    /// The context's client, made on first use.
+    pub(crate) async fn client(&self) -> Result<Client, ApiError> {
         let mut slot = self.client.lock().await;
         if let Some(c) = slot.as_ref() {
             return Ok(c.clone());
@@ -192,6 +193,81 @@ impl Connection {
     /// The pods of the pod namespace.
     pub(crate) async fn pods(&self) -> Result<Api<Pod>, ApiError> {
         Ok(Api::namespaced(self.client().await?, &self.namespace))
+    }
+
+    /// Creates `pod` in the pod namespace, as `Api::create` does, keeping
+    /// the answer's `Retry-After` with its error: kube-rs drops a failed
+    /// answer's headers, and kube-apiserver's priority and fairness says
+    /// how long to wait after a 429 only there (its body is plain text).
+    pub(crate) async fn create_pod(&self, pod: &Pod) -> Result<(), Refusal> {
+        let client = self.client().await.map_err(Refusal::from)?;
+        let body =
+            serde_json::to_vec(pod).map_err(|e| Refusal::from(kube::Error::SerdeError(e)))?;
+        let request =
+            kube::core::Request::new(format!("/api/v1/namespaces/{}/pods", self.namespace))
+                .create(&kube::api::PostParams::default(), body)
+                .map_err(|e| Refusal::from(kube::Error::BuildRequest(e)))?;
+        let answer = client
+            .send(request.map(kube::client::Body::from))
+            .await
+            .map_err(Refusal::from)?;
+        let code = answer.status();
+        let retry_after = answer
+            .headers()
+            .get(http::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let body = answer
+            .into_body()
+            .collect_bytes()
+            .await
+            .map_err(Refusal::from)?;
+        if code.is_success() {
+            return Ok(());
+        }
+        let status = serde_json::from_slice::<kube::core::Status>(&body).unwrap_or_else(|_| {
+            let text = String::from_utf8_lossy(&body);
+            kube::core::Status::failure(text.trim(), "Failed to parse error data")
+                .with_code(code.as_u16())
+        });
+        let retry_after = retry_after.or_else(|| {
+            let seconds = status.details.as_ref()?.retry_after_seconds;
+            (seconds > 0).then(|| Duration::from_secs(seconds.into()))
+        });
+        Err(Refusal {
+            error: ApiError::from(kube::Error::Api(status.boxed())),
+            retry_after,
+        })
+    }
+}
+
+/// Why a creation did not go through, and how long the API asked to wait
+/// before the next (`Retry-After`, or a `Status`'s `retryAfterSeconds`).
+#[derive(Debug, Clone)]
+pub(crate) struct Refusal {
+    /// The error.
+    pub(crate) error: ApiError,
+    /// The wait the API asked for.
+    pub(crate) retry_after: Option<Duration>,
+}
+
+impl<E: Into<ApiError>> From<E> for Refusal {
+    fn from(e: E) -> Self {
+        Refusal {
+            error: e.into(),
+            retry_after: None,
+        }
+    }
+}
+
+impl ApiError {
+    /// The HTTP status of an answer the API gave, if it gave one.
+    pub(crate) fn code(&self) -> Option<u16> {
+        match self {
+            ApiError::Status { code, .. } => Some(*code),
+            _ => None,
+        }
     }
 }
 

@@ -25,10 +25,11 @@ use kube::api::PostParams;
 
 use super::client::{ApiError, Connection, API_TIMEOUT};
 use super::logs::LogCopier;
+use super::pace::{jitter, retry_delay, Pacer, DEFAULT_CREATIONS_IN_FLIGHT};
 use super::pipelines::{self, Pipelines};
 use super::sinker::sink;
 use super::watch::{follow, PodCache};
-use crate::executor::{ClusterKind, ExecError, Executor, RunStatus, Workload};
+use crate::executor::{ClusterKind, ExecError, Executor, RunStatus, StartDone, Workload};
 
 /// A Kubernetes build cluster's executor: one pod per run in the pod
 /// namespace, followed through a watch of bosun's pods (label
@@ -62,6 +63,26 @@ struct KubeInner {
     /// Whether this process may act on the cluster now, once told
     /// ([`KubeExecutor::acting_only_while`]).
     may_act: std::sync::OnceLock<Gate>,
+    /// The pace of creations.
+    pacer: Arc<Pacer>,
+}
+
+/// How many times in a row a creation the API server sheds (429) is tried
+/// again before its start is left to the controller's backoff (client-go's
+/// number of `Retry-After` retries).
+const SHED_TRIES: u32 = 10;
+
+/// The job a workload's creation queues under: its `prow.k8s.io/job`
+/// annotation (or label), else its own name.
+fn job_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
+    let key = super::pod::JOB_ANNOTATION;
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .or_else(|| meta.labels.as_ref().and_then(|l| l.get(key)))
+        .or(meta.name.as_ref())
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// Whether a process may act on clusters now (create and delete pods).
@@ -132,6 +153,63 @@ impl KubeInner {
                     Some("Failed") | Some("Unknown")
                 )
         }))
+    }
+
+    /// Creates run `run_id`'s pod in its turn. As plank: only a request the
+    /// API refuses (4xx) ends the run; any other failure (no answer, no
+    /// connection, 5xx) may pass. A 429 (the API server shedding load) is
+    /// tried again after its `Retry-After`, with jitter, up to
+    /// [`SHED_TRIES`] times, every creation on the cluster held back
+    /// meanwhile.
+    async fn create_pod(&self, run_id: &str, pod: &Pod) -> Result<(), ExecError> {
+        let job = job_of(&pod.metadata);
+        let mut shed = 0;
+        loop {
+            let turn = self.pacer.turn(&job).await;
+            if let Some(until) = self.pacer.held_until() {
+                tokio::time::sleep_until(until).await;
+            }
+            if self.pacer.failing() {
+                return Err(ExecError::Transient(FAILING.into()));
+            }
+            if !self.may_act() {
+                return Err(ExecError::Transient(
+                    "this process may not act on the cluster now".into(),
+                ));
+            }
+            self.cache.mark_started(run_id);
+            let created = tokio::time::timeout(API_TIMEOUT, self.conn.create_pod(pod)).await;
+            drop(turn);
+            let refusal = match created {
+                Ok(Ok(())) => return Ok(()),
+                Ok(Err(r)) => r,
+                Err(_) => {
+                    self.pacer.mark_failing();
+                    return Err(ExecError::Transient(ApiError::TimedOut.to_string()));
+                }
+            };
+            let text = refusal.error.to_string();
+            match refusal.error.code() {
+                // Started before (a restart between create and commit).
+                Some(409) => return Ok(()),
+                Some(429) if shed < SHED_TRIES => {
+                    shed += 1;
+                    self.pacer
+                        .hold_for(refusal.retry_after.unwrap_or(Duration::from_secs(1)));
+                    let delay = retry_delay(refusal.retry_after, shed, jitter());
+                    tracing::info!(pod = %run_id, retry_in = ?delay, "the API server shed the pod's creation (429); trying again");
+                    tokio::time::sleep(delay).await;
+                }
+                Some(429) => return Err(ExecError::Transient(text)),
+                Some(code) if (400..500).contains(&code) && code != 408 => {
+                    return Err(ExecError::Refused(text))
+                }
+                _ => {
+                    self.pacer.mark_failing();
+                    return Err(ExecError::Transient(text));
+                }
+            }
+        }
     }
 
     /// Carries run `name`'s revival through: deletes the old pod, waits
@@ -263,6 +341,9 @@ impl PodSettings {
     }
 }
 
+/// Why a creation gave up without asking the API.
+const FAILING: &str = "the cluster's API failed a moment ago; not asked again yet";
+
 /// How long a started run may be missing from the watch before it counts as
 /// lost.
 const START_GRACE: Duration = Duration::from_secs(30);
@@ -318,6 +399,7 @@ impl KubeExecutor {
             on_change,
             reviving: Mutex::default(),
             may_act: std::sync::OnceLock::new(),
+            pacer: Pacer::new(DEFAULT_CREATIONS_IN_FLIGHT),
         });
         let watch = inner.clone();
         rt.spawn(async move {
@@ -351,6 +433,13 @@ impl KubeExecutor {
     /// a gate it always may. (Set once; a later gate is ignored.)
     pub fn acting_only_while(self, gate: Gate) -> Self {
         let _ = self.inner.may_act.set(gate);
+        self
+    }
+
+    /// At most `n` creations in flight at once on this cluster (0:
+    /// unbounded; default [`DEFAULT_CREATIONS_IN_FLIGHT`]).
+    pub fn creations_in_flight(self, n: usize) -> Self {
+        self.inner.pacer.set_limit(n);
         self
     }
 
@@ -450,12 +539,27 @@ impl Executor for KubeExecutor {
     }
 
     fn start(&self, run_id: &str, workload: &Workload) -> Result<(), ExecError> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.start_then(
+            run_id,
+            workload,
+            Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        );
+        rx.recv()
+            .unwrap_or_else(|_| Err(ExecError::Transient("executor stopped".into())))
+    }
+
+    /// The creation waits its turn ([`Pacer`]) on this cluster's runtime,
+    /// holding no thread of the caller's.
+    fn start_then(&self, run_id: &str, workload: &Workload, done: StartDone) {
         match workload {
-            Workload::Pod(pod) => self.start_pod(run_id, pod),
-            Workload::PipelineRun(pr) => self.start_pipeline(run_id, pr),
-            Workload::Process(_) => Err(ExecError::Unsupported(
+            Workload::Pod(pod) => self.start_pod_then(run_id, pod, done),
+            Workload::PipelineRun(pr) => self.start_pipeline_then(run_id, pr, done),
+            Workload::Process(_) => done(Err(ExecError::Unsupported(
                 "a Kubernetes cluster runs pods, not processes".into(),
-            )),
+            ))),
         }
     }
 
@@ -575,31 +679,17 @@ impl KubeExecutor {
     /// Starts a run as `pod`; starting one that was started before does
     /// nothing.
     pub fn start_pod(&self, run_id: &str, pod: &Pod) -> Result<(), ExecError> {
-        let inner = self.inner.clone();
-        let pod = pod.clone();
-        self.inner.cache.mark_started(run_id);
-        // As plank: only a request the API refuses (4xx) ends the run; any
-        // other failure (no answer, no connection, 5xx) may pass.
-        self.call(async move {
-            Ok(
-                match inner
-                    .conn
-                    .pods()
-                    .await?
-                    .create(&PostParams::default(), &pod)
-                    .await
-                {
-                    Ok(_) => Ok(()),
-                    // Started before (a restart between create and commit).
-                    Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-                    Err(e @ kube::Error::Api(_)) if super::client::is_refusal(&e) => {
-                        Err(ExecError::Refused(e.to_string()))
-                    }
-                    Err(e) => Err(ExecError::Transient(e.to_string())),
-                },
-            )
-        })
-        .map_err(|e| ExecError::Transient(e.to_string()))?
+        self.start(run_id, &Workload::Pod(Box::new(pod.clone())))
+    }
+
+    /// Creates run `run_id`'s pod in its turn, then hands the outcome to
+    /// `done`.
+    fn start_pod_then(&self, run_id: &str, pod: &Pod, done: StartDone) {
+        let Some(rt) = &self.rt else {
+            return done(Err(ExecError::Transient("executor stopped".into())));
+        };
+        let (inner, id, pod) = (self.inner.clone(), run_id.to_string(), pod.clone());
+        rt.spawn(async move { done(inner.create_pod(&id, &pod).await) });
     }
 
     /// Starts a run as a Tekton PipelineRun, as Lighthouse makes one; from
@@ -611,11 +701,43 @@ impl KubeExecutor {
         run_id: &str,
         pipeline_run: &serde_json::Value,
     ) -> Result<(), ExecError> {
-        let pr = pipelines::prepare(run_id, pipeline_run, &self.inner.settings.namespace)
-            .map_err(ExecError::Refused)?;
-        let (p, id) = (self.inner.pipelines.clone(), run_id.to_string());
-        self.call(p.create(id, pr))
-            .map_err(|e| ExecError::Transient(e.to_string()))?
+        self.start(
+            run_id,
+            &Workload::PipelineRun(Box::new(pipeline_run.clone())),
+        )
+    }
+
+    /// Creates run `run_id`'s PipelineRun in its turn, then hands the
+    /// outcome to `done`.
+    fn start_pipeline_then(&self, run_id: &str, pipeline_run: &serde_json::Value, done: StartDone) {
+        let pr = match pipelines::prepare(run_id, pipeline_run, &self.inner.settings.namespace) {
+            Ok(pr) => pr,
+            Err(e) => return done(Err(ExecError::Refused(e))),
+        };
+        let Some(rt) = &self.rt else {
+            return done(Err(ExecError::Transient("executor stopped".into())));
+        };
+        let (inner, id) = (self.inner.clone(), run_id.to_string());
+        rt.spawn(async move {
+            let turn = inner.pacer.turn(&job_of(&pr.metadata)).await;
+            if inner.pacer.failing() {
+                return done(Err(ExecError::Transient(FAILING.into())));
+            }
+            let created =
+                tokio::time::timeout(API_TIMEOUT, inner.pipelines.clone().create(id, pr)).await;
+            drop(turn);
+            done(match created {
+                Ok(Ok(outcome)) => outcome,
+                Ok(Err(e)) => {
+                    inner.pacer.mark_failing();
+                    Err(ExecError::Transient(e.to_string()))
+                }
+                Err(_) => {
+                    inner.pacer.mark_failing();
+                    Err(ExecError::Transient(ApiError::TimedOut.to_string()))
+                }
+            })
+        });
     }
 
     /// Starts a run's pod again in place of its lost one: the old pod is

@@ -287,21 +287,23 @@ impl LogCopier {
                 }
                 // Not in the watch's view: gone, or not shown yet (a
                 // listing under way); the API tells.
-                ContainerEnd::Unknown => match self.container_ended(&name, &uid, &container).await {
-                    Ok(Some(true)) => {
-                        follow = false;
-                        continue;
+                ContainerEnd::Unknown => {
+                    match self.container_ended(&name, &uid, &container).await {
+                        Ok(Some(true)) => {
+                            follow = false;
+                            continue;
+                        }
+                        Ok(Some(false)) => {}
+                        Ok(None) => {
+                            let _ = writeln!(
+                                file,
+                                "bosun: the pod was deleted before its log was copied to its end"
+                            );
+                            return;
+                        }
+                        Err(e) => tracing::info!(pod = %name, error = %e, "cannot read the pod"),
                     }
-                    Ok(Some(false)) => {}
-                    Ok(None) => {
-                        let _ = writeln!(
-                            file,
-                            "bosun: the pod was deleted before its log was copied to its end"
-                        );
-                        return;
-                    }
-                    Err(e) => tracing::info!(pod = %name, error = %e, "cannot read the pod"),
-                },
+                }
             }
             if followed.is_ok() {
                 backoff = Duration::from_millis(200);
@@ -320,7 +322,13 @@ impl LogCopier {
 
     /// Where pod `name`'s `container` stands once the watch shows its end,
     /// or after `wait` at most.
-    async fn end_after(&self, name: &str, uid: &str, container: &str, wait: Duration) -> ContainerEnd {
+    async fn end_after(
+        &self,
+        name: &str,
+        uid: &str,
+        container: &str,
+        wait: Duration,
+    ) -> ContainerEnd {
         let deadline = tokio::time::Instant::now() + wait;
         loop {
             let changed = self.cache.changed();

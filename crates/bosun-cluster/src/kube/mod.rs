@@ -10,8 +10,9 @@
 //! - [`executor`]: [`KubeExecutor`], the [`Executor`](crate::executor::Executor)
 //!   of a Kubernetes cluster, which ties the private parts together: the
 //!   watch of bosun's pods and its cache (`watch`), the copy of each pod's log
-//!   into its run's log file (`logs`) and the deletion of finished pods
-//!   (`sinker`).
+//!   into its run's log file (`logs`), the pace of creations (`pace`:
+//!   bounded, fair across jobs, held back after a 429) and the deletion of
+//!   finished pods (`sinker`).
 //!
 //! This module knows nothing of local runs; the executor's vocabulary comes
 //! from [`crate::executor`].
@@ -21,6 +22,7 @@ pub mod decorate;
 pub mod executor;
 pub mod health;
 mod logs;
+mod pace;
 pub mod pipelines;
 pub mod pod;
 mod sinker;
@@ -29,3 +31,4 @@ mod watch;
 pub use client::{client, ApiError, API_TIMEOUT};
 pub use executor::{pod_state, KubeExecutor, PodSettings};
 pub use health::{probe, probe_with_pipelines, Health, Probe, Tracker, POD_VERBS};
+pub use pace::DEFAULT_CREATIONS_IN_FLIGHT;

@@ -212,34 +212,25 @@ impl Controller {
         for (run, job, target, exec) in to_start {
             let c = self.clone();
             off_the_pass(move || {
-                let at = c.shared.clock.now();
-                let started = if c.shared.leadership.trusted() {
-                    exec.start(&run.id, &job)
-                } else {
-                    Err(ExecError::Transient(
-                        "this replica's leadership is not confirmed".into(),
-                    ))
-                };
-                let t = match started {
-                    Ok(()) => {
-                        let mut t = Transition::to(RunState::Pending, at, "Job triggered.");
-                        t.cluster = Some(target.clone());
-                        t
-                    }
-                    Err(ExecError::Transient(e)) => {
-                        // As plank requeues it: the run stays `triggered`
-                        // and keeps its slot for a while, then a pass
-                        // starts it again.
-                        let delay = c.retry_later(run.id.clone());
-                        tracing::warn!(run = %run.id, cluster = %target, error = %e, retry_in = ?delay, "cannot create the pod yet; trying again");
-                        return;
-                    }
-                    Err(e) => {
-                        Transition::to(RunState::Error, at, format!("Pod can not be created: {e}"))
-                    }
-                };
-                c.start_failures().remove(&run.id);
-                c.finish_start(vec![(run.id.clone(), t)]);
+                if !c.shared.leadership.trusted() {
+                    let why = "this replica's leadership is not confirmed".to_string();
+                    return c.started(&run.id, &target, Err(ExecError::Transient(why)));
+                }
+                // An executor whose starts wait their turn (a Kubernetes
+                // cluster's paced creations) hands the outcome back later,
+                // holding no thread meanwhile.
+                // Its outcome is taken in this runtime's context (a retry's
+                // timer runs here, not on the cluster's runtime).
+                let here = tokio::runtime::Handle::try_current().ok();
+                let id = run.id.clone();
+                exec.start_then(
+                    &id,
+                    &job,
+                    Box::new(move |started| {
+                        let _here = here.as_ref().map(|h| h.enter());
+                        c.started(&run.id, &target, started)
+                    }),
+                );
             });
         }
         // Starts that completed since the pass began (its own, when they
@@ -258,6 +249,29 @@ impl Controller {
             self.wake.notify_one();
         }
         n_started
+    }
+
+    /// What a start of run `id` on cluster `target` came to: its
+    /// transition, handed to the next pass, or a try again later.
+    fn started(self: &Arc<Self>, id: &str, target: &str, started: Result<(), ExecError>) {
+        let at = self.shared.clock.now();
+        let t = match started {
+            Ok(()) => {
+                let mut t = Transition::to(RunState::Pending, at, "Job triggered.");
+                t.cluster = Some(target.to_string());
+                t
+            }
+            Err(ExecError::Transient(e)) => {
+                // As plank requeues it: the run stays `triggered` and keeps
+                // its slot for a while, then a pass starts it again.
+                let delay = self.retry_later(id.to_string());
+                tracing::warn!(run = %id, cluster = %target, error = %e, retry_in = ?delay, "cannot create the pod yet; trying again");
+                return;
+            }
+            Err(e) => Transition::to(RunState::Error, at, format!("Pod can not be created: {e}")),
+        };
+        self.start_failures().remove(id);
+        self.finish_start(vec![(id.to_string(), t)]);
     }
 
     /// A start to try again: after [`start_retry_delay`] of its failures in

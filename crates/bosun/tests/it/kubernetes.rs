@@ -825,7 +825,9 @@ fn a_rotated_log_is_copied_whole() {
     a.run(&id);
     let mut want = String::new();
     let mut write = |from: usize, to: usize| {
-        let text: String = (from..to).map(|i| format!("line {i} of a long log\n")).collect();
+        let text: String = (from..to)
+            .map(|i| format!("line {i} of a long log\n"))
+            .collect();
         a.log(&id, &text);
         want.push_str(&text);
         want.clone()
@@ -842,6 +844,126 @@ fn a_rotated_log_is_copied_whole() {
     a.succeed(&id);
     wait_run(port, &id, "success");
     assert_eq!(wait_log(port, &id, |l| l == so_far), so_far);
+}
+
+/// Gives bosun's pod creations in the cluster's namespace a priority level
+/// of their own on the API server, with one share of its concurrency (3
+/// seats at kube-apiserver's default limits) and no queue: a creation over
+/// those seats is shed at once (429, with `Retry-After`).
+fn shed_pod_creations_over_three(c: &Cluster) {
+    use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
+    let name = format!("bosun-creations-{}", c.ns());
+    let level: PriorityLevelConfiguration = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name},
+        "spec": {"type": "Limited", "limited": {
+            "nominalConcurrencyShares": 1, "lendablePercent": 0,
+            "limitResponse": {"type": "Reject"}}}
+    }))
+    .unwrap();
+    let schema: FlowSchema = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name},
+        "spec": {
+            "priorityLevelConfiguration": {"name": name},
+            "matchingPrecedence": 100,
+            "rules": [{
+                "subjects": [{"kind": "ServiceAccount",
+                    "serviceAccount": {"name": "bosun", "namespace": c.ns()}}],
+                "resourceRules": [{"verbs": ["create"], "apiGroups": [""],
+                    "resources": ["pods"], "namespaces": [c.ns()]}]
+            }]
+        }
+    }))
+    .unwrap();
+    let admin = c.plane.admin();
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let pp = kube::api::PostParams::default();
+        kube::Api::<PriorityLevelConfiguration>::all(admin.clone())
+            .create(&pp, &level)
+            .await
+            .unwrap();
+        kube::Api::<FlowSchema>::all(admin)
+            .create(&pp, &schema)
+            .await
+            .unwrap();
+    });
+}
+
+/// A burst of runs on a cluster whose API server sheds bosun's creations
+/// over three at once: with the default 16 in flight, the shed creations
+/// wait their `Retry-After` and are tried again by the executor (never
+/// failing their start back to the controller), and every run gets its
+/// pod; with `creations_in_flight: 2`, the same burst meets no 429 at all.
+#[test]
+fn pod_creations_are_paced_and_a_shed_one_waits_its_retry_after() {
+    let burst = |ns: &str, limit: Option<usize>, rounds: usize| {
+        let dir = tempfile::tempdir().unwrap();
+        let a = Cluster::new(ControlPlane::shared(), ns, "build-a");
+        shed_pod_creations_over_three(&a);
+        let limit = limit.map_or(String::new(), |n| format!(", creations_in_flight: {n}"));
+        let config = config_for(
+            ns,
+            &format!(
+                "build_clusters:\n  build-a: {{kind: kubernetes, kubeconfig: {}, context: build-a{limit}}}\n",
+                a.kubeconfig().display()
+            ),
+        );
+        let daemon = start_full(&dir.path().join("bosun"), &[], &config, JOBS);
+        let port = daemon.port;
+        wait_status(port, "build-a", "Reachable", Duration::from_secs(30));
+        let clusters: serde_json::Value =
+            serde_json::from_str(&get(port, "/api/v1/clusters").unwrap()).unwrap();
+        let in_flight = clusters["clusters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["alias"] == "build-a")
+            .map(|c| c["creations_in_flight"].clone());
+        let (mut shed, mut failed_back) = (0, 0);
+        // Until a round meets the API server's shedding (the creations in
+        // flight at once depend on how the machine schedules the starts).
+        for _ in 0..rounds {
+            let ids: Vec<String> = std::thread::scope(|s| {
+                let posters: Vec<_> = (0..4)
+                    .map(|_| {
+                        s.spawn(|| (0..15).map(|_| trigger(port, "k-job")).collect::<Vec<_>>())
+                    })
+                    .collect();
+                posters
+                    .into_iter()
+                    .flat_map(|p| p.join().unwrap())
+                    .collect()
+            });
+            for id in &ids {
+                wait_run_within(port, id, "pending", Duration::from_secs(60));
+                assert!(a.pod(id).is_some(), "{id}: no pod");
+            }
+            let log = std::fs::read_to_string(&daemon.log).unwrap();
+            let count = |keep: &dyn Fn(&str) -> bool| log.lines().filter(|l| keep(l)).count();
+            failed_back = count(&|l| l.contains("cannot create the pod yet"));
+            shed = count(&|l| {
+                l.contains("shed the pod's creation (429)")
+                    || (l.contains("cannot create the pod yet") && l.contains("Too many requests"))
+            });
+            if shed > 0 {
+                break;
+            }
+        }
+        (in_flight, shed, failed_back)
+    };
+    let (in_flight, shed, failed_back) = burst("k-pace-16", None, 3);
+    assert_eq!(in_flight, Some(16.into()), "the default");
+    assert!(shed > 0, "no burst met a 429: the test proves nothing");
+    assert_eq!(
+        failed_back, 0,
+        "a shed creation was failed back to the controller"
+    );
+    let (in_flight, shed, failed_back) = burst("k-pace-2", Some(2), 1);
+    assert_eq!(in_flight, Some(2.into()));
+    assert_eq!(
+        (shed, failed_back),
+        (0, 0),
+        "two in flight stay within three seats"
+    );
 }
 
 #[test]

@@ -51,9 +51,11 @@ pub async fn list(State(daemon): State<Arc<Daemon>>) -> Response {
                     context,
                     kubeconfig,
                     slots,
+                    creations,
                 } => {
                     v["kind"] = "kubernetes".into();
                     v["slots"] = (*slots).into();
+                    v["creations_in_flight"] = (*creations).into();
                     v["context"] = context.clone().into();
                     v["kubeconfig"] = kubeconfig.as_ref().map(|p| p.display().to_string()).into();
                 }
