@@ -59,7 +59,7 @@ pub(crate) async fn sink(
 }
 
 /// When a finished pod's last container ended (none while it runs).
-fn finished_at(pod: &Pod) -> Option<jiff::Timestamp> {
+pub(crate) fn finished_at(pod: &Pod) -> Option<jiff::Timestamp> {
     let status = pod.status.as_ref()?;
     if !matches!(status.phase.as_deref(), Some("Succeeded") | Some("Failed")) {
         return None;

@@ -125,6 +125,53 @@ pub(crate) fn container_ended(pod: &Pod, container: &str) -> bool {
             .is_some_and(|s| s.terminated.is_some())
 }
 
+/// What the cache keeps of a pod: what a run's state, a log copy's end and
+/// the sinker read (its name, uid, instants, phase, reason and containers'
+/// states), not its spec, labels, annotations or managed fields, which are
+/// most of its size: one copy of what the watch shows, and a small one.
+pub(crate) fn kept(pod: Pod) -> Pod {
+    use k8s_openapi::api::core::v1::{
+        ContainerState, ContainerStateTerminated, ContainerStatus, PodStatus,
+    };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    let m = pod.metadata;
+    let status = pod.status.map(|s| PodStatus {
+        phase: s.phase,
+        reason: s.reason,
+        start_time: s.start_time,
+        container_statuses: s.container_statuses.map(|cs| {
+            cs.into_iter()
+                .map(|c| ContainerStatus {
+                    name: c.name,
+                    state: c.state.map(|st| ContainerState {
+                        terminated: st.terminated.map(|t| ContainerStateTerminated {
+                            exit_code: t.exit_code,
+                            reason: t.reason,
+                            finished_at: t.finished_at,
+                            ..Default::default()
+                        }),
+                        running: st.running,
+                        waiting: None,
+                    }),
+                    ..Default::default()
+                })
+                .collect()
+        }),
+        ..Default::default()
+    });
+    Pod {
+        metadata: ObjectMeta {
+            name: m.name,
+            uid: m.uid,
+            creation_timestamp: m.creation_timestamp,
+            deletion_timestamp: m.deletion_timestamp,
+            ..Default::default()
+        },
+        spec: None,
+        status,
+    }
+}
+
 /// Follows bosun's pods into `cache` until the runtime ends: `seen` is
 /// called with every pod the watch shows, `gone` with the name of every pod
 /// deleted, `changed` after each change to the cache.
@@ -155,7 +202,7 @@ pub(crate) async fn follow(
                 Ok(Event::Init) => listing.clear(),
                 Ok(Event::InitApply(p)) => {
                     seen(&p);
-                    listing.insert(name(&p), p);
+                    listing.insert(name(&p), kept(p));
                 }
                 Ok(Event::InitDone) => {
                     // A pod the cache had and this listing lacks may be gone,
@@ -180,7 +227,7 @@ pub(crate) async fn follow(
                     seen(&p);
                     let n = name(&p);
                     cache.started().remove(&n);
-                    cache.pods().insert(n, p);
+                    cache.pods().insert(n, kept(p));
                     cache.changed.notify_waiters();
                     changed();
                 }
@@ -204,6 +251,81 @@ pub(crate) async fn follow(
                 // a little before it tries again.
                 Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kube::executor::pod_state;
+
+    fn pod(json: serde_json::Value) -> Pod {
+        serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn the_cache_keeps_what_states_log_ends_and_the_sinker_read() {
+        let spec = serde_json::json!({"containers": [{"name": "test", "image": "alpine",
+            "env": [{"name": "JOB_SPEC", "value": "x".repeat(2000)}]}]});
+        let meta = serde_json::json!({"name": "r1", "uid": "u1",
+            "creationTimestamp": "2026-12-06T10:00:00Z",
+            "labels": {"created-by-prow": "true", "prow.k8s.io/job": "j"},
+            "annotations": {"prow.k8s.io/job": "j"},
+            "managedFields": [{"manager": "bosun", "operation": "Update", "fieldsV1": {"f:spec": {}}}]});
+        let terminated = |code: i32, reason: &str| {
+            serde_json::json!({"terminated": {
+            "exitCode": code, "reason": reason, "containerID": "containerd://1",
+            "startedAt": "2026-12-06T10:00:01Z", "finishedAt": "2026-12-06T10:00:09Z"}})
+        };
+        let pods = [
+            pod(serde_json::json!({"metadata": meta, "spec": spec})),
+            pod(
+                serde_json::json!({"metadata": meta, "spec": spec, "status": {"phase": "Pending",
+                "startTime": "2026-12-06T10:00:01Z"}}),
+            ),
+            pod(
+                serde_json::json!({"metadata": meta, "spec": spec, "status": {"phase": "Running",
+                "containerStatuses": [{"name": "test", "image": "alpine", "imageID": "sha", "ready": true,
+                    "restartCount": 0, "state": {"running": {"startedAt": "2026-12-06T10:00:01Z"}}}]}}),
+            ),
+            pod(
+                serde_json::json!({"metadata": meta, "spec": spec, "status": {"phase": "Running",
+                "containerStatuses": [{"name": "test", "image": "alpine", "imageID": "sha", "ready": false,
+                    "restartCount": 0, "state": terminated(3, "Error")}]}}),
+            ),
+            pod(
+                serde_json::json!({"metadata": meta, "spec": spec, "status": {"phase": "Failed",
+                "containerStatuses": [{"name": "test", "image": "alpine", "imageID": "sha", "ready": false,
+                    "restartCount": 0, "state": terminated(137, "OOMKilled")}]}}),
+            ),
+            pod(
+                serde_json::json!({"metadata": meta, "spec": spec, "status": {"phase": "Failed",
+                "reason": "Evicted"}}),
+            ),
+            pod(serde_json::json!({"metadata": {"name": "r1", "uid": "u1",
+                "creationTimestamp": "2026-12-06T10:00:00Z",
+                "deletionTimestamp": "2026-12-06T10:01:00Z"}, "spec": spec,
+                "status": {"phase": "Running"}})),
+        ];
+        for full in pods {
+            let small = kept(full.clone());
+            assert_eq!(pod_state(&small), pod_state(&full), "{full:?}");
+            assert_eq!(
+                container_ended(&small, "test"),
+                container_ended(&full, "test")
+            );
+            assert_eq!(
+                crate::kube::sinker::finished_at(&small),
+                crate::kube::sinker::finished_at(&full)
+            );
+            assert_eq!(small.metadata.uid, full.metadata.uid);
+            assert_eq!(small.metadata.name, full.metadata.name);
+            let (a, b) = (
+                serde_json::to_vec(&small).unwrap().len(),
+                serde_json::to_vec(&full).unwrap().len(),
+            );
+            assert!(a * 5 < b, "kept {a} bytes of {b}");
         }
     }
 }
