@@ -158,10 +158,28 @@ fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
 /// serve is logged (in `--log-format`), and it fails with exit status 1.
 pub fn run(args: &ServeArgs) -> Outcome {
     init_logging(args.log_format);
+    raise_open_files_limit();
     serve_until_signal(args).map_err(|e| {
         tracing::error!("{e}");
         Failed::status(1)
     })
+}
+
+/// Raises the soft limit of open files to the hard one, as Go programs do
+/// at start: a cluster with thousands of runs at once holds a log stream
+/// and a log file open for each, far over the usual soft limit of 1,024.
+/// A limit that cannot be raised is only logged.
+fn raise_open_files_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current < limit.maximum {
+        let from = limit.current;
+        limit.current = limit.maximum;
+        match setrlimit(Resource::Nofile, limit.clone()) {
+            Ok(()) => tracing::debug!(from, to = limit.current, "raised the limit of open files"),
+            Err(e) => tracing::warn!(error = %e, "cannot raise the limit of open files"),
+        }
+    }
 }
 
 /// Starts the daemon and serves until a signal; why it could not.

@@ -123,8 +123,9 @@ pub fn user_agent() -> String {
         .unwrap_or_else(|| user_agent_of(None))
 }
 
-/// A client for `context` of `kubeconfig` (the default kubeconfig when none).
-pub async fn client(kubeconfig: Option<&Path>, context: &str) -> Result<Client, ApiError> {
+/// The configuration of `context` of `kubeconfig` (the default kubeconfig
+/// when none), with bosun's timeouts, no retries and its `User-Agent`.
+async fn config_of(kubeconfig: Option<&Path>, context: &str) -> Result<Config, ApiError> {
     let options = KubeConfigOptions {
         context: Some(context.to_string()),
         ..KubeConfigOptions::default()
@@ -154,10 +155,91 @@ pub async fn client(kubeconfig: Option<&Path>, context: &str) -> Result<Client, 
     if let Ok(agent) = http::HeaderValue::from_str(&user_agent()) {
         config.headers.push((http::header::USER_AGENT, agent));
     }
+    Ok(config)
+}
+
+/// A client for `context` of `kubeconfig` (the default kubeconfig when none).
+pub async fn client(kubeconfig: Option<&Path>, context: &str) -> Result<Client, ApiError> {
+    let config = config_of(kubeconfig, context).await?;
     Client::try_from(config).map_err(|e| ApiError::Context {
         context: context.to_string(),
         reason: e.to_string(),
     })
+}
+
+/// A client for long streams (pod logs followed) of `context`: HTTP/2 when
+/// the API server offers it (it does), so that its streams share one
+/// connection, where kube-rs's own client (HTTP/1.1) holds a connection,
+/// with its TLS state and buffers, for each. No read timeout (a quiet
+/// container's log is silent for as long as it likes); HTTP/2 pings and TCP
+/// keepalive find a dead connection instead.
+async fn stream_client(kubeconfig: Option<&Path>, context: &str) -> Result<Client, ApiError> {
+    use kube::client::ConfigExt;
+    let in_context = |reason: String| ApiError::Context {
+        context: context.to_string(),
+        reason,
+    };
+    let config = config_of(kubeconfig, context).await?;
+    let mut tls = config
+        .rustls_client_config()
+        .map_err(|e| in_context(e.to_string()))?;
+    // The connector offers h2, then http/1.1.
+    tls.alpn_protocols.clear();
+    let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
+    http.enforce_http(false);
+    http.set_connect_timeout(Some(API_TIMEOUT));
+    http.set_keepalive(Some(Duration::from_secs(30)));
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_all_versions()
+        .wrap_connector(http);
+    let connections =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .timer(hyper_util::rt::TokioTimer::new())
+            .pool_timer(hyper_util::rt::TokioTimer::new())
+            .http2_keep_alive_interval(Duration::from_secs(30))
+            .http2_keep_alive_timeout(API_TIMEOUT)
+            .build(https);
+    let auth = config.auth_layer().map_err(|e| in_context(e.to_string()))?;
+    let headers = config
+        .extra_headers_layer()
+        .map_err(|e| in_context(e.to_string()))?;
+    let service = tower::ServiceBuilder::new()
+        .layer(config.base_uri_layer())
+        .option_layer(auth)
+        .layer(headers)
+        .map_err(
+            |e: hyper_util::client::legacy::Error| -> Box<dyn std::error::Error + Send + Sync> {
+                Box::new(e)
+            },
+        )
+        .service(connections);
+    Ok(Client::new(service, config.default_namespace))
+}
+
+/// How many log streams one connection of [`stream_client`] carries at
+/// once: well under the streams an API server allows on one HTTP/2
+/// connection (Go's default, kube-apiserver's unless told otherwise, is
+/// 250; more would wait for a free one).
+const STREAMS_PER_CONNECTION: usize = 100;
+
+/// A stream client and how many streams it carries.
+struct StreamConnection {
+    client: Client,
+    open: std::sync::atomic::AtomicUsize,
+}
+
+/// A stream's place on a connection of [`stream_client`], held while the
+/// stream is open.
+pub(crate) struct StreamSlot(std::sync::Arc<StreamConnection>);
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        self.0
+            .open
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// A context's client, made on first use, and its pod namespace.
@@ -166,6 +248,9 @@ pub(crate) struct Connection {
     context: String,
     namespace: String,
     client: tokio::sync::Mutex<Option<Client>>,
+    /// The clients of long streams, each carrying at most
+    /// [`STREAMS_PER_CONNECTION`].
+    streams: tokio::sync::Mutex<Vec<std::sync::Arc<StreamConnection>>>,
 }
 
 impl Connection {
@@ -176,6 +261,7 @@ impl Connection {
             context: context.to_string(),
             namespace: namespace.to_string(),
             client: tokio::sync::Mutex::new(None),
+            streams: tokio::sync::Mutex::default(),
         }
     }
 
@@ -193,6 +279,36 @@ impl Connection {
     /// The pods of the pod namespace.
     pub(crate) async fn pods(&self) -> Result<Api<Pod>, ApiError> {
         Ok(Api::namespaced(self.client().await?, &self.namespace))
+    }
+
+    /// The pods of the pod namespace, for one long stream (a log
+    /// followed): through a stream client with room for it (a new one when
+    /// all are full), holding its place until the slot is dropped.
+    pub(crate) async fn stream_pods(&self) -> Result<(Api<Pod>, StreamSlot), ApiError> {
+        use std::sync::atomic::Ordering;
+        let mut streams = self.streams.lock().await;
+        // Connections left without a stream go, but the first.
+        let mut first = true;
+        streams.retain(|c| std::mem::take(&mut first) || c.open.load(Ordering::SeqCst) > 0);
+        let room = streams
+            .iter()
+            .find(|c| c.open.load(Ordering::SeqCst) < STREAMS_PER_CONNECTION)
+            .cloned();
+        let conn = match room {
+            Some(c) => c,
+            None => {
+                let client = stream_client(self.kubeconfig.as_deref(), &self.context).await?;
+                let c = std::sync::Arc::new(StreamConnection {
+                    client,
+                    open: Default::default(),
+                });
+                streams.push(c.clone());
+                c
+            }
+        };
+        conn.open.fetch_add(1, Ordering::SeqCst);
+        let api = Api::namespaced(conn.client.clone(), &self.namespace);
+        Ok((api, StreamSlot(conn)))
     }
 
     /// Creates `pod` in the pod namespace, as `Api::create` does, keeping

@@ -375,8 +375,14 @@ impl LogCopier {
         resume: &mut Resume,
         file: &mut std::fs::File,
     ) -> Result<(), CopyError> {
-        let api = self.conn.pods().await?;
-        read_log(&api, name, container, follow, resume, file).await
+        if !follow {
+            let api = self.conn.pods().await?;
+            return read_log(&api, name, container, false, resume, file).await;
+        }
+        // A follow shares a connection with others (HTTP/2), and waits on a
+        // quiet container as long as it is quiet.
+        let (api, _slot) = self.conn.stream_pods().await?;
+        read_log(&api, name, container, true, resume, file).await
     }
 }
 

@@ -809,6 +809,29 @@ fn a_pods_log_is_one_follow_unless_its_stream_ends_first() {
     assert_eq!(copy(&early, true), 2, "the follow, then a read to the end");
 }
 
+/// A container quiet for longer than any call to the API may take (10 s)
+/// keeps its one follow: a log stream has no read timeout.
+#[test]
+fn a_quiet_containers_log_keeps_its_one_follow() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Cluster::new(ControlPlane::shared(), "k-quiet", "build-a");
+    let data = dir.path().join("bosun");
+    let daemon = start_full(&data, &[a.kubeconfig()], &config_for("k-quiet", ""), JOBS);
+    let port = daemon.port;
+    let id = trigger(port, "k-job");
+    a.wait_pod(&id);
+    a.run(&id);
+    a.log(&id, "before\n");
+    wait_log_in(port, Some(&data), &id, |l| l == "before\n");
+    std::thread::sleep(Duration::from_secs(12));
+    a.log(&id, "after\n");
+    wait_log_in(port, Some(&data), &id, |l| l == "before\nafter\n");
+    a.succeed(&id);
+    wait_run(port, &id, "success");
+    wait_log(port, &id, |l| l == "before\nafter\n");
+    assert_eq!(a.plane.kubelet().log_requests(a.ns(), &id), 1);
+}
+
 /// A log the kubelet rotates while bosun follows it is copied whole: the
 /// follow goes on into the new file, and a stream cut after the rotation
 /// resumes from the current file, after the last line copied.

@@ -1,0 +1,248 @@
+//! Memory per watched run: N runs of one Kubernetes job held running at
+//! once on one real kube-apiserver, through a release-built `bosun serve`:
+//! the daemon's RSS growth per watched run, beside the size of one of its
+//! pods' JSON as the API server returns it (`GET .../pods/NAME`).
+//!
+//! `watch_memory BOSUN_BINARY [N]` (default 10,000). The harness (8 threads)
+//! binds each new pod, marks it running and writes one line of its log, and
+//! leaves it running: bosun watches every pod and follows every log at once.
+//! `KUBE_BENCH_APISERVER_ARGS`: more kube-apiserver flags.
+//!
+//! Measured: the daemon's `VmRSS` once its cluster is reachable and its
+//! watch open (before the first trigger), and once every run is `running`,
+//! every pod's log line is in its run's log file and the RSS has settled
+//! (two samples 2 s apart within 1%); the growth over N. The store's share
+//! (the runs' rows in SQLite's page cache) is in the growth: it is what a
+//! watched run costs the daemon.
+
+use bosun_base::sync::Lock;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bosun_kubetest::{ControlPlane, Options};
+
+const NS: &str = "bench";
+const CONTEXT: &str = "build-a";
+const JOB: &str = "k-job";
+
+struct Daemon(std::process::Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `VmRSS` of `pid`, in bytes.
+fn rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap_or(0)
+        * 1024
+}
+
+/// The daemon's RSS once two samples 2 s apart are within 1%.
+fn settled_rss(pid: u32) -> u64 {
+    let mut last = rss(pid);
+    for _ in 0..30 {
+        std::thread::sleep(Duration::from_secs(2));
+        let now = rss(pid);
+        if (now as f64 - last as f64).abs() <= 0.01 * last as f64 {
+            return now;
+        }
+        last = now;
+    }
+    last
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let bosun = args.next().expect("path of the bosun binary");
+    let n: usize = args.next().and_then(|v| v.parse().ok()).unwrap_or(10_000);
+    let extra: Vec<String> = std::env::var("KUBE_BENCH_APISERVER_ARGS")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    let started = Instant::now();
+    let plane = Arc::new(ControlPlane::audited_with_args(Options::default(), &extra));
+    let tenant = plane.tenant(NS, CONTEXT);
+    eprintln!(
+        "control plane {} ready in {:.1} s",
+        plane.url(),
+        started.elapsed().as_secs_f64()
+    );
+
+    // The harness: each new pod bound, running, one line of log.
+    let running = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let pods = Arc::new(Mutex::new(plane.kubelet().new_pods(NS)));
+    let mut harness = Vec::new();
+    for _ in 0..8 {
+        let (pods, plane) = (pods.clone(), Arc::downgrade(&plane));
+        let (running, stop) = (running.clone(), stop.clone());
+        harness.push(std::thread::spawn(move || loop {
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            let next = pods.locked().recv_timeout(Duration::from_millis(200));
+            let pod = match next {
+                Ok(p) => p,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+                Err(_) => return,
+            };
+            let Some(plane) = plane.upgrade() else { return };
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            let kubelet = plane.kubelet();
+            kubelet.run_pod(&pod);
+            kubelet.append_log(NS, &name, &format!("hello from {name}\n"));
+            running.fetch_add(1, Ordering::Relaxed);
+        }));
+    }
+
+    let dir = tempfile::Builder::new()
+        .prefix("bosun-watch-memory-")
+        .tempdir()
+        .unwrap();
+    std::fs::create_dir_all(dir.path().join("jobs")).unwrap();
+    std::fs::write(
+        dir.path().join("config.yaml"),
+        format!("pod_namespace: {NS}\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("jobs/jobs.yaml"),
+        format!("periodics:\n- name: {JOB}\n  cron: \"0 0 31 2 *\"\n  cluster: {CONTEXT}\n  spec: {{containers: [{{image: alpine, command: [\"sleep\", \"infinity\"]}}]}}\n"),
+    )
+    .unwrap();
+    let port = bosun_kubetest::process::free_port();
+    let log = dir.path().join("bosun.log");
+    let daemon = Daemon(
+        Command::new(&bosun)
+            .args(["serve", "--config"])
+            .arg(dir.path().join("config.yaml"))
+            .arg("--job-config")
+            .arg(dir.path().join("jobs"))
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .arg("--kubeconfig")
+            .arg(&tenant.kubeconfig)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("bosun starts"),
+    );
+    let pid = daemon.0.id();
+    let base = format!("http://127.0.0.1:{port}");
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .into();
+    let get_json = |path: &str| -> Option<serde_json::Value> {
+        agent
+            .get(format!("{base}{path}"))
+            .call()
+            .ok()?
+            .body_mut()
+            .read_json()
+            .ok()
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !get_json("/api/v1/clusters").is_some_and(|v| {
+        v["clusters"].as_array().is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["alias"] == CONTEXT && c["status"] == "Reachable")
+        })
+    }) {
+        assert!(Instant::now() < deadline, "{CONTEXT} never Reachable");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let before = settled_rss(pid);
+
+    let clock0 = Instant::now();
+    let next = Arc::new(AtomicUsize::new(0));
+    let clients: Vec<_> = (0..8)
+        .map(|_| {
+            let (next, agent, base) = (next.clone(), agent.clone(), base.clone());
+            std::thread::spawn(move || {
+                while next.fetch_add(1, Ordering::Relaxed) < n {
+                    let mut r = agent
+                        .post(format!("{base}/api/v1/runs"))
+                        .send_json(serde_json::json!({ "job": JOB }))
+                        .expect("POST /api/v1/runs");
+                    assert_eq!(
+                        r.status().as_u16(),
+                        201,
+                        "{:?}",
+                        r.body_mut().read_to_string()
+                    );
+                }
+            })
+        })
+        .collect();
+    clients.into_iter().for_each(|c| c.join().unwrap());
+
+    // Until every run runs and every log line is copied.
+    let logs_dir = dir.path().join("data/runs").join(CONTEXT);
+    let copied = || {
+        std::fs::read_dir(&logs_dir)
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| e.metadata().is_ok_and(|m| m.len() > 0))
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    let deadline = Instant::now() + Duration::from_secs(1800);
+    loop {
+        let states = get_json(&format!("/api/v1/runs?job={JOB}&state=running&limit=1"))
+            .and_then(|v| v["total"].as_u64());
+        let (r, c) = (running.load(Ordering::Relaxed), copied());
+        if r >= n && c >= n {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "after 1800 s: {r} pods running, {c} logs copied, runs running {states:?}"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let all_running = clock0.elapsed();
+    let after = settled_rss(pid);
+
+    // One pod as the API server returns it.
+    let name = plane.kubelet().list(NS)[0].metadata.name.clone().unwrap();
+    let pod_json = plane
+        .get_text(&format!("/api/v1/namespaces/{NS}/pods/{name}"))
+        .expect("the pod");
+    let growth = after.saturating_sub(before) as f64;
+    println!(
+        "{n} runs watched at once on one cluster: every pod running and its log copied {:.1} s after the first trigger",
+        all_running.as_secs_f64()
+    );
+    println!(
+        "bosun RSS: {:.1} MiB before, {:.1} MiB with every run watched: {:.0} bytes per watched run",
+        before as f64 / 1048576.0,
+        after as f64 / 1048576.0,
+        growth / n as f64
+    );
+    println!(
+        "a pod's JSON as the API server returns it: {} bytes; per watched run / pod JSON = {:.2}",
+        pod_json.len(),
+        growth / n as f64 / pod_json.len() as f64
+    );
+    stop.store(true, Ordering::Relaxed);
+    drop(daemon);
+    for worker in harness {
+        let _ = worker.join();
+    }
+}
