@@ -175,7 +175,7 @@ fn raise_open_files_limit() {
     if limit.current < limit.maximum {
         let from = limit.current;
         limit.current = limit.maximum;
-        match setrlimit(Resource::Nofile, limit.clone()) {
+        match setrlimit(Resource::Nofile, limit) {
             Ok(()) => tracing::debug!(from, to = limit.current, "raised the limit of open files"),
             Err(e) => tracing::warn!(error = %e, "cannot raise the limit of open files"),
         }
