@@ -6,7 +6,9 @@
 //! `watch_memory BOSUN_BINARY [N]` (default 10,000). The harness (8 threads)
 //! binds each new pod, marks it running and writes one line of its log, and
 //! leaves it running: bosun watches every pod and follows every log at once.
-//! `KUBE_BENCH_APISERVER_ARGS`: more kube-apiserver flags.
+//! `KUBE_BENCH_APISERVER_ARGS`: more kube-apiserver flags;
+//! `KUBE_BENCH_HOLD_SECS`: keep everything running that long after the
+//! figures (to look at the daemon).
 //!
 //! Measured: the daemon's `VmRSS` once its cluster is reachable and its
 //! watch open (before the first trigger), and once every run is `running`,
@@ -36,24 +38,28 @@ impl Drop for Daemon {
     }
 }
 
-/// `VmRSS` of `pid`, in bytes.
-fn rss(pid: u32) -> u64 {
+/// `VmRSS` and `RssAnon` (its private, anonymous part: the heap, not the
+/// binary's pages) of `pid`, in bytes.
+fn rss(pid: u32) -> (u64, u64) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .unwrap_or(0)
-        * 1024
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .unwrap_or(0)
+            * 1024
+    };
+    (field("VmRSS:"), field("RssAnon:"))
 }
 
-/// The daemon's RSS once two samples 2 s apart are within 1%.
-fn settled_rss(pid: u32) -> u64 {
+/// The daemon's memory once two samples 5 s apart are within 1% (RSS).
+fn settled_rss(pid: u32) -> (u64, u64) {
     let mut last = rss(pid);
-    for _ in 0..30 {
-        std::thread::sleep(Duration::from_secs(2));
+    for _ in 0..24 {
+        std::thread::sleep(Duration::from_secs(5));
         let now = rss(pid);
-        if (now as f64 - last as f64).abs() <= 0.01 * last as f64 {
+        if (now.0 as f64 - last.0 as f64).abs() <= 0.01 * last.0 as f64 {
             return now;
         }
         last = now;
@@ -168,30 +174,9 @@ fn main() {
     std::thread::sleep(Duration::from_secs(2));
     let before = settled_rss(pid);
 
-    let clock0 = Instant::now();
-    let next = Arc::new(AtomicUsize::new(0));
-    let clients: Vec<_> = (0..8)
-        .map(|_| {
-            let (next, agent, base) = (next.clone(), agent.clone(), base.clone());
-            std::thread::spawn(move || {
-                while next.fetch_add(1, Ordering::Relaxed) < n {
-                    let mut r = agent
-                        .post(format!("{base}/api/v1/runs"))
-                        .send_json(serde_json::json!({ "job": JOB }))
-                        .expect("POST /api/v1/runs");
-                    assert_eq!(
-                        r.status().as_u16(),
-                        201,
-                        "{:?}",
-                        r.body_mut().read_to_string()
-                    );
-                }
-            })
-        })
-        .collect();
-    clients.into_iter().for_each(|c| c.join().unwrap());
-
-    // Until every run runs and every log line is copied.
+    // Two stages: a tenth of the runs, then all; the growth between them
+    // over the runs added is what one more watched run costs (the code
+    // paged in and the allocator's first arenas come with the first).
     let logs_dir = dir.path().join("data/runs").join(CONTEXT);
     let copied = || {
         std::fs::read_dir(&logs_dir)
@@ -202,44 +187,91 @@ fn main() {
             })
             .unwrap_or(0)
     };
-    let deadline = Instant::now() + Duration::from_secs(1800);
-    loop {
-        let states = get_json(&format!("/api/v1/runs?job={JOB}&state=running&limit=1"))
-            .and_then(|v| v["total"].as_u64());
-        let (r, c) = (running.load(Ordering::Relaxed), copied());
-        if r >= n && c >= n {
-            break;
+    let clock0 = Instant::now();
+    let next = Arc::new(AtomicUsize::new(0));
+    let mut stages = Vec::new();
+    for target in [n / 10, n] {
+        let clients: Vec<_> = (0..8)
+            .map(|_| {
+                let (next, agent, base) = (next.clone(), agent.clone(), base.clone());
+                std::thread::spawn(move || loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= target {
+                        next.fetch_min(target, Ordering::Relaxed);
+                        return;
+                    }
+                    let mut r = agent
+                        .post(format!("{base}/api/v1/runs"))
+                        .send_json(serde_json::json!({ "job": JOB }))
+                        .expect("POST /api/v1/runs");
+                    assert_eq!(
+                        r.status().as_u16(),
+                        201,
+                        "{:?}",
+                        r.body_mut().read_to_string()
+                    );
+                })
+            })
+            .collect();
+        clients.into_iter().for_each(|c| c.join().unwrap());
+        // Until every run runs and every log line is copied.
+        let deadline = Instant::now() + Duration::from_secs(1800);
+        loop {
+            let (r, c) = (running.load(Ordering::Relaxed), copied());
+            if r >= target && c >= target {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "after 1800 s: {r} pods running, {c} logs copied of {target}"
+            );
+            std::thread::sleep(Duration::from_secs(1));
         }
-        assert!(
-            Instant::now() < deadline,
-            "after 1800 s: {r} pods running, {c} logs copied, runs running {states:?}"
-        );
-        std::thread::sleep(Duration::from_secs(1));
+        let at = clock0.elapsed();
+        stages.push((target, at, settled_rss(pid)));
     }
-    let all_running = clock0.elapsed();
-    let after = settled_rss(pid);
 
     // One pod as the API server returns it.
     let name = plane.kubelet().list(NS)[0].metadata.name.clone().unwrap();
     let pod_json = plane
         .get_text(&format!("/api/v1/namespaces/{NS}/pods/{name}"))
         .expect("the pod");
-    let growth = after.saturating_sub(before) as f64;
+    let mib = |b: u64| b as f64 / 1048576.0;
     println!(
-        "{n} runs watched at once on one cluster: every pod running and its log copied {:.1} s after the first trigger",
-        all_running.as_secs_f64()
+        "bosun before the first run: RSS {:.1} MiB, of it anonymous {:.1} MiB",
+        mib(before.0),
+        mib(before.1)
     );
-    println!(
-        "bosun RSS: {:.1} MiB before, {:.1} MiB with every run watched: {:.0} bytes per watched run",
-        before as f64 / 1048576.0,
-        after as f64 / 1048576.0,
-        growth / n as f64
+    for (target, at, (rss, anon)) in &stages {
+        println!(
+            "{target} runs watched at once (all running, logs copied at {:.1} s): RSS {:.1} MiB, anonymous {:.1} MiB; growth per run from the start: RSS {:.0} B, anonymous {:.0} B",
+            at.as_secs_f64(),
+            mib(*rss),
+            mib(*anon),
+            rss.saturating_sub(before.0) as f64 / *target as f64,
+            anon.saturating_sub(before.1) as f64 / *target as f64,
+        );
+    }
+    let ((n1, _, (r1, a1)), (n2, _, (r2, a2))) = (stages[0], stages[1]);
+    let added = (n2 - n1) as f64;
+    let (per_rss, per_anon) = (
+        (r2 as f64 - r1 as f64) / added,
+        (a2 as f64 - a1 as f64) / added,
     );
+    let json = pod_json.len() as f64;
     println!(
-        "a pod's JSON as the API server returns it: {} bytes; per watched run / pod JSON = {:.2}",
+        "per watched run from {n1} to {n2}: RSS {per_rss:.0} B, anonymous {per_anon:.0} B; a pod's JSON as the API server returns it: {} B; ratios {:.2} (RSS) and {:.2} (anonymous)",
         pod_json.len(),
-        growth / n as f64 / pod_json.len() as f64
+        per_rss / json,
+        per_anon / json
     );
+    if let Some(secs) = std::env::var("KUBE_BENCH_HOLD_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        eprintln!("holding for {secs} s: bosun is pid {pid}");
+        std::thread::sleep(Duration::from_secs(secs));
+    }
     stop.store(true, Ordering::Relaxed);
     drop(daemon);
     for worker in harness {

@@ -271,7 +271,8 @@ impl Connection {
         if let Some(c) = slot.as_ref() {
             return Ok(c.clone());
         }
-        let c = client(self.kubeconfig.as_deref(), &self.context).await?;
+        // Boxed: loading a kubeconfig is a large future, and rare.
+        let c = Box::pin(client(self.kubeconfig.as_deref(), &self.context)).await?;
         *slot = Some(c.clone());
         Ok(c)
     }
@@ -297,7 +298,8 @@ impl Connection {
         let conn = match room {
             Some(c) => c,
             None => {
-                let client = stream_client(self.kubeconfig.as_deref(), &self.context).await?;
+                let client =
+                    Box::pin(stream_client(self.kubeconfig.as_deref(), &self.context)).await?;
                 let c = std::sync::Arc::new(StreamConnection {
                     client,
                     open: Default::default(),

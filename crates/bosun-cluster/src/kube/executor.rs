@@ -28,7 +28,7 @@ use super::logs::LogCopier;
 use super::pace::{jitter, retry_delay, Pacer, DEFAULT_CREATIONS_IN_FLIGHT};
 use super::pipelines::{self, Pipelines};
 use super::sinker::sink;
-use super::watch::{follow, PodCache};
+use super::watch::{follow, PodCache, Seen};
 use crate::executor::{ClusterKind, ExecError, Executor, RunStatus, StartDone, Workload};
 
 /// A Kubernetes build cluster's executor: one pod per run in the pod
@@ -118,7 +118,7 @@ impl KubeInner {
     /// The uid of run `name`'s pod, as the watch last saw it.
     fn uid_of(&self, name: &str) -> Option<String> {
         self.cache
-            .with_pod(name, |p| p.metadata.uid.clone())
+            .with_pod(name, |p| p.uid.as_deref().map(str::to_string))
             .flatten()
     }
 
@@ -483,49 +483,38 @@ impl Drop for KubeExecutor {
 /// [`RunStatus::PodPending`] with its creation and start instants: plank's
 /// pending timeouts are the controller's to apply.
 pub fn pod_state(pod: &Pod) -> RunStatus {
-    let status = pod.status.clone().unwrap_or_default();
-    if pod.metadata.deletion_timestamp.is_some() {
+    state_of(&Seen::of(pod))
+}
+
+/// [`pod_state`] of what the watch's cache keeps of a pod.
+pub(crate) fn state_of(pod: &Seen) -> RunStatus {
+    if pod.deleting {
         return RunStatus::Failed("Pod got deleted unexpectedly".into());
     }
-    let terminated: Vec<_> = status
-        .container_statuses
-        .iter()
-        .flatten()
-        .filter_map(|c| c.state.as_ref()?.terminated.clone())
-        .collect();
-    if terminated
-        .iter()
-        .any(|t| t.reason.as_deref() == Some("OOMKilled"))
-    {
+    if pod.ends().any(|e| e.reason.as_deref() == Some("OOMKilled")) {
         return RunStatus::Failed(
             "a container was killed for running out of memory (OOMKilled)".into(),
         );
     }
-    match status.phase.as_deref() {
-        Some("Succeeded") | Some("Failed") if status.reason.as_deref() == Some("Evicted") => {
+    let code = |otherwise| {
+        pod.ends()
+            .map(|e| e.exit_code)
+            .find(|c| *c != 0)
+            .unwrap_or(otherwise)
+    };
+    match pod.phase() {
+        Some("Succeeded") | Some("Failed") if pod.reason.as_deref() == Some("Evicted") => {
             RunStatus::Revivable("being evicted".into())
         }
-        Some("Succeeded") => RunStatus::Exited {
-            code: terminated
-                .iter()
-                .map(|t| t.exit_code)
-                .find(|c| *c != 0)
-                .unwrap_or(0),
-        },
-        Some("Failed") => RunStatus::Exited {
-            code: terminated
-                .iter()
-                .map(|t| t.exit_code)
-                .find(|c| *c != 0)
-                .unwrap_or(1),
-        },
+        Some("Succeeded") => RunStatus::Exited { code: code(0) },
+        Some("Failed") => RunStatus::Exited { code: code(1) },
         Some("Unknown") => RunStatus::Revivable("its node being lost".into()),
         // Plank's running timeout counts only for a running pod: a pending
         // one has its own two timeouts, counted from these instants.
-        None | Some("Pending") => match &pod.metadata.creation_timestamp {
+        None | Some("Pending") => match pod.created {
             Some(created) => RunStatus::PodPending {
-                created: created.0,
-                scheduled: status.start_time.as_ref().map(|t| t.0),
+                created,
+                scheduled: pod.started,
             },
             None => RunStatus::Starting,
         },
@@ -595,7 +584,7 @@ impl Executor for KubeExecutor {
         if let Some(state) = self.inner.pipelines.status(run_id) {
             return state;
         }
-        if let Some(state) = self.inner.cache.with_pod(run_id, pod_state) {
+        if let Some(state) = self.inner.cache.with_pod(run_id, state_of) {
             return state;
         }
         let recently = self.inner.cache.started_within(run_id, START_GRACE);

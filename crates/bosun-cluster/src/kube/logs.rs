@@ -377,7 +377,7 @@ impl LogCopier {
     ) -> Result<(), CopyError> {
         if !follow {
             let api = self.conn.pods().await?;
-            return read_log(&api, name, container, false, resume, file).await;
+            return Box::pin(read_log(&api, name, container, false, resume, file)).await;
         }
         // A follow shares a connection with others (HTTP/2), and waits on a
         // quiet container as long as it is quiet.
@@ -405,11 +405,14 @@ pub(crate) async fn read_log(
         since_time: resume.begin(),
         ..Default::default()
     };
-    let stream = api
-        .log_stream(name, &params)
+    // The request's future is large and lives only until the answer: boxed,
+    // so that a copy task following a log for hours does not carry it.
+    let stream = Box::pin(api.log_stream(name, &params))
         .await
         .map_err(ApiError::from)?;
-    let mut reader = futures_util::io::BufReader::new(stream);
+    // kube-rs's stream is buffered already (it hands out the body's
+    // chunks): no buffer of its own per followed log.
+    let mut reader = std::pin::pin!(stream);
     let mut line = Vec::new();
     loop {
         line.clear();

@@ -9,11 +9,9 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
-
 use super::client::Connection;
 use super::logs::LogCopier;
-use super::watch::PodCache;
+use super::watch::{PodCache, Seen};
 
 /// Deletes the finished pods of `cache` `ttl` after they ended, once
 /// `logs` has their log, while `may_act` says so (checked before each
@@ -45,7 +43,9 @@ pub(crate) async fn sink(
                 break;
             }
             // Only the pod that ended: never a revived run's new pod.
-            let uid = cache.with_pod(&name, |p| p.metadata.uid.clone()).flatten();
+            let uid = cache
+                .with_pod(&name, |p| p.uid.as_deref().map(str::to_string))
+                .flatten();
             let params = kube::api::DeleteParams {
                 preconditions: uid.map(|uid| kube::api::Preconditions {
                     uid: Some(uid),
@@ -58,27 +58,14 @@ pub(crate) async fn sink(
     }
 }
 
-/// When a finished pod's last container ended (none while it runs).
-pub(crate) fn finished_at(pod: &Pod) -> Option<jiff::Timestamp> {
-    let status = pod.status.as_ref()?;
-    if !matches!(status.phase.as_deref(), Some("Succeeded") | Some("Failed")) {
+/// When a finished pod's last container ended (none while it runs; its
+/// creation when no container says).
+pub(crate) fn finished_at(pod: &Seen) -> Option<jiff::Timestamp> {
+    if !pod.is_final() {
         return None;
     }
-    status
-        .container_statuses
-        .iter()
-        .flatten()
-        .filter_map(|c| {
-            Some(
-                c.state
-                    .as_ref()?
-                    .terminated
-                    .as_ref()?
-                    .finished_at
-                    .as_ref()?
-                    .0,
-            )
-        })
+    pod.ends()
+        .filter_map(|e| e.finished_at)
         .max()
-        .or_else(|| pod.metadata.creation_timestamp.as_ref().map(|t| t.0))
+        .or(pod.created)
 }

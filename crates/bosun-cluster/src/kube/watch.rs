@@ -22,8 +22,8 @@ use super::client::Connection;
 /// since that the watch has not shown yet.
 #[derive(Default)]
 pub(crate) struct PodCache {
-    /// bosun's pods by name.
-    pods: Mutex<HashMap<String, Pod>>,
+    /// bosun's pods by name, as much of them as the cache keeps.
+    pods: Mutex<HashMap<String, Seen>>,
     /// Runs started (by this executor) that the watch has not shown yet.
     started: Mutex<HashMap<String, Instant>>,
     /// The watch has listed the pods at least once.
@@ -44,7 +44,7 @@ pub(crate) enum ContainerEnd {
 }
 
 impl PodCache {
-    fn pods(&self) -> std::sync::MutexGuard<'_, HashMap<String, Pod>> {
+    fn pods(&self) -> std::sync::MutexGuard<'_, HashMap<String, Seen>> {
         self.pods.locked()
     }
 
@@ -60,12 +60,12 @@ impl PodCache {
     }
 
     /// `f` of pod `name`, if the watch has seen it.
-    pub(crate) fn with_pod<T>(&self, name: &str, f: impl FnOnce(&Pod) -> T) -> Option<T> {
+    pub(crate) fn with_pod<T>(&self, name: &str, f: impl FnOnce(&Seen) -> T) -> Option<T> {
         self.pods().get(name).map(f)
     }
 
     /// The names of the pods `keep` takes.
-    pub(crate) fn names_where(&self, mut keep: impl FnMut(&str, &Pod) -> bool) -> Vec<String> {
+    pub(crate) fn names_where(&self, mut keep: impl FnMut(&str, &Seen) -> bool) -> Vec<String> {
         self.pods()
             .iter()
             .filter(|(name, pod)| keep(name, pod))
@@ -96,10 +96,10 @@ impl PodCache {
     /// last saw it.
     pub(crate) fn container_end(&self, name: &str, uid: &str, container: &str) -> ContainerEnd {
         self.with_pod(name, |pod| {
-            if pod.metadata.uid.as_deref() != Some(uid) {
+            if pod.uid.as_deref() != Some(uid) {
                 return ContainerEnd::Unknown;
             }
-            if container_ended(pod, container) {
+            if pod.container_ended(container) {
                 ContainerEnd::Ended
             } else {
                 ContainerEnd::Running
@@ -112,63 +112,100 @@ impl PodCache {
 /// Whether `pod`'s `container` has ended: its state is `terminated`, or the
 /// pod's phase is final.
 pub(crate) fn container_ended(pod: &Pod, container: &str) -> bool {
-    let Some(status) = pod.status.as_ref() else {
-        return false;
-    };
-    matches!(status.phase.as_deref(), Some("Succeeded") | Some("Failed"))
-        || status
-            .container_statuses
-            .iter()
-            .flatten()
-            .find(|c| c.name == container)
-            .and_then(|c| c.state.as_ref())
-            .is_some_and(|s| s.terminated.is_some())
+    Seen::of(pod).container_ended(container)
 }
 
 /// What the cache keeps of a pod: what a run's state, a log copy's end and
-/// the sinker read (its name, uid, instants, phase, reason and containers'
-/// states), not its spec, labels, annotations or managed fields, which are
-/// most of its size: one copy of what the watch shows, and a small one.
-pub(crate) fn kept(pod: Pod) -> Pod {
-    use k8s_openapi::api::core::v1::{
-        ContainerState, ContainerStateTerminated, ContainerStatus, PodStatus,
-    };
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-    let m = pod.metadata;
-    let status = pod.status.map(|s| PodStatus {
-        phase: s.phase,
-        reason: s.reason,
-        start_time: s.start_time,
-        container_statuses: s.container_statuses.map(|cs| {
-            cs.into_iter()
-                .map(|c| ContainerStatus {
-                    name: c.name,
-                    state: c.state.map(|st| ContainerState {
-                        terminated: st.terminated.map(|t| ContainerStateTerminated {
+/// the sinker read (its uid, instants, phase, reason and containers' ends),
+/// not its spec, labels, annotations or managed fields, which are most of
+/// its size; a few hundred bytes where a decoded `Pod` is kilobytes even
+/// when mostly empty.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Seen {
+    /// `metadata.uid`.
+    pub(crate) uid: Option<Box<str>>,
+    /// `metadata.creationTimestamp`.
+    pub(crate) created: Option<jiff::Timestamp>,
+    /// `metadata.deletionTimestamp` is set.
+    pub(crate) deleting: bool,
+    /// `status.phase`.
+    pub(crate) phase: Option<Box<str>>,
+    /// `status.reason`.
+    pub(crate) reason: Option<Box<str>>,
+    /// `status.startTime`.
+    pub(crate) started: Option<jiff::Timestamp>,
+    /// `status.containerStatuses`: each container's name and end, if it
+    /// has ended.
+    pub(crate) containers: Box<[(Box<str>, Option<Ended>)]>,
+}
+
+/// A container's end (`state.terminated`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Ended {
+    /// `exitCode`.
+    pub(crate) exit_code: i32,
+    /// `reason` (`Completed`, `Error`, `OOMKilled`, ...).
+    pub(crate) reason: Option<Box<str>>,
+    /// `finishedAt`.
+    pub(crate) finished_at: Option<jiff::Timestamp>,
+}
+
+impl Seen {
+    /// What the cache keeps of `pod`.
+    pub(crate) fn of(pod: &Pod) -> Seen {
+        let m = &pod.metadata;
+        let status = pod.status.as_ref();
+        let boxed = |s: &Option<String>| s.as_deref().map(Box::from);
+        Seen {
+            uid: boxed(&m.uid),
+            created: m.creation_timestamp.as_ref().map(|t| t.0),
+            deleting: m.deletion_timestamp.is_some(),
+            phase: status.and_then(|s| boxed(&s.phase)),
+            reason: status.and_then(|s| boxed(&s.reason)),
+            started: status.and_then(|s| s.start_time.as_ref()).map(|t| t.0),
+            containers: status
+                .and_then(|s| s.container_statuses.as_ref())
+                .into_iter()
+                .flatten()
+                .map(|c| {
+                    let end = c
+                        .state
+                        .as_ref()
+                        .and_then(|s| s.terminated.as_ref())
+                        .map(|t| Ended {
                             exit_code: t.exit_code,
-                            reason: t.reason,
-                            finished_at: t.finished_at,
-                            ..Default::default()
-                        }),
-                        running: st.running,
-                        waiting: None,
-                    }),
-                    ..Default::default()
+                            reason: boxed(&t.reason),
+                            finished_at: t.finished_at.as_ref().map(|t| t.0),
+                        });
+                    (Box::from(c.name.as_str()), end)
                 })
-                .collect()
-        }),
-        ..Default::default()
-    });
-    Pod {
-        metadata: ObjectMeta {
-            name: m.name,
-            uid: m.uid,
-            creation_timestamp: m.creation_timestamp,
-            deletion_timestamp: m.deletion_timestamp,
-            ..Default::default()
-        },
-        spec: None,
-        status,
+                .collect(),
+        }
+    }
+
+    /// The phase, if known.
+    pub(crate) fn phase(&self) -> Option<&str> {
+        self.phase.as_deref()
+    }
+
+    /// The phase is final (`Succeeded` or `Failed`).
+    pub(crate) fn is_final(&self) -> bool {
+        matches!(self.phase(), Some("Succeeded") | Some("Failed"))
+    }
+
+    /// The ends of the containers that have ended.
+    pub(crate) fn ends(&self) -> impl Iterator<Item = &Ended> {
+        self.containers.iter().filter_map(|(_, e)| e.as_ref())
+    }
+
+    /// Whether `container` has ended: its state is `terminated`, or the
+    /// pod's phase is final.
+    pub(crate) fn container_ended(&self, container: &str) -> bool {
+        self.is_final()
+            || self
+                .containers
+                .iter()
+                .any(|(name, end)| &**name == container && end.is_some())
     }
 }
 
@@ -195,14 +232,14 @@ pub(crate) async fn follow(
         let config =
             watcher::Config::default().labels("created-by-prow=true,!tekton.dev/pipelineRun");
         let mut events = watcher::watcher(api, config).boxed();
-        let mut listing: HashMap<String, Pod> = HashMap::new();
+        let mut listing: HashMap<String, Seen> = HashMap::new();
         while let Some(event) = events.next().await {
             let name = |p: &Pod| p.metadata.name.clone().unwrap_or_default();
             match event {
                 Ok(Event::Init) => listing.clear(),
                 Ok(Event::InitApply(p)) => {
                     seen(&p);
-                    listing.insert(name(&p), kept(p));
+                    listing.insert(name(&p), Seen::of(&p));
                 }
                 Ok(Event::InitDone) => {
                     // A pod the cache had and this listing lacks may be gone,
@@ -227,7 +264,7 @@ pub(crate) async fn follow(
                     seen(&p);
                     let n = name(&p);
                     cache.started().remove(&n);
-                    cache.pods().insert(n, kept(p));
+                    cache.pods().insert(n, Seen::of(&p));
                     cache.changed.notify_waiters();
                     changed();
                 }
@@ -239,7 +276,7 @@ pub(crate) async fn follow(
                     // pod (same name, new uid) stays.
                     if pods
                         .get(&n)
-                        .is_some_and(|q| q.metadata.uid == p.metadata.uid)
+                        .is_some_and(|q| q.uid.as_deref() == p.metadata.uid.as_deref())
                     {
                         pods.remove(&n);
                     }
@@ -258,10 +295,15 @@ pub(crate) async fn follow(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::executor::RunStatus;
     use crate::kube::executor::pod_state;
 
     fn pod(json: serde_json::Value) -> Pod {
         serde_json::from_value(json).unwrap()
+    }
+
+    fn at(t: &str) -> jiff::Timestamp {
+        t.parse().unwrap()
     }
 
     #[test]
@@ -278,54 +320,98 @@ mod tests {
             "exitCode": code, "reason": reason, "containerID": "containerd://1",
             "startedAt": "2026-12-06T10:00:01Z", "finishedAt": "2026-12-06T10:00:09Z"}})
         };
-        let pods = [
-            pod(serde_json::json!({"metadata": meta, "spec": spec})),
-            pod(
+        let container = |state: serde_json::Value| {
+            serde_json::json!([{"name": "test",
+            "image": "alpine", "imageID": "sha", "ready": false, "restartCount": 0, "state": state}])
+        };
+        let created = at("2026-12-06T10:00:00Z");
+        let finished = Some(at("2026-12-06T10:00:09Z"));
+        // Each pod, what its run's state is, whether its container `test`
+        // has ended, and when the sinker counts it finished.
+        let table = [
+            (
+                serde_json::json!({"metadata": meta, "spec": spec}),
+                RunStatus::PodPending {
+                    created,
+                    scheduled: None,
+                },
+                false,
+                None,
+            ),
+            (
                 serde_json::json!({"metadata": meta, "spec": spec, "status": {"phase": "Pending",
-                "startTime": "2026-12-06T10:00:01Z"}}),
+                    "startTime": "2026-12-06T10:00:01Z"}}),
+                RunStatus::PodPending {
+                    created,
+                    scheduled: Some(at("2026-12-06T10:00:01Z")),
+                },
+                false,
+                None,
             ),
-            pod(
+            (
                 serde_json::json!({"metadata": meta, "spec": spec, "status": {"phase": "Running",
-                "containerStatuses": [{"name": "test", "image": "alpine", "imageID": "sha", "ready": true,
-                    "restartCount": 0, "state": {"running": {"startedAt": "2026-12-06T10:00:01Z"}}}]}}),
+                    "containerStatuses": container(serde_json::json!({"running": {"startedAt": "2026-12-06T10:00:01Z"}}))}}),
+                RunStatus::Running { pid: 0 },
+                false,
+                None,
             ),
-            pod(
+            (
                 serde_json::json!({"metadata": meta, "spec": spec, "status": {"phase": "Running",
-                "containerStatuses": [{"name": "test", "image": "alpine", "imageID": "sha", "ready": false,
-                    "restartCount": 0, "state": terminated(3, "Error")}]}}),
+                    "containerStatuses": container(terminated(3, "Error"))}}),
+                RunStatus::Running { pid: 0 },
+                true,
+                None,
             ),
-            pod(
+            (
                 serde_json::json!({"metadata": meta, "spec": spec, "status": {"phase": "Failed",
-                "containerStatuses": [{"name": "test", "image": "alpine", "imageID": "sha", "ready": false,
-                    "restartCount": 0, "state": terminated(137, "OOMKilled")}]}}),
+                    "containerStatuses": container(terminated(137, "OOMKilled"))}}),
+                RunStatus::Failed(
+                    "a container was killed for running out of memory (OOMKilled)".into(),
+                ),
+                true,
+                finished,
             ),
-            pod(
+            (
+                serde_json::json!({"metadata": meta, "spec": spec, "status": {"phase": "Succeeded",
+                    "containerStatuses": container(terminated(0, "Completed"))}}),
+                RunStatus::Exited { code: 0 },
+                true,
+                finished,
+            ),
+            (
                 serde_json::json!({"metadata": meta, "spec": spec, "status": {"phase": "Failed",
-                "reason": "Evicted"}}),
+                    "reason": "Evicted"}}),
+                RunStatus::Revivable("being evicted".into()),
+                true,
+                Some(created),
             ),
-            pod(serde_json::json!({"metadata": {"name": "r1", "uid": "u1",
-                "creationTimestamp": "2026-12-06T10:00:00Z",
-                "deletionTimestamp": "2026-12-06T10:01:00Z"}, "spec": spec,
-                "status": {"phase": "Running"}})),
+            (
+                serde_json::json!({"metadata": {"name": "r1", "uid": "u1",
+                    "creationTimestamp": "2026-12-06T10:00:00Z",
+                    "deletionTimestamp": "2026-12-06T10:01:00Z"}, "spec": spec,
+                    "status": {"phase": "Running"}}),
+                RunStatus::Failed("Pod got deleted unexpectedly".into()),
+                false,
+                None,
+            ),
         ];
-        for full in pods {
-            let small = kept(full.clone());
-            assert_eq!(pod_state(&small), pod_state(&full), "{full:?}");
+        for (row, (json, state, ended, finished_at)) in table.into_iter().enumerate() {
+            let full = pod(json);
+            let seen = Seen::of(&full);
+            assert_eq!(pod_state(&full), state, "row {row}");
+            assert_eq!(crate::kube::executor::state_of(&seen), state);
+            assert_eq!(seen.container_ended("test"), ended, "{seen:?}");
             assert_eq!(
-                container_ended(&small, "test"),
-                container_ended(&full, "test")
+                crate::kube::sinker::finished_at(&seen),
+                finished_at,
+                "{seen:?}"
             );
-            assert_eq!(
-                crate::kube::sinker::finished_at(&small),
-                crate::kube::sinker::finished_at(&full)
-            );
-            assert_eq!(small.metadata.uid, full.metadata.uid);
-            assert_eq!(small.metadata.name, full.metadata.name);
-            let (a, b) = (
-                serde_json::to_vec(&small).unwrap().len(),
-                serde_json::to_vec(&full).unwrap().len(),
-            );
-            assert!(a * 5 < b, "kept {a} bytes of {b}");
+            assert_eq!(seen.uid.as_deref(), Some("u1"));
         }
+        assert!(
+            std::mem::size_of::<Seen>() <= 128,
+            "{}",
+            std::mem::size_of::<Seen>()
+        );
     }
 }
