@@ -14,8 +14,11 @@ use bosun_store::{RunState, Transition};
 use super::handle::Controller;
 
 /// How long the controller may hold what its passes decided before it
-/// commits it.
-pub const COMMIT_EVERY: Duration = Duration::from_millis(5);
+/// commits it. 20 ms rather than 5: a busy local cluster's starts and ends
+/// then share a quarter as many commits, about a fifth less daemon CPU per
+/// run in `run_bench` (docs/performance.md); the store shows a run's
+/// change up to 20 ms later, and nothing is lost in a crash (see above).
+pub const COMMIT_EVERY: Duration = Duration::from_millis(20);
 
 /// Held transitions are committed at once when there are this many.
 const COMMIT_MAX_HELD: usize = 256;

@@ -26,6 +26,29 @@ pub fn status_kib(pid: u32, field: &str) -> u64 {
 
 /// The CPU `pid` has used (user and system), in seconds.
 pub fn cpu_seconds(pid: u32) -> f64 {
+    cpu_fields(pid, 11)
+}
+
+/// The CPU used by the children `pid` has reaped (user and system), in
+/// seconds: a supervisor's jobs.
+pub fn children_cpu_seconds(pid: u32) -> f64 {
+    cpu_fields(pid, 13)
+}
+
+/// A process whose command line contains every one of `needles` (the first
+/// found), e.g. a daemon's local supervisor.
+pub fn find_process(needles: &[&str]) -> Option<u32> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+        let cmdline = String::from_utf8_lossy(&cmdline);
+        needles.iter().all(|n| cmdline.contains(n)).then_some(pid)
+    })
+}
+
+/// Fields `first` and `first + 1` after the command of `/proc/PID/stat`,
+/// in seconds (clock ticks of 1/100 s).
+fn cpu_fields(pid: u32, first: usize) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let fields: Vec<&str> = stat
         .rsplit_once(')')
@@ -37,5 +60,5 @@ pub fn cpu_seconds(pid: u32) -> f64 {
             .and_then(|v| v.parse::<f64>().ok())
             .unwrap_or(0.0)
     };
-    (ticks(11) + ticks(12)) / 100.0
+    (ticks(first) + ticks(first + 1)) / 100.0
 }
