@@ -218,7 +218,13 @@ impl LocalExecutor {
             .shim
             .split_first()
             .ok_or_else(|| io("no supervisor command configured"))?;
-        let mut child = Command::new(program)
+        let mut command = Command::new(program);
+        // The daemon raised its own limit of open files: the supervisor
+        // lowers its own back, so that jobs get the usual one.
+        if let Some(n) = bosun_base::process::original_open_files_limit() {
+            command.env(bosun_base::process::OPEN_FILES_ENV, n.to_string());
+        }
+        let mut child = command
             .args(lead)
             .arg("--root")
             .arg(&self.root)

@@ -566,6 +566,11 @@ pub fn run(args: &ShimArgs) -> i32 {
 fn supervise(args: &ShimArgs) -> std::io::Result<()> {
     // Our own session: signals aimed at the daemon's process group pass us by.
     let _ = rustix::process::setsid();
+    // The jobs get the limit of open files the daemon started with (it
+    // raised its own, and ours with it).
+    if let Err(e) = bosun_base::process::restore_open_files_limit() {
+        eprintln!("bosun run-shim: cannot restore the limit of open files: {e}");
+    }
     fs::create_dir_all(&args.root)?;
     let lock = File::create(args.root.join(LOCK))?;
     // Only one supervisor per cluster. One that is exiting holds the lock a

@@ -167,18 +167,13 @@ pub fn run(args: &ServeArgs) -> Outcome {
 
 /// Raises the soft limit of open files to the hard one, as Go programs do
 /// at start: a cluster with thousands of runs at once holds a log stream
-/// and a log file open for each, far over the usual soft limit of 1,024.
-/// A limit that cannot be raised is only logged.
+/// and a log file open for each. Local jobs get the usual limit back (their
+/// supervisor lowers its own). A limit that cannot be raised is only logged.
 fn raise_open_files_limit() {
-    use rustix::process::{getrlimit, setrlimit, Resource};
-    let mut limit = getrlimit(Resource::Nofile);
-    if limit.current < limit.maximum {
-        let from = limit.current;
-        limit.current = limit.maximum;
-        match setrlimit(Resource::Nofile, limit) {
-            Ok(()) => tracing::debug!(from, to = limit.current, "raised the limit of open files"),
-            Err(e) => tracing::warn!(error = %e, "cannot raise the limit of open files"),
-        }
+    match bosun_base::process::raise_open_files_limit() {
+        Ok(Some(from)) => tracing::debug!(from, "raised the limit of open files"),
+        Ok(None) => {}
+        Err(e) => tracing::warn!(error = %e, "cannot raise the limit of open files"),
     }
 }
 

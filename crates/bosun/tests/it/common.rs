@@ -125,10 +125,28 @@ impl Drop for Serve {
 /// file of its own), on a port of its own, with `args` and `envs` more;
 /// returns once `/healthz` answers.
 pub fn serve(dir: &Path, args: &[&std::ffi::OsStr], envs: &[(&str, &str)]) -> Serve {
+    serve_through(&[], dir, args, envs)
+}
+
+/// [`serve`], the daemon started through `through` (a program and its
+/// arguments, which run bosun's binary with what follows it: `prlimit
+/// --nofile=...`).
+pub fn serve_through(
+    through: &[&str],
+    dir: &Path,
+    args: &[&std::ffi::OsStr],
+    envs: &[(&str, &str)],
+) -> Serve {
     static STARTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = STARTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let log = dir.join(format!("daemon-{n}.log"));
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_bosun"))
+    let bosun = env!("CARGO_BIN_EXE_bosun");
+    let (program, lead) = match through.split_first() {
+        Some((p, lead)) => (*p, [lead, &[bosun]].concat()),
+        None => (bosun, Vec::new()),
+    };
+    let mut child = std::process::Command::new(program)
+        .args(lead)
         .arg("serve")
         .arg("--config")
         .arg(dir.join("config.yaml"))

@@ -1696,3 +1696,53 @@ build_clusters:
         "the trusted cluster does not admit on-x: {run}"
     );
 }
+
+/// A daemon started under the usual soft limit of open files raises it to
+/// the hard one (a pod and its log file each hold one, for every run at
+/// once), and its local jobs still get the limit it started with.
+#[test]
+fn the_daemon_raises_its_open_files_limit_and_jobs_keep_the_usual_one() {
+    crate::common::needs("prlimit", "util-linux");
+    let hard = std::fs::read_to_string("/proc/self/limits")
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(4).map(str::to_string))
+        .unwrap();
+    assert!(
+        hard != "unlimited" && hard.parse::<u64>().unwrap() > 512,
+        "{hard}"
+    );
+    let (_d, dir) = tmp();
+    std::fs::create_dir_all(dir.join("jobs")).unwrap();
+    std::fs::write(dir.join("config.yaml"), "").unwrap();
+    std::fs::write(
+        dir.join("jobs/jobs.yaml"),
+        "periodics:\n- name: limits\n  cron: \"0 0 31 2 *\"\n  spec: {containers: [{image: x, command: [sh, -c, \"ulimit -n\"]}]}\n",
+    )
+    .unwrap();
+    let nofile = format!("--nofile=512:{hard}");
+    let daemon = crate::common::serve_through(&["prlimit", &nofile, "--"], &dir, &[], &[]);
+    let port = daemon.port;
+    let soft_of = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/limits"))
+            .unwrap()
+            .lines()
+            .find(|l| l.starts_with("Max open files"))
+            .and_then(|l| l.split_whitespace().nth(3).map(str::to_string))
+            .unwrap()
+    };
+    assert_eq!(soft_of(daemon.child.id()), hard, "the daemon's own");
+    let (status, body) = request(
+        port,
+        "POST",
+        "/api/v1/runs",
+        Some(r#"{"job": "limits"}"#),
+        None,
+    );
+    assert_eq!(status, 201, "{body}");
+    let id = json(&body)["id"].as_str().unwrap().to_string();
+    wait_state(port, &id, |s| s == "success");
+    let (_, log) = request(port, "GET", &format!("/api/v1/runs/{id}/log"), None, None);
+    assert_eq!(log.trim(), "512", "the job's");
+}
