@@ -5,7 +5,8 @@
 # the scheduler gets the store's answer, after the store's observers: metrics
 # and the controller's view), and the lateness histogram from /metrics.
 #
-#   bench/periodic-burst.sh [N]        (default 10000; PERF_OUT=FILE: perf profile of the burst;
+#   bench/periodic-burst.sh [N]        (default 10000; PERF_OUT=FILE: perf profile of the burst,
+#                                      PERF_ARGS: perf record's options;
 #                                      BOSUN=PATH: that binary instead of a fresh release build,
 #                                      to alternate old and new binaries;
 #                                      the daemon's log is kept in /tmp/burst-last.log)
@@ -74,7 +75,10 @@ echo "$n periodics due at $(date -u -d "@$due" +%H:%M:%S) (cron \"$s $m $h * * *
 if [ -n "${PERF_OUT:-}" ]; then
   # A profile of the daemon from 3 s before the instant to 2 s after it.
   sleep $(( due - 3 - $(date -u +%s) ))
-  perf record -F 4999 -g -p "$pid" -o "$PERF_OUT" -- sleep 5 > /dev/null 2>&1 &
+  # PERF_ARGS: e.g. "-F 999 --call-graph dwarf" for whole stacks (the release
+  # binary keeps no frame pointers).
+  perf record ${PERF_ARGS:--F 4999 -g} -p "$pid" -o "$PERF_OUT" -- sleep 5 > /dev/null 2>&1 &
+  perf_pid=$!
 fi
 for _ in $(seq 1 120); do
   if grep -q 'a burst of periodic runs committed' "$work/log" && [ "$(date -u +%s)" -ge "$due" ]; then
@@ -82,6 +86,8 @@ for _ in $(seq 1 120); do
   fi
   sleep 1
 done
+# The profile is written out before the daemon is killed.
+[ -n "${perf_pid:-}" ] && wait "$perf_pid" || true
 grep 'a burst of periodic runs committed' "$work/log" | tail -n 1
 curl -s "http://127.0.0.1:$port/metrics" | grep '^bosun_periodic_fire_lateness_seconds_bucket' \
   | awk -v n="$n" '{ split($1, a, "le=\""); le=a[2]; sub(/".*/, "", le); if ($2 > 0) printf "  lateness <= %s s: %d of %d runs\n", le, $2, n }' | head -n 8
