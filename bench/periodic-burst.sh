@@ -2,8 +2,10 @@
 # N periodics due in the same second, fired by a real `bosun serve` (SQLite
 # store, local executor): prints the daemon's own report of the burst, the
 # lateness of its last run's commit (commit time minus the tick, measured when
-# the scheduler gets the store's answer, after the store's observers: metrics
-# and the controller's view), and the lateness histogram from /metrics.
+# the scheduler has the store's answer and has recorded every fire: after the
+# transaction is durable and the controller's view holds the runs; metrics
+# hear of them right after the answer), and the lateness histogram from
+# /metrics.
 #
 #   bench/periodic-burst.sh [N]        (default 10000; PERF_OUT=FILE: perf profile of the burst,
 #                                      PERF_ARGS: perf record's options;

@@ -1062,14 +1062,14 @@ fn kill_9_at_the_instant_of_a_burst_accounts_for_every_tick_once() {
     let deadline = Instant::now() + Duration::from_secs(30);
     let fired = |port| {
         let (_, body) = request(port, "GET", "/api/v1/periodics/burst-0/ticks", None, None);
-        json(&body)["ticks"]
-            .as_array()
-            .is_some_and(|t| {
-                t.iter().any(|o| {
-                    o["last_tick"].as_str().and_then(|s| s.parse::<Timestamp>().ok())
-                        == Some(ticks[2])
-                })
+        json(&body)["ticks"].as_array().is_some_and(|t| {
+            t.iter().any(|o| {
+                o["last_tick"]
+                    .as_str()
+                    .and_then(|s| s.parse::<Timestamp>().ok())
+                    == Some(ticks[2])
             })
+        })
     };
     while !fired(port) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
@@ -1084,7 +1084,10 @@ fn kill_9_at_the_instant_of_a_burst_accounts_for_every_tick_once() {
         let name = format!("burst-{i}");
         let mut seen: Vec<(Timestamp, String, Option<String>)> = Vec::new();
         for o in store.outcomes(&name).unwrap() {
-            assert_eq!(o.first_tick, o.last_tick, "{name}: one tick per outcome: {o:?}");
+            assert_eq!(
+                o.first_tick, o.last_tick,
+                "{name}: one tick per outcome: {o:?}"
+            );
             assert_eq!(o.count, 1, "{name}: {o:?}");
             seen.push((o.first_tick, o.outcome, o.run_id));
         }
@@ -1102,13 +1105,20 @@ fn kill_9_at_the_instant_of_a_burst_accounts_for_every_tick_once() {
         scheduled.sort();
         let before = scheduled.len();
         scheduled.dedup();
-        assert_eq!(scheduled.len(), before, "{name}: a tick with two runs: {runs:?}");
+        assert_eq!(
+            scheduled.len(),
+            before,
+            "{name}: a tick with two runs: {runs:?}"
+        );
         let run_ticks: Vec<Timestamp> = seen
             .iter()
             .filter(|(_, o, _)| o == "run")
             .map(|(t, ..)| *t)
             .collect();
-        assert_eq!(scheduled, run_ticks, "{name}: runs and run outcomes match: {seen:?}");
+        assert_eq!(
+            scheduled, run_ticks,
+            "{name}: runs and run outcomes match: {seen:?}"
+        );
         for (t, o, id) in &seen {
             if o == "run" {
                 let id = id.as_deref().expect("a run outcome names its run");
