@@ -440,7 +440,12 @@ impl Scheduler {
             .into_iter()
             .zip(keep)
             .filter_map(|(e, k)| k.then_some(e));
-        for (e, result) in entries.zip(store.commit_prepared(fires, now)) {
+        let results = store.commit_prepared(fires, now);
+        // A burst's runs are moved into the report once, not regrown.
+        report
+            .created
+            .reserve(results.iter().flatten().map(Vec::len).sum());
+        for (e, result) in entries.zip(results) {
             let identity = match self.slots[e.slot as usize].as_ref() {
                 Some(slot) => slot.job.identity.to_string(),
                 None => continue,
@@ -563,8 +568,12 @@ impl Scheduler {
             ));
             fires.push(fire);
         }
+        let results = store.commit_fires(fires, now);
+        report
+            .created
+            .reserve(results.iter().flatten().map(Vec::len).sum());
         for ((identity, generation, i, wake, outcomes, abort, queued), result) in
-            plans.into_iter().zip(store.commit_fires(fires, now))
+            plans.into_iter().zip(results)
         {
             match result {
                 Ok(created) => self.record(

@@ -268,6 +268,12 @@ impl TransitionObserver for Observers {
         }
     }
 
+    fn on_prepared_created(&self, run: &Arc<Run>, after: bool) {
+        for o in &self.0 {
+            o.on_prepared_created(run, after);
+        }
+    }
+
     fn on_deleted(&self, runs: &[RunCount]) {
         for o in &self.0 {
             o.on_deleted(runs);

@@ -375,6 +375,25 @@ pub trait TransitionObserver: Send + Sync {
         }
     }
 
+    /// Whether this observer may hear of the runs a burst of fires prepared
+    /// ahead created ([`Store::commit_prepared`]) after their caller has
+    /// its answer: a report that nothing acts on (metrics), where the
+    /// controller's view of the runs must be up to date when the caller
+    /// wakes it. The store still tells it before it commits anything else,
+    /// so it hears of every change in commit order. By default false.
+    fn after_answer(&self) -> bool {
+        false
+    }
+
+    /// [`TransitionObserver::on_change`] of a creation by fires prepared
+    /// ahead, for the observers told before the answer (`after` false) or
+    /// after it (`after` true; see [`TransitionObserver::after_answer`]).
+    fn on_prepared_created(&self, run: &Arc<Run>, after: bool) {
+        if self.after_answer() == after {
+            self.on_change(run, Some(run), None);
+        }
+    }
+
     /// Runs retention deleted ([`Store::delete_completed_before`]), once
     /// the deletion is committed: counted by the labels of Prow's `prowjobs`
     /// gauge, as [`Store::count_runs`] counts them (deleted runs are

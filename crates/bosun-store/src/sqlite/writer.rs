@@ -253,9 +253,14 @@ impl Writer {
         Some(replies)
     }
 
-    /// Tells the observer and the callers what a committed batch did.
+    /// Tells the observer and the callers what a committed batch did. The
+    /// runs of fires prepared ahead are shared (one copy for the observers
+    /// that keep them), and the observers that may hear of them after their
+    /// caller's answer ([`TransitionObserver::after_answer`]) do so once
+    /// every caller of the batch has its answer.
     fn reply(&self, replies: Vec<Reply>) {
         let observer = &self.observer;
+        let mut after: Vec<Arc<crate::Run>> = Vec::new();
         for r in replies {
             match r {
                 Reply::Create(done, res, shared) => {
@@ -318,13 +323,20 @@ impl Writer {
                         for created in results.iter().flatten() {
                             for c in created {
                                 if let Created::New(run) = c {
-                                    o.on_change(run, None, None);
+                                    let run = Arc::new(run.clone());
+                                    o.on_prepared_created(&run, false);
+                                    after.push(run);
                                 }
                             }
                         }
                     }
                     let _ = tx.send(res);
                 }
+            }
+        }
+        if let Some(o) = observer {
+            for run in &after {
+                o.on_prepared_created(run, true);
             }
         }
     }

@@ -990,6 +990,149 @@ fn kill_9_while_periodics_fire_on_postgres_accounts_for_every_tick_once() {
     kill_9_while_periodics_fire(&["--store", &url]);
 }
 
+/// 2,000 periodics due in the same second, three times (ticks T1, T2, T3,
+/// eight seconds apart): their fires are decided ahead, and the daemon is
+/// killed with SIGKILL at T1's instant and 25 ms after T2's, while their
+/// commit (the fire log's record, then its fold) is in flight, and restarted
+/// at once. Every periodic's every tick has exactly one outcome, a run of
+/// that tick or a skip with its reason: none lost, none twice, and no tick
+/// has two runs.
+#[test]
+fn kill_9_at_the_instant_of_a_burst_accounts_for_every_tick_once() {
+    use jiff::{SignedDuration, Timestamp};
+    const N: usize = 2000;
+    let (_d, dir) = tmp();
+    std::fs::create_dir_all(dir.join("jobs")).unwrap();
+    // One run at a time: the runs wait, the test measures the scheduler.
+    std::fs::write(
+        dir.join("config.yaml"),
+        "build_clusters:\n  default: {kind: local, max_concurrency: 1}\n",
+    )
+    .unwrap();
+    // T1 far enough ahead for the start-up, all three ticks in one minute.
+    let whole = |t: Timestamp| Timestamp::from_second(t.as_second()).unwrap();
+    let mut t1 = whole(Timestamp::now()) + SignedDuration::from_secs(12);
+    if t1.as_second() % 60 > 43 {
+        t1 = t1 + SignedDuration::from_secs(60 - t1.as_second() % 60 + 1);
+    }
+    let ticks = [
+        t1,
+        t1 + SignedDuration::from_secs(8),
+        t1 + SignedDuration::from_secs(16),
+    ];
+    let utc = |t: Timestamp| t.to_zoned(jiff::tz::TimeZone::UTC);
+    let z = utc(t1);
+    let seconds: Vec<String> = ticks.iter().map(|t| utc(*t).second().to_string()).collect();
+    let cron = format!("{} {} {} * * *", seconds.join(","), z.minute(), z.hour());
+    let jobs: String = (0..N)
+        .map(|i| {
+            format!("- name: burst-{i}\n  cron: \"{cron}\"\n  spec: {{containers: [{{image: x, command: [\"true\"]}}]}}\n")
+        })
+        .collect();
+    std::fs::write(dir.join("jobs/burst.yaml"), format!("periodics:\n{jobs}")).unwrap();
+    let sleep_until = |t: Timestamp| {
+        if let Ok(d) = Duration::try_from(t.duration_since(Timestamp::now())) {
+            std::thread::sleep(d);
+        }
+    };
+    let daemon = start(&dir, &[]);
+    sleep_until(ticks[0]);
+    drop(daemon); // SIGKILL at T1's instant
+    let daemon = start(&dir, &[]);
+    sleep_until(ticks[1] + SignedDuration::from_millis(25));
+    drop(daemon); // SIGKILL 25 ms after T2's instant
+    let daemon = start(&dir, &[]);
+    let port = daemon.port;
+    // T3's fires are decided ahead and committed at their instant: the path
+    // the kills above cut.
+    let prepared = || {
+        metric(
+            port,
+            "bosun_periodic_prepared_fires_total{outcome=\"committed\"}",
+        )
+        .unwrap_or(0.0)
+    };
+    sleep_until(ticks[2]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while prepared() < 1.0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(prepared() >= 1.0, "no fire of T3 was decided ahead");
+    // Every fire of T3 is committed (a stale one is decided again at once).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let fired = |port| {
+        let (_, body) = request(port, "GET", "/api/v1/periodics/burst-0/ticks", None, None);
+        json(&body)["ticks"].as_array().is_some_and(|t| {
+            t.iter().any(|o| {
+                o["last_tick"]
+                    .as_str()
+                    .and_then(|s| s.parse::<Timestamp>().ok())
+                    == Some(ticks[2])
+            })
+        })
+    };
+    while !fired(port) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    drop(daemon);
+    // The store as the daemon left it (a log not folded yet is folded first).
+    let store = bosun_store::sqlite::SqliteStore::open(dir.join("data/bosun.db")).unwrap();
+    use bosun_store::Store;
+    let (mut runs_total, mut skips) = (0, std::collections::BTreeMap::<String, usize>::new());
+    for i in 0..N {
+        let name = format!("burst-{i}");
+        let mut seen: Vec<(Timestamp, String, Option<String>)> = Vec::new();
+        for o in store.outcomes(&name).unwrap() {
+            assert_eq!(
+                o.first_tick, o.last_tick,
+                "{name}: one tick per outcome: {o:?}"
+            );
+            assert_eq!(o.count, 1, "{name}: {o:?}");
+            seen.push((o.first_tick, o.outcome, o.run_id));
+        }
+        seen.sort();
+        let got: Vec<Timestamp> = seen.iter().map(|(t, ..)| *t).collect();
+        assert_eq!(got, ticks, "{name}: each tick exactly once: {seen:?}");
+        let runs = store
+            .list(&bosun_store::RunFilter {
+                periodic: Some(name.clone()),
+                limit: 100,
+                ..Default::default()
+            })
+            .unwrap();
+        let mut scheduled: Vec<Timestamp> = runs.iter().filter_map(|r| r.scheduled_at).collect();
+        scheduled.sort();
+        let before = scheduled.len();
+        scheduled.dedup();
+        assert_eq!(
+            scheduled.len(),
+            before,
+            "{name}: a tick with two runs: {runs:?}"
+        );
+        let run_ticks: Vec<Timestamp> = seen
+            .iter()
+            .filter(|(_, o, _)| o == "run")
+            .map(|(t, ..)| *t)
+            .collect();
+        assert_eq!(
+            scheduled, run_ticks,
+            "{name}: runs and run outcomes match: {seen:?}"
+        );
+        for (t, o, id) in &seen {
+            if o == "run" {
+                let id = id.as_deref().expect("a run outcome names its run");
+                let run = runs.iter().find(|r| r.id == id);
+                assert_eq!(run.and_then(|r| r.scheduled_at), Some(*t), "{name}: {id}");
+                runs_total += 1;
+            } else {
+                *skips.entry(o.clone()).or_default() += 1;
+            }
+        }
+    }
+    eprintln!("{N} periodics, 3 ticks: {runs_total} runs, skips {skips:?}");
+}
+
 fn kill_9_while_periodics_fire(extra: &[&str]) {
     use jiff::{SignedDuration, Timestamp};
     let (_d, dir) = tmp();
