@@ -28,7 +28,6 @@
 
 use bosun_base::sync::Lock;
 use std::collections::BTreeMap;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -36,9 +35,8 @@ use std::time::{Duration, Instant};
 use bosun_kubetest::audit::{self, Counts};
 use bosun_kubetest::{ControlPlane, Options, Outcome};
 
-const NS: &str = "bench";
-const CONTEXT: &str = "build-a";
-const JOB: &str = "k-job";
+mod common;
+use common::{Bosun, CONTEXT, JOB, NS};
 
 /// plank's requests to a build cluster per ProwJob: one pod create (plank's
 /// controller-runtime client) and one pod delete (sinker, once the job is
@@ -128,83 +126,14 @@ fn main() {
     }
 
     // The daemon.
-    let dir = tempfile::Builder::new()
-        .prefix("bosun-kube-runs-")
-        .tempdir()
-        .unwrap();
-    std::fs::create_dir_all(dir.path().join("jobs")).unwrap();
-    std::fs::write(
-        dir.path().join("config.yaml"),
-        format!("pod_namespace: {NS}\nsinker: {{terminated_pod_ttl: 1s}}\n"),
-    )
-    .unwrap();
-    std::fs::write(
-        dir.path().join("jobs/jobs.yaml"),
-        format!("periodics:\n- name: {JOB}\n  cron: \"0 0 31 2 *\"\n  cluster: {CONTEXT}\n  spec: {{containers: [{{image: alpine, command: [\"true\"]}}]}}\n"),
-    )
-    .unwrap();
-    let port = bosun_kubetest::process::free_port();
-    let log = dir.path().join("bosun.log");
-    let mut daemon = Daemon(
-        Command::new(&bosun)
-            .args(["serve", "--config"])
-            .arg(dir.path().join("config.yaml"))
-            .arg("--job-config")
-            .arg(dir.path().join("jobs"))
-            .arg("--data-dir")
-            .arg(dir.path().join("data"))
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .arg("--kubeconfig")
-            .arg(&tenant.kubeconfig)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("bosun starts"),
+    let mut bosun = Bosun::start(
+        &bosun,
+        "bosun-kube-runs-",
+        &format!("pod_namespace: {NS}\nsinker: {{terminated_pod_ttl: 1s}}\n"),
+        "[\"true\"]",
+        &tenant.kubeconfig,
     );
-    let daemon = &mut daemon.0;
-    let daemon_log = || {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(40)..].join("\n")
-    };
-    let base = format!("http://127.0.0.1:{port}");
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(30)))
-        .build()
-        .into();
-    let get_json = |path: &str| -> Option<serde_json::Value> {
-        agent
-            .get(format!("{base}{path}"))
-            .call()
-            .ok()?
-            .body_mut()
-            .read_json()
-            .ok()
-    };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let reachable = get_json("/api/v1/clusters").is_some_and(|v| {
-            v["clusters"].as_array().is_some_and(|cs| {
-                cs.iter()
-                    .any(|c| c["alias"] == CONTEXT && c["status"] == "Reachable")
-            })
-        });
-        if reachable {
-            break;
-        }
-        if let Ok(Some(status)) = daemon.try_wait() {
-            panic!("bosun exited ({status}):\n{}", daemon_log());
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{CONTEXT} never Reachable:\n{}",
-            daemon_log()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    // bosun's watch of its pods is listed and open before the window.
-    std::thread::sleep(Duration::from_secs(2));
+    bosun.wait_reachable();
 
     let by_op = |l: &bosun_kubetest::metrics::Labels| {
         (
@@ -217,7 +146,7 @@ fn main() {
     let totals0 = plane.request_totals(|_| true, by_op);
     let (apiserver_pid, etcd_pid) = plane.pids();
     let (apiserver_pid, etcd_pid) = (apiserver_pid.unwrap(), etcd_pid.unwrap());
-    let daemon_pid = daemon.id();
+    let daemon_pid = bosun.child.id();
     let all_cpu = || {
         [
             cpu_seconds(daemon_pid),
@@ -231,42 +160,26 @@ fn main() {
     // N triggers, from 8 threads.
     let t0 = jiff::Timestamp::now();
     let clock0 = Instant::now();
-    let next = Arc::new(AtomicUsize::new(0));
-    let clients: Vec<_> = (0..8)
-        .map(|_| {
-            let (next, agent, base) = (next.clone(), agent.clone(), base.clone());
-            std::thread::spawn(move || {
-                while next.fetch_add(1, Ordering::Relaxed) < n {
-                    let mut r = agent
-                        .post(format!("{base}/api/v1/runs"))
-                        .send_json(serde_json::json!({ "job": JOB }))
-                        .expect("POST /api/v1/runs");
-                    let status = r.status().as_u16();
-                    let body = r.body_mut().read_to_string().unwrap_or_default();
-                    assert_eq!(status, 201, "{body}");
-                }
-            })
-        })
-        .collect();
-    clients.into_iter().for_each(|c| c.join().unwrap());
+    bosun.trigger(&Arc::new(AtomicUsize::new(0)), n);
     let triggered = clock0.elapsed();
 
     // Until no run is active.
     let deadline = Instant::now() + Duration::from_secs(900);
     loop {
-        let idle = get_json("/api/v1/runs?active=true&limit=1")
+        let idle = bosun
+            .get_json("/api/v1/runs?active=true&limit=1")
             .is_some_and(|v| v["runs"].as_array().is_some_and(|a| a.is_empty()));
         if idle {
             break;
         }
-        if let Ok(Some(status)) = daemon.try_wait() {
-            panic!("bosun exited ({status}):\n{}", daemon_log());
+        if let Ok(Some(status)) = bosun.child.try_wait() {
+            panic!("bosun exited ({status}):\n{}", bosun.log_tail());
         }
         assert!(
             Instant::now() < deadline,
             "runs still active after 900 s ({} pods completed):\n{}",
             completed.load(Ordering::Relaxed),
-            daemon_log()
+            bosun.log_tail()
         );
         std::thread::sleep(Duration::from_millis(250));
     }
@@ -281,10 +194,11 @@ fn main() {
     let mut last: Option<jiff::Timestamp> = None;
     let mut offset = 0;
     loop {
-        let page = get_json(&format!(
-            "/api/v1/runs?job={JOB}&limit=1000&offset={offset}"
-        ))
-        .expect("the runs list");
+        let page = bosun
+            .get_json(&format!(
+                "/api/v1/runs?job={JOB}&limit=1000&offset={offset}"
+            ))
+            .expect("the runs list");
         let runs = page["runs"].as_array().cloned().unwrap_or_default();
         if runs.is_empty() {
             break;
@@ -316,7 +230,7 @@ fn main() {
         assert!(
             Instant::now() < deadline,
             "pods left 120 s after the runs ended:\n{}",
-            daemon_log()
+            bosun.log_tail()
         );
         std::thread::sleep(Duration::from_millis(500));
     }
@@ -325,8 +239,8 @@ fn main() {
     let audit_gone = plane.audit_counts().since(&audit0);
     let totals_gone = diff(&plane.request_totals(|_| true, by_op), &totals0);
     let cpu_gone: Vec<f64> = all_cpu().iter().zip(cpu0).map(|(a, b)| a - b).collect();
-    let _ = daemon.kill();
-    let _ = daemon.wait();
+    let _ = bosun.child.kill();
+    let _ = bosun.child.wait();
     stop.store(true, Ordering::Relaxed);
     for worker in harness {
         let _ = worker.join();
@@ -334,7 +248,7 @@ fn main() {
     if let Some(keep) = std::env::var_os("KUBE_BENCH_KEEP") {
         let keep = std::path::PathBuf::from(keep);
         std::fs::create_dir_all(&keep).unwrap();
-        std::fs::copy(&log, keep.join("bosun.log")).unwrap();
+        std::fs::copy(&bosun.log, keep.join("bosun.log")).unwrap();
         std::fs::copy(plane.audit().unwrap().path(), keep.join("audit.log")).unwrap();
         std::fs::copy(
             plane.dir().join("apiserver.log"),
@@ -438,16 +352,6 @@ fn main() {
         per(bg),
         per(bg) / PLANK_PER_PROWJOB
     );
-}
-
-/// The daemon, killed when dropped (a panic included).
-struct Daemon(std::process::Child);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// `resource/subresource`.

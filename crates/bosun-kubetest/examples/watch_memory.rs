@@ -19,25 +19,14 @@
 //! watched run costs the daemon.
 
 use bosun_base::sync::Lock;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bosun_kubetest::{ControlPlane, Options};
 
-const NS: &str = "bench";
-const CONTEXT: &str = "build-a";
-const JOB: &str = "k-job";
-
-struct Daemon(std::process::Child);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+mod common;
+use common::{Bosun, CONTEXT, NS};
 
 /// `VmRSS` and `RssAnon` (its private, anonymous part: the heap, not the
 /// binary's pages) of `pid`, in bytes.
@@ -120,72 +109,21 @@ fn main() {
         }));
     }
 
-    let dir = tempfile::Builder::new()
-        .prefix("bosun-watch-memory-")
-        .tempdir()
-        .unwrap();
-    std::fs::create_dir_all(dir.path().join("jobs")).unwrap();
-    std::fs::write(
-        dir.path().join("config.yaml"),
-        format!("pod_namespace: {NS}\n"),
-    )
-    .unwrap();
-    std::fs::write(
-        dir.path().join("jobs/jobs.yaml"),
-        format!("periodics:\n- name: {JOB}\n  cron: \"0 0 31 2 *\"\n  cluster: {CONTEXT}\n  spec: {{containers: [{{image: alpine, command: [\"sleep\", \"infinity\"]}}]}}\n"),
-    )
-    .unwrap();
-    let port = bosun_kubetest::process::free_port();
-    let log = dir.path().join("bosun.log");
-    let daemon = Daemon(
-        Command::new(&bosun)
-            .args(["serve", "--config"])
-            .arg(dir.path().join("config.yaml"))
-            .arg("--job-config")
-            .arg(dir.path().join("jobs"))
-            .arg("--data-dir")
-            .arg(dir.path().join("data"))
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .arg("--kubeconfig")
-            .arg(&tenant.kubeconfig)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("bosun starts"),
+    let mut bosun = Bosun::start(
+        &bosun,
+        "bosun-watch-memory-",
+        &format!("pod_namespace: {NS}\n"),
+        "[\"sleep\", \"infinity\"]",
+        &tenant.kubeconfig,
     );
-    let pid = daemon.0.id();
-    let base = format!("http://127.0.0.1:{port}");
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(30)))
-        .build()
-        .into();
-    let get_json = |path: &str| -> Option<serde_json::Value> {
-        agent
-            .get(format!("{base}{path}"))
-            .call()
-            .ok()?
-            .body_mut()
-            .read_json()
-            .ok()
-    };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !get_json("/api/v1/clusters").is_some_and(|v| {
-        v["clusters"].as_array().is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c["alias"] == CONTEXT && c["status"] == "Reachable")
-        })
-    }) {
-        assert!(Instant::now() < deadline, "{CONTEXT} never Reachable");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    std::thread::sleep(Duration::from_secs(2));
+    bosun.wait_reachable();
+    let pid = bosun.child.id();
     let before = settled_rss(pid);
 
     // Two stages: a tenth of the runs, then all; the growth between them
     // over the runs added is what one more watched run costs (the code
     // paged in and the allocator's first arenas come with the first).
-    let logs_dir = dir.path().join("data/runs").join(CONTEXT);
+    let logs_dir = bosun.data.join("runs").join(CONTEXT);
     let copied = || {
         std::fs::read_dir(&logs_dir)
             .map(|d| {
@@ -199,29 +137,7 @@ fn main() {
     let next = Arc::new(AtomicUsize::new(0));
     let mut stages = Vec::new();
     for target in [n / 10, n] {
-        let clients: Vec<_> = (0..8)
-            .map(|_| {
-                let (next, agent, base) = (next.clone(), agent.clone(), base.clone());
-                std::thread::spawn(move || loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= target {
-                        next.fetch_min(target, Ordering::Relaxed);
-                        return;
-                    }
-                    let mut r = agent
-                        .post(format!("{base}/api/v1/runs"))
-                        .send_json(serde_json::json!({ "job": JOB }))
-                        .expect("POST /api/v1/runs");
-                    assert_eq!(
-                        r.status().as_u16(),
-                        201,
-                        "{:?}",
-                        r.body_mut().read_to_string()
-                    );
-                })
-            })
-            .collect();
-        clients.into_iter().for_each(|c| c.join().unwrap());
+        bosun.trigger(&next, target);
         // Until every run runs and every log line is copied.
         let deadline = Instant::now() + Duration::from_secs(1800);
         loop {
@@ -281,7 +197,7 @@ fn main() {
         std::thread::sleep(Duration::from_secs(secs));
     }
     stop.store(true, Ordering::Relaxed);
-    drop(daemon);
+    drop(bosun);
     for worker in harness {
         let _ = worker.join();
     }

@@ -540,7 +540,8 @@ impl Executor for KubeExecutor {
             .unwrap_or_else(|_| Err(ExecError::Transient("executor stopped".into())))
     }
 
-    /// The creation waits its turn ([`Pacer`]) on this cluster's runtime,
+    /// The creation waits its turn (at most `creations_in_flight` in flight,
+    /// jobs taking turns) on this cluster's runtime,
     /// holding no thread of the caller's.
     fn start_then(&self, run_id: &str, workload: &Workload, done: StartDone) {
         match workload {

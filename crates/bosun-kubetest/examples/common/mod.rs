@@ -1,0 +1,161 @@
+//! What the Kubernetes benchmarks share: a release-built `bosun serve` with
+//! one periodic job on one cluster, and an HTTP agent for its API.
+
+// Each benchmark uses a part.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The benchmarks' pod namespace.
+pub const NS: &str = "bench";
+/// The cluster's kubeconfig context (and alias).
+pub const CONTEXT: &str = "build-a";
+/// The job.
+pub const JOB: &str = "k-job";
+
+/// The daemon, killed when dropped (a panic included), its directory with it.
+pub struct Bosun {
+    /// The process.
+    pub child: std::process::Child,
+    /// Its API's base URL.
+    pub base: String,
+    /// Its log (stderr).
+    pub log: std::path::PathBuf,
+    /// Its data directory.
+    pub data: std::path::PathBuf,
+    /// An agent for its API.
+    pub agent: ureq::Agent,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Bosun {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Bosun {
+    /// `bosun serve` (the binary `bosun`) with `config` and one periodic
+    /// [`JOB`] on [`CONTEXT`] running `command` (flow YAML), reaching the
+    /// cluster through `kubeconfig`; its files under a temporary directory
+    /// named after `prefix`.
+    pub fn start(
+        bosun: &str,
+        prefix: &str,
+        config: &str,
+        command: &str,
+        kubeconfig: &Path,
+    ) -> Bosun {
+        let dir = tempfile::Builder::new().prefix(prefix).tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("jobs")).unwrap();
+        std::fs::write(dir.path().join("config.yaml"), config).unwrap();
+        std::fs::write(
+            dir.path().join("jobs/jobs.yaml"),
+            format!("periodics:\n- name: {JOB}\n  cron: \"0 0 31 2 *\"\n  cluster: {CONTEXT}\n  spec: {{containers: [{{image: alpine, command: {command}}}]}}\n"),
+        )
+        .unwrap();
+        let port = bosun_kubetest::process::free_port();
+        let log = dir.path().join("bosun.log");
+        let data = dir.path().join("data");
+        let child = Command::new(bosun)
+            .args(["serve", "--config"])
+            .arg(dir.path().join("config.yaml"))
+            .arg("--job-config")
+            .arg(dir.path().join("jobs"))
+            .arg("--data-dir")
+            .arg(&data)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("bosun starts");
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(30)))
+            .build()
+            .into();
+        Bosun {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            log,
+            data,
+            agent,
+            _dir: dir,
+        }
+    }
+
+    /// `GET path` of its API, as JSON, if it answers so.
+    pub fn get_json(&self, path: &str) -> Option<serde_json::Value> {
+        self.agent
+            .get(format!("{}{path}", self.base))
+            .call()
+            .ok()?
+            .body_mut()
+            .read_json()
+            .ok()
+    }
+
+    /// The last 40 lines of its log.
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
+    /// Waits until [`CONTEXT`] is `Reachable` (at most 60 s), then 2 s more:
+    /// the watch of its pods is listed and open.
+    pub fn wait_reachable(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let reachable = self.get_json("/api/v1/clusters").is_some_and(|v| {
+                v["clusters"].as_array().is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c["alias"] == CONTEXT && c["status"] == "Reachable")
+                })
+            });
+            if reachable {
+                break;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("bosun exited ({status}):\n{}", self.log_tail());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{CONTEXT} never Reachable:\n{}",
+                self.log_tail()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    }
+
+    /// `n` runs of [`JOB`] triggered from 8 threads (`next`: how many were
+    /// triggered so far, shared across calls).
+    pub fn trigger(&self, next: &std::sync::Arc<std::sync::atomic::AtomicUsize>, n: usize) {
+        use std::sync::atomic::Ordering;
+        let clients: Vec<_> = (0..8)
+            .map(|_| {
+                let (next, agent, base) = (next.clone(), self.agent.clone(), self.base.clone());
+                std::thread::spawn(move || loop {
+                    if next.fetch_add(1, Ordering::Relaxed) >= n {
+                        next.fetch_min(n, Ordering::Relaxed);
+                        return;
+                    }
+                    let mut r = agent
+                        .post(format!("{base}/api/v1/runs"))
+                        .send_json(serde_json::json!({ "job": JOB }))
+                        .expect("POST /api/v1/runs");
+                    let status = r.status().as_u16();
+                    let body = r.body_mut().read_to_string().unwrap_or_default();
+                    assert_eq!(status, 201, "{body}");
+                })
+            })
+            .collect();
+        clients.into_iter().for_each(|c| c.join().unwrap());
+    }
+}
