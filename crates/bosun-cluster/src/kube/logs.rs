@@ -288,7 +288,8 @@ impl LogCopier {
                 // Not in the watch's view: gone, or not shown yet (a
                 // listing under way); the API tells.
                 ContainerEnd::Unknown => {
-                    match self.container_ended(&name, &uid, &container).await {
+                    // Boxed: a large future, and a rare one.
+                    match Box::pin(self.container_ended(&name, &uid, &container)).await {
                         Ok(Some(true)) => {
                             follow = false;
                             continue;
