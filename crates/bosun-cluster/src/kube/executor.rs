@@ -177,7 +177,7 @@ impl KubeInner {
                     "this process may not act on the cluster now".into(),
                 ));
             }
-            self.cache.mark_started(run_id);
+            self.cache.expect(run_id);
             let created = tokio::time::timeout(API_TIMEOUT, self.conn.create_pod(pod)).await;
             drop(turn);
             let refusal = match created {

@@ -56,6 +56,15 @@ impl PodCache {
     /// revived run's old pod no longer counts).
     pub(crate) fn mark_started(&self, run_id: &str) {
         self.pods().remove(run_id);
+        self.expect(run_id);
+    }
+
+    /// Run `run_id`'s pod is being created: until the watch shows it, the
+    /// run is starting. A pod of the run the watch shows already stays: a
+    /// creation tried again after one that timed out but went through
+    /// meets that pod (409), and the watch, which showed it, shows it no
+    /// more unless it changes.
+    pub(crate) fn expect(&self, run_id: &str) {
         self.started().insert(run_id.to_string(), Instant::now());
     }
 
@@ -304,6 +313,23 @@ mod tests {
 
     fn at(t: &str) -> jiff::Timestamp {
         t.parse().unwrap()
+    }
+
+    #[test]
+    fn a_creation_tried_again_keeps_the_pod_the_watch_showed() {
+        let cache = PodCache::default();
+        let p = pod(serde_json::json!({"metadata": {"name": "r1", "uid": "u1",
+            "creationTimestamp": "2026-12-06T10:00:00Z"}, "status": {"phase": "Running"}}));
+        cache.pods().insert("r1".into(), Seen::of(&p));
+        cache.expect("r1");
+        assert_eq!(
+            cache.with_pod("r1", |s| s.uid.clone()),
+            Some(Some("u1".into()))
+        );
+        assert!(cache.started_within("r1", Duration::from_secs(30)));
+        // A revival's new pod replaces the old: the old one no longer counts.
+        cache.mark_started("r1");
+        assert_eq!(cache.with_pod("r1", |s| s.uid.clone()), None);
     }
 
     #[test]

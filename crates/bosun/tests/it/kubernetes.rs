@@ -989,6 +989,51 @@ fn pod_creations_are_paced_and_a_shed_one_waits_its_retry_after() {
     );
 }
 
+/// A run whose pod exists already when its creation is tried (a creation
+/// that timed out but went through, a restart between a creation and its
+/// commit) keeps that pod: the creation's 409 is its start, and the pod the
+/// watch showed stays the run's, never taken for gone and revived.
+#[test]
+fn a_pod_there_before_its_creation_is_kept_not_revived() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Cluster::new(ControlPlane::shared(), "k-there", "build-a");
+    let config = config_for(
+        "k-there",
+        &format!(
+            "build_clusters:\n  build-a: {{kind: kubernetes, kubeconfig: {}, context: build-a, max_concurrency: 1}}\n",
+            a.kubeconfig().display()
+        ),
+    );
+    let daemon = start_full(&dir.path().join("bosun"), &[], &config, JOBS);
+    let port = daemon.port;
+    let first = trigger(port, "k-job");
+    a.wait_pod(&first);
+    let second = trigger(port, "k-job");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(a.pod(&second).is_none(), "one slot: the second waits");
+    // Its pod, there before bosun creates it, running.
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": second, "labels": {"created-by-prow": "true"}},
+        "spec": {"containers": [{"name": "test", "image": "alpine"}]}
+    }))
+    .unwrap();
+    let api: kube::Api<Pod> = kube::Api::namespaced(a.plane.admin(), a.ns());
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(api.create(&kube::api::PostParams::default(), &pod))
+        .unwrap();
+    a.run(&second);
+    a.run(&first);
+    a.succeed(&first);
+    wait_run(port, &first, "success");
+    wait_run(port, &second, "pending");
+    // Past the grace a started run's pod may take to show.
+    std::thread::sleep(Duration::from_secs(35));
+    let run = run_of(port, &second);
+    assert_eq!(run["state"], "pending", "{run}");
+    assert_eq!(run["pod_revival_count"], 0, "{run}");
+}
+
 #[test]
 fn max_concurrency_holds_on_a_kubernetes_cluster() {
     let dir = tempfile::tempdir().unwrap();
