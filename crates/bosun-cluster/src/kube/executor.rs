@@ -65,6 +65,16 @@ struct KubeInner {
     may_act: std::sync::OnceLock<Gate>,
     /// The pace of creations.
     pacer: Arc<Pacer>,
+    /// Runs whose pod the watch does not show, asked of the API.
+    confirming: Mutex<HashMap<String, Confirm>>,
+}
+
+/// Where a question about a pod the watch does not show stands.
+enum Confirm {
+    /// Asked; no answer yet.
+    Asking,
+    /// The API does not know the pod.
+    Gone,
 }
 
 /// How many times in a row a creation the API server sheds (429) is tried
@@ -400,6 +410,7 @@ impl KubeExecutor {
             reviving: Mutex::default(),
             may_act: std::sync::OnceLock::new(),
             pacer: Pacer::new(DEFAULT_CREATIONS_IN_FLIGHT),
+            confirming: Mutex::default(),
         });
         let watch = inner.clone();
         rt.spawn(async move {
@@ -601,7 +612,13 @@ impl Executor for KubeExecutor {
         if let Some(state) = self.inner.pipelines.status(run_id) {
             return state;
         }
-        RunStatus::Revivable("its pod disappearing".into())
+        // The watch may only be behind (a burst of thousands of pods): the
+        // API says whether the pod is really gone before the run is
+        // revived, which deletes and creates pods.
+        match self.confirm_gone(run_id) {
+            true => RunStatus::Revivable("its pod disappearing".into()),
+            false => RunStatus::Starting,
+        }
     }
 
     fn abort(&self, run_id: &str, _grace: Duration) -> RunStatus {
@@ -666,6 +683,50 @@ impl Executor for KubeExecutor {
 }
 
 impl KubeExecutor {
+    /// Whether run `run_id`'s pod, which the watch does not show past the
+    /// start's grace, is gone as the API tells: the first call asks (on
+    /// this cluster's runtime) and answers false, as do the calls while it
+    /// asks; a pod the API shows is handed to the cache, and a pod it does
+    /// not know makes the next call answer true. A failed question is asked
+    /// again.
+    fn confirm_gone(&self, run_id: &str) -> bool {
+        let Some(rt) = &self.rt else { return true };
+        let mut asked = self.inner.confirming.locked();
+        match asked.get(run_id) {
+            Some(Confirm::Gone) => {
+                asked.remove(run_id);
+                return true;
+            }
+            Some(Confirm::Asking) => return false,
+            None => {}
+        }
+        asked.insert(run_id.to_string(), Confirm::Asking);
+        let (inner, name) = (self.inner.clone(), run_id.to_string());
+        rt.spawn(async move {
+            let got = async { inner.conn.pods().await?.get_opt(&name).await.map_err(ApiError::from) };
+            let answer = tokio::time::timeout(API_TIMEOUT, got).await;
+            let mut asked = inner.confirming.locked();
+            match answer {
+                Ok(Ok(Some(pod))) => {
+                    asked.remove(&name);
+                    drop(asked);
+                    tracing::info!(pod = %name, "the watch had not shown the run's pod yet; the API does");
+                    inner.cache.learn(&name, &pod);
+                }
+                Ok(Ok(None)) => {
+                    asked.insert(name, Confirm::Gone);
+                    drop(asked);
+                }
+                _ => {
+                    asked.remove(&name);
+                    drop(asked);
+                }
+            }
+            inner.changed();
+        });
+        false
+    }
+
     /// Starts a run as `pod`; starting one that was started before does
     /// nothing.
     pub fn start_pod(&self, run_id: &str, pod: &Pod) -> Result<(), ExecError> {

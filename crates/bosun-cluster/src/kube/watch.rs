@@ -68,6 +68,15 @@ impl PodCache {
         self.started().insert(run_id.to_string(), Instant::now());
     }
 
+    /// Pod `name` as the API showed it when asked, where the watch did not
+    /// show it (yet): kept until the watch shows it or its deletion.
+    pub(crate) fn learn(&self, name: &str, pod: &Pod) {
+        if !self.pods().contains_key(name) {
+            self.pods().insert(name.to_string(), Seen::of(pod));
+        }
+        self.changed.notify_waiters();
+    }
+
     /// `f` of pod `name`, if the watch has seen it.
     pub(crate) fn with_pod<T>(&self, name: &str, f: impl FnOnce(&Seen) -> T) -> Option<T> {
         self.pods().get(name).map(f)

@@ -1146,3 +1146,50 @@ fn a_jx_catalog_step_ends_the_run_in_error_and_creates_no_pipeline_run() {
     assert_eq!(s.pipeline_runs().len(), 1);
     assert_eq!(s.player.seen().len(), 1);
 }
+
+/// A run's pod the watch does not show past the start's grace is asked of
+/// the API before the run counts as lost: the watch may only be behind (a
+/// burst of thousands of pods). A pod the API shows is the run's; a run
+/// with no pod is revivable once the API says so. (The pod here lacks
+/// bosun's label, so the watch never shows it, as a watch far behind.)
+#[test]
+fn a_pod_the_watch_does_not_show_is_asked_of_the_api_before_a_revival() {
+    let plane = ControlPlane::dedicated(Options::default());
+    let tenant = plane.tenant("behind", "build-a");
+    tekton::grant(&plane, &tenant, &tekton::PIPELINE_VERBS);
+    let logs = tempfile::tempdir().unwrap();
+    let exec = executor(&tenant, logs.path().to_path_buf());
+    let there = bosun_store::new_run_id();
+    let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+        "metadata": {"name": there},
+        "spec": {"containers": [{"name": "test", "image": "alpine"}]}
+    }))
+    .unwrap();
+    let api: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(plane.admin(), "behind");
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(api.create(&kube::api::PostParams::default(), &pod))
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match exec.status(&there) {
+            RunStatus::PodPending { .. } => break,
+            RunStatus::Starting => {}
+            s => panic!("a pod the API shows taken for {s:?}"),
+        }
+        assert!(Instant::now() < deadline, "never asked the API");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let gone = bosun_store::new_run_id();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match exec.status(&gone) {
+            RunStatus::Revivable(why) => {
+                assert_eq!(why, "its pod disappearing");
+                break;
+            }
+            s => assert!(Instant::now() < deadline, "{s:?}"),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
