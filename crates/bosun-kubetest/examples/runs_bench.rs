@@ -26,17 +26,16 @@
 //! active any more, and to the moment the last pod was gone (the sinker's
 //! deletions; 1 s after the pod ended at the earliest).
 
-use bosun_base::sync::Lock;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bosun_kubetest::audit::{self, Counts};
 use bosun_kubetest::{ControlPlane, Options, Outcome};
 
 mod common;
-use common::{Bosun, CONTEXT, JOB, NS};
+use common::{Bosun, Harness, CONTEXT, JOB, NS};
 
 /// plank's requests to a build cluster per ProwJob: one pod create (plank's
 /// controller-runtime client) and one pod delete (sinker, once the job is
@@ -89,41 +88,12 @@ fn main() {
     // new pod.
     // The workers hold the plane weakly and stop when told: the plane (its
     // processes and its directory) goes when `main` ends, even by a panic.
-    let completed = Arc::new(AtomicUsize::new(0));
-    let failed = Arc::new(AtomicUsize::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let pods = Arc::new(Mutex::new(plane.kubelet().new_pods(NS)));
     let plane = Arc::new(plane);
-    let mut harness = Vec::new();
-    for _ in 0..workers {
-        let (pods, plane) = (pods.clone(), Arc::downgrade(&plane));
-        let (completed, failed, stop) = (completed.clone(), failed.clone(), stop.clone());
-        harness.push(std::thread::spawn(move || loop {
-            if stop.load(Ordering::Relaxed) {
-                return;
-            }
-            let next = pods.locked().recv_timeout(Duration::from_millis(200));
-            let pod = match next {
-                Ok(p) => p,
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
-                Err(_) => return,
-            };
-            let Some(plane) = plane.upgrade() else { return };
-            let name = pod.metadata.name.clone().unwrap_or_default();
-            let kubelet = plane.kubelet();
-            // A call the API refuses panics in the kubelet: that pod is left
-            // as it is, and counted.
-            let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                kubelet.run_pod(&pod);
-                kubelet.append_log(NS, &name, &format!("hello from {name}\n"));
-                kubelet.finish_pod(&pod, Outcome::success());
-            }));
-            match done {
-                Ok(()) => completed.fetch_add(1, Ordering::Relaxed),
-                Err(_) => failed.fetch_add(1, Ordering::Relaxed),
-            };
-        }));
-    }
+    let harness = Harness::start(&plane, workers, |kubelet, pod, name| {
+        kubelet.run_pod(pod);
+        kubelet.append_log(NS, name, &format!("hello from {name}\n"));
+        kubelet.finish_pod(pod, Outcome::success());
+    });
 
     // The daemon.
     let mut bosun = Bosun::start(
@@ -178,7 +148,7 @@ fn main() {
         assert!(
             Instant::now() < deadline,
             "runs still active after 900 s ({} pods completed):\n{}",
-            completed.load(Ordering::Relaxed),
+            harness.done.load(Ordering::Relaxed),
             bosun.log_tail()
         );
         std::thread::sleep(Duration::from_millis(250));
@@ -241,10 +211,11 @@ fn main() {
     let cpu_gone: Vec<f64> = all_cpu().iter().zip(cpu0).map(|(a, b)| a - b).collect();
     let _ = bosun.child.kill();
     let _ = bosun.child.wait();
-    stop.store(true, Ordering::Relaxed);
-    for worker in harness {
-        let _ = worker.join();
-    }
+    let (completed, failed) = (
+        harness.done.load(Ordering::Relaxed),
+        harness.refused.load(Ordering::Relaxed),
+    );
+    harness.stop();
     if let Some(keep) = std::env::var_os("KUBE_BENCH_KEEP") {
         let keep = std::path::PathBuf::from(keep);
         std::fs::create_dir_all(&keep).unwrap();
@@ -277,8 +248,7 @@ fn main() {
     }
     println!(
         "the harness completed {} pods ({} of its calls refused)",
-        completed.load(Ordering::Relaxed),
-        failed.load(Ordering::Relaxed)
+        completed, failed
     );
     println!(
         "seen all ended at {:.2} s, all pods deleted at {:.2} s",

@@ -18,15 +18,14 @@
 //! (the runs' rows in SQLite's page cache) is in the growth: it is what a
 //! watched run costs the daemon.
 
-use bosun_base::sync::Lock;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bosun_kubetest::{ControlPlane, Options};
 
 mod common;
-use common::{Bosun, CONTEXT, NS};
+use common::{Bosun, Harness, CONTEXT, NS};
 
 /// `VmRSS` and `RssAnon` (its private, anonymous part: the heap, not the
 /// binary's pages) of `pid`, in bytes.
@@ -83,39 +82,13 @@ fn main() {
     );
 
     // The harness: each new pod bound, running, one line of log.
-    let running = Arc::new(AtomicUsize::new(0));
-    let refused = Arc::new(AtomicUsize::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let pods = Arc::new(Mutex::new(plane.kubelet().new_pods(NS)));
-    let mut harness = Vec::new();
-    for _ in 0..8 {
-        let (pods, plane) = (pods.clone(), Arc::downgrade(&plane));
-        let (running, refused, stop) = (running.clone(), refused.clone(), stop.clone());
-        harness.push(std::thread::spawn(move || loop {
-            if stop.load(Ordering::Relaxed) {
-                return;
-            }
-            let next = pods.locked().recv_timeout(Duration::from_millis(200));
-            let pod = match next {
-                Ok(p) => p,
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
-                Err(_) => return,
-            };
-            let Some(plane) = plane.upgrade() else { return };
-            let name = pod.metadata.name.clone().unwrap_or_default();
-            let kubelet = plane.kubelet();
-            // A call the API refuses panics in the kubelet (a pod bosun
-            // revived, bound already): told, counted, and that pod left.
-            let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                kubelet.run_pod(&pod);
-                kubelet.append_log(NS, &name, &format!("hello from {name}\n"));
-            }));
-            match done {
-                Ok(()) => running.fetch_add(1, Ordering::Relaxed),
-                Err(_) => refused.fetch_add(1, Ordering::Relaxed),
-            };
-        }));
-    }
+    // A call the API refuses (a pod bosun revived, bound already) is
+    // counted, and that pod left.
+    let harness = Harness::start(&plane, 8, |kubelet, pod, name| {
+        kubelet.run_pod(pod);
+        kubelet.append_log(NS, name, &format!("hello from {name}\n"));
+    });
+    let (running, refused) = (harness.done.clone(), harness.refused.clone());
 
     let mut bosun = Bosun::start(
         &bosun,
@@ -210,9 +183,6 @@ fn main() {
         eprintln!("holding for {secs} s: bosun is pid {pid}");
         std::thread::sleep(Duration::from_secs(secs));
     }
-    stop.store(true, Ordering::Relaxed);
     drop(bosun);
-    for worker in harness {
-        let _ = worker.join();
-    }
+    harness.stop();
 }

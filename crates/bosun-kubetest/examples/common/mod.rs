@@ -4,9 +4,16 @@
 // Each benchmark uses a part.
 #![allow(dead_code)]
 
+use bosun_base::sync::Lock;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use bosun_kubetest::kubelet::Kubelet;
+use bosun_kubetest::ControlPlane;
+use k8s_openapi::api::core::v1::Pod;
 
 /// The benchmarks' pod namespace.
 pub const NS: &str = "bench";
@@ -157,5 +164,74 @@ impl Bosun {
             })
             .collect();
         clients.into_iter().for_each(|c| c.join().unwrap());
+    }
+}
+
+/// The harness playing the kubelet: `workers` threads take each new pod of
+/// [`NS`] once and `play` it. A call the API refuses panics in the kubelet:
+/// that pod is left as it is and counted in `refused`, the others in `done`.
+/// The threads hold the plane weakly and end when `stop` is set (or the
+/// plane is gone).
+pub struct Harness {
+    /// Pods played.
+    pub done: Arc<AtomicUsize>,
+    /// Pods the API refused the harness.
+    pub refused: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Harness {
+    /// Starts `workers` threads playing `play(kubelet, pod, name)` on each
+    /// new pod of `plane`.
+    pub fn start(
+        plane: &Arc<ControlPlane>,
+        workers: usize,
+        play: impl Fn(&Kubelet, &Pod, &str) + Send + Sync + 'static,
+    ) -> Harness {
+        let (done, refused) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let stop = Arc::new(AtomicBool::new(false));
+        let pods = Arc::new(Mutex::new(plane.kubelet().new_pods(NS)));
+        let play = Arc::new(play);
+        let threads = (0..workers)
+            .map(|_| {
+                let (pods, plane, play) = (pods.clone(), Arc::downgrade(plane), play.clone());
+                let (done, refused, stop) = (done.clone(), refused.clone(), stop.clone());
+                std::thread::spawn(move || loop {
+                    if stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    let next = pods.locked().recv_timeout(Duration::from_millis(200));
+                    let pod = match next {
+                        Ok(p) => p,
+                        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+                        Err(_) => return,
+                    };
+                    let Some(plane) = plane.upgrade() else { return };
+                    let name = pod.metadata.name.clone().unwrap_or_default();
+                    let played = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        play(plane.kubelet(), &pod, &name)
+                    }));
+                    match played {
+                        Ok(()) => done.fetch_add(1, Ordering::Relaxed),
+                        Err(_) => refused.fetch_add(1, Ordering::Relaxed),
+                    };
+                })
+            })
+            .collect();
+        Harness {
+            done,
+            refused,
+            stop,
+            threads,
+        }
+    }
+
+    /// Stops the threads and waits for them.
+    pub fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads {
+            let _ = t.join();
+        }
     }
 }

@@ -73,6 +73,18 @@ fn config_for(namespace: &str, extra: &str) -> String {
     format!("pod_namespace: {namespace}\n{extra}")
 }
 
+/// [`config_for`] `a`'s namespace, with `build-a` declared as `a`'s cluster
+/// and its `settings` (YAML flow fields, each after a comma).
+fn config_declaring(a: &Cluster, settings: &str) -> String {
+    config_for(
+        a.ns(),
+        &format!(
+            "build_clusters:\n  build-a: {{kind: kubernetes, kubeconfig: {}, context: build-a{settings}}}\n",
+            a.kubeconfig().display()
+        ),
+    )
+}
+
 fn start_full(
     dir: &std::path::Path,
     kubeconfigs: &[std::path::PathBuf],
@@ -923,13 +935,7 @@ fn pod_creations_are_paced_and_a_shed_one_waits_its_retry_after() {
         let a = Cluster::new(ControlPlane::shared(), ns, "build-a");
         shed_pod_creations_over_three(&a);
         let limit = limit.map_or(String::new(), |n| format!(", creations_in_flight: {n}"));
-        let config = config_for(
-            ns,
-            &format!(
-                "build_clusters:\n  build-a: {{kind: kubernetes, kubeconfig: {}, context: build-a{limit}}}\n",
-                a.kubeconfig().display()
-            ),
-        );
+        let config = config_declaring(&a, &limit);
         let daemon = start_full(&dir.path().join("bosun"), &[], &config, JOBS);
         let port = daemon.port;
         wait_status(port, "build-a", "Reachable", Duration::from_secs(30));
@@ -997,13 +1003,7 @@ fn pod_creations_are_paced_and_a_shed_one_waits_its_retry_after() {
 fn a_pod_there_before_its_creation_is_kept_not_revived() {
     let dir = tempfile::tempdir().unwrap();
     let a = Cluster::new(ControlPlane::shared(), "k-there", "build-a");
-    let config = config_for(
-        "k-there",
-        &format!(
-            "build_clusters:\n  build-a: {{kind: kubernetes, kubeconfig: {}, context: build-a, max_concurrency: 1}}\n",
-            a.kubeconfig().display()
-        ),
-    );
+    let config = config_declaring(&a, ", max_concurrency: 1");
     let daemon = start_full(&dir.path().join("bosun"), &[], &config, JOBS);
     let port = daemon.port;
     let first = trigger(port, "k-job");
@@ -1038,13 +1038,7 @@ fn a_pod_there_before_its_creation_is_kept_not_revived() {
 fn max_concurrency_holds_on_a_kubernetes_cluster() {
     let dir = tempfile::tempdir().unwrap();
     let a = Cluster::new(ControlPlane::shared(), "k-concurrency", "build-a");
-    let config = config_for(
-        "k-concurrency",
-        &format!(
-            "build_clusters:\n  build-a: {{kind: kubernetes, kubeconfig: {}, context: build-a, max_concurrency: 1}}\n",
-            a.kubeconfig().display()
-        ),
-    );
+    let config = config_declaring(&a, ", max_concurrency: 1");
     let daemon = start_full(&dir.path().join("bosun"), &[], &config, JOBS);
     let port = daemon.port;
     let first = trigger(port, "k-job");
