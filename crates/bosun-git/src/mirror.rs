@@ -141,12 +141,34 @@ fn open_lock(path: &Path) -> std::io::Result<Option<fs::File>> {
     Ok(Some(file))
 }
 
-/// Takes an exclusive `flock` on `file` without waiting: whether it was
-/// taken.
-fn try_lock(file: &fs::File) -> std::io::Result<bool> {
-    match rustix::fs::flock(file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-        Ok(()) => Ok(true),
-        Err(rustix::io::Errno::WOULDBLOCK) => Ok(false),
+/// A file this process holds an `flock` on, unlocked when dropped.
+///
+/// Closing the file alone does not always release the lock: an `flock`
+/// belongs to the open file, and a child another thread forks at that
+/// moment holds a copy of it until it executes its program. Unlocking
+/// releases it at once whoever else holds a copy.
+struct Locked(fs::File);
+
+impl Locked {
+    /// Takes `op` on `file`, waiting if `op` waits.
+    fn take(file: fs::File, op: rustix::fs::FlockOperation) -> rustix::io::Result<Self> {
+        rustix::fs::flock(&file, op)?;
+        Ok(Self(file))
+    }
+}
+
+impl Drop for Locked {
+    fn drop(&mut self) {
+        let _ = rustix::fs::flock(&self.0, rustix::fs::FlockOperation::Unlock);
+    }
+}
+
+/// Takes an exclusive `flock` on `file` without waiting: the lock, or
+/// `None` when another holds it.
+fn try_lock(file: fs::File) -> std::io::Result<Option<Locked>> {
+    match Locked::take(file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(locked) => Ok(Some(locked)),
+        Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
         Err(e) => Err(e.into()),
     }
 }
@@ -196,12 +218,14 @@ pub fn prune(root: &Path, unused_since: SystemTime) -> std::io::Result<Pruned> {
             let Some(lock) = open_lock(&lock_path)? else {
                 return Ok(None);
             };
-            if !try_lock(&lock)? {
+            let Some(_lock) = try_lock(lock)? else {
                 return Ok(Some(false));
-            }
-            if let Some(in_use) = open_lock(&root.join(format!("{name}.use")))? {
-                if !try_lock(&in_use)? {
-                    return Ok(Some(false));
+            };
+            let mut _in_use = None;
+            if let Some(file) = open_lock(&root.join(format!("{name}.use")))? {
+                match try_lock(file)? {
+                    Some(locked) => _in_use = Some(locked),
+                    None => return Ok(Some(false)),
                 }
             }
             if last_used(&dir, &lock_path).is_some_and(|t| t >= unused_since) {
@@ -242,7 +266,7 @@ pub struct Prepared {
     origin_text: Option<String>,
     /// The shared lock on `NAME.use`, held while the clone reads the mirror
     /// (released when this is dropped): [`prune`] leaves it alone.
-    _in_use: std::fs::File,
+    _in_use: Locked,
 }
 
 impl Prepared {
@@ -317,7 +341,7 @@ pub fn prepare(
                 e.to_string(),
             )
         })?;
-    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive).map_err(|e| {
+    let lock = Locked::take(lock, rustix::fs::FlockOperation::LockExclusive).map_err(|e| {
         runner.fail(
             format!("bosun: lock {}", lock_path.display()),
             std::io::Error::from(e).to_string(),
@@ -325,7 +349,7 @@ pub fn prepare(
     })?;
     // Used now (see `prune`); a mark that cannot be set only makes the
     // mirror look older.
-    let _ = lock.set_modified(SystemTime::now());
+    let _ = lock.0.set_modified(SystemTime::now());
     // Read from now until the clone is done: taken under the update's lock,
     // which `prune` holds whenever it takes this one, so it never waits.
     let use_path = root.join(format!("{name}.use"));
@@ -336,7 +360,7 @@ pub fn prepare(
         .truncate(false)
         .open(&use_path)
         .map_err(|e| runner.fail(format!("bosun: lock {}", use_path.display()), e.to_string()))?;
-    rustix::fs::flock(&in_use, rustix::fs::FlockOperation::LockShared).map_err(|e| {
+    let in_use = Locked::take(in_use, rustix::fs::FlockOperation::LockShared).map_err(|e| {
         runner.fail(
             format!("bosun: lock {}", use_path.display()),
             std::io::Error::from(e).to_string(),

@@ -710,6 +710,9 @@ fn unused_mirrors_are_pruned_and_made_again_when_needed() {
     assert!(aside.is_empty(), "{aside:?}");
 
     // b, once free, goes at the next pass; a is made again by its next clone.
+    // Unlocked, not only closed: a child another test forks at this moment
+    // would hold the lock until it executes its program.
+    rustix::fs::flock(&b_lock, rustix::fs::FlockOperation::Unlock).unwrap();
     drop(b_lock);
     let pruned = prune(&mirrors, week_ago).unwrap();
     assert_eq!(pruned.removed, vec![mirror_dir(&mirrors, &b_uri)]);
@@ -747,6 +750,7 @@ fn unused_mirrors_are_pruned_and_made_again_when_needed() {
     rustix::fs::flock(&reading, rustix::fs::FlockOperation::LockShared).unwrap();
     let pruned = prune(&mirrors, week_ago).unwrap();
     assert_eq!((pruned.busy, pruned.removed.len()), (1, 0), "{pruned:?}");
+    rustix::fs::flock(&reading, rustix::fs::FlockOperation::Unlock).unwrap();
     drop(reading);
     // An entry that cannot be handled (a lock file that is a symlink) is
     // reported and the pass goes on to the others.
