@@ -297,6 +297,12 @@ fn serve_until_signal(args: &ServeArgs) -> Result<(), String> {
     ];
     let run_as = local_users(&snapshot.config, &clusters).map_err(|e| e.to_string())?;
     let wake = Arc::new(tokio::sync::Notify::new());
+    // A burst's runs reach the controller's view just after the scheduler
+    // has the store's answer, and the controller is woken again then.
+    active.wake_after_prepared({
+        let wake = wake.clone();
+        move || wake.notify_one()
+    });
     let make_executor: ExecutorFactory = {
         let (wake, runs) = (wake.clone(), args.data_dir.join("runs"));
         let leadership = leadership.clone();

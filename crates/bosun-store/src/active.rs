@@ -24,6 +24,9 @@ pub struct ActiveRuns {
     /// The commits this has been told of (creations, transitions, retention
     /// passes that deleted runs): see [`ActiveRuns::changes`].
     changes: AtomicU64,
+    /// Called once the runs of a burst of fires prepared ahead are in:
+    /// see [`ActiveRuns::wake_after_prepared`].
+    waker: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
 }
 
 #[derive(Default)]
@@ -126,6 +129,16 @@ impl ActiveRuns {
 
     fn changed(&self) {
         self.changes.fetch_add(1, Ordering::Release);
+    }
+
+    /// Hears of the runs a burst of fires prepared ahead created once their
+    /// caller has its answer (so the burst's commit is not held up while
+    /// they are indexed), then calls `wake`: the reader that acts on new
+    /// runs (the controller) is woken again once they are all here. Without
+    /// this, such runs are here before the caller has its answer. Set once;
+    /// later calls do nothing.
+    pub fn wake_after_prepared(&self, wake: impl Fn() + Send + Sync + 'static) {
+        let _ = self.waker.set(Box::new(wake));
     }
 
     /// Reads the active runs from `store`, which must already report its
@@ -244,6 +257,16 @@ impl TransitionObserver for ActiveRuns {
             self.changed();
         }
     }
+
+    fn after_answer(&self) -> bool {
+        self.waker.get().is_some()
+    }
+
+    fn after_prepared(&self) {
+        if let Some(wake) = self.waker.get() {
+            wake();
+        }
+    }
 }
 
 /// Several observers, called in order.
@@ -271,6 +294,12 @@ impl TransitionObserver for Observers {
     fn on_prepared_created(&self, run: &Arc<Run>, after: bool) {
         for o in &self.0 {
             o.on_prepared_created(run, after);
+        }
+    }
+
+    fn after_prepared(&self) {
+        for o in &self.0 {
+            o.after_prepared();
         }
     }
 

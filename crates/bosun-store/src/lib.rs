@@ -377,10 +377,11 @@ pub trait TransitionObserver: Send + Sync {
 
     /// Whether this observer may hear of the runs a burst of fires prepared
     /// ahead created ([`Store::commit_prepared`]) after their caller has
-    /// its answer: a report that nothing acts on (metrics), where the
-    /// controller's view of the runs must be up to date when the caller
-    /// wakes it. The store still tells it before it commits anything else,
-    /// so it hears of every change in commit order. By default false.
+    /// its answer: a report that nothing acts on (metrics), or a view whose
+    /// readers it wakes itself once the runs are in
+    /// ([`TransitionObserver::after_prepared`]). The store still tells it
+    /// before it commits anything else, so it hears of every change in
+    /// commit order. By default false.
     fn after_answer(&self) -> bool {
         false
     }
@@ -393,6 +394,11 @@ pub trait TransitionObserver: Send + Sync {
             self.on_change(run, Some(run), None);
         }
     }
+
+    /// Every observer told after the answer has heard of the runs of one
+    /// commit of fires prepared ahead (called once per such commit that
+    /// created runs). By default nothing.
+    fn after_prepared(&self) {}
 
     /// Runs retention deleted ([`Store::delete_completed_before`]), once
     /// the deletion is committed: counted by the labels of Prow's `prowjobs`

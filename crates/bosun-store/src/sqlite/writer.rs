@@ -334,10 +334,11 @@ impl Writer {
                 }
             }
         }
-        if let Some(o) = observer {
+        if let (Some(o), false) = (observer, after.is_empty()) {
             for run in &after {
                 o.on_prepared_created(run, true);
             }
+            o.after_prepared();
         }
     }
 }

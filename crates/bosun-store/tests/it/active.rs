@@ -152,3 +152,91 @@ fn the_count_of_changes_moves_with_each_commit() {
     assert_eq!(store.delete_completed_before(later).unwrap(), vec![run.id]);
     assert_eq!(active.changes(), 4);
 }
+
+/// With a waker (the daemon's controller), the runs a burst of fires
+/// prepared ahead created come in after the caller has its answer, all of
+/// them before the waker is called, once per commit; without one, they are
+/// in before the answer.
+#[test]
+fn a_prepared_burst_reaches_the_view_then_wakes_its_reader() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let at = Timestamp::from_second(1_800_000_000).unwrap();
+    let tick = Timestamp::from_second(1_800_000_060).unwrap();
+    let fire = |p: &str| bosun_store::Fire {
+        runs: vec![NewRun {
+            periodic: Some(p.into()),
+            scheduled_at: Some(tick),
+            ..new_run(p, "c")
+        }],
+        outcomes: vec![bosun_store::TickOutcome {
+            periodic: p.into(),
+            first_tick: tick,
+            last_tick: tick,
+            count: 1,
+            outcome: "run".into(),
+            run_id: None,
+            recorded_at: at,
+        }],
+        state: bosun_store::PeriodicState {
+            periodic: p.into(),
+            schedule_hash: "h".into(),
+            first_seen: at,
+            last_tick: Some(tick),
+            paused: false,
+            queued: None,
+        },
+    };
+    let burst = |store: &SqliteStore, names: &[&str]| {
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let versions = store.periodic_versions(&names).unwrap();
+        let prepared = store
+            .prepare_fires(names.iter().map(|n| fire(n)).zip(versions).collect())
+            .unwrap();
+        for r in store.commit_prepared(prepared, at) {
+            r.unwrap();
+        }
+    };
+
+    // No waker: in before the answer.
+    let dir = tempfile::tempdir().unwrap();
+    let active = Arc::new(ActiveRuns::default());
+    let store = SqliteStore::open_with(
+        dir.path().join("bosun.db"),
+        SqliteOptions::default(),
+        Some(active.clone()),
+    )
+    .unwrap();
+    burst(&store, &["p1", "p2", "p3"]);
+    assert_eq!(active.len(), 3);
+    drop(store);
+
+    // A waker: called once per commit, with every run of it in.
+    let dir = tempfile::tempdir().unwrap();
+    let active = Arc::new(ActiveRuns::default());
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let calls = Arc::new(AtomicUsize::new(0));
+    {
+        let (weak, seen, calls) = (Arc::downgrade(&active), seen.clone(), calls.clone());
+        active.wake_after_prepared(move || {
+            seen.lock().unwrap().push(weak.upgrade().unwrap().len());
+            calls.fetch_add(1, Ordering::SeqCst);
+        });
+    }
+    let store = SqliteStore::open_with(
+        dir.path().join("bosun.db"),
+        SqliteOptions::default(),
+        Some(active.clone()),
+    )
+    .unwrap();
+    burst(&store, &["p1", "p2", "p3"]);
+    // Whatever the writer commits next comes after the view has them.
+    store.create_run(new_run("after", "c"), at).unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert_eq!(*seen.lock().unwrap(), vec![3]);
+    assert_eq!(ids(&active.waiting("c", 10)), ["p1", "p2", "p3", "after"]);
+    // The next burst: once more.
+    burst(&store, &["q1", "q2"]);
+    store.create_run(new_run("after2", "c"), at).unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(*seen.lock().unwrap(), vec![3, 6]);
+}
