@@ -173,18 +173,13 @@ pub async fn client(kubeconfig: Option<&Path>, context: &str) -> Result<Client, 
 /// with its TLS state and buffers, for each. No read timeout (a quiet
 /// container's log is silent for as long as it likes); HTTP/2 pings and TCP
 /// keepalive find a dead connection instead.
-async fn stream_client(kubeconfig: Option<&Path>, context: &str) -> Result<Client, ApiError> {
+fn stream_client(setup: &StreamSetup) -> Result<Client, ApiError> {
     use kube::client::ConfigExt;
+    let (config, tls) = (&setup.config, setup.tls.clone());
     let in_context = |reason: String| ApiError::Context {
-        context: context.to_string(),
+        context: setup.context.clone(),
         reason,
     };
-    let config = config_of(kubeconfig, context).await?;
-    let mut tls = config
-        .rustls_client_config()
-        .map_err(|e| in_context(e.to_string()))?;
-    // The connector offers h2, then http/1.1.
-    tls.alpn_protocols.clear();
     let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
     http.enforce_http(false);
     http.set_connect_timeout(Some(API_TIMEOUT));
@@ -215,14 +210,46 @@ async fn stream_client(kubeconfig: Option<&Path>, context: &str) -> Result<Clien
             },
         )
         .service(connections);
-    Ok(Client::new(service, config.default_namespace))
+    Ok(Client::new(service, config.default_namespace.clone()))
+}
+
+/// What every stream client of a context is made from, read once: its
+/// kubeconfig's settings and TLS configuration (one session cache shared by
+/// its connections, where a configuration made for each connection kept
+/// one each).
+struct StreamSetup {
+    context: String,
+    config: kube::Config,
+    /// The connector offers h2, then http/1.1.
+    tls: rustls::ClientConfig,
+}
+
+impl StreamSetup {
+    async fn new(kubeconfig: Option<&Path>, context: &str) -> Result<Self, ApiError> {
+        use kube::client::ConfigExt;
+        let config = config_of(kubeconfig, context).await?;
+        let mut tls = config
+            .rustls_client_config()
+            .map_err(|e| ApiError::Context {
+                context: context.to_string(),
+                reason: e.to_string(),
+            })?;
+        tls.alpn_protocols.clear();
+        Ok(StreamSetup {
+            context: context.to_string(),
+            config,
+            tls,
+        })
+    }
 }
 
 /// How many log streams one connection of [`stream_client`] carries at
-/// once: well under the streams an API server allows on one HTTP/2
-/// connection (Go's default, kube-apiserver's unless told otherwise, is
-/// 250; more would wait for a free one).
-const STREAMS_PER_CONNECTION: usize = 100;
+/// once: under the streams an API server allows on one HTTP/2 connection
+/// (Go's default, kube-apiserver's unless told otherwise, is 250; more
+/// would wait for a free one), with room for the streams that end while
+/// new ones start. Each connection costs about 30 KB (its client, TLS
+/// state and buffers): 200 streams share that.
+const STREAMS_PER_CONNECTION: usize = 200;
 
 /// A stream client and how many streams it carries.
 struct StreamConnection {
@@ -249,8 +276,8 @@ pub(crate) struct Connection {
     namespace: String,
     client: tokio::sync::Mutex<Option<Client>>,
     /// The clients of long streams, each carrying at most
-    /// [`STREAMS_PER_CONNECTION`].
-    streams: tokio::sync::Mutex<Vec<std::sync::Arc<StreamConnection>>>,
+    /// [`STREAMS_PER_CONNECTION`], and what they are made from.
+    streams: tokio::sync::Mutex<(Option<StreamSetup>, Vec<std::sync::Arc<StreamConnection>>)>,
 }
 
 impl Connection {
@@ -287,7 +314,8 @@ impl Connection {
     /// all are full), holding its place until the slot is dropped.
     pub(crate) async fn stream_pods(&self) -> Result<(Api<Pod>, StreamSlot), ApiError> {
         use std::sync::atomic::Ordering;
-        let mut streams = self.streams.lock().await;
+        let mut guard = self.streams.lock().await;
+        let (setup, streams) = &mut *guard;
         // Connections left without a stream go, but the first.
         let mut first = true;
         streams.retain(|c| std::mem::take(&mut first) || c.open.load(Ordering::SeqCst) > 0);
@@ -298,8 +326,14 @@ impl Connection {
         let conn = match room {
             Some(c) => c,
             None => {
-                let client =
-                    Box::pin(stream_client(self.kubeconfig.as_deref(), &self.context)).await?;
+                if setup.is_none() {
+                    *setup = Some(
+                        Box::pin(StreamSetup::new(self.kubeconfig.as_deref(), &self.context))
+                            .await?,
+                    );
+                }
+                let setup = setup.as_ref().expect("made above");
+                let client = stream_client(setup)?;
                 let c = std::sync::Arc::new(StreamConnection {
                     client,
                     open: Default::default(),

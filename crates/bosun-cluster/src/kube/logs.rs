@@ -217,100 +217,114 @@ impl LogCopier {
             return;
         }
         let writing = WritingGuard::enter(&self.writing, &name);
-        let this = self.clone();
-        tokio::spawn(async move {
-            let _writing = writing;
-            this.copy_until_done(name, uid, container).await
-        });
+        tokio::spawn(self.clone().copy_until_done(name, uid, container, writing));
     }
 
-    async fn copy_until_done(self: Arc<Self>, name: String, uid: String, container: String) {
-        use std::io::Write;
-        let path = self.path(&name);
-        let mut file =
-            match std::fs::create_dir_all(&self.dir).and_then(|_| std::fs::File::create(&path)) {
+    /// Copies the log of pod `name` (of `uid`) until it is whole or the pod
+    /// is gone, counted in `writing` until then. Not an `async fn`: an
+    /// async block holds its captures once, where an `async fn` kept its
+    /// arguments twice for as long as it runs (a copy task lives as long as
+    /// its pod runs).
+    #[allow(clippy::manual_async_fn)]
+    fn copy_until_done(
+        self: Arc<Self>,
+        name: String,
+        uid: String,
+        container: String,
+        writing: WritingGuard,
+    ) -> impl std::future::Future<Output = ()> {
+        async move {
+            let _writing = writing;
+            use std::io::Write;
+            // The path is not kept: the task lives as long as the pod runs.
+            let mut file = match std::fs::create_dir_all(&self.dir)
+                .and_then(|_| std::fs::File::create(self.path(&name)))
+            {
                 Ok(f) => f,
                 Err(e) => {
                     tracing::warn!(pod = %name, error = %e, "cannot write the pod's log file");
                     return;
                 }
             };
-        let mut resume = Resume::default();
-        let mut backoff = Duration::from_millis(200);
-        // Whether the next read follows the log (the container may still
-        // write) or reads it to its end (the container has ended, and the
-        // stream that followed it may have been cut first).
-        let mut follow = true;
-        loop {
-            if !self.still_copying(&name, &uid) {
-                return;
-            }
-            if !follow {
-                match self
-                    .read(&name, &container, false, &mut resume, &mut file)
-                    .await
-                {
-                    Ok(()) => return self.copied(&name, &mut file),
-                    Err(e) => {
-                        tracing::info!(pod = %name, error = %e, "the pod's log could not be read to its end yet")
+            let mut resume = Resume::default();
+            let mut backoff = Duration::from_millis(200);
+            // Whether the next read follows the log (the container may still
+            // write) or reads it to its end (the container has ended, and the
+            // stream that followed it may have been cut first).
+            let mut follow = true;
+            loop {
+                if !self.still_copying(&name, &uid) {
+                    return;
+                }
+                if !follow {
+                    match self
+                        .read(&name, &container, false, &mut resume, &mut file)
+                        .await
+                    {
+                        Ok(()) => return self.copied(&name, &mut file),
+                        Err(e) => {
+                            tracing::info!(pod = %name, error = %e, "the pod's log could not be read to its end yet")
+                        }
                     }
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(10));
+                    continue;
+                }
+                let followed = self
+                    .read(&name, &container, true, &mut resume, &mut file)
+                    .await;
+                // The stream ended: the container ended (the kubelet ends a
+                // follow at its next look at the container, after the end), or
+                // the stream was cut, which through the API server looks the
+                // same. A stream that ends after the watch has shown the
+                // container's end cannot have missed a line: the log is whole.
+                let end = self.cache.container_end(&name, &uid, &container);
+                if followed.is_ok() && end == ContainerEnd::Ended {
+                    return self.copied(&name, &mut file);
+                }
+                // Else the watch tells, when it shows the end: a container
+                // that ended after the stream did may have written lines the
+                // stream missed, read to the end once; one that still runs
+                // had its stream cut, followed again.
+                match self.end_after(&name, &uid, &container, END_WAIT).await {
+                    ContainerEnd::Ended => {
+                        follow = false;
+                        continue;
+                    }
+                    ContainerEnd::Running => {
+                        if let Err(e) = &followed {
+                            tracing::info!(pod = %name, error = %e, "the pod's log stream broke; resuming");
+                        }
+                    }
+                    // Not in the watch's view: gone, or not shown yet (a
+                    // listing under way); the API tells.
+                    ContainerEnd::Unknown => {
+                        // Boxed: a large future, and a rare one.
+                        match Box::pin(self.container_ended(&name, &uid, &container)).await {
+                            Ok(Some(true)) => {
+                                follow = false;
+                                continue;
+                            }
+                            Ok(Some(false)) => {}
+                            Ok(None) => {
+                                let _ = writeln!(
+                                    file,
+                                    "bosun: the pod was deleted before its log was copied to its end"
+                                );
+                                return;
+                            }
+                            Err(e) => {
+                                tracing::info!(pod = %name, error = %e, "cannot read the pod")
+                            }
+                        }
+                    }
+                }
+                if followed.is_ok() {
+                    backoff = Duration::from_millis(200);
                 }
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(10));
-                continue;
             }
-            let followed = self
-                .read(&name, &container, true, &mut resume, &mut file)
-                .await;
-            // The stream ended: the container ended (the kubelet ends a
-            // follow at its next look at the container, after the end), or
-            // the stream was cut, which through the API server looks the
-            // same. A stream that ends after the watch has shown the
-            // container's end cannot have missed a line: the log is whole.
-            let end = self.cache.container_end(&name, &uid, &container);
-            if followed.is_ok() && end == ContainerEnd::Ended {
-                return self.copied(&name, &mut file);
-            }
-            // Else the watch tells, when it shows the end: a container
-            // that ended after the stream did may have written lines the
-            // stream missed, read to the end once; one that still runs
-            // had its stream cut, followed again.
-            match self.end_after(&name, &uid, &container, END_WAIT).await {
-                ContainerEnd::Ended => {
-                    follow = false;
-                    continue;
-                }
-                ContainerEnd::Running => {
-                    if let Err(e) = &followed {
-                        tracing::info!(pod = %name, error = %e, "the pod's log stream broke; resuming");
-                    }
-                }
-                // Not in the watch's view: gone, or not shown yet (a
-                // listing under way); the API tells.
-                ContainerEnd::Unknown => {
-                    // Boxed: a large future, and a rare one.
-                    match Box::pin(self.container_ended(&name, &uid, &container)).await {
-                        Ok(Some(true)) => {
-                            follow = false;
-                            continue;
-                        }
-                        Ok(Some(false)) => {}
-                        Ok(None) => {
-                            let _ = writeln!(
-                                file,
-                                "bosun: the pod was deleted before its log was copied to its end"
-                            );
-                            return;
-                        }
-                        Err(e) => tracing::info!(pod = %name, error = %e, "cannot read the pod"),
-                    }
-                }
-            }
-            if followed.is_ok() {
-                backoff = Duration::from_millis(200);
-            }
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(Duration::from_secs(10));
         }
     }
 
@@ -368,22 +382,36 @@ impl LogCopier {
 
     /// Reads the log from where `resume` stands (following it if `follow`)
     /// and appends the new lines to `file`.
-    async fn read(
-        &self,
-        name: &str,
-        container: &str,
+    #[allow(clippy::manual_async_fn)]
+    fn read<'a>(
+        &'a self,
+        name: &'a str,
+        container: &'a str,
         follow: bool,
-        resume: &mut Resume,
-        file: &mut std::fs::File,
-    ) -> Result<(), CopyError> {
-        if !follow {
-            let api = self.conn.pods().await?;
-            return Box::pin(read_log(&api, name, container, false, resume, file)).await;
+        resume: &'a mut Resume,
+        file: &'a mut std::fs::File,
+    ) -> impl std::future::Future<Output = Result<(), CopyError>> + 'a {
+        // Not an `async fn` (see `copy_until_done`), and what lives only
+        // until the stream is open (the client, the request) is boxed: the
+        // copy task carries no more than the open stream for as long as a
+        // container runs.
+        async move {
+            if !follow {
+                return Box::pin(async {
+                    let api = self.conn.pods().await?;
+                    read_log(&api, name, container, false, resume, file).await
+                })
+                .await;
+            }
+            // A follow shares a connection with others (HTTP/2), and waits
+            // on a quiet container as long as it is quiet.
+            let (stream, _slot) = Box::pin(async {
+                let (api, slot) = self.conn.stream_pods().await?;
+                Ok::<_, CopyError>((open_log(&api, name, container, true, resume).await?, slot))
+            })
+            .await?;
+            copy_lines(stream, resume, file).await
         }
-        // A follow shares a connection with others (HTTP/2), and waits on a
-        // quiet container as long as it is quiet.
-        let (api, _slot) = self.conn.stream_pods().await?;
-        read_log(&api, name, container, true, resume, file).await
     }
 }
 
@@ -397,8 +425,19 @@ pub(crate) async fn read_log(
     resume: &mut Resume,
     file: &mut std::fs::File,
 ) -> Result<(), CopyError> {
-    use futures_util::AsyncBufReadExt;
-    use std::io::Write;
+    let stream = open_log(api, name, container, follow, resume).await?;
+    copy_lines(stream, resume, file).await
+}
+
+/// Opens pod `name`'s `container` log from where `resume` stands
+/// (following it if `follow`).
+async fn open_log(
+    api: &kube::Api<Pod>,
+    name: &str,
+    container: &str,
+    follow: bool,
+    resume: &mut Resume,
+) -> Result<impl futures_util::AsyncBufRead, CopyError> {
     let params = kube::api::LogParams {
         follow,
         timestamps: true,
@@ -408,9 +447,19 @@ pub(crate) async fn read_log(
     };
     // The request's future is large and lives only until the answer: boxed,
     // so that a copy task following a log for hours does not carry it.
-    let stream = Box::pin(api.log_stream(name, &params))
+    Ok(Box::pin(api.log_stream(name, &params))
         .await
-        .map_err(ApiError::from)?;
+        .map_err(ApiError::from)?)
+}
+
+/// Appends the lines of `stream` that `resume` has not seen to `file`.
+async fn copy_lines(
+    stream: impl futures_util::AsyncBufRead,
+    resume: &mut Resume,
+    file: &mut std::fs::File,
+) -> Result<(), CopyError> {
+    use futures_util::AsyncBufReadExt;
+    use std::io::Write;
     // kube-rs's stream is buffered already (it hands out the body's
     // chunks): no buffer of its own per followed log.
     let mut reader = std::pin::pin!(stream);
