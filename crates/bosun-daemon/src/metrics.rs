@@ -763,7 +763,7 @@ mod tests {
                     };
                     for c in store.commit_fire(fire, now).unwrap() {
                         if let Created::New(r) = c {
-                            active.push(r.id);
+                            active.push(r.id.clone());
                         }
                     }
                 }

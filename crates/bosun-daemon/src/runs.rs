@@ -351,7 +351,9 @@ impl RunFactory {
             .unwrap_or_else(|_| Err(StoreError::Unavailable("store stopped".into())))?;
         controller.runs_added();
         match created {
-            Created::New(run) => Ok(run),
+            // The store keeps this copy too (its writer's and the
+            // controller's view of active runs): the caller gets its own.
+            Created::New(run) => Ok(Arc::unwrap_or_clone(run)),
             Created::Existing(run) => Err(CreateError::Exists(format!(
                 "the run already exists: {}",
                 run.id

@@ -425,7 +425,7 @@ fn observe_created(observer: Option<&dyn TransitionObserver>, created: &[Created
     if let Some(o) = observer {
         for c in created {
             if let Created::New(run) = c {
-                o.on_change(run, None, None);
+                o.on_change(run, Some(run), None);
             }
         }
     }
@@ -715,7 +715,7 @@ fn create_many_in<S: ?Sized + postgres::ToStatement>(
                 new.scheduled_at.map(micros).unwrap_or_default(),
             );
             out.push(match tick_run(tx, p, s, new.attempt)? {
-                Some(run) => Created::Existing(run),
+                Some(run) => Created::Existing(std::sync::Arc::new(run)),
                 None => {
                     return Err(StoreError::Unavailable(format!(
                         "the run of {p} at {s} was neither created nor found"
@@ -735,7 +735,7 @@ fn create_many_in<S: ?Sized + postgres::ToStatement>(
         if let Some(policy) = policy {
             queue_reports(tx, policy_reports(policy, &run, None))?;
         }
-        out.push(Created::New(run));
+        out.push(Created::New(std::sync::Arc::new(run)));
     }
     Ok(out)
 }

@@ -54,7 +54,7 @@ pub struct Replace {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FireReport {
     /// Runs created (new ones only).
-    pub created: Vec<Run>,
+    pub created: Vec<std::sync::Arc<Run>>,
     /// Outcomes recorded.
     pub outcomes: Vec<TickOutcome>,
     /// Periodics whose older active runs must be aborted (`replace`).

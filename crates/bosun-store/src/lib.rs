@@ -101,17 +101,18 @@ pub enum StoreError {
 /// What `create_run` did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Created {
-    /// A new run.
-    New(Run),
+    /// A new run, shared: the store's observers may keep this very copy.
+    New(Arc<Run>),
     /// The unique key (periodic, scheduled_at, attempt) already had this run.
-    Existing(Run),
+    Existing(Arc<Run>),
 }
 
 impl Created {
     /// The run, new or existing.
     pub fn run(&self) -> &Run {
         match self {
-            Created::New(r) | Created::Existing(r) => r,
+            Created::New(r) => r,
+            Created::Existing(r) => r,
         }
     }
 }

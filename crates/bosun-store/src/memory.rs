@@ -104,7 +104,7 @@ impl Inner {
         new.scheduled_at = new.scheduled_at.map(crate::run::micros);
         let key = Self::key_of(&new);
         if let Some(id) = key.as_ref().and_then(|k| self.keys.get(k)) {
-            return Created::Existing(self.runs[id].clone());
+            return Created::Existing(std::sync::Arc::new(self.runs[id].clone()));
         }
         if let Some(p) = &new.periodic {
             self.touch(p);
@@ -122,7 +122,7 @@ impl Inner {
         self.order.push(run.id.clone());
         self.runs.insert(run.id.clone(), run.clone());
         self.report(&run, None);
-        Created::New(run)
+        Created::New(std::sync::Arc::new(run))
     }
 
     /// Queues what the policy reports of a change of `run` (from `before`),
@@ -262,7 +262,7 @@ impl MemoryStore {
         if let Some(o) = &self.observer {
             for c in created {
                 if let Created::New(run) = c {
-                    o.on_change(run, None, None);
+                    o.on_change(run, Some(run), None);
                 }
             }
         }
@@ -311,7 +311,7 @@ impl Store for MemoryStore {
         let at = crate::run::micros(at);
         let created = self.lock().create(new, at);
         if let (Some(o), Created::New(run)) = (&self.observer, &created) {
-            o.on_change(run, None, None);
+            o.on_change(run, Some(run), None);
         }
         Ok(created)
     }

@@ -73,7 +73,7 @@ fn build(db: &Path, n: usize) {
                 at,
                 Box::new(move |r| {
                     if let Ok(Created::New(run)) = r {
-                        let _ = tx.send((i, run.id));
+                        let _ = tx.send((i, run.id.clone()));
                     }
                 }),
             );

@@ -567,7 +567,7 @@ fn a_day_of_the_corpus_runs_and_skips_exactly_as_predicted() {
         for run in report.created {
             assert_eq!(run.created_at, ts(now));
             let periodic = run.periodic.clone().expect("a periodic run");
-            completions.push(Reverse((now + RUN_SECS, run.id, periodic)));
+            completions.push(Reverse((now + RUN_SECS, run.id.clone(), periodic)));
         }
         prepared += scheduler.prepare(&store, ts(now), lead);
         last = now;

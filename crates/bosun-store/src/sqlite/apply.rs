@@ -201,7 +201,7 @@ fn log_fire(
     let mut new = Vec::new();
     for p in runs {
         match find_tick(tx, &p.new, cache)? {
-            Some(run) => existing.push(Created::Existing(run)),
+            Some(run) => existing.push(Created::Existing(Arc::new(run))),
             None => new.push(p),
         }
     }
@@ -224,7 +224,7 @@ fn log_fire(
     for run in &created {
         report(tx, policy, run, None)?;
     }
-    existing.extend(created.into_iter().map(Created::New));
+    existing.extend(created.into_iter().map(|r| Created::New(Arc::new(r))));
     Ok(existing)
 }
 
@@ -295,7 +295,7 @@ fn commit_prepared(
                         run.build_id = (first_build + k).to_string();
                         run.created_at = at;
                         k += 1;
-                        Created::New(run)
+                        Created::New(Arc::new(run))
                     })
                     .collect()));
             }
@@ -345,7 +345,7 @@ fn create(
     policy: Option<&dyn ReportPolicy>,
 ) -> Result<Created, StoreError> {
     if let Some(run) = find_tick(tx, &p.new, cache)? {
-        return Ok(Created::Existing(run));
+        return Ok(Created::Existing(Arc::new(run)));
     }
     if !cache.specs.contains(&p.spec_hash) {
         insert_spec(tx, &p.spec_hash, &p.spec_json).map_err(unavailable)?;
@@ -386,8 +386,9 @@ fn create(
     // Only now: a failed insert fails the batch, whose cache is then dropped.
     cache.counters = Some((build_id, seq));
     cache.specs.insert(run.spec_hash.clone());
+    let run = Arc::new(run);
     if !run.state.is_final() {
-        cache.runs.insert(run.id.clone(), Arc::new(run.clone()));
+        cache.runs.insert(run.id.clone(), run.clone());
     }
     Ok(Created::New(run))
 }

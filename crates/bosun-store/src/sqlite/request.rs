@@ -84,7 +84,10 @@ pub(super) enum Op {
     Shared(SharedOp),
 }
 
-/// Replies held until the batch's commit.
+/// Replies held until the batch's commit. A transition's is the largest (its
+/// run, by value, as `Store::transition` answers); a batch holds one reply
+/// per request, for the moment of its commit.
+#[allow(clippy::large_enum_variant)]
 pub(super) enum Reply {
     /// With the writer's shared copy of a new active run, for the observer.
     Create(CreateDone, Result<Created, StoreError>, Option<Arc<Run>>),

@@ -293,7 +293,7 @@ impl Writer {
                     if let (Some(o), Ok(created)) = (observer, &res) {
                         for c in created {
                             if let Created::New(run) = c {
-                                o.on_change(run, None, None);
+                                o.on_change(run, Some(run), None);
                             }
                         }
                     }
@@ -323,9 +323,8 @@ impl Writer {
                         for created in results.iter().flatten() {
                             for c in created {
                                 if let Created::New(run) = c {
-                                    let run = Arc::new(run.clone());
-                                    o.on_prepared_created(&run, false);
-                                    after.push(run);
+                                    o.on_prepared_created(run, false);
+                                    after.push(run.clone());
                                 }
                             }
                         }

@@ -112,6 +112,7 @@ fn create_get_and_list() {
             )
             .unwrap();
         let Created::New(a) = a else { panic!("new") };
+        let a = Run::clone(&a);
         assert_eq!(a.id.len(), 36);
         assert_eq!(uuid_version(&a.id), '4');
         assert_eq!(a.state, RunState::Triggered);
@@ -1204,7 +1205,7 @@ fn one_new_run_each(results: Vec<Result<Vec<Created>, StoreError>>) -> Vec<Run> 
     results
         .into_iter()
         .map(|r| match r.unwrap().as_slice() {
-            [Created::New(run)] => run.clone(),
+            [Created::New(run)] => Run::clone(run),
             other => panic!("{other:?}"),
         })
         .collect()
@@ -1264,7 +1265,7 @@ fn prepared_fires_commit_unless_their_periodic_changed() {
                     assert_eq!(run.scheduled_at, Some(t(tick)));
                     assert_eq!(run.created_at, at);
                     assert_eq!(run.periodic.as_deref(), Some(*p));
-                    assert_eq!(s.get(&run.id).unwrap().as_ref(), Some(run));
+                    assert_eq!(s.get(&run.id).unwrap().as_ref(), Some(&**run));
                     let outcomes = s.outcomes(p).unwrap();
                     assert_eq!(outcomes.len(), 1, "{p}");
                     assert_eq!(outcomes[0].run_id.as_deref(), Some(run.id.as_str()));
@@ -1373,7 +1374,7 @@ fn sqlite_folds_prepared_fires_left_by_a_crash() {
             Some(t(tick))
         );
         let again = s.commit_fire(tick_fire(p, tick, at), at).unwrap();
-        assert!(matches!(again.as_slice(), [Created::Existing(r)] if r == run));
+        assert!(matches!(again.as_slice(), [Created::Existing(r)] if **r == *run));
     }
     let ids: Vec<i64> = created
         .iter()
@@ -3178,6 +3179,7 @@ fn a_change_is_in_the_outbox_when_the_store_returns_it() {
         let tick = Some("2026-01-01T00:00:00Z");
         let a = s.create_run(new_periodic("a", tick, 0), at).unwrap();
         let Created::New(a) = a else { panic!("new") };
+        let a = Run::clone(&a);
         assert_eq!(due_statuses(s), vec![status(&a, "triggered", None, 1)]);
         // The same tick again: nothing created, nothing reported.
         assert!(matches!(
