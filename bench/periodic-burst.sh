@@ -3,8 +3,8 @@
 # store, local executor): prints the daemon's own report of the burst, the
 # lateness of its last run's commit (commit time minus the tick, measured when
 # the scheduler has the store's answer and has recorded every fire: after the
-# transaction is durable and the controller's view holds the runs; metrics
-# hear of them right after the answer), and the lateness histogram from
+# transaction is durable; the controller's view and metrics hear of the runs
+# right after the answer, before anything else commits), and the lateness histogram from
 # /metrics.
 #
 #   bench/periodic-burst.sh [N]        (default 10000; PERF_OUT=FILE: perf profile of the burst,

@@ -22,8 +22,10 @@ use super::client::Connection;
 /// since that the watch has not shown yet.
 #[derive(Default)]
 pub(crate) struct PodCache {
-    /// bosun's pods by name, as much of them as the cache keeps.
-    pods: Mutex<HashMap<String, Seen>>,
+    /// bosun's pods by name, as much of them as the cache keeps. Boxed: a
+    /// map's slots are about half empty after it grows, and a slot holds a
+    /// pointer instead of the whole record.
+    pods: Mutex<HashMap<String, Box<Seen>>>,
     /// Runs started (by this executor) that the watch has not shown yet.
     started: Mutex<HashMap<String, Instant>>,
     /// The watch has listed the pods at least once.
@@ -44,7 +46,7 @@ pub(crate) enum ContainerEnd {
 }
 
 impl PodCache {
-    fn pods(&self) -> std::sync::MutexGuard<'_, HashMap<String, Seen>> {
+    fn pods(&self) -> std::sync::MutexGuard<'_, HashMap<String, Box<Seen>>> {
         self.pods.locked()
     }
 
@@ -72,14 +74,15 @@ impl PodCache {
     /// show it (yet): kept until the watch shows it or its deletion.
     pub(crate) fn learn(&self, name: &str, pod: &Pod) {
         if !self.pods().contains_key(name) {
-            self.pods().insert(name.to_string(), Seen::of(pod));
+            self.pods()
+                .insert(name.to_string(), Box::new(Seen::of(pod)));
         }
         self.changed.notify_waiters();
     }
 
     /// `f` of pod `name`, if the watch has seen it.
     pub(crate) fn with_pod<T>(&self, name: &str, f: impl FnOnce(&Seen) -> T) -> Option<T> {
-        self.pods().get(name).map(f)
+        self.pods().get(name).map(|seen| f(seen))
     }
 
     /// The names of the pods `keep` takes.
@@ -250,14 +253,14 @@ pub(crate) async fn follow(
         let config =
             watcher::Config::default().labels("created-by-prow=true,!tekton.dev/pipelineRun");
         let mut events = watcher::watcher(api, config).boxed();
-        let mut listing: HashMap<String, Seen> = HashMap::new();
+        let mut listing: HashMap<String, Box<Seen>> = HashMap::new();
         while let Some(event) = events.next().await {
             let name = |p: &Pod| p.metadata.name.clone().unwrap_or_default();
             match event {
                 Ok(Event::Init) => listing.clear(),
                 Ok(Event::InitApply(p)) => {
                     seen(&p);
-                    listing.insert(name(&p), Seen::of(&p));
+                    listing.insert(name(&p), Box::new(Seen::of(&p)));
                 }
                 Ok(Event::InitDone) => {
                     // A pod the cache had and this listing lacks may be gone,
@@ -282,7 +285,7 @@ pub(crate) async fn follow(
                     seen(&p);
                     let n = name(&p);
                     cache.started().remove(&n);
-                    cache.pods().insert(n, Seen::of(&p));
+                    cache.pods().insert(n, Box::new(Seen::of(&p)));
                     cache.changed.notify_waiters();
                     changed();
                 }
@@ -329,7 +332,7 @@ mod tests {
         let cache = PodCache::default();
         let p = pod(serde_json::json!({"metadata": {"name": "r1", "uid": "u1",
             "creationTimestamp": "2026-12-06T10:00:00Z"}, "status": {"phase": "Running"}}));
-        cache.pods().insert("r1".into(), Seen::of(&p));
+        cache.pods().insert("r1".into(), Box::new(Seen::of(&p)));
         cache.expect("r1");
         assert_eq!(
             cache.with_pod("r1", |s| s.uid.clone()),
