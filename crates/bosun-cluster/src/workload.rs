@@ -130,7 +130,13 @@ fn decorated(run: &Run, spec: &SpecSnapshot, namespace: &str) -> Option<Decorate
         .filter(|_| spec.job.decorate == Some(true))?;
     Some(DecoratedJob {
         args: Vec::new(), // the executor moves the command here
-        refs: run.refs.iter().chain(&run.extra_refs).cloned().collect(),
+        refs: run
+            .refs
+            .as_deref()
+            .into_iter()
+            .chain(&run.extra_refs)
+            .cloned()
+            .collect(),
         primary: run.refs.is_some(),
         working_dir: None, // the executor moves the container's here
         skip_cloning: d.skip_cloning == Some(true),

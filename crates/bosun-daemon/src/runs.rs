@@ -237,7 +237,7 @@ impl RunFactory {
                         periodic: old.periodic.clone(),
                         configured_cluster: old.configured_cluster.clone(),
                         state: initial_state(&snapshot.config),
-                        refs: old.refs.clone(),
+                        refs: old.refs.as_deref().cloned(),
                         extra_refs: old.extra_refs.clone(),
                         labels: old.labels.clone(),
                         annotations: old.annotations.clone(),

@@ -98,7 +98,7 @@ pub fn job_spec_json<D: Serialize>(run: &Run, decoration: Option<&D>) -> String 
         job: &run.job,
         buildid: &run.build_id,
         prowjobid: &run.id,
-        refs: run.refs.as_ref().map(RefsJson::from),
+        refs: run.refs.as_deref().map(RefsJson::from),
         extra_refs: run.extra_refs.iter().map(RefsJson::from).collect(),
         decoration_config: decoration,
     };
@@ -216,7 +216,7 @@ mod tests {
     fn a_presubmits_process_environment_is_prows() {
         let mut r = run("pull-x-unit");
         r.job_type = JobType::Presubmit;
-        r.refs = Some(Refs {
+        r.refs = Some(Box::new(Refs {
             org: "o".into(),
             repo: "r".into(),
             base_ref: Some("main".into()),
@@ -228,7 +228,7 @@ mod tests {
                 ..Pull::default()
             }],
             ..Refs::default()
-        });
+        }));
         let env: BTreeMap<String, String> = job_env(&r).into_iter().collect();
         assert_eq!(env["PULL_REFS"], "main:abc,42:def");
         assert_eq!(env["PULL_NUMBER"], "42");
@@ -291,7 +291,7 @@ mod tests {
     fn job_spec_is_go_json() {
         let mut r = run("x");
         r.job_type = JobType::Presubmit;
-        r.refs = Some(Refs {
+        r.refs = Some(Box::new(Refs {
             org: "o".into(),
             repo: "r".into(),
             base_ref: Some("main".into()),
@@ -304,7 +304,7 @@ mod tests {
                 ..Pull::default()
             }],
             ..Refs::default()
-        });
+        }));
         assert_eq!(
             job_spec_json(&r, None::<&()>),
             concat!(

@@ -267,7 +267,7 @@ pub struct RunCount {
 impl RunCount {
     /// The labels of `run` with a count of one.
     pub fn of(run: &Run) -> RunCount {
-        let refs = run.refs.as_ref().or(run.extra_refs.first());
+        let refs = run.refs.as_deref().or(run.extra_refs.first());
         RunCount {
             job: run.job.clone(),
             job_type: run.job_type.as_str().to_string(),

@@ -133,8 +133,10 @@ pub struct Run {
     pub configured_cluster: String,
     /// The cluster the run actually runs on, once known.
     pub cluster: Option<String>,
-    /// The code under test.
-    pub refs: Option<Refs>,
+    /// The code under test. Boxed: a periodic's run has none, and every
+    /// active run is kept in memory (the writer's copy, shared with the
+    /// controller's view), where the inline field took 256 bytes.
+    pub refs: Option<Box<Refs>>,
     /// Further repositories.
     pub extra_refs: Vec<Refs>,
     /// Labels (Prow's plus the job's).
@@ -207,7 +209,7 @@ impl NewRun {
             periodic: self.periodic,
             configured_cluster: self.configured_cluster,
             cluster: None,
-            refs: self.refs,
+            refs: self.refs.map(Box::new),
             extra_refs: self.extra_refs,
             labels: self.labels,
             annotations: self.annotations,

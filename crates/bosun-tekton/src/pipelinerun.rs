@@ -205,7 +205,7 @@ pub fn pipeline_run_with(
 ) -> Result<Value, PipelineRunError> {
     let job = &spec.job;
     let mut pr_spec = job_spec_v1(job)?;
-    let refs = run.refs.as_ref().map(with_clone_uri);
+    let refs = run.refs.as_deref().map(with_clone_uri);
     let context = run
         .annotations
         .get(PROW_CONTEXT_ANNOTATION)
@@ -678,7 +678,7 @@ mod tests {
             periodic: None,
             configured_cluster: "default".into(),
             cluster: None,
-            refs,
+            refs: refs.map(Box::new),
             extra_refs: vec![],
             labels: Labels::default(),
             annotations: Labels::default(),

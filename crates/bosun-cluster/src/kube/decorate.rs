@@ -784,8 +784,12 @@ pub(super) fn decorate(
     };
 
     // clonerefs, before the job's init containers.
-    let refs: Vec<&bosun_config::types::Refs> =
-        run.refs.iter().chain(run.extra_refs.iter()).collect();
+    let refs: Vec<&bosun_config::types::Refs> = run
+        .refs
+        .as_deref()
+        .into_iter()
+        .chain(run.extra_refs.iter())
+        .collect();
     let cloner = clonerefs(dc, &refs, &log_mount, &code_mount);
     let init = spec.init_containers.get_or_insert_with(Vec::new);
     let (cloned, clone_volumes) = match cloner {

@@ -220,7 +220,7 @@ fn labels_and_annotations(run: &Run) -> (Map, Map) {
         labels.insert(key.into(), cut_label_value(value));
         annotations.insert(key.into(), value.into());
     }
-    if let Some(r) = run.refs.as_ref().or(run.extra_refs.first()) {
+    if let Some(r) = run.refs.as_deref().or(run.extra_refs.first()) {
         labels.insert(ORG_LABEL.into(), r.org.clone().into());
         labels.insert(REPO_LABEL.into(), r.repo.clone().into());
         labels.insert(

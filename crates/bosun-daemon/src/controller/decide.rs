@@ -547,7 +547,7 @@ fn trust_refusal(o: &Observed, to: &str, run: &Run) -> Option<String> {
     // trusted cluster), else its first `extra_refs`.
     let repo = run
         .refs
-        .as_ref()
+        .as_deref()
         .or(run.extra_refs.first())
         .map(|r| format!("{}/{}", r.org, r.repo));
     let definition = trust::Definition {
@@ -555,7 +555,7 @@ fn trust_refusal(o: &Observed, to: &str, run: &Run) -> Option<String> {
         job_type: run.job_type,
         repo: repo.as_deref(),
     };
-    trust::refusal(&o.snapshot.config, to, definition, run.refs.as_ref())
+    trust::refusal(&o.snapshot.config, to, definition, run.refs.as_deref())
 }
 
 /// The end of a run whose job exited with `code`.

@@ -114,7 +114,7 @@ fn key(
 /// The series of `run` in `state` on `cluster` (its `cluster`, else the
 /// configured one), with the labels [`RunCount::of`] gives it.
 fn run_key(run: &Run, state: RunState, cluster: Option<&str>) -> String {
-    let refs = run.refs.as_ref().or(run.extra_refs.first());
+    let refs = run.refs.as_deref().or(run.extra_refs.first());
     key(
         &run.job,
         run.job_type.as_str(),

@@ -62,7 +62,7 @@ fn periodics(branch: Option<&str>) -> Vec<Periodic> {
                 .clone();
             (
                 j.identity.to_string(),
-                run.refs.clone(),
+                run.refs.as_deref().cloned(),
                 bosun_job::env::job_env(&run),
             )
         })

@@ -168,7 +168,7 @@ mod tests {
         }))
         .unwrap();
         r.job_type = job_type;
-        r.refs = Some(Refs {
+        r.refs = Some(Box::new(Refs {
             org: "acme".into(),
             repo: "widget".into(),
             base_ref: Some("main".into()),
@@ -179,7 +179,7 @@ mod tests {
                 ..Pull::default()
             }],
             ..Refs::default()
-        });
+        }));
         r
     }
 

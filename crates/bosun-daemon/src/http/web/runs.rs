@@ -434,11 +434,12 @@ impl RunView {
             revivals: run.pod_revival_count,
             refs: run
                 .refs
-                .iter()
+                .as_deref()
+                .into_iter()
                 .chain(run.extra_refs.iter())
                 .map(describe_refs)
                 .collect(),
-            pulls: run.refs.as_ref().map(PullLink::all).unwrap_or_default(),
+            pulls: run.refs.as_deref().map(PullLink::all).unwrap_or_default(),
             labels: run
                 .labels
                 .iter()
