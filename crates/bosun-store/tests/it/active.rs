@@ -28,6 +28,16 @@ fn new_run(job: &str, cluster: &str) -> NewRun {
     }
 }
 
+/// A store in `dir` telling `active` of its commits.
+fn open_in(dir: &tempfile::TempDir, active: &Arc<ActiveRuns>) -> SqliteStore {
+    SqliteStore::open_with(
+        dir.path().join("bosun.db"),
+        SqliteOptions::default(),
+        Some(active.clone()),
+    )
+    .unwrap()
+}
+
 fn ids(runs: &[Arc<bosun_store::Run>]) -> Vec<&str> {
     runs.iter().map(|r| r.job.as_str()).collect()
 }
@@ -124,12 +134,7 @@ fn the_count_of_changes_moves_with_each_commit() {
     let dir = tempfile::tempdir().unwrap();
     let at = Timestamp::from_second(1_800_000_000).unwrap();
     let active = Arc::new(ActiveRuns::default());
-    let store = SqliteStore::open_with(
-        dir.path().join("bosun.db"),
-        SqliteOptions::default(),
-        Some(active.clone()),
-    )
-    .unwrap();
+    let store = open_in(&dir, &active);
     assert_eq!(active.changes(), 0);
     let run = store
         .create_run(new_run("a", "c"), at)
@@ -200,12 +205,7 @@ fn a_prepared_burst_reaches_the_view_then_wakes_its_reader() {
     // No waker: in before the answer.
     let dir = tempfile::tempdir().unwrap();
     let active = Arc::new(ActiveRuns::default());
-    let store = SqliteStore::open_with(
-        dir.path().join("bosun.db"),
-        SqliteOptions::default(),
-        Some(active.clone()),
-    )
-    .unwrap();
+    let store = open_in(&dir, &active);
     burst(&store, &["p1", "p2", "p3"]);
     assert_eq!(active.len(), 3);
     drop(store);
@@ -222,12 +222,7 @@ fn a_prepared_burst_reaches_the_view_then_wakes_its_reader() {
             calls.fetch_add(1, Ordering::SeqCst);
         });
     }
-    let store = SqliteStore::open_with(
-        dir.path().join("bosun.db"),
-        SqliteOptions::default(),
-        Some(active.clone()),
-    )
-    .unwrap();
+    let store = open_in(&dir, &active);
     burst(&store, &["p1", "p2", "p3"]);
     // Whatever the writer commits next comes after the view has them.
     store.create_run(new_run("after", "c"), at).unwrap();
