@@ -234,8 +234,8 @@ impl LogCopier {
         writing: WritingGuard,
     ) -> impl std::future::Future<Output = ()> {
         async move {
-            let _writing = writing;
             use std::io::Write;
+            let _writing = writing;
             // The path is not kept: the task lives as long as the pod runs.
             let mut file = match std::fs::create_dir_all(&self.dir)
                 .and_then(|_| std::fs::File::create(self.path(&name)))

@@ -844,6 +844,40 @@ fn a_quiet_containers_log_keeps_its_one_follow() {
     assert_eq!(a.plane.kubelet().log_requests(a.ns(), &id), 1);
 }
 
+/// More logs followed at once than one connection carries (100 streams
+/// each): every follow is answered and every log copied as it is written.
+/// (At 200 streams a connection, about 100 of them were answered and the
+/// others waited.)
+#[test]
+fn more_logs_followed_at_once_than_one_connection_carries_are_all_copied() {
+    const RUNS: usize = 150;
+    let dir = tempfile::tempdir().unwrap();
+    let a = Cluster::new(ControlPlane::shared(), "k-many", "build-a");
+    let data = dir.path().join("bosun");
+    let daemon = start_full(&data, &[a.kubeconfig()], &config_for("k-many", ""), JOBS);
+    let port = daemon.port;
+    let ids: Vec<String> = (0..RUNS).map(|_| trigger(port, "k-job")).collect();
+    for id in &ids {
+        a.wait_pod(id);
+        a.run(id);
+    }
+    // Every pod runs, so every log is followed at once.
+    for id in &ids {
+        wait_run(port, id, "pending");
+        a.log(id, &format!("hello from {id}\n"));
+    }
+    for id in &ids {
+        let want = format!("hello from {id}\n");
+        wait_log_in(port, Some(&data), id, |l| l == want);
+    }
+    for id in &ids {
+        a.succeed(id);
+    }
+    for id in &ids {
+        wait_run(port, id, "success");
+    }
+}
+
 /// A log the kubelet rotates while bosun follows it is copied whole: the
 /// follow goes on into the new file, and a stream cut after the rotation
 /// resumes from the current file, after the last line copied.
