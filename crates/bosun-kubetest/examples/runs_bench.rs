@@ -54,11 +54,7 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(8);
 
-    let extra: Vec<String> = std::env::var("KUBE_BENCH_APISERVER_ARGS")
-        .unwrap_or_default()
-        .split_whitespace()
-        .map(str::to_string)
-        .collect();
+    let extra = common::apiserver_args();
 
     let started = Instant::now();
     let plane = ControlPlane::audited_with_args(Options::default(), &extra);

@@ -67,11 +67,7 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let bosun = args.next().expect("path of the bosun binary");
     let n: usize = args.next().and_then(|v| v.parse().ok()).unwrap_or(10_000);
-    let extra: Vec<String> = std::env::var("KUBE_BENCH_APISERVER_ARGS")
-        .unwrap_or_default()
-        .split_whitespace()
-        .map(str::to_string)
-        .collect();
+    let extra = common::apiserver_args();
     let started = Instant::now();
     let plane = Arc::new(ControlPlane::audited_with_args(Options::default(), &extra));
     let tenant = plane.tenant(NS, CONTEXT);

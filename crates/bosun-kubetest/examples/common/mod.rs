@@ -15,6 +15,16 @@ use bosun_kubetest::kubelet::Kubelet;
 use bosun_kubetest::ControlPlane;
 use k8s_openapi::api::core::v1::Pod;
 
+/// More kube-apiserver flags for a benchmark's control plane
+/// (`KUBE_BENCH_APISERVER_ARGS`, split on white space).
+pub fn apiserver_args() -> Vec<String> {
+    std::env::var("KUBE_BENCH_APISERVER_ARGS")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
 /// The benchmarks' pod namespace.
 pub const NS: &str = "bench";
 /// The cluster's kubeconfig context (and alias).

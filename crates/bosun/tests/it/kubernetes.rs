@@ -787,6 +787,23 @@ fn pod_logs_survive_dropped_streams_and_keep_their_pod_until_copied() {
     a.wait_gone(&id, Duration::from_secs(15));
 }
 
+/// A daemon with `JOBS` on cluster `build-a` (pods in `ns`) and its data
+/// directory, where run logs are copied.
+fn log_daemon(
+    ns: &str,
+) -> (
+    tempfile::TempDir,
+    Cluster<'static>,
+    std::path::PathBuf,
+    Daemon,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Cluster::new(ControlPlane::shared(), ns, "build-a");
+    let data = dir.path().join("bosun");
+    let daemon = start_full(&data, &[a.kubeconfig()], &config_for(ns, ""), JOBS);
+    (dir, a, data, daemon)
+}
+
 /// A pod's log costs one request when nothing goes wrong: the follow,
 /// whose end after the watch has shown the container's end is the log's end
 /// (no read of the pod, no second read of the log). A stream that ends
@@ -794,10 +811,7 @@ fn pod_logs_survive_dropped_streams_and_keep_their_pod_until_copied() {
 /// read once more, to its end.
 #[test]
 fn a_pods_log_is_one_follow_unless_its_stream_ends_first() {
-    let dir = tempfile::tempdir().unwrap();
-    let a = Cluster::new(ControlPlane::shared(), "k-onelog", "build-a");
-    let data = dir.path().join("bosun");
-    let daemon = start_full(&data, &[a.kubeconfig()], &config_for("k-onelog", ""), JOBS);
+    let (_dir, a, data, daemon) = log_daemon("k-onelog");
     let port = daemon.port;
     let kubelet = a.plane.kubelet();
     let copy = |id: &str, stream_first: bool| {
@@ -825,10 +839,7 @@ fn a_pods_log_is_one_follow_unless_its_stream_ends_first() {
 /// keeps its one follow: a log stream has no read timeout.
 #[test]
 fn a_quiet_containers_log_keeps_its_one_follow() {
-    let dir = tempfile::tempdir().unwrap();
-    let a = Cluster::new(ControlPlane::shared(), "k-quiet", "build-a");
-    let data = dir.path().join("bosun");
-    let daemon = start_full(&data, &[a.kubeconfig()], &config_for("k-quiet", ""), JOBS);
+    let (_dir, a, data, daemon) = log_daemon("k-quiet");
     let port = daemon.port;
     let id = trigger(port, "k-job");
     a.wait_pod(&id);
@@ -851,10 +862,7 @@ fn a_quiet_containers_log_keeps_its_one_follow() {
 #[test]
 fn more_logs_followed_at_once_than_one_connection_carries_are_all_copied() {
     const RUNS: usize = 150;
-    let dir = tempfile::tempdir().unwrap();
-    let a = Cluster::new(ControlPlane::shared(), "k-many", "build-a");
-    let data = dir.path().join("bosun");
-    let daemon = start_full(&data, &[a.kubeconfig()], &config_for("k-many", ""), JOBS);
+    let (_dir, a, data, daemon) = log_daemon("k-many");
     let port = daemon.port;
     let ids: Vec<String> = (0..RUNS).map(|_| trigger(port, "k-job")).collect();
     for id in &ids {
@@ -883,10 +891,7 @@ fn more_logs_followed_at_once_than_one_connection_carries_are_all_copied() {
 /// resumes from the current file, after the last line copied.
 #[test]
 fn a_rotated_log_is_copied_whole() {
-    let dir = tempfile::tempdir().unwrap();
-    let a = Cluster::new(ControlPlane::shared(), "k-rotate", "build-a");
-    let data = dir.path().join("bosun");
-    let daemon = start_full(&data, &[a.kubeconfig()], &config_for("k-rotate", ""), JOBS);
+    let (_dir, a, data, daemon) = log_daemon("k-rotate");
     let port = daemon.port;
     let kubelet = a.plane.kubelet();
     let id = trigger(port, "k-job");
@@ -1029,16 +1034,23 @@ fn pod_creations_are_paced_and_a_shed_one_waits_its_retry_after() {
     );
 }
 
+/// A daemon with `JOBS` on a declared cluster `build-a` (pods in `ns`) that
+/// runs one run at a time.
+fn one_at_a_time_daemon(ns: &str) -> (tempfile::TempDir, Cluster<'static>, Daemon) {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Cluster::new(ControlPlane::shared(), ns, "build-a");
+    let config = config_declaring(&a, ", max_concurrency: 1");
+    let daemon = start_full(&dir.path().join("bosun"), &[], &config, JOBS);
+    (dir, a, daemon)
+}
+
 /// A run whose pod exists already when its creation is tried (a creation
 /// that timed out but went through, a restart between a creation and its
 /// commit) keeps that pod: the creation's 409 is its start, and the pod the
 /// watch showed stays the run's, never taken for gone and revived.
 #[test]
 fn a_pod_there_before_its_creation_is_kept_not_revived() {
-    let dir = tempfile::tempdir().unwrap();
-    let a = Cluster::new(ControlPlane::shared(), "k-there", "build-a");
-    let config = config_declaring(&a, ", max_concurrency: 1");
-    let daemon = start_full(&dir.path().join("bosun"), &[], &config, JOBS);
+    let (_dir, a, daemon) = one_at_a_time_daemon("k-there");
     let port = daemon.port;
     let first = trigger(port, "k-job");
     a.wait_pod(&first);
@@ -1070,10 +1082,7 @@ fn a_pod_there_before_its_creation_is_kept_not_revived() {
 
 #[test]
 fn max_concurrency_holds_on_a_kubernetes_cluster() {
-    let dir = tempfile::tempdir().unwrap();
-    let a = Cluster::new(ControlPlane::shared(), "k-concurrency", "build-a");
-    let config = config_declaring(&a, ", max_concurrency: 1");
-    let daemon = start_full(&dir.path().join("bosun"), &[], &config, JOBS);
+    let (_dir, a, daemon) = one_at_a_time_daemon("k-concurrency");
     let port = daemon.port;
     let first = trigger(port, "k-job");
     let second = trigger(port, "k-job");
