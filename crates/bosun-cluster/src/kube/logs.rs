@@ -23,6 +23,8 @@
 
 use bosun_base::sync::Lock;
 use std::collections::{HashMap, HashSet};
+
+use smallvec::SmallVec;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -119,8 +121,12 @@ pub(crate) struct LogCopier {
     cache: Arc<PodCache>,
     /// Where pod logs are copied (`NAME.log`).
     dir: PathBuf,
-    /// Pods (name and uid) whose log is being copied.
-    copying: Mutex<HashSet<(String, String)>>,
+    /// Pods whose log is being copied: the uids of each name's (a revived
+    /// run's new pod has its old one's name). A copy task shares the name
+    /// and uid it holds with this map and with its `writing` count: with
+    /// thousands of pods followed at once, each copy of a name is memory a
+    /// watched run costs.
+    copying: Mutex<HashMap<Arc<str>, SmallVec<[Arc<str>; 1]>>>,
     /// Pods whose log has been copied to its end.
     copied: Mutex<HashSet<String>>,
     /// How many copy tasks are running (writing the log file) for each pod
@@ -129,22 +135,22 @@ pub(crate) struct LogCopier {
 }
 
 /// The copy tasks running, by pod name.
-pub(crate) type Writing = Arc<Mutex<HashMap<String, usize>>>;
+pub(crate) type Writing = Arc<Mutex<HashMap<Arc<str>, usize>>>;
 
 /// Counts a copy task as running until dropped (when the task ends, by any
 /// path).
 pub(crate) struct WritingGuard {
     set: Writing,
-    name: String,
+    name: Arc<str>,
 }
 
 impl WritingGuard {
     /// Counts one more task writing `name`'s log in `set`.
-    pub(crate) fn enter(set: &Writing, name: &str) -> Self {
-        *set.locked().entry(name.to_string()).or_default() += 1;
+    pub(crate) fn enter(set: &Writing, name: &Arc<str>) -> Self {
+        *set.locked().entry(name.clone()).or_default() += 1;
         WritingGuard {
             set: set.clone(),
-            name: name.to_string(),
+            name: name.clone(),
         }
     }
 }
@@ -194,7 +200,7 @@ impl LogCopier {
     /// Pod `name` is gone: a pod of the same name (a revived run's) is
     /// copied again.
     pub(crate) fn forget(&self, name: &str) {
-        self.copying.locked().retain(|(n, _)| n != name);
+        self.copying.locked().remove(name);
         self.copied.locked().remove(name);
     }
 
@@ -207,15 +213,27 @@ impl LogCopier {
             .as_ref()
             .and_then(|s| s.phase.as_deref())
             .is_some_and(|p| p != "Pending");
-        let (Some(name), Some(uid)) = (pod.metadata.name.clone(), pod.metadata.uid.clone()) else {
+        let (Some(name), Some(uid)) = (&pod.metadata.name, &pod.metadata.uid) else {
             return;
         };
         let Some(container) = log_container(pod).filter(|_| started) else {
             return;
         };
-        if !self.copying.locked().insert((name.clone(), uid.clone())) {
-            return;
-        }
+        let (name, uid) = {
+            let mut copying = self.copying.locked();
+            // The name a copy of an earlier pod holds, else a new one.
+            let name: Arc<str> = match copying.get_key_value(name.as_str()) {
+                Some((name, _)) => name.clone(),
+                None => Arc::from(name.as_str()),
+            };
+            let uids = copying.entry(name.clone()).or_default();
+            if uids.iter().any(|u| **u == **uid) {
+                return;
+            }
+            let uid: Arc<str> = Arc::from(uid.as_str());
+            uids.push(uid.clone());
+            (name, uid)
+        };
         let writing = WritingGuard::enter(&self.writing, &name);
         tokio::spawn(self.clone().copy_until_done(name, uid, container, writing));
     }
@@ -228,8 +246,8 @@ impl LogCopier {
     #[allow(clippy::manual_async_fn)]
     fn copy_until_done(
         self: Arc<Self>,
-        name: String,
-        uid: String,
+        name: Arc<str>,
+        uid: Arc<str>,
         container: String,
         writing: WritingGuard,
     ) -> impl std::future::Future<Output = ()> {
@@ -359,7 +377,8 @@ impl LogCopier {
     fn still_copying(&self, name: &str, uid: &str) -> bool {
         self.copying
             .locked()
-            .contains(&(name.to_string(), uid.to_string()))
+            .get(name)
+            .is_some_and(|uids| uids.iter().any(|u| **u == *uid))
     }
 
     /// Whether the pod `name` (of `uid`)'s `container` has ended, asked of

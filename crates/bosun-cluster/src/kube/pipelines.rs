@@ -613,7 +613,7 @@ impl Pipelines {
         {
             return;
         }
-        let writing = super::logs::WritingGuard::enter(&self.writing, run_id);
+        let writing = super::logs::WritingGuard::enter(&self.writing, &Arc::from(run_id));
         let this = self.clone();
         let run_id = run_id.to_string();
         self.rt.spawn(async move {
