@@ -166,17 +166,22 @@ pub struct SqliteStore {
     policy: Arc<OnceLock<Arc<dyn ReportPolicy>>>,
 }
 
-/// The page cache of the writer's connection, in KiB (the default is 2 MiB):
-/// a burst of inserts touches pages of every index, and a cache that spills
-/// rewrites them to the WAL and reads them back mid-transaction.
-const WRITER_CACHE_KIB: i64 = 8 * 1024;
+/// The page cache of the writer's connection, in KiB (SQLite's default).
+/// The pages a writer touches again are few: the right edges of the
+/// indexes, and the rows of runs that move (the writer keeps the active
+/// runs themselves in memory). A burst of fires goes to the fire log, whose
+/// tables have no index. A larger cache fills as the database grows and
+/// stays full: at 8 MiB it was about 300 bytes of every run held at 10,000
+/// (`watch_memory`), while the bursts the daemon commits were no faster
+/// (`fire_bench` with `FIRE_BENCH_AHEAD=1`, `bench/periodic-burst.sh`).
+const WRITER_CACHE_KIB: i64 = 2 * 1024;
 
 /// The page cache of the reader's connection, in KiB. The reads the daemon
 /// makes often (active runs, a periodic's last runs, specs, the newest runs)
 /// are of a few recent pages; a listing of old runs pages through the table
-/// once. A cache as large as the writer's would, once the database has grown,
-/// hold that much more memory for little.
-const READER_CACHE_KIB: i64 = 8 * 1024;
+/// once. A larger cache would, once the database has grown, hold that much
+/// more memory for little.
+const READER_CACHE_KIB: i64 = 2 * 1024;
 
 /// A one-off scan's ([`Store::job_demand`]): it reads each page once.
 const SCAN_CACHE_KIB: i64 = 1024;
