@@ -173,7 +173,7 @@ pub async fn client(kubeconfig: Option<&Path>, context: &str) -> Result<Client, 
 /// with its TLS state and buffers, for each. No read timeout (a quiet
 /// container's log is silent for as long as it likes); HTTP/2 pings and TCP
 /// keepalive find a dead connection instead.
-fn stream_client(setup: &StreamSetup) -> Result<Client, ApiError> {
+fn stream_client(setup: &StreamSetup) -> Result<StreamService, ApiError> {
     use kube::client::ConfigExt;
     let (config, tls) = (&setup.config, setup.tls.clone());
     let in_context = |reason: String| ApiError::Context {
@@ -210,8 +210,18 @@ fn stream_client(setup: &StreamSetup) -> Result<Client, ApiError> {
             },
         )
         .service(connections);
-    Ok(Client::new(service, config.default_namespace.clone()))
+    Ok(StreamService::new(service))
 }
+
+/// The requests of a stream connection: the kubeconfig's base URI,
+/// credentials and headers over an HTTP/2 client, called directly. A
+/// kube-rs `Client` would put a queue and a task of its own in front of it
+/// (about 15 KB a connection: 150 bytes of every log followed).
+type StreamService = tower::util::BoxCloneSyncService<
+    http::Request<kube::client::Body>,
+    http::Response<hyper::body::Incoming>,
+    Box<dyn std::error::Error + Send + Sync>,
+>;
 
 /// What every stream client of a context is made from, read once: its
 /// kubeconfig's settings and TLS configuration (one session cache shared by
@@ -251,7 +261,7 @@ const STREAMS_PER_CONNECTION: usize = 100;
 
 /// A stream client and how many streams it carries.
 struct StreamConnection {
-    client: Client,
+    service: StreamService,
     open: std::sync::atomic::AtomicUsize,
 }
 
@@ -307,10 +317,53 @@ impl Connection {
         Ok(Api::namespaced(self.client().await?, &self.namespace))
     }
 
-    /// The pods of the pod namespace, for one long stream (a log
-    /// followed): through a stream client with room for it (a new one when
-    /// all are full), holding its place until the slot is dropped.
-    pub(crate) async fn stream_pods(&self) -> Result<(Api<Pod>, StreamSlot), ApiError> {
+    /// Pod `name`'s log, read as `params` say (followed), as one long
+    /// stream: through a stream client with room for it (a new one when all
+    /// are full), holding its place until the slot is dropped. The errors
+    /// are those of kube-rs's `Api::log_stream`.
+    pub(crate) async fn pod_log_stream(
+        &self,
+        name: &str,
+        params: &kube::api::LogParams,
+    ) -> Result<(impl futures_util::AsyncBufRead + use<>, StreamSlot), ApiError> {
+        use futures_util::TryStreamExt;
+        use http_body_util::BodyExt;
+        use tower::ServiceExt;
+        let request =
+            kube::core::Request::new(format!("/api/v1/namespaces/{}/pods", self.namespace))
+                .logs(name, params)
+                .map_err(|e| ApiError::from(kube::Error::BuildRequest(e)))?;
+        let (service, slot) = self.stream_service().await?;
+        let answer = service
+            .oneshot(request.map(kube::client::Body::from))
+            .await
+            .map_err(|e| ApiError::from(kube::Error::Service(e)))?;
+        let code = answer.status();
+        if code.is_client_error() || code.is_server_error() {
+            let body = answer
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| ApiError::from(kube::Error::HyperError(e)))?
+                .to_bytes();
+            let status = serde_json::from_slice::<kube::core::Status>(&body).unwrap_or_else(|_| {
+                let text = String::from_utf8_lossy(&body);
+                kube::core::Status::failure(text.trim(), "Failed to parse error data")
+                    .with_code(code.as_u16())
+            });
+            return Err(ApiError::from(kube::Error::Api(status.boxed())));
+        }
+        let lines = answer
+            .into_body()
+            .into_data_stream()
+            .map_err(std::io::Error::other)
+            .into_async_read();
+        Ok((lines, slot))
+    }
+
+    /// A stream client with room for one more stream (a new one when all
+    /// are full), and the stream's place on it.
+    async fn stream_service(&self) -> Result<(StreamService, StreamSlot), ApiError> {
         use std::sync::atomic::Ordering;
         let mut guard = self.streams.lock().await;
         let (setup, streams) = &mut *guard;
@@ -331,9 +384,9 @@ impl Connection {
                     );
                 }
                 let setup = setup.as_ref().expect("made above");
-                let client = stream_client(setup)?;
+                let service = stream_client(setup)?;
                 let c = std::sync::Arc::new(StreamConnection {
-                    client,
+                    service,
                     open: Default::default(),
                 });
                 streams.push(c.clone());
@@ -341,8 +394,7 @@ impl Connection {
             }
         };
         conn.open.fetch_add(1, Ordering::SeqCst);
-        let api = Api::namespaced(conn.client.clone(), &self.namespace);
-        Ok((api, StreamSlot(conn)))
+        Ok((conn.service.clone(), StreamSlot(conn)))
     }
 
     /// Creates `pod` in the pod namespace, as `Api::create` does, keeping

@@ -126,13 +126,17 @@ pub(crate) struct LogCopier {
     /// and uid it holds with this map and with its `writing` count: with
     /// thousands of pods followed at once, each copy of a name is memory a
     /// watched run costs.
-    copying: Mutex<HashMap<Arc<str>, SmallVec<[Arc<str>; 1]>>>,
+    copying: Mutex<HashMap<Arc<str>, Uids>>,
     /// Pods whose log has been copied to its end.
     copied: Mutex<HashSet<String>>,
     /// How many copy tasks are running (writing the log file) for each pod
     /// name: a revived run's new pod may start before the old one's ends.
     writing: Writing,
 }
+
+/// The uids of the pods of one name whose log is being copied: one,
+/// inline, nearly always.
+type Uids = SmallVec<[Arc<str>; 1]>;
 
 /// The copy tasks running, by pod name.
 pub(crate) type Writing = Arc<Mutex<HashMap<Arc<str>, usize>>>;
@@ -424,11 +428,8 @@ impl LogCopier {
             }
             // A follow shares a connection with others (HTTP/2), and waits
             // on a quiet container as long as it is quiet.
-            let (stream, _slot) = Box::pin(async {
-                let (api, slot) = self.conn.stream_pods().await?;
-                Ok::<_, CopyError>((open_log(&api, name, container, true, resume).await?, slot))
-            })
-            .await?;
+            let params = log_params(container, true, resume);
+            let (stream, _slot) = Box::pin(self.conn.pod_log_stream(name, &params)).await?;
             copy_lines(stream, resume, file).await
         }
     }
@@ -457,18 +458,24 @@ async fn open_log(
     follow: bool,
     resume: &mut Resume,
 ) -> Result<impl futures_util::AsyncBufRead, CopyError> {
-    let params = kube::api::LogParams {
-        follow,
-        timestamps: true,
-        container: Some(container.to_string()),
-        since_time: resume.begin(),
-        ..Default::default()
-    };
+    let params = log_params(container, follow, resume);
     // The request's future is large and lives only until the answer: boxed,
     // so that a copy task following a log for hours does not carry it.
     Ok(Box::pin(api.log_stream(name, &params))
         .await
         .map_err(ApiError::from)?)
+}
+
+/// How `container`'s log is asked for from where `resume` stands (a read
+/// begins): stamped lines, followed if `follow`.
+fn log_params(container: &str, follow: bool, resume: &mut Resume) -> kube::api::LogParams {
+    kube::api::LogParams {
+        follow,
+        timestamps: true,
+        container: Some(container.to_string()),
+        since_time: resume.begin(),
+        ..Default::default()
+    }
 }
 
 /// Appends the lines of `stream` that `resume` has not seen to `file`.
@@ -482,9 +489,10 @@ async fn copy_lines(
     // kube-rs's stream is buffered already (it hands out the body's
     // chunks): no buffer of its own per followed log.
     let mut reader = std::pin::pin!(stream);
-    let mut line = Vec::new();
     loop {
-        line.clear();
+        // A line of its own each time: a follow waits for its next line far
+        // longer than it takes one, and waits holding no buffer.
+        let mut line = Vec::new();
         let n = reader.read_until(b'\n', &mut line).await?;
         if n == 0 {
             return Ok(());

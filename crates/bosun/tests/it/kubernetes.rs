@@ -855,6 +855,46 @@ fn a_quiet_containers_log_keeps_its_one_follow() {
     assert_eq!(a.plane.kubelet().log_requests(a.ns(), &id), 1);
 }
 
+/// A follow the API answers with an error while the container runs is an
+/// error (logged with the answer's status), not a log that ended: the log
+/// is followed again once the API serves it, and copied whole.
+#[test]
+fn a_refused_follow_is_an_error_and_is_followed_again() {
+    let (_dir, a, data, daemon) = log_daemon("k-refused");
+    let port = daemon.port;
+    let kubelet = a.plane.kubelet();
+    let id = trigger(port, "k-job");
+    a.wait_pod(&id);
+    a.run(&id);
+    a.log(&id, "before\n");
+    wait_log_in(port, Some(&data), &id, |l| l == "before\n");
+    kubelet.fail_logs(a.ns(), &id, true);
+    // The open follow ends, and the next is refused (500 from the kubelet).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let refused = loop {
+        let log = std::fs::read_to_string(&daemon.log).unwrap_or_default();
+        let line = log
+            .lines()
+            .find(|l| l.contains("the pod's log stream broke") && l.contains("code: 500"))
+            .map(str::to_string);
+        if let Some(line) = line {
+            break line;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no refused follow logged with its status:\n{log}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(refused.contains(&id), "{refused}");
+    a.log(&id, "after\n");
+    kubelet.fail_logs(a.ns(), &id, false);
+    wait_log_in(port, Some(&data), &id, |l| l == "before\nafter\n");
+    a.succeed(&id);
+    wait_run(port, &id, "success");
+    wait_log(port, &id, |l| l == "before\nafter\n");
+}
+
 /// More logs followed at once than one connection carries (100 streams
 /// each): every follow is answered and every log copied as it is written.
 /// (At 200 streams a connection, about 100 of them were answered and the
