@@ -346,11 +346,7 @@ impl Connection {
                 .await
                 .map_err(|e| ApiError::from(kube::Error::HyperError(e)))?
                 .to_bytes();
-            let status = serde_json::from_slice::<kube::core::Status>(&body).unwrap_or_else(|_| {
-                let text = String::from_utf8_lossy(&body);
-                kube::core::Status::failure(text.trim(), "Failed to parse error data")
-                    .with_code(code.as_u16())
-            });
+            let status = answer_status(code, &body);
             return Err(ApiError::from(kube::Error::Api(status.boxed())));
         }
         let lines = answer
@@ -428,11 +424,7 @@ impl Connection {
         if code.is_success() {
             return Ok(());
         }
-        let status = serde_json::from_slice::<kube::core::Status>(&body).unwrap_or_else(|_| {
-            let text = String::from_utf8_lossy(&body);
-            kube::core::Status::failure(text.trim(), "Failed to parse error data")
-                .with_code(code.as_u16())
-        });
+        let status = answer_status(code, &body);
         let retry_after = retry_after.or_else(|| {
             let seconds = status.details.as_ref()?.retry_after_seconds;
             (seconds > 0).then(|| Duration::from_secs(seconds.into()))
@@ -442,6 +434,17 @@ impl Connection {
             retry_after,
         })
     }
+}
+
+/// The `Status` of an error answer (`code`, `body`), as kube-rs makes it:
+/// the body's, or one made of its text when it is not a `Status` (a proxy's
+/// answer, plain text).
+fn answer_status(code: http::StatusCode, body: &[u8]) -> kube::core::Status {
+    serde_json::from_slice::<kube::core::Status>(body).unwrap_or_else(|_| {
+        let text = String::from_utf8_lossy(body);
+        kube::core::Status::failure(text.trim(), "Failed to parse error data")
+            .with_code(code.as_u16())
+    })
 }
 
 /// Why a creation did not go through, and how long the API asked to wait
