@@ -428,9 +428,7 @@ impl LogCopier {
             }
             // A follow shares a connection with others (HTTP/2), and waits
             // on a quiet container as long as it is quiet.
-            let params = log_params(container, true, resume);
-            let (stream, _slot) = Box::pin(self.conn.pod_log_stream(name, &params)).await?;
-            copy_lines(stream, resume, file).await
+            follow_log(&self.conn, name, container, resume, file).await
         }
     }
 }
@@ -446,6 +444,22 @@ pub(crate) async fn read_log(
     file: &mut std::fs::File,
 ) -> Result<(), CopyError> {
     let stream = open_log(api, name, container, follow, resume).await?;
+    copy_lines(stream, resume, file).await
+}
+
+/// Follows pod `name`'s `container` log from where `resume` stands on a
+/// stream connection of `conn` (shared, no read timeout: a quiet container
+/// keeps its one follow) and appends the new lines to `file`.
+pub(crate) async fn follow_log(
+    conn: &Connection,
+    name: &str,
+    container: &str,
+    resume: &mut Resume,
+    file: &mut std::fs::File,
+) -> Result<(), CopyError> {
+    let params = log_params(container, true, resume);
+    // Boxed: opening is a large future, and the stream outlives it.
+    let (stream, _slot) = Box::pin(conn.pod_log_stream(name, &params)).await?;
     copy_lines(stream, resume, file).await
 }
 

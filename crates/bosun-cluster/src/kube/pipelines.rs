@@ -58,7 +58,7 @@ use kube::api::{
 use serde_json::Value;
 
 use super::client::{ApiError, Connection};
-use super::logs::{read_log, Resume};
+use super::logs::{follow_log, read_log, Resume};
 use crate::executor::{ExecError, RunStatus};
 
 /// The label holding the run id on bosun's PipelineRuns (Tekton copies it
@@ -788,7 +788,15 @@ impl Pipelines {
                 backoff = (backoff * 2).min(Duration::from_secs(2));
                 continue;
             }
-            match read_log(api, name, container, !ended, &mut resume, &mut out.0).await {
+            // A running step's log is followed on a stream connection (no
+            // read timeout: a quiet step keeps its one follow); an ended
+            // one's is read to its end.
+            let read = if ended {
+                read_log(api, name, container, false, &mut resume, &mut out.0).await
+            } else {
+                follow_log(&self.conn, name, container, &mut resume, &mut out.0).await
+            };
+            match read {
                 Ok(()) if ended => return StepCopy::Done,
                 // The stream ended: the step ended, or the stream broke;
                 // where the step stands is asked again in a moment.

@@ -351,6 +351,43 @@ fn a_failing_step_fails_the_pipeline_run() {
     );
 }
 
+/// A step quiet for longer than any call to the API may take (10 s) keeps
+/// its one follow: a running step's log is followed on a stream
+/// connection, which has no read timeout.
+#[test]
+fn a_quiet_steps_log_keeps_its_one_follow() {
+    let c = Cluster::new("tk-quiet", script(None, Some("build/compile")));
+    let id = bosun_store::new_run_id();
+    c.exec.start_pipeline(&id, &build_and_deploy()).unwrap();
+    c.wait_log(&id, |l| l.contains("build/compile is waiting\n"));
+    let kubelet = c.plane.kubelet();
+    let pod = kubelet
+        .list("tk-quiet")
+        .into_iter()
+        .find(|p| {
+            p.metadata
+                .labels
+                .as_ref()
+                .unwrap()
+                .get("tekton.dev/pipelineTask")
+                == Some(&"build".to_string())
+        })
+        .and_then(|p| p.metadata.name)
+        .expect("the build task's pod");
+    std::thread::sleep(Duration::from_secs(12));
+    kubelet.append_container_log("tk-quiet", &pod, "step-compile", "after the quiet\n");
+    c.wait_log(&id, |l| {
+        l.contains("build/compile is waiting\nafter the quiet\n")
+    });
+    assert_eq!(kubelet.log_requests("tk-quiet", &pod), 1);
+    c.exec.abort(&id, Duration::from_secs(5));
+    c.wait_status(
+        &id,
+        &RunStatus::Exited { code: 143 },
+        Duration::from_secs(30),
+    );
+}
+
 #[test]
 fn an_aborted_pipeline_run_is_cancelled_and_ends_when_tekton_says() {
     let c = Cluster::new("tk-abort", script(None, Some("build/test")));
