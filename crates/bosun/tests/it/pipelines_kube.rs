@@ -227,6 +227,24 @@ fn script(fail: Option<&'static str>, hold: Option<&'static str>) -> impl Fn(&St
     }
 }
 
+/// The name of the pod of `task` in `namespace`.
+fn task_pod(c: &Cluster, namespace: &str, task: &str) -> String {
+    c.plane
+        .kubelet()
+        .list(namespace)
+        .into_iter()
+        .find(|p| {
+            p.metadata
+                .labels
+                .as_ref()
+                .unwrap()
+                .get("tekton.dev/pipelineTask")
+                == Some(&task.to_string())
+        })
+        .and_then(|p| p.metadata.name)
+        .unwrap_or_else(|| panic!("no pod for task {task}"))
+}
+
 /// Whether the webhook saw `name` created and Tekton accepted it.
 fn accepted_by_tekton(namespace: &str, name: &str) -> bool {
     tekton::reviews().iter().any(|r| {
@@ -259,20 +277,7 @@ fn a_pipeline_run_succeeds_and_its_steps_logs_are_the_run_log() {
     assert_eq!(c.player.seen(), vec![name.clone()]);
     // The steps' logs in task order, each under its headers, then the end.
     let log = c.wait_log(&id, |l| l.contains("==> PipelineRun"));
-    let pod = |task: &str| {
-        let pods = c.plane.kubelet().list("tk-ok");
-        pods.into_iter()
-            .find(|p| {
-                p.metadata
-                    .labels
-                    .as_ref()
-                    .unwrap()
-                    .get("tekton.dev/pipelineTask")
-                    == Some(&task.to_string())
-            })
-            .and_then(|p| p.metadata.name)
-            .unwrap_or_else(|| panic!("no pod for task {task}"))
-    };
+    let pod = |task: &str| task_pod(&c, "tk-ok", task);
     let expected = format!(
         "==> task build (pod {}) <==\n\
          --> step compile\nbuild/compile ran\nits second line\n\
@@ -361,19 +366,7 @@ fn a_quiet_steps_log_keeps_its_one_follow() {
     c.exec.start_pipeline(&id, &build_and_deploy()).unwrap();
     c.wait_log(&id, |l| l.contains("build/compile is waiting\n"));
     let kubelet = c.plane.kubelet();
-    let pod = kubelet
-        .list("tk-quiet")
-        .into_iter()
-        .find(|p| {
-            p.metadata
-                .labels
-                .as_ref()
-                .unwrap()
-                .get("tekton.dev/pipelineTask")
-                == Some(&"build".to_string())
-        })
-        .and_then(|p| p.metadata.name)
-        .expect("the build task's pod");
+    let pod = task_pod(&c, "tk-quiet", "build");
     std::thread::sleep(Duration::from_secs(12));
     kubelet.append_container_log("tk-quiet", &pod, "step-compile", "after the quiet\n");
     c.wait_log(&id, |l| {
