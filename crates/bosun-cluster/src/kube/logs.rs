@@ -450,17 +450,24 @@ pub(crate) async fn read_log(
 /// Follows pod `name`'s `container` log from where `resume` stands on a
 /// stream connection of `conn` (shared, no read timeout: a quiet container
 /// keeps its one follow) and appends the new lines to `file`.
-pub(crate) async fn follow_log(
-    conn: &Connection,
-    name: &str,
-    container: &str,
-    resume: &mut Resume,
-    file: &mut std::fs::File,
-) -> Result<(), CopyError> {
-    let params = log_params(container, true, resume);
-    // Boxed: opening is a large future, and the stream outlives it.
-    let (stream, _slot) = Box::pin(conn.pod_log_stream(name, &params)).await?;
-    copy_lines(stream, resume, file).await
+///
+/// Not an `async fn` (see `copy_until_done`), and the request's parameters
+/// go with the boxed opening: a copy task following a log for hours
+/// carries no more than the open stream.
+#[allow(clippy::manual_async_fn)]
+pub(crate) fn follow_log<'a>(
+    conn: &'a Connection,
+    name: &'a str,
+    container: &'a str,
+    resume: &'a mut Resume,
+    file: &'a mut std::fs::File,
+) -> impl std::future::Future<Output = Result<(), CopyError>> + 'a {
+    async move {
+        let params = log_params(container, true, resume);
+        let (stream, _slot) =
+            Box::pin(async move { conn.pod_log_stream(name, &params).await }).await?;
+        copy_lines(stream, resume, file).await
+    }
 }
 
 /// Opens pod `name`'s `container` log from where `resume` stands
