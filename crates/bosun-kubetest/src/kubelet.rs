@@ -444,6 +444,12 @@ impl Kubelet {
             .contains(&key(ns, pod));
         if first {
             self.end_log(ns, pod);
+            // The status comes as long after as the streams' end comes
+            // after it in the other order: were it sent at once, its watch
+            // event could reach a client before the streams' end does (two
+            // connections through the API server), and the order would not
+            // be the one asked for.
+            std::thread::sleep(STREAM_END_DELAY);
         }
         self.patch_status(
             ns,
