@@ -23,13 +23,12 @@
 
 use bosun_base::sync::Lock;
 use std::collections::{HashMap, HashSet};
-
-use smallvec::SmallVec;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
+use smallvec::SmallVec;
 
 use super::client::{ApiError, Connection};
 use super::watch::{container_ended, ContainerEnd, PodCache};
@@ -422,7 +421,7 @@ impl LogCopier {
             if !follow {
                 return Box::pin(async {
                     let api = self.conn.pods().await?;
-                    read_log(&api, name, container, false, resume, file).await
+                    read_log(&api, name, container, resume, file).await
                 })
                 .await;
             }
@@ -433,17 +432,20 @@ impl LogCopier {
     }
 }
 
-/// Reads pod `name`'s `container` log from where `resume` stands (following
-/// it if `follow`) and appends the new lines to `file`.
+/// Reads pod `name`'s `container` log from where `resume` stands to its
+/// end (not following it) and appends the new lines to `file`.
 pub(crate) async fn read_log(
     api: &kube::Api<Pod>,
     name: &str,
     container: &str,
-    follow: bool,
     resume: &mut Resume,
     file: &mut std::fs::File,
 ) -> Result<(), CopyError> {
-    let stream = open_log(api, name, container, follow, resume).await?;
+    let params = log_params(container, false, resume);
+    let stream = api
+        .log_stream(name, &params)
+        .await
+        .map_err(ApiError::from)?;
     copy_lines(stream, resume, file).await
 }
 
@@ -468,23 +470,6 @@ pub(crate) fn follow_log<'a>(
             Box::pin(async move { conn.pod_log_stream(name, &params).await }).await?;
         copy_lines(stream, resume, file).await
     }
-}
-
-/// Opens pod `name`'s `container` log from where `resume` stands
-/// (following it if `follow`).
-async fn open_log(
-    api: &kube::Api<Pod>,
-    name: &str,
-    container: &str,
-    follow: bool,
-    resume: &mut Resume,
-) -> Result<impl futures_util::AsyncBufRead, CopyError> {
-    let params = log_params(container, follow, resume);
-    // The request's future is large and lives only until the answer: boxed,
-    // so that a copy task following a log for hours does not carry it.
-    Ok(Box::pin(api.log_stream(name, &params))
-        .await
-        .map_err(ApiError::from)?)
 }
 
 /// How `container`'s log is asked for from where `resume` stands (a read

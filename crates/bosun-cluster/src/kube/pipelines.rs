@@ -792,7 +792,7 @@ impl Pipelines {
             // read timeout: a quiet step keeps its one follow); an ended
             // one's is read to its end.
             let read = if ended {
-                read_log(api, name, container, false, &mut resume, &mut out.0).await
+                read_log(api, name, container, &mut resume, &mut out.0).await
             } else {
                 follow_log(&self.conn, name, container, &mut resume, &mut out.0).await
             };
