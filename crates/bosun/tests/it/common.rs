@@ -112,7 +112,10 @@ impl Drop for Serve {
         if std::thread::panicking() {
             let log = std::fs::read_to_string(&self.log).unwrap_or_default();
             let lines: Vec<&str> = log.lines().collect();
-            eprintln!("--- the daemon's log (last 200 lines) ---");
+            eprintln!(
+                "--- the daemon's log ({}, last 200 lines) ---",
+                self.log.display()
+            );
             for l in &lines[lines.len().saturating_sub(200)..] {
                 eprintln!("{l}");
             }

@@ -44,7 +44,10 @@ pub(crate) const LEASE: [&str; 8] = [
 /// `application_name` is `r<i>`, so its backends can be told apart in
 /// `pg_stat_activity`; a test may route one through a [`Proxy`]).
 pub(crate) struct Replicas {
-    _dir: tempfile::TempDir,
+    /// Declared first so dropped first: a failing test prints each
+    /// daemon's log (`Serve`'s drop) before the directory holding the logs
+    /// is removed.
+    pub(crate) up: Vec<Option<Serve>>,
     dirs: Vec<PathBuf>,
     /// The database's name.
     db: String,
@@ -52,10 +55,10 @@ pub(crate) struct Replicas {
     lease: Vec<String>,
     /// More arguments of every replica (after the lease's).
     extra: Vec<String>,
-    pub(crate) up: Vec<Option<Serve>>,
     /// Replicas not to ask (paused, or cut from the database: their API
     /// would not answer).
     pub(crate) hidden: Vec<bool>,
+    _dir: tempfile::TempDir,
 }
 
 impl Replicas {
@@ -537,12 +540,12 @@ fn a_leader_cut_from_the_database_steps_down_and_commits_nothing_of_its_term() {
     let pg = Postgres::shared();
     let mut r = Replicas::on(&pg.database(), 2, &LEASE, JOBS);
     // Replica 0 reaches the database through the proxy only, and leads
-    // (it starts alone).
+    // (it runs alone until the cut, so that no slow renewal on a loaded
+    // machine hands its lease over before).
     let proxy = Proxy::start(pg.port());
     r.urls[0] = r.urls[0].replace(&format!(":{}/", pg.port()), &format!(":{}/", proxy.port));
     r.up(0);
     assert_eq!(r.leader(Duration::from_secs(20)), 0);
-    r.up(1);
     std::thread::sleep(Duration::from_secs(2));
     // Cut in the middle of a write transaction of the leader's: right
     // after its fence check, which holds the lease's row shared, went out.
@@ -550,11 +553,16 @@ fn a_leader_cut_from_the_database_steps_down_and_commits_nothing_of_its_term() {
     proxy.freeze_after("FOR SHARE");
     let deadline = Instant::now() + Duration::from_secs(10);
     while !proxy.is_frozen() {
-        assert!(Instant::now() < deadline, "the leader wrote nothing");
+        assert!(
+            Instant::now() < deadline,
+            "the leader wrote nothing: {}",
+            &r.log(0)[before..]
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     let cut = Instant::now();
     r.hidden[0] = true;
+    r.up(1);
     // The other replica takes over once the lease expired and the server
     // ended the cut transaction (idle in transaction for 5 s).
     let deadline = Instant::now() + Duration::from_secs(20);
