@@ -358,6 +358,11 @@ const FAILING: &str = "the cluster's API failed a moment ago; not asked again ye
 /// lost.
 const START_GRACE: Duration = Duration::from_secs(30);
 
+/// How often a replica that does not copy pods' logs (it does not lead)
+/// looks whether it may now: the copies start at most this long after it
+/// came to lead.
+const LEAD_CHECK: Duration = Duration::from_secs(1);
+
 impl KubeExecutor {
     /// Asks Tekton to cancel run `run_id`'s PipelineRun, on this cluster's
     /// runtime (the caller, a controller pass, never waits for it).
@@ -424,6 +429,16 @@ impl KubeExecutor {
             )
             .await
         });
+        // A replica that comes to lead copies the logs of the pods its
+        // watch showed while it did not.
+        let lead = inner.clone();
+        rt.spawn(async move {
+            let mut every = tokio::time::interval(LEAD_CHECK);
+            loop {
+                every.tick().await;
+                lead.logs.copy_waiting();
+            }
+        });
         if !settings.exclude_clusters.iter().any(|c| c == name) {
             let sinker = inner.clone();
             rt.spawn(async move {
@@ -438,11 +453,14 @@ impl KubeExecutor {
         })
     }
 
-    /// Deletes finished pods (its sinker) and carries revivals through only
-    /// while `gate` says so: a replica on PostgreSQL, while it leads and its
-    /// trust window lasts, as the controller starts and stops pods. Without
-    /// a gate it always may. (Set once; a later gate is ignored.)
+    /// Deletes finished pods (its sinker), carries revivals through and
+    /// reads pods' logs only while `gate` says so: a replica on PostgreSQL,
+    /// while it leads and its trust window lasts, as the controller starts
+    /// and stops pods (the others serve logs from the store the leader
+    /// ships them to). Without a gate it always may. (Set once; a later
+    /// gate is ignored.)
     pub fn acting_only_while(self, gate: Gate) -> Self {
+        self.inner.logs.act_only_while(gate.clone());
         let _ = self.inner.may_act.set(gate);
         self
     }

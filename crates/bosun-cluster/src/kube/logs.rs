@@ -24,7 +24,7 @@
 use bosun_base::sync::Lock;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -131,7 +131,17 @@ pub(crate) struct LogCopier {
     /// How many copy tasks are running (writing the log file) for each pod
     /// name: a revived run's new pod may start before the old one's ends.
     writing: Writing,
+    /// Pods whose log is to be copied once this process may act on the
+    /// cluster (a replica that does not lead copies none): each name's
+    /// latest pod, its uid and its log's container.
+    waiting: Mutex<HashMap<String, (String, String)>>,
+    /// Whether this process may read pods' logs now, once told
+    /// ([`LogCopier::act_only_while`]).
+    acting: OnceLock<Acting>,
 }
+
+/// Whether this process may read pods' logs now (the executor's gate).
+type Acting = Arc<dyn Fn() -> bool + Send + Sync>;
 
 /// The uids of the pods of one name whose log is being copied: one,
 /// inline, nearly always.
@@ -181,7 +191,21 @@ impl LogCopier {
             copying: Mutex::default(),
             copied: Mutex::default(),
             writing: Arc::default(),
+            waiting: Mutex::default(),
+            acting: OnceLock::new(),
         }
+    }
+
+    /// Copies logs only while `gate` says so: a replica on PostgreSQL, while
+    /// it leads (set once; a later gate is ignored). Without a gate it
+    /// always copies.
+    pub(crate) fn act_only_while(&self, gate: Acting) {
+        let _ = self.acting.set(gate);
+    }
+
+    /// Whether this process may read pods' logs now.
+    fn acting(&self) -> bool {
+        self.acting.get().is_none_or(|gate| gate())
     }
 
     /// The log file of pod (or run) `name`.
@@ -194,10 +218,11 @@ impl LogCopier {
         self.copied.locked().contains(name)
     }
 
-    /// Whether a copy is still writing pod `name`'s log file: the file
-    /// does not hold all it will yet.
+    /// Whether a copy is still writing pod `name`'s log file, or waits to
+    /// (this process does not lead yet): the file does not hold all it will
+    /// yet.
     pub(crate) fn is_writing(&self, name: &str) -> bool {
-        self.writing.locked().contains_key(name)
+        self.writing.locked().contains_key(name) || self.waiting.locked().contains_key(name)
     }
 
     /// Pod `name` is gone: a pod of the same name (a revived run's) is
@@ -205,11 +230,18 @@ impl LogCopier {
     pub(crate) fn forget(&self, name: &str) {
         self.copying.locked().remove(name);
         self.copied.locked().remove(name);
+        self.waiting.locked().remove(name);
     }
 
     /// Starts copying `pod`'s log into `DIR/NAME.log` once its containers
     /// have started (the copy follows the log until the pod ends), once per
     /// pod. Runs on the caller's tokio runtime.
+    ///
+    /// While this process may not act on the cluster (a replica that does
+    /// not lead), the copy waits for [`LogCopier::copy_waiting`]: the
+    /// leader alone reads pods' logs and ships them to the store the
+    /// replicas share, from which the others serve them, so that replicas
+    /// add no log streams to the API server.
     pub(crate) fn copy(self: &Arc<Self>, pod: &Pod) {
         let started = pod
             .status
@@ -222,18 +254,43 @@ impl LogCopier {
         let Some(container) = log_container(pod).filter(|_| started) else {
             return;
         };
+        if !self.acting() {
+            self.waiting
+                .locked()
+                .insert(name.clone(), (uid.clone(), container));
+            return;
+        }
+        self.start(name, uid, container);
+    }
+
+    /// Starts the copies that waited while this process could not act
+    /// (the pods its watch showed before it came to lead, ended ones
+    /// included: their logs are copied whole), if it may now.
+    pub(crate) fn copy_waiting(self: &Arc<Self>) {
+        if !self.acting() {
+            return;
+        }
+        let waiting = std::mem::take(&mut *self.waiting.locked());
+        for (name, (uid, container)) in waiting {
+            self.start(&name, &uid, container);
+        }
+    }
+
+    /// Starts copying the log of pod `name` of `uid`, unless a copy of that
+    /// pod runs or ran.
+    fn start(self: &Arc<Self>, name: &str, uid: &str, container: String) {
         let (name, uid) = {
             let mut copying = self.copying.locked();
             // The name a copy of an earlier pod holds, else a new one.
-            let name: Arc<str> = match copying.get_key_value(name.as_str()) {
+            let name: Arc<str> = match copying.get_key_value(name) {
                 Some((name, _)) => name.clone(),
-                None => Arc::from(name.as_str()),
+                None => Arc::from(name),
             };
             let uids = copying.entry(name.clone()).or_default();
-            if uids.iter().any(|u| **u == **uid) {
+            if uids.iter().any(|u| **u == *uid) {
                 return;
             }
-            let uid: Arc<str> = Arc::from(uid.as_str());
+            let uid: Arc<str> = Arc::from(uid);
             uids.push(uid.clone());
             (name, uid)
         };
@@ -276,6 +333,12 @@ impl LogCopier {
             loop {
                 if !self.still_copying(&name, &uid) {
                     return;
+                }
+                if !self.acting() {
+                    // No longer leading: the next leader copies the log
+                    // whole; this one waits until this process leads again.
+                    drop(file);
+                    return self.hand_back(&name, &uid, container);
                 }
                 if !follow {
                     match self
@@ -347,6 +410,26 @@ impl LogCopier {
                 backoff = (backoff * 2).min(Duration::from_secs(10));
             }
         }
+    }
+
+    /// Stops copying pod `name` (of `uid`) while this process may not act:
+    /// its partial copy goes (the store's, shipped by the leader, is
+    /// served), and the copy starts again from the log's start if this
+    /// process comes to lead while the pod is there.
+    fn hand_back(&self, name: &Arc<str>, uid: &Arc<str>, container: String) {
+        {
+            let mut copying = self.copying.locked();
+            if let Some(uids) = copying.get_mut(name) {
+                uids.retain(|u| **u != **uid);
+                if uids.is_empty() {
+                    copying.remove(name);
+                }
+            }
+        }
+        let _ = std::fs::remove_file(self.path(name));
+        self.waiting
+            .locked()
+            .insert(name.to_string(), (uid.to_string(), container));
     }
 
     /// The log of `name` is whole in `file`.

@@ -362,6 +362,40 @@ fn failovers_with_pods_in_flight_adopt_them_and_no_old_leader_touches_a_pod() {
             e.key.verb, e.name, e.key.code, e.received
         );
     }
+    // Pods' logs are read by the leader alone (it ships them to the store
+    // the others serve them from): every log request is the leading
+    // replica's, each replica reads a pod's log once (no stream is cut
+    // here), and a pod's log is read by two replicas only across a fault.
+    let log_reads: Vec<Event> = plane
+        .audit()
+        .unwrap()
+        .events()
+        .into_iter()
+        .filter(|e| e.key.resource == "pods" && e.key.subresource == "log")
+        .filter(|e| e.namespace == NS && e.user_agent.starts_with("bosun/"))
+        .collect();
+    assert!(!log_reads.is_empty(), "no log was read");
+    for e in &log_reads {
+        let by = (0..3)
+            .find(|i| e.user_agent == agent_of(*i))
+            .unwrap_or_else(|| panic!("a request by no replica: {e:?}"));
+        let term = term_at(&terms, e.received)
+            .unwrap_or_else(|| panic!("a request before the first term: {e:?} {terms:?}"));
+        assert_eq!(
+            term.holder, ids[by],
+            "replica {by} read pod {}'s log at {} in term {term:?}, which it did not lead",
+            e.name, e.received
+        );
+    }
+    let mut reads: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+    for e in &log_reads {
+        *reads
+            .entry((e.name.as_str(), e.user_agent.as_str()))
+            .or_default() += 1;
+    }
+    for ((id, by), n) in &reads {
+        assert_eq!(*n, 1, "{by} read run {id}'s log {n} times");
+    }
     let mut per_run: BTreeMap<&str, usize> = BTreeMap::new();
     for e in &created {
         *per_run.entry(e.name.as_str()).or_default() += 1;
@@ -436,9 +470,10 @@ fn failovers_with_pods_in_flight_adopt_them_and_no_old_leader_touches_a_pod() {
     check_ticks(port);
     let deletes = events.iter().filter(|e| e.key.verb == "delete").count();
     eprintln!(
-        "{} runs, {} pods created ({lost} more by a create whose answer was an error), {deletes} pod deletes; in flight at the pause {paused:?}, at the kill {killed:?}; terms {terms:?}; took {:?}",
+        "{} runs, {} pods created ({lost} more by a create whose answer was an error), {deletes} pod deletes, {} log reads; in flight at the pause {paused:?}, at the kill {killed:?}; terms {terms:?}; took {:?}",
         all.len(),
         created.len(),
+        log_reads.len(),
         t0.elapsed()
     );
 }
