@@ -350,7 +350,9 @@ fn failovers_with_pods_in_flight_adopt_them_and_no_old_leader_touches_a_pod() {
         .filter(|e| e.key.verb == "create" && (200..300).contains(&e.key.code))
         .collect();
     assert!(created.len() >= 10, "{created:?}");
-    for e in &events {
+    // Request `e` came from the replica leading when the API server
+    // received it.
+    let by_the_leader = |e: &Event| {
         let by = (0..3)
             .find(|i| e.user_agent == agent_of(*i))
             .unwrap_or_else(|| panic!("a request by no replica: {e:?}"));
@@ -358,10 +360,11 @@ fn failovers_with_pods_in_flight_adopt_them_and_no_old_leader_touches_a_pod() {
             .unwrap_or_else(|| panic!("a request before the first term: {e:?} {terms:?}"));
         assert_eq!(
             term.holder, ids[by],
-            "replica {by} made {} of pod {} (code {}) at {} in term {term:?}, which it did not lead",
-            e.key.verb, e.name, e.key.code, e.received
+            "replica {by} made {} of pod {} ({}, code {}) at {} in term {term:?}, which it did not lead",
+            e.key.verb, e.name, e.key.subresource, e.key.code, e.received
         );
-    }
+    };
+    events.iter().for_each(by_the_leader);
     // Pods' logs are read by the leader alone (it ships them to the store
     // the others serve them from): every log request is the leading
     // replica's, each replica reads a pod's log once (no stream is cut
@@ -375,18 +378,7 @@ fn failovers_with_pods_in_flight_adopt_them_and_no_old_leader_touches_a_pod() {
         .filter(|e| e.namespace == NS && e.user_agent.starts_with("bosun/"))
         .collect();
     assert!(!log_reads.is_empty(), "no log was read");
-    for e in &log_reads {
-        let by = (0..3)
-            .find(|i| e.user_agent == agent_of(*i))
-            .unwrap_or_else(|| panic!("a request by no replica: {e:?}"));
-        let term = term_at(&terms, e.received)
-            .unwrap_or_else(|| panic!("a request before the first term: {e:?} {terms:?}"));
-        assert_eq!(
-            term.holder, ids[by],
-            "replica {by} read pod {}'s log at {} in term {term:?}, which it did not lead",
-            e.name, e.received
-        );
-    }
+    log_reads.iter().for_each(by_the_leader);
     let mut reads: BTreeMap<(&str, &str), usize> = BTreeMap::new();
     for e in &log_reads {
         *reads
