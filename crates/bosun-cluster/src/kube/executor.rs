@@ -183,9 +183,7 @@ impl KubeInner {
                 return Err(ExecError::Transient(FAILING.into()));
             }
             if !self.may_act() {
-                return Err(ExecError::Transient(
-                    "this process may not act on the cluster now".into(),
-                ));
+                return Err(ExecError::Transient(NOT_ACTING.into()));
             }
             self.cache.expect(run_id);
             let created = tokio::time::timeout(API_TIMEOUT, self.conn.create_pod(pod)).await;
@@ -240,7 +238,7 @@ impl KubeInner {
             let seen_uid = self.uid_of(&name);
             let old_there = seen_uid.is_some() && seen_uid == old_uid;
             let step = if !self.may_act() {
-                Err("this process may not act on the cluster now".to_string())
+                Err(NOT_ACTING.to_string())
             } else if old_there && !deleted {
                 match tokio::time::timeout(API_TIMEOUT, self.delete_pod(&name, old_uid)).await {
                     Ok(Ok(())) => {
@@ -353,6 +351,10 @@ impl PodSettings {
 
 /// Why a creation gave up without asking the API.
 const FAILING: &str = "the cluster's API failed a moment ago; not asked again yet";
+
+/// Why a creation or a revival's step was not made: the gate is shut (a
+/// replica whose term ended while it waited its turn).
+const NOT_ACTING: &str = "this process may not act on the cluster now";
 
 /// How long a started run may be missing from the watch before it counts as
 /// lost.
@@ -791,6 +793,11 @@ impl KubeExecutor {
             let turn = inner.pacer.turn(&job_of(&pr.metadata)).await;
             if inner.pacer.failing() {
                 return done(Err(ExecError::Transient(FAILING.into())));
+            }
+            // Asked after the turn, as for a pod: the wait may outlast the
+            // term the controller started the run in.
+            if !inner.may_act() {
+                return done(Err(ExecError::Transient(NOT_ACTING.into())));
             }
             let created =
                 tokio::time::timeout(API_TIMEOUT, inner.pipelines.clone().create(id, pr)).await;

@@ -17,6 +17,7 @@
 //! server has them.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -459,6 +460,29 @@ fn a_pipeline_run_tekton_refuses_is_refused() {
         c.exec.start_pipeline(&id, &beta),
         Err(ExecError::Refused(why)) if why.contains("not a tekton.dev/v1 PipelineRun")
     ));
+}
+
+/// A replica's executor creates no PipelineRun while its gate is shut (a
+/// term that ended while the creation waited its turn): the start fails
+/// back as one to try again, and goes through once the gate opens.
+#[test]
+fn a_pipeline_run_is_created_only_while_the_executor_may_act() {
+    let mut c = Cluster::new("tk-gate", script(None, None));
+    let open = Arc::new(AtomicBool::new(false));
+    let gate = open.clone();
+    c.exec = executor(&c.tenant, c.logs.path().to_path_buf())
+        .acting_only_while(Arc::new(move || gate.load(Ordering::SeqCst)));
+    let id = bosun_store::new_run_id();
+    let pr = build_and_deploy();
+    match c.exec.start_pipeline(&id, &pr) {
+        Err(ExecError::Transient(why)) => assert!(why.contains("may not act"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(c.pipeline_runs().is_empty());
+    open.store(true, Ordering::SeqCst);
+    c.exec.start_pipeline(&id, &pr).unwrap();
+    c.wait_status(&id, &RunStatus::Exited { code: 0 }, Duration::from_secs(60));
+    assert_eq!(c.pipeline_runs().len(), 1);
 }
 
 #[test]
