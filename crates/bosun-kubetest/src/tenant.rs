@@ -178,6 +178,54 @@ impl Tenant {
         });
         settled(&self.admin, &self.namespace, pod_verbs);
     }
+
+    /// Gives bosun's creations of `resource` (its API group and plural
+    /// name: `("", "pods")`, `("tekton.dev", "pipelineruns")`) in the
+    /// namespace a priority level of their own on the API server, with one
+    /// share of its concurrency (3 seats at kube-apiserver's default limits)
+    /// and no queue: a creation over those seats is shed at once (429, with
+    /// `Retry-After`). Returns the priority level's name (its
+    /// `apiserver_flowcontrol_rejected_requests_total{priority_level}`
+    /// counts the sheds).
+    pub fn shed_creations_over_three(&self, resource: (&str, &str)) -> String {
+        use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
+        let (group, plural) = resource;
+        let name = format!("bosun-creations-{}-{plural}", self.namespace);
+        let level: PriorityLevelConfiguration = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name},
+            "spec": {"type": "Limited", "limited": {
+                "nominalConcurrencyShares": 1, "lendablePercent": 0,
+                "limitResponse": {"type": "Reject"}}}
+        }))
+        .expect("a priority level");
+        let schema: FlowSchema = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name},
+            "spec": {
+                "priorityLevelConfiguration": {"name": name},
+                "matchingPrecedence": 100,
+                "rules": [{
+                    "subjects": [{"kind": "ServiceAccount",
+                        "serviceAccount": {"name": "bosun", "namespace": self.namespace}}],
+                    "resourceRules": [{"verbs": ["create"], "apiGroups": [group],
+                        "resources": [plural], "namespaces": [self.namespace]}]
+                }]
+            }
+        }))
+        .expect("a flow schema");
+        let admin = self.admin.clone();
+        runtime().block_on(async move {
+            let pp = PostParams::default();
+            Api::<PriorityLevelConfiguration>::all(admin.clone())
+                .create(&pp, &level)
+                .await
+                .expect("the priority level created");
+            Api::<FlowSchema>::all(admin)
+                .create(&pp, &schema)
+                .await
+                .expect("the flow schema created");
+        });
+        name
+    }
 }
 
 /// Waits until kube-apiserver's authorizer allows bosun's service account in

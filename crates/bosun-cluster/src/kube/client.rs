@@ -393,16 +393,28 @@ impl Connection {
         Ok((conn.service.clone(), StreamSlot(conn)))
     }
 
-    /// Creates `pod` in the pod namespace, as `Api::create` does, keeping
-    /// the answer's `Retry-After` with its error: kube-rs drops a failed
-    /// answer's headers, and kube-apiserver's priority and fairness says
-    /// how long to wait after a 429 only there (its body is plain text).
+    /// Creates `pod` in the pod namespace (see [`Connection::create_in`]).
     pub(crate) async fn create_pod(&self, pod: &Pod) -> Result<(), Refusal> {
-        let client = self.client().await.map_err(Refusal::from)?;
         let body =
             serde_json::to_vec(pod).map_err(|e| Refusal::from(kube::Error::SerdeError(e)))?;
+        self.create_in("/api/v1", "pods", body).await
+    }
+
+    /// Creates the object `body` in collection `resource` of API `group`
+    /// (`/api/v1`, `/apis/tekton.dev/v1`) in the pod namespace, as
+    /// `Api::create` does, keeping the answer's `Retry-After` and its whole
+    /// `Status` with its error: kube-rs drops a failed answer's headers,
+    /// and kube-apiserver's priority and fairness says how long to wait
+    /// after a 429 only there (its body is plain text).
+    pub(crate) async fn create_in(
+        &self,
+        group: &str,
+        resource: &str,
+        body: Vec<u8>,
+    ) -> Result<(), Refusal> {
+        let client = self.client().await.map_err(Refusal::from)?;
         let request =
-            kube::core::Request::new(format!("/api/v1/namespaces/{}/pods", self.namespace))
+            kube::core::Request::new(format!("{group}/namespaces/{}/{resource}", self.namespace))
                 .create(&kube::api::PostParams::default(), body)
                 .map_err(|e| Refusal::from(kube::Error::BuildRequest(e)))?;
         let answer = client
@@ -429,9 +441,11 @@ impl Connection {
             let seconds = status.details.as_ref()?.retry_after_seconds;
             (seconds > 0).then(|| Duration::from_secs(seconds.into()))
         });
+        let status = status.boxed();
         Err(Refusal {
-            error: ApiError::from(kube::Error::Api(status.boxed())),
+            error: ApiError::from(kube::Error::Api(status.clone())),
             retry_after,
+            status: Some(status),
         })
     }
 }
@@ -455,6 +469,8 @@ pub(crate) struct Refusal {
     pub(crate) error: ApiError,
     /// The wait the API asked for.
     pub(crate) retry_after: Option<Duration>,
+    /// The answer's `Status`, when the API answered.
+    pub(crate) status: Option<Box<kube::core::Status>>,
 }
 
 impl<E: Into<ApiError>> From<E> for Refusal {
@@ -462,6 +478,7 @@ impl<E: Into<ApiError>> From<E> for Refusal {
         Refusal {
             error: e.into(),
             retry_after: None,
+            status: None,
         }
     }
 }
@@ -476,12 +493,12 @@ impl ApiError {
     }
 }
 
-/// Whether the API refused the request itself (a 4xx): trying it again would
-/// get the same answer. Not so `429 Too Many Requests` (kube-apiserver's
-/// priority and fairness shedding load, as client-go retries it under
-/// plank) nor `408`: those pass.
-pub(crate) fn is_refusal(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if (400..500).contains(&s.code) && s.code != 429 && s.code != 408)
+/// Whether an answer of HTTP status `code` is the API refusing the request
+/// itself (a 4xx): trying it again would get the same answer. Not so `429
+/// Too Many Requests` (kube-apiserver's priority and fairness shedding
+/// load, as client-go retries it under plank) nor `408`: those pass.
+pub(crate) fn refuses(code: u16) -> bool {
+    (400..500).contains(&code) && code != 429 && code != 408
 }
 
 #[cfg(test)]
@@ -502,23 +519,15 @@ mod user_agent_tests {
 
 #[cfg(test)]
 mod refusal_tests {
-    fn api(code: u16) -> kube::Error {
-        kube::Error::Api(Box::new(kube::core::Status {
-            code,
-            message: "x".into(),
-            ..Default::default()
-        }))
-    }
-
     #[test]
     fn only_answers_that_would_not_change_are_refusals() {
         for code in [400, 403, 404, 409, 422] {
-            assert!(super::is_refusal(&api(code)), "{code}");
+            assert!(super::refuses(code), "{code}");
         }
         // Load shed by priority and fairness, a request timeout, a server
         // error: they pass.
         for code in [408, 429, 500, 503] {
-            assert!(!super::is_refusal(&api(code)), "{code}");
+            assert!(!super::refuses(code), "{code}");
         }
     }
 }

@@ -23,7 +23,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::PostParams;
 
-use super::client::{ApiError, Connection, API_TIMEOUT};
+use super::client::{refuses, ApiError, Connection, Refusal, API_TIMEOUT};
 use super::logs::LogCopier;
 use super::pace::{jitter, retry_delay, Pacer, DEFAULT_CREATIONS_IN_FLIGHT};
 use super::pipelines::{self, Pipelines};
@@ -165,17 +165,48 @@ impl KubeInner {
         }))
     }
 
-    /// Creates run `run_id`'s pod in its turn. As plank: only a request the
-    /// API refuses (4xx) ends the run; any other failure (no answer, no
-    /// connection, 5xx) may pass. A 429 (the API server shedding load) is
-    /// tried again after its `Retry-After`, with jitter, up to
-    /// [`SHED_TRIES`] times, every creation on the cluster held back
-    /// meanwhile.
+    /// Creates run `run_id`'s pod in its turn (see
+    /// [`KubeInner::create_in_turn`]); a pod of that name is the run's,
+    /// started before (a restart between create and commit).
     async fn create_pod(&self, run_id: &str, pod: &Pod) -> Result<(), ExecError> {
         let job = job_of(&pod.metadata);
+        self.create_in_turn(&job, run_id, "pod", || async {
+            self.cache.expect(run_id);
+            match self.conn.create_pod(pod).await {
+                Ok(()) => Ok(Ok(())),
+                Err(r) => match r.error.code() {
+                    Some(409) => Ok(Ok(())),
+                    Some(code) if refuses(code) => Ok(Err(ExecError::Refused(r.error.to_string()))),
+                    _ => Err(r),
+                },
+            }
+        })
+        .await
+    }
+
+    /// Makes one creation on the cluster (`create`, for run `run_id`'s
+    /// `what`) in its turn. As plank: only a request the API refuses (4xx)
+    /// ends the run (`create` tells the outcome); any other failure (no
+    /// answer, no connection, 5xx) may pass. A 429 (the API server shedding
+    /// load) is tried again after its `Retry-After`, with jitter, up to
+    /// [`SHED_TRIES`] times, every creation on the cluster held back
+    /// meanwhile. Whether this process may act is asked once the turn
+    /// comes: the wait may outlast the term the controller started the run
+    /// in.
+    async fn create_in_turn<F, Fut>(
+        &self,
+        job: &str,
+        run_id: &str,
+        what: &str,
+        mut create: F,
+    ) -> Result<(), ExecError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<Result<(), ExecError>, Refusal>>,
+    {
         let mut shed = 0;
         loop {
-            let turn = self.pacer.turn(&job).await;
+            let turn = self.pacer.turn(job).await;
             if let Some(until) = self.pacer.held_until() {
                 tokio::time::sleep_until(until).await;
             }
@@ -185,11 +216,10 @@ impl KubeInner {
             if !self.may_act() {
                 return Err(ExecError::Transient(NOT_ACTING.into()));
             }
-            self.cache.expect(run_id);
-            let created = tokio::time::timeout(API_TIMEOUT, self.conn.create_pod(pod)).await;
+            let created = tokio::time::timeout(API_TIMEOUT, create()).await;
             drop(turn);
             let refusal = match created {
-                Ok(Ok(())) => return Ok(()),
+                Ok(Ok(outcome)) => return outcome,
                 Ok(Err(r)) => r,
                 Err(_) => {
                     self.pacer.mark_failing();
@@ -198,20 +228,15 @@ impl KubeInner {
             };
             let text = refusal.error.to_string();
             match refusal.error.code() {
-                // Started before (a restart between create and commit).
-                Some(409) => return Ok(()),
                 Some(429) if shed < SHED_TRIES => {
                     shed += 1;
                     self.pacer
                         .hold_for(refusal.retry_after.unwrap_or(Duration::from_secs(1)));
                     let delay = retry_delay(refusal.retry_after, shed, jitter());
-                    tracing::info!(pod = %run_id, retry_in = ?delay, "the API server shed the pod's creation (429); trying again");
+                    tracing::info!(run = %run_id, retry_in = ?delay, "the API server shed the {what}'s creation (429); trying again");
                     tokio::time::sleep(delay).await;
                 }
                 Some(429) => return Err(ExecError::Transient(text)),
-                Some(code) if (400..500).contains(&code) && code != 408 => {
-                    return Err(ExecError::Refused(text))
-                }
                 _ => {
                     self.pacer.mark_failing();
                     return Err(ExecError::Transient(text));
@@ -790,29 +815,13 @@ impl KubeExecutor {
         };
         let (inner, id) = (self.inner.clone(), run_id.to_string());
         rt.spawn(async move {
-            let turn = inner.pacer.turn(&job_of(&pr.metadata)).await;
-            if inner.pacer.failing() {
-                return done(Err(ExecError::Transient(FAILING.into())));
-            }
-            // Asked after the turn, as for a pod: the wait may outlast the
-            // term the controller started the run in.
-            if !inner.may_act() {
-                return done(Err(ExecError::Transient(NOT_ACTING.into())));
-            }
-            let created =
-                tokio::time::timeout(API_TIMEOUT, inner.pipelines.clone().create(id, pr)).await;
-            drop(turn);
-            done(match created {
-                Ok(Ok(outcome)) => outcome,
-                Ok(Err(e)) => {
-                    inner.pacer.mark_failing();
-                    Err(ExecError::Transient(e.to_string()))
-                }
-                Err(_) => {
-                    inner.pacer.mark_failing();
-                    Err(ExecError::Transient(ApiError::TimedOut.to_string()))
-                }
-            })
+            let job = job_of(&pr.metadata);
+            let created = inner
+                .create_in_turn(&job, &id, "PipelineRun", || {
+                    inner.pipelines.clone().create(id.clone(), pr.clone())
+                })
+                .await;
+            done(created)
         });
     }
 

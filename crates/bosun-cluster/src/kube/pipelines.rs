@@ -53,11 +53,11 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
-    PatchParams, PostParams, Preconditions,
+    PatchParams, Preconditions,
 };
 use serde_json::Value;
 
-use super::client::{ApiError, Connection};
+use super::client::{refuses, ApiError, Connection, Refusal};
 use super::logs::{follow_log, read_log, Resume};
 use crate::executor::{ExecError, RunStatus};
 
@@ -365,12 +365,13 @@ impl Pipelines {
     /// Creates run `run_id`'s PipelineRun `pr` (see [`prepare`]): `Ok` once
     /// it exists (made now or before); the API's refusal (4xx) as
     /// [`ExecError::Refused`], with a clear text when the cluster does not
-    /// serve PipelineRuns.
+    /// serve PipelineRuns; a failure that may pass (no answer, a 5xx, a 429
+    /// with its `Retry-After`) as the outer error.
     pub(crate) async fn create(
         self: Arc<Self>,
         run_id: String,
         pr: DynamicObject,
-    ) -> Result<Result<(), ExecError>, ApiError> {
+    ) -> Result<Result<(), ExecError>, Refusal> {
         {
             let mut s = self.state();
             s.names
@@ -380,20 +381,26 @@ impl Pipelines {
             }
         }
         self.watch();
-        let api = pipeline_api(&self.conn).await?;
-        let created = match api.create(&PostParams::default(), &pr).await {
-            Ok(_) => Ok(()),
-            // Started before (a restart between create and commit).
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-            Err(kube::Error::Api(s))
-                if s.code == 404 && s.details.as_ref().is_none_or(|d| d.kind != "namespaces") =>
-            {
-                Err(ExecError::Refused(not_served(&self.cluster)))
-            }
-            Err(e @ kube::Error::Api(_)) if super::client::is_refusal(&e) => {
-                Err(ExecError::Refused(e.to_string()))
-            }
-            Err(e) => Err(ExecError::Transient(e.to_string())),
+        let body =
+            serde_json::to_vec(&pr).map_err(|e| Refusal::from(kube::Error::SerdeError(e)))?;
+        let created = match self
+            .conn
+            .create_in("/apis/tekton.dev/v1", "pipelineruns", body)
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(refusal) => match refusal.status.as_deref() {
+                // Started before (a restart between create and commit).
+                Some(s) if s.code == 409 => Ok(()),
+                Some(s)
+                    if s.code == 404
+                        && s.details.as_ref().is_none_or(|d| d.kind != "namespaces") =>
+                {
+                    Err(ExecError::Refused(not_served(&self.cluster)))
+                }
+                Some(s) if refuses(s.code) => Err(ExecError::Refused(refusal.error.to_string())),
+                _ => return Err(refusal),
+            },
         };
         if let Err(ExecError::Refused(_)) = &created {
             // Never made: not a pipeline run to follow.

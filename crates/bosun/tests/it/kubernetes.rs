@@ -960,48 +960,6 @@ fn a_rotated_log_is_copied_whole() {
     assert_eq!(wait_log(port, &id, |l| l == so_far), so_far);
 }
 
-/// Gives bosun's pod creations in the cluster's namespace a priority level
-/// of their own on the API server, with one share of its concurrency (3
-/// seats at kube-apiserver's default limits) and no queue: a creation over
-/// those seats is shed at once (429, with `Retry-After`).
-fn shed_pod_creations_over_three(c: &Cluster) {
-    use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
-    let name = format!("bosun-creations-{}", c.ns());
-    let level: PriorityLevelConfiguration = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": name},
-        "spec": {"type": "Limited", "limited": {
-            "nominalConcurrencyShares": 1, "lendablePercent": 0,
-            "limitResponse": {"type": "Reject"}}}
-    }))
-    .unwrap();
-    let schema: FlowSchema = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": name},
-        "spec": {
-            "priorityLevelConfiguration": {"name": name},
-            "matchingPrecedence": 100,
-            "rules": [{
-                "subjects": [{"kind": "ServiceAccount",
-                    "serviceAccount": {"name": "bosun", "namespace": c.ns()}}],
-                "resourceRules": [{"verbs": ["create"], "apiGroups": [""],
-                    "resources": ["pods"], "namespaces": [c.ns()]}]
-            }]
-        }
-    }))
-    .unwrap();
-    let admin = c.plane.admin();
-    tokio::runtime::Runtime::new().unwrap().block_on(async {
-        let pp = kube::api::PostParams::default();
-        kube::Api::<PriorityLevelConfiguration>::all(admin.clone())
-            .create(&pp, &level)
-            .await
-            .unwrap();
-        kube::Api::<FlowSchema>::all(admin)
-            .create(&pp, &schema)
-            .await
-            .unwrap();
-    });
-}
-
 /// A burst of runs on a cluster whose API server sheds bosun's creations
 /// over three at once: with the default 16 in flight, the shed creations
 /// wait their `Retry-After` and are tried again by the executor (never
@@ -1012,7 +970,7 @@ fn pod_creations_are_paced_and_a_shed_one_waits_its_retry_after() {
     let burst = |ns: &str, limit: Option<usize>, rounds: usize| {
         let dir = tempfile::tempdir().unwrap();
         let a = Cluster::new(ControlPlane::shared(), ns, "build-a");
-        shed_pod_creations_over_three(&a);
+        a.tenant.shed_creations_over_three(("", "pods"));
         let limit = limit.map_or(String::new(), |n| format!(", creations_in_flight: {n}"));
         let config = config_declaring(&a, &limit);
         let daemon = start_full(&dir.path().join("bosun"), &[], &config, JOBS);

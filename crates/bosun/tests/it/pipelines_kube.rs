@@ -485,6 +485,55 @@ fn a_pipeline_run_is_created_only_while_the_executor_may_act() {
     assert_eq!(c.pipeline_runs().len(), 1);
 }
 
+/// A burst of PipelineRuns on a cluster whose API server sheds bosun's
+/// creations of them over three at once (each also waits for Tekton's
+/// validation): the shed ones wait their `Retry-After` and are tried again
+/// by the executor, as pods are, and every start succeeds; none fails
+/// back to the controller.
+#[test]
+fn a_shed_pipeline_run_creation_waits_its_retry_after() {
+    let c = Cluster::new("tk-shed", script(None, None));
+    let level = c
+        .tenant
+        .shed_creations_over_three(("tekton.dev", "pipelineruns"));
+    let rejected = || {
+        let text = c.plane.get_text("/metrics").unwrap();
+        bosun_kubetest::metrics::sum(
+            &text,
+            "apiserver_flowcontrol_rejected_requests_total",
+            |l| l.get("priority_level") == level,
+        )
+    };
+    let mut started = 0;
+    // Until a round meets the API server's shedding (how many creations
+    // are in flight at once depends on how the machine schedules them).
+    for _ in 0..3 {
+        let outcomes: Vec<Result<(), ExecError>> = std::thread::scope(|s| {
+            let starts: Vec<_> = (0..24)
+                .map(|_| {
+                    s.spawn(|| {
+                        let id = bosun_store::new_run_id();
+                        c.exec.start_pipeline(&id, &build_and_deploy())
+                    })
+                })
+                .collect();
+            starts.into_iter().map(|t| t.join().unwrap()).collect()
+        });
+        for outcome in &outcomes {
+            assert!(outcome.is_ok(), "a start failed back: {outcome:?}");
+        }
+        started += outcomes.len();
+        if rejected() > 0.0 {
+            break;
+        }
+    }
+    assert!(
+        rejected() > 0.0,
+        "no creation was shed: the test proves nothing"
+    );
+    assert_eq!(c.pipeline_runs().len(), started);
+}
+
 #[test]
 fn a_cluster_without_tekton_refuses_pipeline_runs_clearly() {
     let plane = ControlPlane::dedicated(Options::default());
