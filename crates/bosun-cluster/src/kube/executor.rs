@@ -456,14 +456,15 @@ impl KubeExecutor {
             )
             .await
         });
-        // A replica that comes to lead copies the logs of the pods its
-        // watch showed while it did not.
+        // A replica that comes to lead copies the logs of the pods (and
+        // PipelineRuns) its watches showed while it did not.
         let lead = inner.clone();
         rt.spawn(async move {
             let mut every = tokio::time::interval(LEAD_CHECK);
             loop {
                 every.tick().await;
                 lead.logs.copy_waiting();
+                lead.pipelines.copy_waiting();
             }
         });
         if !settings.exclude_clusters.iter().any(|c| c == name) {
@@ -488,6 +489,7 @@ impl KubeExecutor {
     /// gate is ignored.)
     pub fn acting_only_while(self, gate: Gate) -> Self {
         self.inner.logs.act_only_while(gate.clone());
+        self.inner.pipelines.act_only_while(gate.clone());
         let _ = self.inner.may_act.set(gate);
         self
     }

@@ -141,7 +141,7 @@ pub(crate) struct LogCopier {
 }
 
 /// Whether this process may read pods' logs now (the executor's gate).
-type Acting = Arc<dyn Fn() -> bool + Send + Sync>;
+pub(crate) type Acting = Arc<dyn Fn() -> bool + Send + Sync>;
 
 /// The uids of the pods of one name whose log is being copied: one,
 /// inline, nearly always.

@@ -47,7 +47,7 @@ use bosun_base::sync::Lock;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -58,7 +58,7 @@ use kube::api::{
 use serde_json::Value;
 
 use super::client::{refuses, ApiError, Connection, Refusal};
-use super::logs::{follow_log, read_log, Resume};
+use super::logs::{follow_log, read_log, Acting, Resume};
 use crate::executor::{ExecError, RunStatus};
 
 /// The label holding the run id on bosun's PipelineRuns (Tekton copies it
@@ -253,6 +253,9 @@ struct State {
     unavailable: Option<(u16, String)>,
     /// The logs being copied: run id and PipelineRun uid.
     copying: HashSet<(String, String)>,
+    /// The runs whose log is to be copied once this process may act on the
+    /// cluster (a replica that stopped leading copies none).
+    waiting: HashSet<String>,
 }
 
 /// A cluster's PipelineRuns: their watch, their states and their logs.
@@ -271,12 +274,17 @@ pub(crate) struct Pipelines {
     changed: tokio::sync::Notify,
     /// The runs whose log a task is writing.
     writing: super::logs::Writing,
+    /// Whether this process may read logs now, once told
+    /// ([`Pipelines::act_only_while`]).
+    acting: OnceLock<Acting>,
 }
 
 /// How a step's copy ended.
 enum StepCopy {
     Done,
     PodGone,
+    /// This process may no longer act: the copy is handed back.
+    Stopped,
 }
 
 impl Pipelines {
@@ -300,7 +308,19 @@ impl Pipelines {
             watching: AtomicBool::new(false),
             changed: tokio::sync::Notify::new(),
             writing: Default::default(),
+            acting: OnceLock::new(),
         }
+    }
+
+    /// Copies logs only while `gate` says so: a replica on PostgreSQL, while
+    /// it leads (set once). Without a gate it always copies.
+    pub(crate) fn act_only_while(&self, gate: Acting) {
+        let _ = self.acting.set(gate);
+    }
+
+    /// Whether this process may read logs now.
+    fn acting(&self) -> bool {
+        self.acting.get().is_none_or(|gate| gate())
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -490,6 +510,7 @@ impl Pipelines {
         s.names.remove(run_id);
         s.started.remove(run_id);
         s.copying.retain(|(r, _)| r != run_id);
+        s.waiting.remove(run_id);
         Ok(())
     }
 
@@ -574,6 +595,7 @@ impl Pipelines {
                                 .is_some_and(|q| q.metadata.uid == pr.metadata.uid)
                             {
                                 s.runs.remove(&id);
+                                s.waiting.remove(&id);
                             }
                         }
                         self.notify();
@@ -608,11 +630,17 @@ impl Pipelines {
     }
 
     /// Starts copying the logs of run `run_id`'s PipelineRun `pr` into the
-    /// run's log file, once per PipelineRun.
+    /// run's log file, once per PipelineRun. While this process may not act
+    /// (a replica that stopped leading), the copy waits for
+    /// [`Pipelines::copy_waiting`], as a pod's does.
     fn copy_log(self: &Arc<Self>, run_id: &str, pr: &DynamicObject) {
         let (Some(name), Some(uid)) = (pr.metadata.name.clone(), pr.metadata.uid.clone()) else {
             return;
         };
+        if !self.acting() {
+            self.state().waiting.insert(run_id.to_string());
+            return;
+        }
         if !self
             .state()
             .copying
@@ -629,9 +657,40 @@ impl Pipelines {
         });
     }
 
-    /// Whether a task is still writing run `run_id`'s log file.
+    /// Starts the copies that waited while this process could not act,
+    /// of the PipelineRuns still there, if it may now.
+    pub(crate) fn copy_waiting(self: &Arc<Self>) {
+        if !self.acting() {
+            return;
+        }
+        let waiting: Vec<(String, DynamicObject)> = {
+            let mut s = self.state();
+            let ids = std::mem::take(&mut s.waiting);
+            ids.into_iter()
+                .filter_map(|id| Some((id.clone(), s.runs.get(&id)?.clone())))
+                .collect()
+        };
+        for (id, pr) in waiting {
+            self.copy_log(&id, &pr);
+        }
+    }
+
+    /// Stops copying run `run_id`'s log (of PipelineRun `uid`) while this
+    /// process may not act: its partial file goes (the store's, shipped by
+    /// the leader, is served), and the copy starts again from the start if
+    /// this process comes to lead while the PipelineRun is there.
+    fn hand_back(&self, run_id: &str, uid: &str) {
+        let mut s = self.state();
+        s.copying.remove(&(run_id.to_string(), uid.to_string()));
+        s.waiting.insert(run_id.to_string());
+        drop(s);
+        let _ = std::fs::remove_file(self.log_path(run_id));
+    }
+
+    /// Whether a task is still writing run `run_id`'s log file, or waits to
+    /// (this process does not lead now).
     pub(crate) fn is_writing(&self, run_id: &str) -> bool {
-        self.writing.locked().contains_key(run_id)
+        self.writing.locked().contains_key(run_id) || self.state().waiting.contains(run_id)
     }
 
     fn still_copying(&self, run_id: &str, uid: &str) -> bool {
@@ -670,6 +729,10 @@ impl Pipelines {
             if !self.still_copying(&run_id, &uid) {
                 return;
             }
+            if !self.acting() {
+                drop(out);
+                return self.hand_back(&run_id, &uid);
+            }
             let changed = self.changed.notified();
             let pr = self
                 .state()
@@ -705,7 +768,10 @@ impl Pipelines {
                         .into_iter()
                         .find(|p| p.metadata.uid.as_ref().is_some_and(|u| !done.contains(u)));
                     if let Some(pod) = next {
-                        self.copy_pod(&api, &pod, &run_id, &uid, &mut out).await;
+                        if !self.copy_pod(&api, &pod, &run_id, &uid, &mut out).await {
+                            drop(out);
+                            return self.hand_back(&run_id, &uid);
+                        }
                         done.insert(pod.metadata.uid.clone().unwrap_or_default());
                         continue;
                     }
@@ -730,8 +796,16 @@ impl Pipelines {
         }
     }
 
-    /// Copies one TaskRun pod's steps, in order, each under a header.
-    async fn copy_pod(&self, api: &Api<Pod>, pod: &Pod, run_id: &str, uid: &str, out: &mut Out) {
+    /// Copies one TaskRun pod's steps, in order, each under a header; false
+    /// when it stopped because this process may no longer act.
+    async fn copy_pod(
+        &self,
+        api: &Api<Pod>,
+        pod: &Pod,
+        run_id: &str,
+        uid: &str,
+        out: &mut Out,
+    ) -> bool {
         let name = pod.metadata.name.clone().unwrap_or_default();
         let pod_uid = pod.metadata.uid.clone().unwrap_or_default();
         let labels = pod.metadata.labels.clone().unwrap_or_default();
@@ -749,11 +823,16 @@ impl Pipelines {
             let copied = self
                 .copy_step(api, &name, &pod_uid, &container, run_id, uid, out)
                 .await;
-            if let StepCopy::PodGone = copied {
-                out.line("bosun: the pod was deleted before its log was copied to its end");
-                return;
+            match copied {
+                StepCopy::Done => {}
+                StepCopy::PodGone => {
+                    out.line("bosun: the pod was deleted before its log was copied to its end");
+                    return true;
+                }
+                StepCopy::Stopped => return false,
             }
         }
+        true
     }
 
     /// Copies one step's log to its end (following it while it runs).
@@ -774,6 +853,9 @@ impl Pipelines {
         loop {
             if !self.still_copying(run_id, uid) {
                 return StepCopy::Done;
+            }
+            if !self.acting() {
+                return StepCopy::Stopped;
             }
             let pod = match api.get_opt(name).await {
                 Ok(Some(p)) if p.metadata.uid.as_deref() == Some(pod_uid) => p,

@@ -434,6 +434,77 @@ fn an_aborted_pipeline_run_is_cancelled_and_ends_when_tekton_says() {
     c.exec.abort(&id, Duration::from_secs(5));
 }
 
+/// A replica that stops leading stops copying a PipelineRun's logs at
+/// its next request (the leader copies them), and its copy counts as
+/// unfinished; once it leads again it copies the log whole from the start.
+#[test]
+fn a_pipeline_runs_log_is_copied_only_while_the_executor_may_act() {
+    // Step build/test writes nothing until released; then every step exits 0.
+    let release = Arc::new(AtomicBool::new(false));
+    let held = release.clone();
+    let mut c = Cluster::new("tk-lead", move |call: &StepCall| {
+        let who = format!("{}/{}", call.task, call.step);
+        while who == "build/test" && !held.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Step::ok(&format!("{who} ran\nits second line\n"))
+    });
+    let open = Arc::new(AtomicBool::new(true));
+    let gate = open.clone();
+    c.exec = executor(&c.tenant, c.logs.path().to_path_buf())
+        .acting_only_while(Arc::new(move || gate.load(Ordering::SeqCst)));
+    let id = bosun_store::new_run_id();
+    c.exec.start_pipeline(&id, &build_and_deploy()).unwrap();
+    // The copy follows build/test's log when the term ends.
+    c.wait_log(&id, |l| l.contains("--> step test\n"));
+    open.store(false, Ordering::SeqCst);
+    release.store(true, Ordering::SeqCst);
+    c.wait_status(&id, &RunStatus::Exited { code: 0 }, Duration::from_secs(60));
+    let path = c.exec.log_path(&id).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while path.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the copy went on without the gate: {:?}",
+            std::fs::read_to_string(&path)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pod = |task: &str| task_pod(&c, "tk-lead", task);
+    let reads = c.plane.kubelet().log_requests("tk-lead", &pod("build"));
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(!path.exists());
+    assert!(!c.exec.log_complete(&id), "a waiting copy is unfinished");
+    assert_eq!(
+        c.plane.kubelet().log_requests("tk-lead", &pod("build")),
+        reads
+    );
+    assert_eq!(c.plane.kubelet().log_requests("tk-lead", &pod("deploy")), 0);
+    // Leading again: the whole log, from the start.
+    open.store(true, Ordering::SeqCst);
+    let log = c.wait_log(&id, |l| l.contains("==> PipelineRun"));
+    let name = pipeline_run_name(&id, "acme-widget-pr-7-build-");
+    let expected = format!(
+        "==> task build (pod {}) <==\n\
+         --> step compile\nbuild/compile ran\nits second line\n\
+         --> step test\nbuild/test ran\nits second line\n\
+         ==> task deploy (pod {}) <==\n\
+         --> step push\ndeploy/push ran\nits second line\n\
+         ==> task report (pod {}) <==\n\
+         --> step notify\nreport/notify ran\nits second line\n\
+         ==> PipelineRun {name} succeeded: Succeeded: Tasks Completed: 3 (Failed: 0, Cancelled 0), Skipped: 0 <==\n",
+        pod("build"),
+        pod("deploy"),
+        pod("report"),
+    );
+    assert_eq!(log, expected);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !c.exec.log_complete(&id) {
+        assert!(Instant::now() < deadline, "the copy never finished");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn a_pipeline_run_tekton_refuses_is_refused() {
     let c = Cluster::new("tk-invalid", script(None, None));
