@@ -488,8 +488,8 @@ impl KubeExecutor {
     /// ships them to). Without a gate it always may. (Set once; a later
     /// gate is ignored.)
     pub fn acting_only_while(self, gate: Gate) -> Self {
-        self.inner.logs.act_only_while(gate.clone());
-        self.inner.pipelines.act_only_while(gate.clone());
+        self.inner.logs.acting.only_while(gate.clone());
+        self.inner.pipelines.acting.only_while(gate.clone());
         let _ = self.inner.may_act.set(gate);
         self
     }

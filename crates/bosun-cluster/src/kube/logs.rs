@@ -135,13 +135,27 @@ pub(crate) struct LogCopier {
     /// cluster (a replica that does not lead copies none): each name's
     /// latest pod, its uid and its log's container.
     waiting: Mutex<HashMap<String, (String, String)>>,
-    /// Whether this process may read pods' logs now, once told
-    /// ([`LogCopier::act_only_while`]).
-    acting: OnceLock<Acting>,
+    /// Whether this process may read pods' logs now.
+    pub(crate) acting: Acting,
 }
 
-/// Whether this process may read pods' logs now (the executor's gate).
-pub(crate) type Acting = Arc<dyn Fn() -> bool + Send + Sync>;
+/// Whether this process may read logs from the API server now: the
+/// executor's gate once told (a replica on PostgreSQL, while it leads; set
+/// once, a later gate is ignored), open without one.
+#[derive(Default)]
+pub(crate) struct Acting(OnceLock<Arc<dyn Fn() -> bool + Send + Sync>>);
+
+impl Acting {
+    /// Reads only while `gate` says so.
+    pub(crate) fn only_while(&self, gate: Arc<dyn Fn() -> bool + Send + Sync>) {
+        let _ = self.0.set(gate);
+    }
+
+    /// Whether this process may read now.
+    pub(crate) fn open(&self) -> bool {
+        self.0.get().is_none_or(|gate| gate())
+    }
+}
 
 /// The uids of the pods of one name whose log is being copied: one,
 /// inline, nearly always.
@@ -192,20 +206,8 @@ impl LogCopier {
             copied: Mutex::default(),
             writing: Arc::default(),
             waiting: Mutex::default(),
-            acting: OnceLock::new(),
+            acting: Acting::default(),
         }
-    }
-
-    /// Copies logs only while `gate` says so: a replica on PostgreSQL, while
-    /// it leads (set once; a later gate is ignored). Without a gate it
-    /// always copies.
-    pub(crate) fn act_only_while(&self, gate: Acting) {
-        let _ = self.acting.set(gate);
-    }
-
-    /// Whether this process may read pods' logs now.
-    fn acting(&self) -> bool {
-        self.acting.get().is_none_or(|gate| gate())
     }
 
     /// The log file of pod (or run) `name`.
@@ -254,7 +256,7 @@ impl LogCopier {
         let Some(container) = log_container(pod).filter(|_| started) else {
             return;
         };
-        if !self.acting() {
+        if !self.acting.open() {
             self.waiting
                 .locked()
                 .insert(name.clone(), (uid.clone(), container));
@@ -267,7 +269,7 @@ impl LogCopier {
     /// (the pods its watch showed before it came to lead, ended ones
     /// included: their logs are copied whole), if it may now.
     pub(crate) fn copy_waiting(self: &Arc<Self>) {
-        if !self.acting() {
+        if !self.acting.open() {
             return;
         }
         let waiting = std::mem::take(&mut *self.waiting.locked());
@@ -334,7 +336,7 @@ impl LogCopier {
                 if !self.still_copying(&name, &uid) {
                     return;
                 }
-                if !self.acting() {
+                if !self.acting.open() {
                     // No longer leading: the next leader copies the log
                     // whole; this one waits until this process leads again.
                     drop(file);

@@ -47,7 +47,7 @@ use bosun_base::sync::Lock;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -274,9 +274,8 @@ pub(crate) struct Pipelines {
     changed: tokio::sync::Notify,
     /// The runs whose log a task is writing.
     writing: super::logs::Writing,
-    /// Whether this process may read logs now, once told
-    /// ([`Pipelines::act_only_while`]).
-    acting: OnceLock<Acting>,
+    /// Whether this process may read logs now.
+    pub(crate) acting: Acting,
 }
 
 /// How a step's copy ended.
@@ -308,19 +307,8 @@ impl Pipelines {
             watching: AtomicBool::new(false),
             changed: tokio::sync::Notify::new(),
             writing: Default::default(),
-            acting: OnceLock::new(),
+            acting: Acting::default(),
         }
-    }
-
-    /// Copies logs only while `gate` says so: a replica on PostgreSQL, while
-    /// it leads (set once). Without a gate it always copies.
-    pub(crate) fn act_only_while(&self, gate: Acting) {
-        let _ = self.acting.set(gate);
-    }
-
-    /// Whether this process may read logs now.
-    fn acting(&self) -> bool {
-        self.acting.get().is_none_or(|gate| gate())
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -637,7 +625,7 @@ impl Pipelines {
         let (Some(name), Some(uid)) = (pr.metadata.name.clone(), pr.metadata.uid.clone()) else {
             return;
         };
-        if !self.acting() {
+        if !self.acting.open() {
             self.state().waiting.insert(run_id.to_string());
             return;
         }
@@ -660,7 +648,7 @@ impl Pipelines {
     /// Starts the copies that waited while this process could not act,
     /// of the PipelineRuns still there, if it may now.
     pub(crate) fn copy_waiting(self: &Arc<Self>) {
-        if !self.acting() {
+        if !self.acting.open() {
             return;
         }
         let waiting: Vec<(String, DynamicObject)> = {
@@ -729,7 +717,7 @@ impl Pipelines {
             if !self.still_copying(&run_id, &uid) {
                 return;
             }
-            if !self.acting() {
+            if !self.acting.open() {
                 drop(out);
                 return self.hand_back(&run_id, &uid);
             }
@@ -854,7 +842,7 @@ impl Pipelines {
             if !self.still_copying(run_id, uid) {
                 return StepCopy::Done;
             }
-            if !self.acting() {
+            if !self.acting.open() {
                 return StepCopy::Stopped;
             }
             let pod = match api.get_opt(name).await {
