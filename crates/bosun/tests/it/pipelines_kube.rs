@@ -246,11 +246,11 @@ fn task_pod(c: &Cluster, namespace: &str, task: &str) -> String {
         .unwrap_or_else(|| panic!("no pod for task {task}"))
 }
 
-/// The whole log of [`build_and_deploy`]'s PipelineRun `name` in
-/// `namespace` when every step wrote its two lines and succeeded: the
-/// steps' logs in task order, each under its headers, then the end.
-fn succeeded_log(c: &Cluster, namespace: &str, name: &str) -> String {
-    let pod = |task: &str| task_pod(c, namespace, task);
+/// The whole log of [`build_and_deploy`]'s PipelineRun `name`
+/// when every step wrote its two lines and succeeded (`pod` names each
+/// task's pod): the steps' logs in task order, each under its headers,
+/// then the end.
+fn succeeded_log(name: &str, pod: impl Fn(&str) -> String) -> String {
     format!(
         "==> task build (pod {}) <==\n\
          --> step compile\nbuild/compile ran\nits second line\n\
@@ -298,7 +298,7 @@ fn a_pipeline_run_succeeds_and_its_steps_logs_are_the_run_log() {
     assert_eq!(c.player.seen(), vec![name.clone()]);
     // The steps' logs in task order, each under its headers, then the end.
     let log = c.wait_log(&id, |l| l.contains("==> PipelineRun"));
-    let expected = succeeded_log(&c, "tk-ok", &name);
+    let expected = succeeded_log(&name, |task| task_pod(&c, "tk-ok", task));
     assert_eq!(log, expected);
     // The step pods (labelled created-by-prow, as the PipelineRun) were
     // not taken for runs' pods: no log of their own.
@@ -491,7 +491,7 @@ fn a_pipeline_runs_log_is_copied_only_while_the_executor_may_act() {
     open.store(true, Ordering::SeqCst);
     let log = c.wait_log(&id, |l| l.contains("==> PipelineRun"));
     let name = pipeline_run_name(&id, "acme-widget-pr-7-build-");
-    assert_eq!(log, succeeded_log(&c, "tk-lead", &name));
+    assert_eq!(log, succeeded_log(&name, pod));
     let deadline = Instant::now() + Duration::from_secs(10);
     while !c.exec.log_complete(&id) {
         assert!(Instant::now() < deadline, "the copy never finished");
@@ -1144,19 +1144,7 @@ fn lighthouse_pipeline_jobs_run_on_kubernetes_through_serve() {
     );
     // The run's log, from the API: each task's steps under their headers,
     // then the end.
-    let expected = format!(
-        "==> task build (pod {}) <==\n\
-         --> step compile\nbuild/compile ran\nits second line\n\
-         --> step test\nbuild/test ran\nits second line\n\
-         ==> task deploy (pod {}) <==\n\
-         --> step push\ndeploy/push ran\nits second line\n\
-         ==> task report (pod {}) <==\n\
-         --> step notify\nreport/notify ran\nits second line\n\
-         ==> PipelineRun {name} succeeded: Succeeded: Tasks Completed: 3 (Failed: 0, Cancelled 0), Skipped: 0 <==\n",
-        s.task_pod(&name, "build"),
-        s.task_pod(&name, "deploy"),
-        s.task_pod(&name, "report"),
-    );
+    let expected = succeeded_log(&name, |task| s.task_pod(&name, task));
     s.wait_log(&id, |l| l.contains("==> PipelineRun"));
     let (status, log) = common::request(
         s.daemon.port,
