@@ -20,6 +20,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 
+use crate::executor::ExecError;
+
 /// How long any call to a cluster's API may take.
 pub const API_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -441,11 +443,9 @@ impl Connection {
             let seconds = status.details.as_ref()?.retry_after_seconds;
             (seconds > 0).then(|| Duration::from_secs(seconds.into()))
         });
-        let status = status.boxed();
         Err(Refusal {
-            error: ApiError::from(kube::Error::Api(status.clone())),
+            answer: Ok(status.boxed()),
             retry_after,
-            status: Some(status),
         })
     }
 }
@@ -465,20 +465,47 @@ fn answer_status(code: http::StatusCode, body: &[u8]) -> kube::core::Status {
 /// before the next (`Retry-After`, or a `Status`'s `retryAfterSeconds`).
 #[derive(Debug, Clone)]
 pub(crate) struct Refusal {
-    /// The error.
-    pub(crate) error: ApiError,
+    /// The API's answer (its whole `Status`), or why there was none.
+    pub(crate) answer: Result<Box<kube::core::Status>, ApiError>,
     /// The wait the API asked for.
     pub(crate) retry_after: Option<Duration>,
-    /// The answer's `Status`, when the API answered.
-    pub(crate) status: Option<Box<kube::core::Status>>,
 }
 
 impl<E: Into<ApiError>> From<E> for Refusal {
     fn from(e: E) -> Self {
         Refusal {
-            error: e.into(),
+            answer: Err(e.into()),
             retry_after: None,
-            status: None,
+        }
+    }
+}
+
+impl Refusal {
+    /// The answer's HTTP status, if the API answered.
+    pub(crate) fn code(&self) -> Option<u16> {
+        match &self.answer {
+            Ok(status) => Some(status.code),
+            Err(e) => e.code(),
+        }
+    }
+
+    /// The refusal as an error.
+    pub(crate) fn error(&self) -> ApiError {
+        match &self.answer {
+            Ok(status) => ApiError::from(kube::Error::Api(status.clone())),
+            Err(e) => e.clone(),
+        }
+    }
+
+    /// What the refusal of a creation means for it: made before (409: the
+    /// object of that name is there, a restart between create and commit),
+    /// refused for good (see [`refuses`]), or else (the outer error) a
+    /// failure that may pass.
+    pub(crate) fn of_creation(self) -> Result<Result<(), ExecError>, Refusal> {
+        match self.code() {
+            Some(409) => Ok(Ok(())),
+            Some(code) if refuses(code) => Ok(Err(ExecError::Refused(self.error().to_string()))),
+            _ => Err(self),
         }
     }
 }
@@ -497,7 +524,7 @@ impl ApiError {
 /// itself (a 4xx): trying it again would get the same answer. Not so `429
 /// Too Many Requests` (kube-apiserver's priority and fairness shedding
 /// load, as client-go retries it under plank) nor `408`: those pass.
-pub(crate) fn refuses(code: u16) -> bool {
+fn refuses(code: u16) -> bool {
     (400..500).contains(&code) && code != 429 && code != 408
 }
 

@@ -23,7 +23,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::PostParams;
 
-use super::client::{refuses, ApiError, Connection, Refusal, API_TIMEOUT};
+use super::client::{ApiError, Connection, Refusal, API_TIMEOUT};
 use super::logs::LogCopier;
 use super::pace::{jitter, retry_delay, Pacer, DEFAULT_CREATIONS_IN_FLIGHT};
 use super::pipelines::{self, Pipelines};
@@ -166,19 +166,14 @@ impl KubeInner {
     }
 
     /// Creates run `run_id`'s pod in its turn (see
-    /// [`KubeInner::create_in_turn`]); a pod of that name is the run's,
-    /// started before (a restart between create and commit).
+    /// [`KubeInner::create_in_turn`] and [`Refusal::of_creation`]).
     async fn create_pod(&self, run_id: &str, pod: &Pod) -> Result<(), ExecError> {
         let job = job_of(&pod.metadata);
         self.create_in_turn(&job, run_id, "pod", || async {
             self.cache.expect(run_id);
             match self.conn.create_pod(pod).await {
                 Ok(()) => Ok(Ok(())),
-                Err(r) => match r.error.code() {
-                    Some(409) => Ok(Ok(())),
-                    Some(code) if refuses(code) => Ok(Err(ExecError::Refused(r.error.to_string()))),
-                    _ => Err(r),
-                },
+                Err(r) => r.of_creation(),
             }
         })
         .await
@@ -226,8 +221,8 @@ impl KubeInner {
                     return Err(ExecError::Transient(ApiError::TimedOut.to_string()));
                 }
             };
-            let text = refusal.error.to_string();
-            match refusal.error.code() {
+            let text = refusal.error().to_string();
+            match refusal.code() {
                 Some(429) if shed < SHED_TRIES => {
                     shed += 1;
                     self.pacer

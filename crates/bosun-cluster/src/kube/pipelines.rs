@@ -57,7 +57,7 @@ use kube::api::{
 };
 use serde_json::Value;
 
-use super::client::{refuses, ApiError, Connection, Refusal};
+use super::client::{ApiError, Connection, Refusal};
 use super::logs::{follow_log, read_log, Acting, Resume};
 use crate::executor::{ExecError, RunStatus};
 
@@ -397,18 +397,13 @@ impl Pipelines {
             .await
         {
             Ok(()) => Ok(()),
-            Err(refusal) => match refusal.status.as_deref() {
-                // Started before (a restart between create and commit).
-                Some(s) if s.code == 409 => Ok(()),
-                Some(s)
-                    if s.code == 404
-                        && s.details.as_ref().is_none_or(|d| d.kind != "namespaces") =>
-                {
-                    Err(ExecError::Refused(not_served(&self.cluster)))
-                }
-                Some(s) if refuses(s.code) => Err(ExecError::Refused(refusal.error.to_string())),
-                _ => return Err(refusal),
-            },
+            // A 404 of the resource, not of the namespace: no Tekton there.
+            Err(Refusal { answer: Ok(s), .. })
+                if s.code == 404 && s.details.as_ref().is_none_or(|d| d.kind != "namespaces") =>
+            {
+                Err(ExecError::Refused(not_served(&self.cluster)))
+            }
+            Err(refusal) => refusal.of_creation()?,
         };
         if let Err(ExecError::Refused(_)) = &created {
             // Never made: not a pipeline run to follow.
