@@ -338,12 +338,7 @@ pub async fn campaign(
             Some((term, _, _)) => {
                 let term = *term;
                 let trusted_until = leadership.standing.locked().trusted_until;
-                // Renew every `renew`; while renewals fail, try every
-                // `retry` until the window ends.
-                let wait = match trusted_until {
-                    Some(until) if until > Instant::now() + t.renew => t.renew,
-                    _ => t.retry,
-                };
+                let wait = renewal_wait(trusted_until, Instant::now(), &t);
                 let stopping = tokio::select! {
                     _ = tokio::time::sleep(wait) => false,
                     _ = stop.changed() => true,
@@ -369,13 +364,8 @@ pub async fn campaign(
                 }
                 let began = Instant::now();
                 let l = lease.clone();
-                // A renewal that does not answer by the end of the window
-                // (a connection cut without a FIN hangs until TCP gives up)
-                // is a failed one: the replica stops leading then, not when
-                // the call returns.
-                let until = trusted_until.unwrap_or(began);
                 let renewal = tokio::time::timeout_at(
-                    tokio::time::Instant::from_std(until),
+                    tokio::time::Instant::from_std(renewal_deadline(trusted_until, began, &t)),
                     blocking(move || l.renew(term)),
                 )
                 .await
@@ -434,6 +424,36 @@ pub async fn campaign(
     }
 }
 
+/// How long the leader waits before its next renewal, at `now` with its
+/// trust window ending at `until`: `renew` while more than that is left;
+/// then (renewals failing) every `retry`, but never more than half of what
+/// is left, so that each try begins with time to answer. A window already
+/// over (the acquisition waited on the lease's row past it) is renewed at
+/// once.
+fn renewal_wait(until: Option<Instant>, now: Instant, t: &Timings) -> Duration {
+    let left = until.map_or(Duration::ZERO, |u| u.saturating_duration_since(now));
+    if left > t.renew {
+        t.renew
+    } else {
+        t.retry.min(left / 2)
+    }
+}
+
+/// Until when a renewal that began at `began` may take, the trust window
+/// ending at `until`. A renewal that does not answer by the window's end (a
+/// connection cut without a FIN hangs until TCP gives up) is a failed one:
+/// the replica stops leading then, not when the call returns. One that
+/// began with the window already over (the replica acts on nothing
+/// meanwhile, and its writes are fenced by the lease) gets `margin`: the
+/// lease, measured from a moment after the acquisition began, may still be
+/// its own, and an answer gives it a new window instead of a new term.
+fn renewal_deadline(until: Option<Instant>, began: Instant, t: &Timings) -> Instant {
+    match until {
+        Some(u) if u > began => u,
+        _ => began + t.margin,
+    }
+}
+
 /// Whether a replica standing as `s` may act at `now`: always on a store
 /// of its own (`by_lease` false); by lease, only with a term and before its
 /// trust window's end. The window is what counts, not the term: a replica
@@ -478,6 +498,40 @@ async fn blocking_ref(f: &OnLead) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_renewal_begins_with_time_to_answer() {
+        let t = Timings {
+            ttl: Duration::from_secs(3),
+            renew: Duration::from_secs(1),
+            retry: Duration::from_millis(500),
+            margin: Duration::from_secs(1),
+        };
+        let now = Instant::now();
+        let ms = Duration::from_millis;
+        // A fresh window: the next renewal after `renew`, which ends well
+        // inside it.
+        assert_eq!(renewal_wait(Some(now + ms(1900)), now, &t), ms(1000));
+        assert_eq!(
+            renewal_deadline(Some(now + ms(1900)), now, &t),
+            now + ms(1900)
+        );
+        // Renewals failing: every `retry` while that leaves half.
+        assert_eq!(renewal_wait(Some(now + ms(1000)), now, &t), ms(500));
+        // Little left: half of it, never a try that begins at the end.
+        assert_eq!(renewal_wait(Some(now + ms(520)), now, &t), ms(260));
+        assert_eq!(renewal_wait(Some(now + ms(40)), now, &t), ms(20));
+        // A window over before the renewal began (an acquisition that
+        // waited on the lease's row): at once, with `margin` to answer.
+        assert_eq!(renewal_wait(Some(now - ms(300)), now, &t), Duration::ZERO);
+        assert_eq!(renewal_wait(None, now, &t), Duration::ZERO);
+        assert_eq!(
+            renewal_deadline(Some(now - ms(300)), now, &t),
+            now + ms(1000)
+        );
+        assert_eq!(renewal_deadline(Some(now), now, &t), now + ms(1000));
+        assert_eq!(renewal_deadline(None, now, &t), now + ms(1000));
+    }
 
     #[test]
     fn a_term_past_its_trust_window_may_not_act() {

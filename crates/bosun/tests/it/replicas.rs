@@ -615,6 +615,80 @@ fn a_leader_cut_from_the_database_steps_down_and_commits_nothing_of_its_term() {
 }
 
 #[test]
+fn a_lease_taken_after_a_wait_past_its_window_is_renewed_not_lost() {
+    // A trust window of 4 s (6 s lease, 2 s margin).
+    let lease = [
+        "--lease-ttl",
+        "6s",
+        "--lease-renew",
+        "1s",
+        "--lease-retry",
+        "500ms",
+        "--lease-margin",
+        "2s",
+    ];
+    let pg = Postgres::shared();
+    let mut r = Replicas::on(&pg.database(), 2, &lease, JOBS);
+    r.up(0);
+    assert_eq!(r.leader(Duration::from_secs(20)), 0);
+    r.stop(0);
+    // A transaction holds the free lease's row shared (as a leader's write
+    // in flight does) while replica 1 tries to take it.
+    let db = r.db.clone();
+    let locker = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            Postgres::shared().admin(
+                &db,
+                "SET application_name = 'locker'; BEGIN; SELECT 1 FROM leases FOR SHARE; \
+                 SELECT pg_sleep(60)",
+            )
+        })
+    };
+    let q = |sql: &str| pg.admin(&db, sql).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while q(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'locker' \
+             AND wait_event = 'PgSleep'",
+    ) != "1"
+    {
+        assert!(Instant::now() < deadline, "the lease's row never locked");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    r.up(1);
+    // Its attempt waits on the row past the window it would open.
+    let waited = || {
+        q(
+            "SELECT coalesce(max(extract(epoch FROM now() - query_start)), 0) \
+           FROM pg_stat_activity WHERE application_name = 'r1' AND wait_event_type = 'Lock'",
+        )
+        .parse::<f64>()
+        .unwrap()
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while waited() < 4.5 {
+        assert!(
+            Instant::now() < deadline,
+            "replica 1 never waited on the lease"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    q("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'locker'");
+    let _ = locker.join();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while r.leader_view(1)["leader"] != true {
+        assert!(Instant::now() < deadline, "replica 1 never led");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let term = r.leader_view(1)["term"].as_i64().unwrap();
+    // The lease, still its own, is renewed at once: the same term leads on.
+    std::thread::sleep(Duration::from_secs(4));
+    assert!(!r.log(1).contains("no longer leads"), "{}", r.log(1));
+    assert_eq!(r.leader_view(1)["term"].as_i64().unwrap(), term);
+    assert_eq!(r.leader_view(1)["leader"], true);
+}
+
+#[test]
 fn a_rolling_restart_of_three_replicas_hands_over_at_each_step() {
     let mut r = Replicas::start(3);
     r.leader(Duration::from_secs(20));
