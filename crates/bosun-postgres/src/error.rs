@@ -43,3 +43,11 @@ pub(crate) fn is_conflict(e: &postgres::Error) -> bool {
             || *c == postgres::error::SqlState::T_R_DEADLOCK_DETECTED
     })
 }
+
+/// True when the server ended the session (`57P01` an administrator's
+/// termination or a shutdown, `57P02` a crash, `57P03` not accepting
+/// connections now, `57P04` the database dropped): the first answer a
+/// client waiting on it gets, so nothing it sent after ran.
+pub(crate) fn ended_session(e: &postgres::Error) -> bool {
+    e.code().is_some_and(|c| c.code().starts_with("57P"))
+}

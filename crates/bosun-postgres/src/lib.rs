@@ -77,11 +77,11 @@ use bosun_store::{
 };
 use jiff::Timestamp;
 use postgres::types::ToSql;
-use postgres::Transaction;
+use postgres::{GenericClient, Transaction};
 use r2d2_postgres::PostgresConnectionManager;
 
 use crate::blocking::off_runtime;
-use crate::error::{describe, is_conflict, no_connection, unavailable};
+use crate::error::{describe, ended_session, is_conflict, no_connection, unavailable};
 use crate::rows::{
     micros, opt_ts, to_json, ts, DELIVERY_COLUMNS, OUTCOME_COLUMNS, REPORT_COLUMNS, RUN_COLUMNS,
 };
@@ -177,8 +177,8 @@ pub struct PgStore {
 /// A connection's settings from `url` (`postgres://user@host:port/db` or
 /// libpq's `key=value` form), with `password` when given (read from a file
 /// by the caller: a password is never in a URL on a command line).
-pub fn config(url: &str, password: Option<&str>) -> Result<postgres::Config, StoreError> {
-    let mut config: postgres::Config = url
+pub fn config(url: &str, password: Option<&str>) -> Result<tokio_postgres::Config, StoreError> {
+    let mut config: tokio_postgres::Config = url
         .parse()
         .map_err(|e| StoreError::Invalid(format!("the store's URL: {e}")))?;
     if let Some(p) = password {
@@ -220,14 +220,15 @@ impl PgStore {
     /// lacks (under a lock: replicas starting together apply each once), and
     /// tells `observer` of this process's commits.
     pub fn open(
-        config: postgres::Config,
+        config: tokio_postgres::Config,
         options: PgOptions,
         observer: Option<Arc<dyn TransitionObserver>>,
     ) -> Result<PgStore, StoreError> {
-        let mut config = config;
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(options.connect_timeout);
+        let mut pipelined = config;
+        if pipelined.get_connect_timeout().is_none() {
+            pipelined.connect_timeout(options.connect_timeout);
         }
+        let config = postgres::Config::from(pipelined.clone());
         // The first connection, direct: its failure (a wrong password, no
         // such database) is told as PostgreSQL said it, at once.
         let tls = tls::connector(options.ca_file.as_deref())?;
@@ -283,9 +284,10 @@ impl PgStore {
         let (creator, rx) = (Arc::new(creator), Arc::new(Mutex::new(rx)));
         for _ in 0..CREATORS {
             let (creator, rx) = (creator.clone(), rx.clone());
+            let pipe = Pipe::new(pipelined.clone(), store.tls.clone())?;
             std::thread::Builder::new()
                 .name("bosun-pg-creator".into())
-                .spawn(move || creator.run(&rx))
+                .spawn(move || creator.run(&rx, pipe))
                 .map_err(|e| StoreError::Unavailable(format!("a creator thread: {e}")))?;
         }
         Ok(store)
@@ -494,7 +496,12 @@ fn refs_repo(new: &NewRun) -> Option<String> {
 }
 
 /// The run of a tick, if one exists.
-fn tick_run(tx: Tx<'_, '_>, periodic: &str, at: i64, attempt: u32) -> Result<Option<Run>, Fail> {
+fn tick_run(
+    tx: &mut impl GenericClient,
+    periodic: &str,
+    at: i64,
+    attempt: u32,
+) -> Result<Option<Run>, Fail> {
     let row = tx.query_opt(
         &format!(
             "SELECT {RUN_COLUMNS} FROM runs WHERE periodic = $1 AND scheduled_at = $2 AND attempt = $3"
@@ -557,21 +564,29 @@ const SET_VERSIONS: &str = "INSERT INTO periodic_versions(periodic, version)
 /// from `$26` (150 a notification: a run
 /// is 39 bytes of the payload, PostgreSQL takes 8,000). One row: whether
 /// the fence holds (1) or not (0), the notifications sent, and the ids,
-/// seqs and build ids of the runs made.
+/// seqs and build ids of the runs made. `$more` adds clauses after the
+/// notification's.
 ///
 /// Its parts are data-modifying `WITH` clauses of one statement: they see
-/// one snapshot, and the fence's check decides only whether the caller
-/// commits (a fenced transaction is rolled back: nothing it wrote stays).
-const CREATE_RUNS: &str = "WITH fence AS (
+/// one snapshot, and each writes only when the fence holds (`gate`), so a
+/// fenced statement writes nothing, in a transaction or on its own.
+macro_rules! create_runs {
+    ($more:literal) => {
+        concat!(
+            "WITH fence AS (
     SELECT 1 FROM leases WHERE name = $1 AND holder = $2 AND term = $3 AND expires_at > now() FOR SHARE
+), gate AS (
+    SELECT $1::text IS NULL OR EXISTS (SELECT 1 FROM fence) AS open
 ), spec AS (
     INSERT INTO specs(hash, body) SELECT * FROM unnest($4::text[], $5::text[])
+    WHERE (SELECT open FROM gate)
     ON CONFLICT (hash) DO NOTHING
 ), ins AS (
     INSERT INTO runs(id, build_id, job, job_type, periodic, configured_cluster, refs, extra_refs, labels, annotations, spec_hash, scheduled_at, attempt, pod_revival_count, created_at, state, description, refs_repo)
     SELECT u.id, nextval('build_ids'), u.job, u.job_type, u.periodic, u.cluster, u.refs, u.extra, u.labels, u.annotations, u.hash, u.scheduled, u.attempt, 0, u.created, u.state, u.description, u.repo
     FROM unnest($6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[], $16::bigint[], $17::bigint[], $18::bigint[], $19::text[], $20::text[], $21::text[])
         WITH ORDINALITY AS u(id, job, job_type, periodic, cluster, refs, extra, labels, annotations, hash, scheduled, attempt, created, state, description, repo, ord)
+    WHERE (SELECT open FROM gate)
     ORDER BY u.ord
     ON CONFLICT (periodic, scheduled_at, attempt) WHERE periodic IS NOT NULL AND scheduled_at IS NOT NULL DO NOTHING
     RETURNING id, seq, build_id, periodic
@@ -585,10 +600,32 @@ const CREATE_RUNS: &str = "WITH fence AS (
     SELECT pg_notify('bosun_runs', $26 || string_agg(' ' || id || ':-', ''))
     FROM (SELECT id, (row_number() OVER () - 1) / 150 AS page FROM ins) AS r
     GROUP BY page
-)
+)",
+            $more,
+            "
 SELECT (SELECT count(*) FROM fence), (SELECT count(*) FROM notes),
     coalesce(array_agg(id), '{}'), coalesce(array_agg(seq), '{}'), coalesce(array_agg(build_id), '{}')
-FROM ins";
+FROM ins"
+        )
+    };
+}
+
+/// [`create_runs!`] in a transaction: the caller sets the periodics'
+/// versions last ([`SET_VERSIONS`], after any report key it locks).
+const CREATE_RUNS: &str = create_runs!("");
+
+/// [`create_runs!`] as a transaction of its own, for a batch with no
+/// reports to queue: it also sets the versions of the made runs'
+/// periodics (in name order, as [`SET_VERSIONS`] does). One round trip for
+/// what takes four in a transaction (`BEGIN`, the runs, the versions,
+/// `COMMIT`).
+const CREATE_RUNS_ALONE: &str = create_runs!(
+    ", versions AS (
+    INSERT INTO periodic_versions(periodic, version)
+    SELECT p, nextval('periodic_changes') FROM (SELECT DISTINCT periodic AS p FROM ins WHERE periodic IS NOT NULL) AS t ORDER BY p
+    ON CONFLICT (periodic) DO UPDATE SET version = EXCLUDED.version
+)"
+);
 
 /// How [`create_many_in`] runs: the statement ([`CREATE_RUNS`], prepared
 /// or not), the fence it checks (none: checked already, or no fence), and
@@ -606,138 +643,225 @@ pub(crate) struct CreateWith<'a, S: ?Sized> {
 /// fence that no longer holds fails the transaction
 /// ([`StoreError::Fenced`]); the caller rolls it back.
 fn create_many_in<S: ?Sized + postgres::ToStatement>(
-    tx: Tx<'_, '_>,
+    tx: &mut impl GenericClient,
     with: &CreateWith<'_, S>,
     specs: &Mutex<HashSet<String>>,
     policy: Option<&dyn ReportPolicy>,
     batch: Vec<(NewRun, Timestamp)>,
     w: &mut Written,
 ) -> Result<Vec<Created>, Fail> {
-    let mut news = Vec::with_capacity(batch.len());
-    let (mut spec_hashes, mut spec_bodies) = (Vec::new(), Vec::new());
-    {
-        let known = specs.lock().unwrap_or_else(|e| e.into_inner());
-        for (mut new, at) in batch {
-            new.scheduled_at = new.scheduled_at.map(bosun_store::run::micros);
-            let hash = new.spec.hash();
-            if !known.contains(hash) && !w.fresh.iter().any(|h| h == hash) {
-                spec_hashes.push(hash.to_string());
-                spec_bodies.push(new.spec.json().to_string());
-                w.fresh.push(hash.to_string());
-            }
-            news.push((new, bosun_store::run::micros(at), new_run_id()));
-        }
+    let columns = Columns::of(batch, specs, w);
+    let fence = FenceParams::of(with.fence);
+    let row = tx.query_one(with.statement, &columns.params(&fence, &with.origin))?;
+    columns.made(tx, &row, with.fence, policy, w)
+}
+
+/// A fence as [`create_runs!`]'s first parameters: its lease's name, its
+/// holder and its term (none: NULLs).
+struct FenceParams<'a>(Option<&'a String>, Option<&'a String>, Option<i64>);
+
+impl<'a> FenceParams<'a> {
+    fn of(fence: Option<&'a Fence>) -> FenceParams<'a> {
+        FenceParams(
+            fence.map(|f| &f.name),
+            fence.map(|f| &f.holder),
+            fence.map(|f| f.term),
+        )
     }
-    let col = |f: &dyn Fn(&(NewRun, Timestamp, String)) -> String| -> Vec<String> {
-        news.iter().map(f).collect()
-    };
-    let ids = col(&|(_, _, id)| id.clone());
-    let jobs = col(&|(n, _, _)| n.job.clone());
-    let types = col(&|(n, _, _)| n.job_type.as_str().to_string());
-    let periodics: Vec<Option<String>> = news.iter().map(|(n, _, _)| n.periodic.clone()).collect();
-    let clusters = col(&|(n, _, _)| n.configured_cluster.clone());
-    let refs: Vec<Option<String>> = news
-        .iter()
-        .map(|(n, _, _)| n.refs.as_ref().map(to_json))
-        .collect();
-    let extras = col(&|(n, _, _)| to_json(&n.extra_refs));
-    let labels = col(&|(n, _, _)| to_json(&n.labels));
-    let annotations = col(&|(n, _, _)| to_json(&n.annotations));
-    let hashes = col(&|(n, _, _)| n.spec.hash().to_string());
-    let scheduled: Vec<Option<i64>> = news
-        .iter()
-        .map(|(n, _, _)| n.scheduled_at.map(micros))
-        .collect();
-    let attempts: Vec<i64> = news.iter().map(|(n, _, _)| i64::from(n.attempt)).collect();
-    let created: Vec<i64> = news.iter().map(|(_, at, _)| micros(*at)).collect();
-    let states = col(&|(n, _, _)| n.state.as_str().to_string());
-    let descriptions = col(&|(n, _, _)| n.description.clone());
-    let repos: Vec<Option<String>> = news.iter().map(|(n, _, _)| refs_repo(n)).collect();
-    let (mut pull_ids, mut pull_repos, mut pull_numbers, mut pull_shas) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for ((new, _, id), repo) in news.iter().zip(&repos) {
-        if let (Some(repo), Some(refs)) = (repo, &new.refs) {
-            for p in &refs.pulls {
-                pull_ids.push(id.as_str());
-                pull_repos.push(repo.as_str());
-                pull_numbers.push(p.number);
-                pull_shas.push(p.sha.as_str());
-            }
-        }
-    }
-    let row = tx.query_one(
-        with.statement,
-        &[
-            &with.fence.map(|f| &f.name),
-            &with.fence.map(|f| &f.holder),
-            &with.fence.map(|f| f.term),
-            &spec_hashes,
-            &spec_bodies,
-            &ids,
-            &jobs,
-            &types,
-            &periodics,
-            &clusters,
-            &refs,
-            &extras,
-            &labels,
-            &annotations,
-            &hashes,
-            &scheduled,
-            &attempts,
-            &created,
-            &states,
-            &descriptions,
-            &repos,
-            &pull_ids,
-            &pull_repos,
-            &pull_numbers,
-            &pull_shas,
-            &with.origin,
-        ],
-    )?;
-    if let Some(fence) = with.fence {
-        if row.get::<_, i64>(0) == 0 {
-            return Err(fenced(fence).into());
-        }
-    }
-    let made: HashMap<String, (i64, i64)> = {
-        let (ids, seqs, builds): (Vec<String>, Vec<i64>, Vec<i64>) =
-            (row.get(2), row.get(3), row.get(4));
-        ids.into_iter().zip(seqs.into_iter().zip(builds)).collect()
-    };
-    let mut out = Vec::with_capacity(news.len());
-    for (new, at, id) in news {
-        let Some(&(_seq, build_id)) = made.get(&id) else {
-            // A tick's run made beside this transaction (or earlier in it).
-            let (p, s) = (
-                new.periodic.as_deref().unwrap_or_default(),
-                new.scheduled_at.map(micros).unwrap_or_default(),
-            );
-            out.push(match tick_run(tx, p, s, new.attempt)? {
-                Some(run) => Created::Existing(std::sync::Arc::new(run)),
-                None => {
-                    return Err(StoreError::Unavailable(format!(
-                        "the run of {p} at {s} was neither created nor found"
-                    ))
-                    .into())
+}
+
+/// A batch of creations as [`create_runs!`]'s parameters: a column each,
+/// and the runs with their new ids.
+struct Columns {
+    news: Vec<(NewRun, Timestamp, String)>,
+    spec_hashes: Vec<String>,
+    spec_bodies: Vec<String>,
+    ids: Vec<String>,
+    jobs: Vec<String>,
+    types: Vec<String>,
+    periodics: Vec<Option<String>>,
+    clusters: Vec<String>,
+    refs: Vec<Option<String>>,
+    extras: Vec<String>,
+    labels: Vec<String>,
+    annotations: Vec<String>,
+    hashes: Vec<String>,
+    scheduled: Vec<Option<i64>>,
+    attempts: Vec<i64>,
+    created: Vec<i64>,
+    states: Vec<String>,
+    descriptions: Vec<String>,
+    repos: Vec<Option<String>>,
+    pull_ids: Vec<String>,
+    pull_repos: Vec<String>,
+    pull_numbers: Vec<i64>,
+    pull_shas: Vec<String>,
+}
+
+impl Columns {
+    /// The columns of `batch`, each run with a new id; the specs not known
+    /// stored (`specs`, or earlier in `w`'s transaction) go in `w.fresh`.
+    fn of(
+        batch: Vec<(NewRun, Timestamp)>,
+        specs: &Mutex<HashSet<String>>,
+        w: &mut Written,
+    ) -> Columns {
+        let mut news = Vec::with_capacity(batch.len());
+        let (mut spec_hashes, mut spec_bodies) = (Vec::new(), Vec::new());
+        {
+            let known = specs.lock().unwrap_or_else(|e| e.into_inner());
+            for (mut new, at) in batch {
+                new.scheduled_at = new.scheduled_at.map(bosun_store::run::micros);
+                let hash = new.spec.hash();
+                if !known.contains(hash) && !w.fresh.iter().any(|h| h == hash) {
+                    spec_hashes.push(hash.to_string());
+                    spec_bodies.push(new.spec.json().to_string());
+                    w.fresh.push(hash.to_string());
                 }
-            });
-            continue;
+                news.push((new, bosun_store::run::micros(at), new_run_id()));
+            }
+        }
+        let col = |f: &dyn Fn(&(NewRun, Timestamp, String)) -> String| -> Vec<String> {
+            news.iter().map(f).collect()
         };
-        if let Some(p) = &new.periodic {
-            // Its version is set last, after the report keys are locked,
-            // as every transaction does.
-            w.touched.insert(p.clone());
+        let repos: Vec<Option<String>> = news.iter().map(|(n, _, _)| refs_repo(n)).collect();
+        let (mut pull_ids, mut pull_repos, mut pull_numbers, mut pull_shas) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for ((new, _, id), repo) in news.iter().zip(&repos) {
+            if let (Some(repo), Some(refs)) = (repo, &new.refs) {
+                for p in &refs.pulls {
+                    pull_ids.push(id.clone());
+                    pull_repos.push(repo.clone());
+                    pull_numbers.push(p.number);
+                    pull_shas.push(p.sha.clone());
+                }
+            }
         }
-        let hash = new.spec.hash().to_string();
-        let run = new.into_run(id, build_id, hash, at);
-        if let Some(policy) = policy {
-            queue_reports(tx, policy_reports(policy, &run, None))?;
+        Columns {
+            spec_hashes,
+            spec_bodies,
+            ids: col(&|(_, _, id)| id.clone()),
+            jobs: col(&|(n, _, _)| n.job.clone()),
+            types: col(&|(n, _, _)| n.job_type.as_str().to_string()),
+            periodics: news.iter().map(|(n, _, _)| n.periodic.clone()).collect(),
+            clusters: col(&|(n, _, _)| n.configured_cluster.clone()),
+            refs: news
+                .iter()
+                .map(|(n, _, _)| n.refs.as_ref().map(to_json))
+                .collect(),
+            extras: col(&|(n, _, _)| to_json(&n.extra_refs)),
+            labels: col(&|(n, _, _)| to_json(&n.labels)),
+            annotations: col(&|(n, _, _)| to_json(&n.annotations)),
+            hashes: col(&|(n, _, _)| n.spec.hash().to_string()),
+            scheduled: news
+                .iter()
+                .map(|(n, _, _)| n.scheduled_at.map(micros))
+                .collect(),
+            attempts: news.iter().map(|(n, _, _)| i64::from(n.attempt)).collect(),
+            created: news.iter().map(|(_, at, _)| micros(*at)).collect(),
+            states: col(&|(n, _, _)| n.state.as_str().to_string()),
+            descriptions: col(&|(n, _, _)| n.description.clone()),
+            repos,
+            pull_ids,
+            pull_repos,
+            pull_numbers,
+            pull_shas,
+            news,
         }
-        out.push(Created::New(std::sync::Arc::new(run)));
     }
-    Ok(out)
+
+    /// [`create_runs!`]'s parameters, checking `fence`, notifying as from
+    /// `origin`.
+    fn params<'a>(
+        &'a self,
+        fence: &'a FenceParams<'a>,
+        origin: &'a &'a str,
+    ) -> [&'a (dyn ToSql + Sync); 26] {
+        [
+            &fence.0,
+            &fence.1,
+            &fence.2,
+            &self.spec_hashes,
+            &self.spec_bodies,
+            &self.ids,
+            &self.jobs,
+            &self.types,
+            &self.periodics,
+            &self.clusters,
+            &self.refs,
+            &self.extras,
+            &self.labels,
+            &self.annotations,
+            &self.hashes,
+            &self.scheduled,
+            &self.attempts,
+            &self.created,
+            &self.states,
+            &self.descriptions,
+            &self.repos,
+            &self.pull_ids,
+            &self.pull_repos,
+            &self.pull_numbers,
+            &self.pull_shas,
+            origin,
+        ]
+    }
+
+    /// The runs the statement's answer `row` says were made, and for the
+    /// others their ticks' runs (read with `tx`); the policy's reports of
+    /// the new ones queued with `tx`. A `fence` the statement found over
+    /// fails the batch (nothing was written).
+    fn made(
+        self,
+        tx: &mut impl GenericClient,
+        row: &postgres::Row,
+        fence: Option<&Fence>,
+        policy: Option<&dyn ReportPolicy>,
+        w: &mut Written,
+    ) -> Result<Vec<Created>, Fail> {
+        if let Some(fence) = fence {
+            if row.get::<_, i64>(0) == 0 {
+                return Err(fenced(fence).into());
+            }
+        }
+        let made: HashMap<String, (i64, i64)> = {
+            let (ids, seqs, builds): (Vec<String>, Vec<i64>, Vec<i64>) =
+                (row.get(2), row.get(3), row.get(4));
+            ids.into_iter().zip(seqs.into_iter().zip(builds)).collect()
+        };
+        let mut out = Vec::with_capacity(self.news.len());
+        for (new, at, id) in self.news {
+            let Some(&(_seq, build_id)) = made.get(&id) else {
+                // A tick's run made beside this transaction (or earlier in it).
+                let (p, s) = (
+                    new.periodic.as_deref().unwrap_or_default(),
+                    new.scheduled_at.map(micros).unwrap_or_default(),
+                );
+                out.push(match tick_run(tx, p, s, new.attempt)? {
+                    Some(run) => Created::Existing(std::sync::Arc::new(run)),
+                    None => {
+                        return Err(StoreError::Unavailable(format!(
+                            "the run of {p} at {s} was neither created nor found"
+                        ))
+                        .into())
+                    }
+                });
+                continue;
+            };
+            if let Some(p) = &new.periodic {
+                // Its version is set last, after the report keys are locked,
+                // as every transaction does.
+                w.touched.insert(p.clone());
+            }
+            let hash = new.spec.hash().to_string();
+            let run = new.into_run(id, build_id, hash, at);
+            if let Some(policy) = policy {
+                queue_reports(tx, policy_reports(policy, &run, None))?;
+            }
+            out.push(Created::New(std::sync::Arc::new(run)));
+        }
+        Ok(out)
+    }
 }
 
 /// The failure of a write under `fence` once its term is over.
@@ -749,12 +873,15 @@ fn fenced(fence: &Fence) -> StoreError {
 }
 
 /// Queues `entries` in `tx`, by [`Store::enqueue_reports`]'s rules.
-fn queue_reports(tx: Tx<'_, '_>, entries: Vec<NewReport>) -> Result<Vec<Enqueued>, Fail> {
+fn queue_reports(
+    tx: &mut impl GenericClient,
+    entries: Vec<NewReport>,
+) -> Result<Vec<Enqueued>, Fail> {
     entries.into_iter().map(|r| enqueue_one(tx, r)).collect()
 }
 
 /// Queues one report: its key's row locked first (made if it has none).
-fn enqueue_one(tx: Tx<'_, '_>, r: NewReport) -> Result<Enqueued, Fail> {
+fn enqueue_one(tx: &mut impl GenericClient, r: NewReport) -> Result<Enqueued, Fail> {
     let created_at = micros(bosun_store::run::micros(r.created_at));
     let version = r.version as i64;
     let key = tx.query_opt(
@@ -980,10 +1107,110 @@ struct Held {
     versions: postgres::Statement,
 }
 
+/// The creator's pipelined connection: tokio-postgres on the creator's
+/// thread, driven by a runtime of its own. A batch with no report to queue
+/// goes out as `BEGIN`, [`CREATE_RUNS_ALONE`] and `COMMIT` at once: one
+/// round trip where the pooled (synchronous) connection takes four, with
+/// every answer read to its end. (The statement alone would be one round
+/// trip too, but its implicit commit can fail after its results came back,
+/// when the server ends the session at that instant, and the client would
+/// not hear of it: runs answered as made, and lost.)
+struct Pipe {
+    config: tokio_postgres::Config,
+    tls: tls::Connector,
+    rt: tokio::runtime::Runtime,
+    /// The connection and [`CREATE_RUNS_ALONE`] prepared on it (none:
+    /// connected at the next batch).
+    conn: Option<(tokio_postgres::Client, tokio_postgres::Statement)>,
+}
+
+/// How a pipelined transaction ended.
+enum Piped {
+    /// Committed: the statement's answer.
+    Committed(tokio_postgres::Row),
+    /// Nothing of it ran: the connection was gone, or the server had ended
+    /// the session (its first answer says so).
+    Unsent(postgres::Error),
+    /// The statement failed: the transaction was rolled back.
+    Failed(postgres::Error),
+    /// The commit's answer never came: committed or not, unknown.
+    Unknown(postgres::Error),
+}
+
+impl Pipe {
+    fn new(config: tokio_postgres::Config, tls: tls::Connector) -> Result<Pipe, StoreError> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| StoreError::Unavailable(format!("the creator's runtime: {e}")))?;
+        let mut pipe = Pipe {
+            config,
+            tls,
+            rt,
+            conn: None,
+        };
+        // Connected at once: the first batch waits for no handshake.
+        pipe.connect()?;
+        Ok(pipe)
+    }
+
+    /// Connects, and prepares [`CREATE_RUNS_ALONE`].
+    fn connect(&mut self) -> Result<(), StoreError> {
+        let (config, tls) = (&self.config, self.tls.clone());
+        let made = self.rt.block_on(async {
+            let (client, connection) = config.connect(tls).await?;
+            tokio::spawn(connection);
+            let statement = client.prepare(CREATE_RUNS_ALONE).await?;
+            Ok::<_, postgres::Error>((client, statement))
+        });
+        self.conn = Some(made.map_err(unavailable)?);
+        Ok(())
+    }
+
+    /// Runs [`CREATE_RUNS_ALONE`] with `params` in a transaction of its
+    /// own, its three statements sent together; connects first when there
+    /// is no connection (an error: none could be made).
+    fn transaction(&mut self, params: &[&(dyn ToSql + Sync)]) -> Result<Piped, StoreError> {
+        // The connection's task runs only while this thread waits on it:
+        // it is let read what came while it idled first. A session the
+        // server ended meanwhile (its notice, its socket's end) is seen
+        // closed then, before anything of this batch is sent, and replaced.
+        self.rt.block_on(async {
+            tokio::task::yield_now().await;
+            tokio::task::yield_now().await;
+        });
+        if self.conn.as_ref().is_some_and(|(c, _)| c.is_closed()) {
+            self.conn = None;
+        }
+        if self.conn.is_none() {
+            self.connect()?;
+        }
+        let (client, statement) = self.conn.as_ref().expect("connected");
+        let (begin, row, commit) = self.rt.block_on(async {
+            tokio::join!(
+                client.batch_execute("BEGIN"),
+                client.query_one(statement, params),
+                client.batch_execute("COMMIT"),
+            )
+        });
+        let piped = match (begin, row, commit) {
+            (_, Ok(row), Ok(())) => Piped::Committed(row),
+            (_, Ok(_), Err(e)) => Piped::Unknown(e),
+            (Err(e), Err(_), _) if ended_session(&e) => Piped::Unsent(e),
+            (Ok(()), Err(e), _) if e.as_db_error().is_some() => Piped::Failed(e),
+            (_, Err(e), _) => Piped::Unknown(e),
+        };
+        if !matches!(piped, Piped::Committed(_) | Piped::Failed(_)) {
+            self.conn = None;
+        }
+        Ok(piped)
+    }
+}
+
 impl Creator {
     /// Takes the creations waiting and commits them together, until the
     /// store is dropped.
-    fn run(&self, rx: &Mutex<mpsc::Receiver<Creation>>) {
+    fn run(&self, rx: &Mutex<mpsc::Receiver<Creation>>, mut pipe: Pipe) {
         let mut held = None;
         loop {
             let batch = {
@@ -1000,13 +1227,19 @@ impl Creator {
                 }
                 batch
             };
-            self.commit(&mut held, batch);
+            self.commit(&mut held, &mut pipe, batch);
         }
     }
 
-    fn commit(&self, held: &mut Option<Held>, batch: Vec<Creation>) {
+    fn commit(&self, held: &mut Option<Held>, pipe: &mut Pipe, batch: Vec<Creation>) {
         let policy = self.policy.get().map(|p| p.as_ref());
-        let together = self.create(held, policy, &batch);
+        // With no report to queue, the batch goes out pipelined.
+        let quiet = policy.is_none_or(|p| !batch.iter().any(|c| p.may_report_creation(&c.new)));
+        let together = if quiet {
+            self.create_pipelined(pipe, &batch)
+        } else {
+            self.create(held, policy, &batch)
+        };
         match together {
             Ok((created, fresh)) => {
                 self.specs
@@ -1021,13 +1254,60 @@ impl Creator {
             Err(_) if batch.len() > 1 => {
                 // One bad run fails alone: each on its own.
                 for c in batch {
-                    self.commit(held, vec![c]);
+                    self.commit(held, pipe, vec![c]);
                 }
             }
             Err(e) => {
                 // A batch of one.
                 if let Some(c) = batch.into_iter().next() {
                     (c.done)(Err(e));
+                }
+            }
+        }
+    }
+
+    /// Commits `batch`, with no report to queue, on the pipelined
+    /// connection ([`Pipe`]): tried again on a conflict, and on another
+    /// connection when the server had ended this one before it ran anything
+    /// of the batch's. The runs, and the spec hashes it stored.
+    fn create_pipelined(
+        &self,
+        pipe: &mut Pipe,
+        batch: &[Creation],
+    ) -> Result<(Vec<Created>, Vec<String>), StoreError> {
+        let (mut tries, mut reconnects) = (0, 0);
+        loop {
+            tries += 1;
+            let fence = self.fence.read().unwrap_or_else(|e| e.into_inner()).clone();
+            let mut w = Written::default();
+            let columns = Columns::of(
+                batch.iter().map(|c| (c.new.clone(), c.at)).collect(),
+                &self.specs,
+                &mut w,
+            );
+            let params = FenceParams::of(fence.as_ref());
+            let origin: &str = &self.origin;
+            let answer = pipe.transaction(&columns.params(&params, &origin))?;
+            match answer {
+                Piped::Committed(row) => {
+                    // The ticks' runs made beside it, if any, are read
+                    // after: they were committed before it.
+                    let mut c = self.pool.get().map_err(no_connection)?;
+                    return match columns.made(&mut *c, &row, fence.as_ref(), None, &mut w) {
+                        Ok(created) => Ok((created, w.fresh)),
+                        Err(Fail::Db(e)) => Err(unavailable(e)),
+                        Err(Fail::Store(e)) => Err(e),
+                    };
+                }
+                Piped::Unsent(e) if reconnects < RECONNECTS => {
+                    reconnects += 1;
+                    tracing::debug!(error = %describe(&e), "an ended connection; trying another");
+                }
+                Piped::Failed(e) if is_conflict(&e) && tries < CONFLICT_TRIES => {
+                    tracing::debug!(error = %describe(&e), "a store transaction is tried again");
+                }
+                Piped::Unsent(e) | Piped::Failed(e) | Piped::Unknown(e) => {
+                    return Err(unavailable(e))
                 }
             }
         }
@@ -1072,14 +1352,14 @@ impl Creator {
                 }
             };
             let fence = self.fence.read().unwrap_or_else(|e| e.into_inner()).clone();
-            let with = CreateWith {
-                statement: &h.create,
-                fence: fence.as_ref(),
-                origin: &self.origin,
-            };
             let mut w = Written::default();
             let mut committing = false;
             let attempt = (|| -> Result<Vec<Created>, Fail> {
+                let with = CreateWith {
+                    statement: &h.create,
+                    fence: fence.as_ref(),
+                    origin: &self.origin,
+                };
                 let mut tx = h.conn.transaction()?;
                 let created = create_many_in(
                     &mut tx,

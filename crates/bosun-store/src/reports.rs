@@ -37,7 +37,7 @@ use std::str::FromStr;
 
 use jiff::Timestamp;
 
-use crate::run::{Run, RunState};
+use crate::run::{NewRun, Run, RunState};
 use crate::StoreError;
 
 /// What to tell the forge of a run's committed change: installed into a
@@ -65,6 +65,16 @@ pub trait ReportPolicy: Send + Sync {
     /// The entries to queue for `run` as the change leaves it; `before` is
     /// the state it left, none when it was just created.
     fn reports(&self, run: &Run, before: Option<RunState>) -> Vec<NewReport>;
+
+    /// Whether a run made of `new` may have entries when it is created.
+    /// False lets a store commit the creation without asking
+    /// [`ReportPolicy::reports`] (PostgreSQL's then takes one statement and
+    /// no transaction around it), so a policy answering false must have
+    /// nothing for such a run. True unless a policy knows better.
+    fn may_report_creation(&self, new: &NewRun) -> bool {
+        let _ = new;
+        true
+    }
 }
 
 /// The entries of `policy` for a change, those the store can keep (an entry

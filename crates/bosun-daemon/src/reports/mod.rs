@@ -24,7 +24,7 @@ use std::sync::{Arc, OnceLock, Weak};
 
 use bosun_config::types::JobType;
 use bosun_forge::report::status::{self, JobState, RunStatus};
-use bosun_store::{NewReport, ReportKind, ReportPolicy, Run, RunState};
+use bosun_store::{NewReport, NewRun, ReportKind, ReportPolicy, Run, RunState};
 use serde_json::json;
 use tokio::sync::Notify;
 
@@ -110,7 +110,7 @@ impl Reports {
 
     /// The outbox entries `run`'s change makes (see the module's doc).
     pub fn entries(&self, run: &Run) -> Vec<NewReport> {
-        if !matches!(run.job_type, JobType::Presubmit | JobType::Postsubmit) {
+        if !reportable(run.job_type, run.refs.is_some()) {
             return Vec::new();
         }
         let Some(refs) = run.refs.as_ref() else {
@@ -214,4 +214,15 @@ impl ReportPolicy for Policy {
     fn reports(&self, run: &Run, _before: Option<RunState>) -> Vec<NewReport> {
         self.0.entries(run)
     }
+
+    fn may_report_creation(&self, new: &NewRun) -> bool {
+        reportable(new.job_type, new.refs.is_some())
+    }
+}
+
+/// Whether a run of `job_type`, with refs or not, is ever reported: a
+/// presubmit's or a postsubmit's with refs (what [`Reports::entries`] asks
+/// first).
+fn reportable(job_type: JobType, has_refs: bool) -> bool {
+    matches!(job_type, JobType::Presubmit | JobType::Postsubmit) && has_refs
 }

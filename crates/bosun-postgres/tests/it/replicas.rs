@@ -381,6 +381,12 @@ fn connections_the_server_ended_are_replaced_without_failing_a_call() {
             "read {i}"
         );
     }
+    // The run creator's own connection was ended too: a creation on it
+    // fails at once, before anything of it ran, and goes to another.
+    let later = at + jiff::SignedDuration::from_secs(60);
+    store
+        .create_run(tick("p", later), later)
+        .unwrap_or_else(|e| panic!("a creation after the ending: {e}"));
     for i in 1..5 {
         let at = at + jiff::SignedDuration::from_secs(i);
         store
