@@ -653,7 +653,7 @@ fn create_many_in<S: ?Sized + postgres::ToStatement>(
     let columns = Columns::of(batch, specs, w);
     let fence = FenceParams::of(with.fence);
     let row = tx.query_one(with.statement, &columns.params(&fence, &with.origin))?;
-    columns.made(tx, &row, with.fence, policy, w)
+    columns.made(Some(tx), &row, with.fence, policy, w)
 }
 
 /// A fence as [`create_runs!`]'s first parameters: its lease's name, its
@@ -807,13 +807,20 @@ impl Columns {
         ]
     }
 
+    /// Whether the statement's answer `row` says every run was made (no
+    /// tick's run was there already).
+    fn all_made(&self, row: &postgres::Row) -> bool {
+        row.get::<_, Vec<String>>(2).len() == self.news.len()
+    }
+
     /// The runs the statement's answer `row` says were made, and for the
-    /// others their ticks' runs (read with `tx`); the policy's reports of
-    /// the new ones queued with `tx`. A `fence` the statement found over
-    /// fails the batch (nothing was written).
-    fn made(
+    /// others their ticks' runs (read with `tx`: there is one whenever
+    /// some were not made); the policy's reports of the new ones queued
+    /// with `tx`. A `fence` the statement found over fails the batch
+    /// (nothing was written).
+    fn made<C: GenericClient>(
         self,
-        tx: &mut impl GenericClient,
+        mut tx: Option<&mut C>,
         row: &postgres::Row,
         fence: Option<&Fence>,
         policy: Option<&dyn ReportPolicy>,
@@ -837,6 +844,9 @@ impl Columns {
                     new.periodic.as_deref().unwrap_or_default(),
                     new.scheduled_at.map(micros).unwrap_or_default(),
                 );
+                let tx = tx.as_deref_mut().ok_or_else(|| {
+                    StoreError::Unavailable("no connection to find a tick's run".into())
+                })?;
                 out.push(match tick_run(tx, p, s, new.attempt)? {
                     Some(run) => Created::Existing(std::sync::Arc::new(run)),
                     None => {
@@ -856,6 +866,9 @@ impl Columns {
             let hash = new.spec.hash().to_string();
             let run = new.into_run(id, build_id, hash, at);
             if let Some(policy) = policy {
+                let tx = tx.as_deref_mut().ok_or_else(|| {
+                    StoreError::Unavailable("no transaction to queue reports in".into())
+                })?;
                 queue_reports(tx, policy_reports(policy, &run, None))?;
             }
             out.push(Created::New(std::sync::Arc::new(run)));
@@ -1292,8 +1305,12 @@ impl Creator {
                 Piped::Committed(row) => {
                     // The ticks' runs made beside it, if any, are read
                     // after: they were committed before it.
-                    let mut c = self.pool.get().map_err(no_connection)?;
-                    return match columns.made(&mut *c, &row, fence.as_ref(), None, &mut w) {
+                    let mut c = match columns.all_made(&row) {
+                        true => None,
+                        false => Some(self.pool.get().map_err(no_connection)?),
+                    };
+                    return match columns.made(c.as_deref_mut(), &row, fence.as_ref(), None, &mut w)
+                    {
                         Ok(created) => Ok((created, w.fresh)),
                         Err(Fail::Db(e)) => Err(unavailable(e)),
                         Err(Fail::Store(e)) => Err(e),
