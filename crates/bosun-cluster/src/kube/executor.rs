@@ -769,12 +769,6 @@ impl KubeExecutor {
         false
     }
 
-    /// Starts a run as `pod`; starting one that was started before does
-    /// nothing.
-    pub fn start_pod(&self, run_id: &str, pod: &Pod) -> Result<(), ExecError> {
-        self.start(run_id, &Workload::Pod(Box::new(pod.clone())))
-    }
-
     /// Creates run `run_id`'s pod in its turn, then hands the outcome to
     /// `done`.
     fn start_pod_then(&self, run_id: &str, pod: &Pod, done: StartDone) {
