@@ -119,17 +119,29 @@ impl Lease {
     /// Extends the lease of `term` by its time to live, if this process
     /// still holds it unexpired (true). Once expired it is never renewed:
     /// taking it again is a new term.
+    ///
+    /// A pooled connection the server ended while it idled (every backend
+    /// terminated, a restart) fails at its first use: the renewal is then
+    /// made on another, as a renewal made twice only extends the same
+    /// term's lease. A leader does not lose its lease to stale connections.
     pub fn renew(&self, term: i64) -> Result<bool, StoreError> {
         off_runtime(|| {
-            let mut c = self.pool.get().map_err(crate::error::no_connection)?;
-            let n = c
-                .execute(
+            let mut reconnects = 0;
+            loop {
+                let mut c = self.pool.get().map_err(crate::error::no_connection)?;
+                match c.execute(
                     "UPDATE leases SET renewed_at = now(), expires_at = now() + make_interval(secs => $4)
                      WHERE name = $1 AND holder = $2 AND term = $3 AND expires_at > now()",
                     &[&self.name, &self.holder, &term, &self.ttl.as_secs_f64()],
-                )
-                .map_err(unavailable)?;
-            Ok(n == 1)
+                ) {
+                    Ok(n) => return Ok(n == 1),
+                    Err(e) if c.is_closed() && reconnects < crate::RECONNECTS => {
+                        reconnects += 1;
+                        tracing::debug!(error = %crate::error::describe(&e), "a closed connection; renewing on another");
+                    }
+                    Err(e) => return Err(unavailable(e)),
+                }
+            }
         })
     }
 

@@ -93,7 +93,7 @@ type Param<'a> = &'a (dyn ToSql + Sync);
 const CONFLICT_TRIES: usize = 8;
 
 /// How many closed pooled connections a call steps over before it fails.
-const RECONNECTS: usize = 4;
+pub(crate) const RECONNECTS: usize = 4;
 
 /// How many creator threads commit batches of creations at once.
 const CREATORS: usize = 1;

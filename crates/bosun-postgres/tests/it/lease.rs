@@ -57,6 +57,26 @@ fn one_holder_at_a_time_and_terms_only_grow() {
 }
 
 #[test]
+fn a_renewal_after_every_connection_was_ended_renews() {
+    let pg = Postgres::shared();
+    let url = pg.database();
+    // A pool of two, both in use once, then both ended by the server.
+    let a = PgStore::open(
+        config(&url, None).unwrap(),
+        PgOptions {
+            max_connections: 2,
+            ..PgOptions::default()
+        },
+        None,
+    )
+    .unwrap();
+    let la = a.lease("leader", "a", Duration::from_secs(15));
+    let term = la.try_acquire().unwrap().unwrap();
+    crate::end_every_backend(pg, &url, &a);
+    assert!(la.renew(term).unwrap(), "the first renewal renews");
+}
+
+#[test]
 fn an_expired_lease_goes_to_the_next_with_a_new_term() {
     let url = Postgres::shared().database();
     let (a, b) = (open(&url), open(&url));

@@ -356,24 +356,11 @@ fn a_replica_hears_every_run_of_a_batch_larger_than_a_notification() {
 fn connections_the_server_ended_are_replaced_without_failing_a_call() {
     let pg = Postgres::shared();
     let url = pg.database();
-    let db = url.rsplit('/').next().unwrap().to_string();
     let store = open(&url);
     let at = t("2026-12-01T00:00:00Z");
     let first = store.create_run(tick("p", at), at).unwrap();
     // Several pooled connections in use, then all ended by the server.
-    std::thread::scope(|s| {
-        for _ in 0..4 {
-            s.spawn(|| store.list(&RunFilter::default()).unwrap());
-        }
-    });
-    let ended = pg
-        .admin(
-            &db,
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
-        )
-        .unwrap();
-    assert_ne!(ended, "0", "backends were ended");
-    std::thread::sleep(Duration::from_millis(200));
+    crate::end_every_backend(pg, &url, &store);
     for i in 0..4 {
         assert_eq!(
             store.get(&first.run().id).unwrap().map(|r| r.id),
