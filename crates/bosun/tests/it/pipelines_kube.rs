@@ -14,7 +14,8 @@
 //! `source:` PipelineRuns) on the cluster: success with the steps' logs,
 //! failure, an abort (after a restart), a PipelineRun deleted behind
 //! bosun's back, a jx `uses:` step, and Lighthouse's parameters as the API
-//! server has them.
+//! server has them; and on two replicas on PostgreSQL, a PipelineRun in
+//! flight when its leader dies.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -1054,17 +1055,7 @@ impl Served {
 
     /// The name of the pod of pipeline task `task` of PipelineRun `pr`.
     fn task_pod(&self, pr: &str, task: &str) -> String {
-        self.plane
-            .kubelet()
-            .list(self.ns())
-            .into_iter()
-            .find(|p| {
-                let labels = p.metadata.labels.as_ref().unwrap();
-                labels.get("tekton.dev/pipelineRun") == Some(&pr.to_string())
-                    && labels.get("tekton.dev/pipelineTask") == Some(&task.to_string())
-            })
-            .and_then(|p| p.metadata.name)
-            .unwrap_or_else(|| panic!("no pod for task {task} of {pr}"))
+        task_pod_of(self.plane, self.ns(), pr, task)
     }
 }
 
@@ -1348,4 +1339,166 @@ fn a_pod_the_watch_does_not_show_is_asked_of_the_api_before_a_revival() {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+// --- Replicas on PostgreSQL: a failover with a PipelineRun in flight ------
+
+/// A leader killed while its pipeline job's PipelineRun runs: the next
+/// leader adopts the PipelineRun (made once, by the first), follows it to
+/// its end, and the run's log, the steps' output under their headers, is
+/// the same as one copied without a failover, served by the replica
+/// leading now.
+#[test]
+fn a_pipeline_run_in_flight_at_a_leaders_death_is_adopted_and_made_once() {
+    let plane = ControlPlane::shared();
+    tekton::install(plane);
+    let namespace = "tk-replicas";
+    let tenant = plane.tenant(namespace, "build-a");
+    tekton::grant(plane, &tenant, &tekton::PIPELINE_VERBS);
+    // The first step holds until the test lets it go.
+    let (held, entered) = (
+        Arc::new(AtomicBool::new(true)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let player = {
+        let (held, entered) = (held.clone(), entered.clone());
+        let steps = script(None, None);
+        tekton::play(
+            plane,
+            namespace,
+            Arc::new(move |call: &StepCall| {
+                if call.step == "compile" {
+                    entered.store(true, Ordering::SeqCst);
+                    while held.load(Ordering::SeqCst) {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                }
+                steps(call)
+            }),
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let checkout = dir.path().join("widget");
+    let lh = checkout.join(".lighthouse/jobs");
+    std::fs::create_dir_all(&lh).unwrap();
+    std::fs::write(
+        lh.join("triggers.yaml"),
+        "apiVersion: config.lighthouse.jenkins-x.io/v1alpha1\nkind: TriggerConfig\nspec:\n  periodics:\n  - name: nightly\n    cron: \"0 0 31 2 *\"\n    cluster: build-a\n    source: nightly.yaml\n",
+    )
+    .unwrap();
+    std::fs::write(lh.join("nightly.yaml"), NIGHTLY).unwrap();
+    let config = format!(
+        "pod_namespace: {namespace}\nin_repo:\n- {{repo: acme/widget, path: {}, branch: main}}\nin_repo_config:\n  allowed_clusters:\n    acme/widget: [build-a]\n",
+        checkout.display()
+    );
+    let pg = bosun_kubetest::postgres::Postgres::shared();
+    let kubeconfig = tenant.kubeconfig.to_str().unwrap();
+    let mut r = crate::replicas::Replicas::with(
+        &pg.database(),
+        2,
+        &crate::replicas::LEASE,
+        &config,
+        "periodics: []\n",
+        &["--kubeconfig", kubeconfig, "--health-interval", "200ms"],
+    );
+    r.up(0);
+    assert_eq!(r.leader(Duration::from_secs(20)), 0);
+    r.up(1);
+    let (status, body) = common::request(
+        r.port(0),
+        "POST",
+        "/api/v1/runs",
+        Some(r#"{"job": "nightly"}"#),
+        None,
+    );
+    assert_eq!(status, 201, "{body}");
+    let id = serde_json::from_str::<Value>(&body).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !entered.load(Ordering::SeqCst) {
+        assert!(
+            Instant::now() < deadline,
+            "the PipelineRun never ran: {}",
+            r.log(0)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The leader dies with its PipelineRun running; the other takes over.
+    r.kill(0);
+    assert_eq!(r.leader(Duration::from_secs(20)), 1);
+    held.store(false, Ordering::SeqCst);
+    let port = r.port(1);
+    let run = |id: &str| -> Value {
+        let (status, body) =
+            common::request(port, "GET", &format!("/api/v1/runs/{id}"), None, None);
+        assert_eq!(status, 200, "{body}");
+        serde_json::from_str(&body).unwrap()
+    };
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while run(&id)["state"] != "success" {
+        let state = run(&id)["state"].clone();
+        assert!(
+            !matches!(state.as_str(), Some("failure" | "aborted" | "error"))
+                && Instant::now() < deadline,
+            "run {id}: {} (new leader's log: {})",
+            run(&id),
+            r.log(1)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Made once, by the leader that started the run.
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(plane.admin(), namespace, &tekton::pipeline_runs());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let made: Vec<String> = rt
+        .block_on(api.list(&ListParams::default()))
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|p| {
+            p.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(RUN_ID_LABEL))
+                .is_some_and(|r| *r == id)
+        })
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    assert_eq!(made.len(), 1, "{made:?}");
+    assert_eq!(player.seen(), made);
+    // The whole log, copied from each step's start by the new leader.
+    let name = &made[0];
+    let expected = succeeded_log(name, |task| task_pod_of(plane, namespace, name, task));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, log) =
+            common::request(port, "GET", &format!("/api/v1/runs/{id}/log"), None, None);
+        assert_eq!(status, 200, "{log}");
+        if log == expected {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the run's log:\n{log}\nexpected:\n{expected}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The name of the pod of pipeline task `task` of PipelineRun `pr` in
+/// `namespace`.
+fn task_pod_of(plane: &ControlPlane, namespace: &str, pr: &str, task: &str) -> String {
+    plane
+        .kubelet()
+        .list(namespace)
+        .into_iter()
+        .find(|p| {
+            let labels = p.metadata.labels.as_ref().unwrap();
+            labels.get("tekton.dev/pipelineRun") == Some(&pr.to_string())
+                && labels.get("tekton.dev/pipelineTask") == Some(&task.to_string())
+        })
+        .and_then(|p| p.metadata.name)
+        .unwrap_or_else(|| panic!("no pod for task {task} of {pr}"))
 }
