@@ -4,6 +4,9 @@
 
 use bosun_store::StoreError;
 
+/// How many closed pooled connections a call steps over before it fails.
+pub(crate) const RECONNECTS: usize = 4;
+
 /// A database error as [`StoreError::Unavailable`].
 pub(crate) fn unavailable(e: postgres::Error) -> StoreError {
     StoreError::Unavailable(describe(&e))

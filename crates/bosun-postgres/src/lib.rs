@@ -81,7 +81,7 @@ use postgres::{GenericClient, Transaction};
 use r2d2_postgres::PostgresConnectionManager;
 
 use crate::blocking::off_runtime;
-use crate::error::{describe, ended_session, is_conflict, no_connection, unavailable};
+use crate::error::{describe, ended_session, is_conflict, no_connection, unavailable, RECONNECTS};
 use crate::rows::{
     micros, opt_ts, to_json, ts, DELIVERY_COLUMNS, OUTCOME_COLUMNS, REPORT_COLUMNS, RUN_COLUMNS,
 };
@@ -91,9 +91,6 @@ type Param<'a> = &'a (dyn ToSql + Sync);
 
 /// How many times a transaction PostgreSQL aborted for a conflict is tried.
 const CONFLICT_TRIES: usize = 8;
-
-/// How many closed pooled connections a call steps over before it fails.
-pub(crate) const RECONNECTS: usize = 4;
 
 /// How many creator threads commit batches of creations at once.
 const CREATORS: usize = 1;
@@ -1141,8 +1138,9 @@ struct Pipe {
 enum Piped {
     /// Committed: the statement's answer.
     Committed(tokio_postgres::Row),
-    /// Nothing of it ran: the connection was gone, or the server had ended
-    /// the session (its first answer says so).
+    /// Nothing of it ran: the server had ended the session (its first
+    /// answer, `BEGIN`'s, says so). A connection already seen closed is
+    /// replaced before anything is sent.
     Unsent(postgres::Error),
     /// The statement failed: the transaction was rolled back.
     Failed(postgres::Error),
