@@ -141,6 +141,15 @@ impl From<StoreError> for Fail {
     }
 }
 
+impl From<Fail> for StoreError {
+    fn from(e: Fail) -> Self {
+        match e {
+            Fail::Db(e) => unavailable(e),
+            Fail::Store(e) => e,
+        }
+    }
+}
+
 pub(crate) type Tx<'a, 'b> = &'a mut Transaction<'b>;
 
 /// The fence a process's writes carry while it leads (none otherwise).
@@ -396,10 +405,7 @@ impl PgStore {
             tx.commit()?;
             Ok(v)
         };
-        run(&mut c).map_err(|e| match e {
-            Fail::Db(e) => unavailable(e),
-            Fail::Store(e) => e,
-        })
+        run(&mut c).map_err(StoreError::from)
     }
 
     fn policy(&self) -> Option<&dyn ReportPolicy> {
@@ -1307,12 +1313,9 @@ impl Creator {
                         true => None,
                         false => Some(self.pool.get().map_err(no_connection)?),
                     };
-                    return match columns.made(c.as_deref_mut(), &row, fence.as_ref(), None, &mut w)
-                    {
-                        Ok(created) => Ok((created, w.fresh)),
-                        Err(Fail::Db(e)) => Err(unavailable(e)),
-                        Err(Fail::Store(e)) => Err(e),
-                    };
+                    let created =
+                        columns.made(c.as_deref_mut(), &row, fence.as_ref(), None, &mut w)?;
+                    return Ok((created, w.fresh));
                 }
                 Piped::Unsent(e) if reconnects < RECONNECTS => {
                     reconnects += 1;

@@ -875,6 +875,28 @@ fn served_script() -> impl Fn(&StepCall) -> Step {
     script(Some("check/lint"), Some("wait/sleep"))
 }
 
+/// acme/widget's checkout under `dir` (its `.lighthouse/jobs`), and the
+/// configuration of a `bosun serve` that follows it and runs its jobs on
+/// cluster build-a, in `namespace`.
+fn widget(dir: &std::path::Path, namespace: &str) -> String {
+    let checkout = dir.join("widget");
+    let lh = checkout.join(".lighthouse/jobs");
+    std::fs::create_dir_all(&lh).unwrap();
+    for (file, text) in [
+        ("triggers.yaml", TRIGGERS),
+        ("nightly.yaml", NIGHTLY),
+        ("broken.yaml", BROKEN),
+        ("slow.yaml", SLOW),
+        ("catalog.yaml", CATALOG),
+    ] {
+        std::fs::write(lh.join(file), text).unwrap();
+    }
+    format!(
+        "pod_namespace: {namespace}\nin_repo:\n- {{repo: acme/widget, path: {}, branch: main}}\nin_repo_config:\n  allowed_clusters:\n    acme/widget: [build-a]\n",
+        checkout.display()
+    )
+}
+
 /// acme/widget's Lighthouse jobs, run by `bosun serve` on cluster build-a
 /// (a namespace of the shared control plane with Tekton, bosun's Roles for
 /// pods and pipelines, the played Tekton controller).
@@ -894,25 +916,10 @@ impl Served {
         tekton::grant(plane, &tenant, &tekton::PIPELINE_VERBS);
         let player = tekton::play(plane, namespace, Arc::new(served_script()));
         let dir = tempfile::tempdir().unwrap();
-        let checkout = dir.path().join("widget");
-        let lh = checkout.join(".lighthouse/jobs");
-        std::fs::create_dir_all(&lh).unwrap();
-        for (file, text) in [
-            ("triggers.yaml", TRIGGERS),
-            ("nightly.yaml", NIGHTLY),
-            ("broken.yaml", BROKEN),
-            ("slow.yaml", SLOW),
-            ("catalog.yaml", CATALOG),
-        ] {
-            std::fs::write(lh.join(file), text).unwrap();
-        }
         std::fs::create_dir_all(dir.path().join("jobs")).unwrap();
         std::fs::write(
             dir.path().join("config.yaml"),
-            format!(
-                "pod_namespace: {namespace}\nin_repo:\n- {{repo: acme/widget, path: {}, branch: main}}\nin_repo_config:\n  allowed_clusters:\n    acme/widget: [build-a]\n",
-                checkout.display()
-            ),
+            widget(dir.path(), namespace),
         )
         .unwrap();
         let daemon = common::serve(
@@ -1378,19 +1385,7 @@ fn a_pipeline_run_in_flight_at_a_leaders_death_is_adopted_and_made_once() {
         )
     };
     let dir = tempfile::tempdir().unwrap();
-    let checkout = dir.path().join("widget");
-    let lh = checkout.join(".lighthouse/jobs");
-    std::fs::create_dir_all(&lh).unwrap();
-    std::fs::write(
-        lh.join("triggers.yaml"),
-        "apiVersion: config.lighthouse.jenkins-x.io/v1alpha1\nkind: TriggerConfig\nspec:\n  periodics:\n  - name: nightly\n    cron: \"0 0 31 2 *\"\n    cluster: build-a\n    source: nightly.yaml\n",
-    )
-    .unwrap();
-    std::fs::write(lh.join("nightly.yaml"), NIGHTLY).unwrap();
-    let config = format!(
-        "pod_namespace: {namespace}\nin_repo:\n- {{repo: acme/widget, path: {}, branch: main}}\nin_repo_config:\n  allowed_clusters:\n    acme/widget: [build-a]\n",
-        checkout.display()
-    );
+    let config = widget(dir.path(), namespace);
     let pg = bosun_kubetest::postgres::Postgres::shared();
     let kubeconfig = tenant.kubeconfig.to_str().unwrap();
     let mut r = crate::replicas::Replicas::with(
@@ -1437,13 +1432,15 @@ fn a_pipeline_run_in_flight_at_a_leaders_death_is_adopted_and_made_once() {
         serde_json::from_str(&body).unwrap()
     };
     let deadline = Instant::now() + Duration::from_secs(90);
-    while run(&id)["state"] != "success" {
-        let state = run(&id)["state"].clone();
+    loop {
+        let now = run(&id);
+        if now["state"] == "success" {
+            break;
+        }
         assert!(
-            !matches!(state.as_str(), Some("failure" | "aborted" | "error"))
+            !matches!(now["state"].as_str(), Some("failure" | "aborted" | "error"))
                 && Instant::now() < deadline,
-            "run {id}: {} (new leader's log: {})",
-            run(&id),
+            "run {id}: {now} (new leader's log: {})",
             r.log(1)
         );
         std::thread::sleep(Duration::from_millis(100));
