@@ -10,7 +10,7 @@
 //! an informer's cache of ProwJobs for the same reason.
 
 use bosun_base::sync::Lock;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -29,9 +29,66 @@ pub struct ActiveRuns {
     waker: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
 }
 
+/// Runs by id, each keyed by its own id: with thousands of runs active,
+/// a copy of each id for a map's key was memory every run cost (held twice:
+/// the store's writer and this cache each keep the active runs).
+#[derive(Default)]
+pub(crate) struct RunsById(HashSet<ById>);
+
+/// A run, hashed and compared by its id.
+struct ById(Arc<Run>);
+
+impl PartialEq for ById {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.id == other.0.id
+    }
+}
+
+impl Eq for ById {}
+
+impl std::hash::Hash for ById {
+    // As its id's `str` hashes: the set is searched by `&str`.
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.id.as_str().hash(state);
+    }
+}
+
+impl std::borrow::Borrow<str> for ById {
+    fn borrow(&self) -> &str {
+        &self.0.id
+    }
+}
+
+impl RunsById {
+    /// The run `id`.
+    pub(crate) fn get(&self, id: &str) -> Option<&Arc<Run>> {
+        self.0.get(id).map(|r| &r.0)
+    }
+
+    /// Keeps `run`, in place of the run of its id if there is one.
+    pub(crate) fn insert(&mut self, run: Arc<Run>) {
+        self.0.replace(ById(run));
+    }
+
+    /// Forgets the run `id`, returning it.
+    pub(crate) fn remove(&mut self, id: &str) -> Option<Arc<Run>> {
+        self.0.take(id).map(|r| r.0)
+    }
+
+    /// Forgets every run.
+    pub(crate) fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    /// How many runs are kept.
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
 #[derive(Default)]
 struct Inner {
-    runs: HashMap<String, Arc<Run>>,
+    runs: RunsById,
     /// `triggered` runs by cluster (the one decided for them, else the
     /// configured one), by build id (creation order).
     waiting: BTreeMap<String, BTreeMap<u64, Arc<Run>>>,
@@ -89,7 +146,7 @@ impl Inner {
             }
             _ => {}
         }
-        self.runs.insert(run.id.clone(), run);
+        self.runs.insert(run);
     }
 
     fn unindex(&mut self, old: &Run) {
@@ -307,5 +364,64 @@ impl TransitionObserver for Observers {
         for o in &self.0 {
             o.on_deleted(runs);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RunsById;
+    use crate::{Run, RunState};
+    use bosun_config::types::JobType;
+    use std::sync::Arc;
+
+    fn run(id: &str, state: RunState) -> Arc<Run> {
+        Arc::new(Run {
+            id: id.to_string(),
+            build_id: "1".to_string(),
+            job: "job".to_string(),
+            job_type: JobType::Periodic,
+            periodic: None,
+            configured_cluster: "default".to_string(),
+            cluster: None,
+            refs: None,
+            extra_refs: Vec::new(),
+            labels: Arc::default(),
+            annotations: Arc::default(),
+            spec_hash: String::new(),
+            scheduled_at: None,
+            attempt: 0,
+            pod_revival_count: 0,
+            created_at: jiff::Timestamp::UNIX_EPOCH,
+            pending_at: None,
+            completed_at: None,
+            state,
+            description: String::new(),
+            url: None,
+        })
+    }
+
+    #[test]
+    fn runs_are_found_replaced_and_removed_by_their_own_id() {
+        let mut runs = RunsById::default();
+        for i in 0..100 {
+            runs.insert(run(&format!("run-{i}"), RunState::Triggered));
+        }
+        runs.insert(run("run-7", RunState::Pending));
+        assert_eq!(runs.len(), 100);
+        assert_eq!(runs.get("run-7").map(|r| r.state), Some(RunState::Pending));
+        assert_eq!(
+            runs.get("run-8").map(|r| r.state),
+            Some(RunState::Triggered)
+        );
+        assert!(runs.get("run-100").is_none());
+        assert_eq!(
+            runs.remove("run-7").map(|r| r.id.clone()).as_deref(),
+            Some("run-7")
+        );
+        assert!(runs.get("run-7").is_none());
+        assert!(runs.remove("run-7").is_none());
+        assert_eq!(runs.len(), 99);
+        runs.clear();
+        assert_eq!(runs.len(), 0);
     }
 }

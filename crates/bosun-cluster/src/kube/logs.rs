@@ -326,12 +326,12 @@ impl LogCopier {
                     return;
                 }
             };
-            let mut resume = Resume::default();
-            let mut backoff = Duration::from_millis(200);
             // What the copy holds for as long as its container runs is kept
             // small (a copy per watched run): the follow is a small future of
             // its own, and what waits between reads (timers, the watch's
             // notification, an error) is boxed.
+            let mut resume = Resume::default();
+            let mut backoff = Duration::from_millis(200);
             // Whether the next read follows the log (the container may still
             // write) or reads it to its end (the container has ended, and the
             // stream that followed it may have been cut first).

@@ -388,7 +388,7 @@ fn create(
     cache.specs.insert(run.spec_hash.clone());
     let run = Arc::new(run);
     if !run.state.is_final() {
-        cache.runs.insert(run.id.clone(), run.clone());
+        cache.runs.insert(run.clone());
     }
     Ok(Created::New(run))
 }
@@ -418,7 +418,7 @@ fn transition(
     if run.state.is_final() {
         cache.runs.remove(id);
     } else {
-        cache.runs.insert(run.id.clone(), Arc::new(run.clone()));
+        cache.runs.insert(Arc::new(run.clone()));
     }
     Ok((run, from, cluster))
 }

@@ -3,12 +3,9 @@
 //! unfolded fire log's tick keys, the version stripes a batch touched, and a
 //! copy of each active run it wrote.
 
-use std::sync::Arc;
-
 use super::error::unavailable;
 use super::sql::last_counters;
 use super::versions::{Touched, Versions};
-use crate::run::Run;
 use crate::StoreError;
 
 /// What the writer keeps between batches instead of reading it back for every
@@ -40,7 +37,7 @@ pub(super) struct WriterCache {
     /// a run missing here (created by an earlier writer, or through the fire
     /// log) is read. The copies are shared with the observer, which keeps the
     /// same active runs.
-    pub(super) runs: std::collections::HashMap<String, Arc<Run>>,
+    pub(super) runs: crate::active::RunsById,
 }
 
 impl WriterCache {
