@@ -371,33 +371,22 @@ impl TransitionObserver for Observers {
 mod tests {
     use super::RunsById;
     use crate::{Run, RunState};
-    use bosun_config::types::JobType;
     use std::sync::Arc;
 
+    /// A run with `id` and `state`, the rest from a run's JSON.
     fn run(id: &str, state: RunState) -> Arc<Run> {
-        Arc::new(Run {
-            id: id.to_string(),
-            build_id: "1".to_string(),
-            job: "job".to_string(),
-            job_type: JobType::Periodic,
-            periodic: None,
-            configured_cluster: "default".to_string(),
-            cluster: None,
-            refs: None,
-            extra_refs: Vec::new(),
-            labels: Arc::default(),
-            annotations: Arc::default(),
-            spec_hash: String::new(),
-            scheduled_at: None,
-            attempt: 0,
-            pod_revival_count: 0,
-            created_at: jiff::Timestamp::UNIX_EPOCH,
-            pending_at: None,
-            completed_at: None,
-            state,
-            description: String::new(),
-            url: None,
-        })
+        let mut run: Run = serde_json::from_str(
+            r#"{"id": "", "build_id": "1", "job": "job", "job_type": "periodic", "periodic": null,
+                "configured_cluster": "default", "cluster": null, "refs": null, "extra_refs": [],
+                "labels": {}, "annotations": {}, "spec_hash": "", "scheduled_at": null,
+                "attempt": 0, "pod_revival_count": 0, "created_at": "2026-12-01T00:00:00Z",
+                "pending_at": null, "completed_at": null, "state": "triggered",
+                "description": "", "url": null}"#,
+        )
+        .expect("a run's JSON");
+        run.id = id.to_string();
+        run.state = state;
+        Arc::new(run)
     }
 
     #[test]
