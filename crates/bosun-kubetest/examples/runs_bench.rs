@@ -8,7 +8,9 @@
 //! bosun and runs it. `KUBE_BENCH_WORKERS` (default 8): the harness's
 //! threads playing the kubelet; `KUBE_BENCH_APISERVER_ARGS`: more
 //! kube-apiserver flags (space-separated), e.g. larger priority-and-fairness
-//! limits (`--max-requests-inflight=3000 --max-mutating-requests-inflight=3000`).
+//! limits (`--max-requests-inflight=3000 --max-mutating-requests-inflight=3000`);
+//! `BOSUN_BENCH_STORE=postgres`: the daemon on a PostgreSQL server the
+//! benchmark starts.
 //!
 //! The setup: a dedicated control plane with its audit log on
 //! ([`ControlPlane::audited`]), a tenant `bench` (bosun's service account

@@ -6,6 +6,8 @@
 //! `watch_memory BOSUN_BINARY [N]` (default 10,000). The harness (8 threads)
 //! binds each new pod, marks it running and writes one line of its log, and
 //! leaves it running: bosun watches every pod and follows every log at once.
+//! `BOSUN_BENCH_STORE=postgres`: the daemon on a PostgreSQL server the
+//! benchmark starts (its own memory only is measured, not the server's);
 //! `KUBE_BENCH_APISERVER_ARGS`: more kube-apiserver flags;
 //! `KUBE_BENCH_HOLD_SECS`: keep everything running that long after the
 //! figures (to look at the daemon).

@@ -1,5 +1,8 @@
 //! What the Kubernetes benchmarks share: a release-built `bosun serve` with
-//! one periodic job on one cluster, and an HTTP agent for its API.
+//! one periodic job on one cluster, and an HTTP agent for its API. The
+//! daemon's store is SQLite in its data directory, or with
+//! `BOSUN_BENCH_STORE=postgres` a database of a PostgreSQL server the
+//! benchmark starts (as `run_bench`'s daemons).
 
 // Each benchmark uses a part.
 #![allow(dead_code)]
@@ -14,6 +17,9 @@ use std::time::{Duration, Instant};
 use bosun_kubetest::kubelet::Kubelet;
 use bosun_kubetest::ControlPlane;
 use k8s_openapi::api::core::v1::Pod;
+
+#[path = "../../../bosun/examples/common/store.rs"]
+mod store;
 
 /// More kube-apiserver flags for a benchmark's control plane
 /// (`KUBE_BENCH_APISERVER_ARGS`, split on white space).
@@ -45,6 +51,8 @@ pub struct Bosun {
     /// An agent for its API.
     pub agent: ureq::Agent,
     _dir: tempfile::TempDir,
+    /// Its store's server, if not SQLite (stopped after the daemon).
+    _store: store::BenchStore,
 }
 
 impl Drop for Bosun {
@@ -75,6 +83,8 @@ impl Bosun {
         )
         .unwrap();
         let port = bosun_kubetest::process::free_port();
+        let bench_store = store::BenchStore::from_env();
+        eprintln!("store: {}", bench_store.name());
         let log = dir.path().join("bosun.log");
         let data = dir.path().join("data");
         let child = Command::new(bosun)
@@ -87,6 +97,7 @@ impl Bosun {
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .arg("--kubeconfig")
             .arg(kubeconfig)
+            .args(bench_store.args())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
@@ -103,6 +114,7 @@ impl Bosun {
             data,
             agent,
             _dir: dir,
+            _store: bench_store,
         }
     }
 
