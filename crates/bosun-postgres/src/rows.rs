@@ -9,8 +9,6 @@ use bosun_store::run::Labels;
 use bosun_store::{PeriodicState, Run, StoreError, TickOutcome};
 use jiff::Timestamp;
 use postgres::Row;
-use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
 
 /// The columns of a run's row, in the order [`run`] decodes them.
 pub(crate) const RUN_COLUMNS: &str = "id, build_id, job, job_type, periodic, configured_cluster, cluster, refs, extra_refs, labels, annotations, spec_hash, scheduled_at, attempt, pod_revival_count, created_at, pending_at, completed_at, state, description, url";
@@ -39,28 +37,10 @@ pub(crate) fn json<T: serde::de::DeserializeOwned>(s: &str) -> Result<T, StoreEr
     serde_json::from_str(s).map_err(|e| bad("JSON value", e))
 }
 
-/// How many label sets [`labels`] keeps to share (then it starts again).
-const SHARED_LABELS: usize = 1024;
-
-/// Labels or annotations from their JSON column, shared with the runs read
-/// before whose column was the same text: the runs of a job carry the same
-/// ones, and every active run is kept in memory (the controller's view),
-/// where a map of its own was about 550 bytes a run (SQLite's writer shares
-/// its runs' maps with their templates).
-pub(crate) fn labels(text: &str) -> Result<Labels, StoreError> {
-    static SHARED: OnceLock<Mutex<HashMap<Box<str>, Labels>>> = OnceLock::new();
-    let shared = SHARED.get_or_init(Mutex::default);
-    let lock = || shared.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(l) = lock().get(text) {
-        return Ok(l.clone());
-    }
-    let l: Labels = json(text)?;
-    let mut kept = lock();
-    if kept.len() >= SHARED_LABELS {
-        kept.clear();
-    }
-    kept.insert(text.into(), l.clone());
-    Ok(l)
+/// Labels or annotations from their JSON column, shared with other runs'
+/// ([`bosun_store::run::shared_labels`]).
+fn labels(text: &str) -> Result<Labels, StoreError> {
+    bosun_store::run::shared_labels(text).map_err(|e| bad("JSON value", e))
 }
 
 /// A value as its JSON column.
@@ -177,21 +157,4 @@ pub(crate) fn report(r: &Row) -> Result<StoredReport, StoreError> {
         last_error: r.get(9),
         outcome,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::labels;
-    use std::sync::Arc;
-
-    #[test]
-    fn runs_with_the_same_labels_share_one_map() {
-        let text = r#"{"prow.k8s.io/job":"unit","team":"a"}"#;
-        let (a, b) = (labels(text).unwrap(), labels(text).unwrap());
-        assert!(Arc::ptr_eq(&a, &b));
-        assert_eq!(a.get("team").map(String::as_str), Some("a"));
-        let other = labels(r#"{"team":"b"}"#).unwrap();
-        assert_eq!(other.get("team").map(String::as_str), Some("b"));
-        assert!(labels("[1]").is_err());
-    }
 }

@@ -33,6 +33,14 @@ pub(super) fn json<T: serde::de::DeserializeOwned>(s: &str) -> rusqlite::Result<
     })
 }
 
+/// Labels or annotations from their JSON column, shared with other runs'
+/// ([`crate::run::shared_labels`]).
+fn labels(s: &str) -> rusqlite::Result<crate::run::Labels> {
+    crate::run::shared_labels(s).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e))
+    })
+}
+
 /// A value as its JSON column.
 pub(super) fn to_json<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_string(v).expect("serializable")
@@ -55,8 +63,8 @@ pub(super) fn run_from_row(r: &Row<'_>) -> rusqlite::Result<Run> {
         cluster: r.get(6)?,
         refs: refs.as_deref().map(json).transpose()?,
         extra_refs: json(&r.get::<_, String>(8)?)?,
-        labels: json(&r.get::<_, String>(9)?)?,
-        annotations: json(&r.get::<_, String>(10)?)?,
+        labels: labels(&r.get::<_, String>(9)?)?,
+        annotations: labels(&r.get::<_, String>(10)?)?,
         spec_hash: r.get(11)?,
         scheduled_at: opt_ts(r.get(12)?)?,
         attempt: r.get(13)?,

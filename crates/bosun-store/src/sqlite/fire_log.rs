@@ -374,8 +374,8 @@ pub(super) fn logged_run(tx: &rusqlite::Connection, key: LogKey) -> Result<Run, 
         cluster: None,
         refs: t.4.as_deref().map(json).transpose()?,
         extra_refs: json(&t.5)?,
-        labels: json(&t.6)?,
-        annotations: json(&t.7)?,
+        labels: labels(&t.6)?,
+        annotations: labels(&t.7)?,
         spec_hash: t.8,
         scheduled_at: scheduled_at.map(ts).transpose()?,
         attempt,
@@ -390,6 +390,12 @@ pub(super) fn logged_run(tx: &rusqlite::Connection, key: LogKey) -> Result<Run, 
         description: t.10,
         url: None,
     })
+}
+
+/// Labels or annotations, shared with other runs'
+/// ([`crate::run::shared_labels`]).
+fn labels(s: &str) -> Result<crate::run::Labels, StoreError> {
+    crate::run::shared_labels(s).map_err(|e| StoreError::Invalid(e.to_string()))
 }
 
 fn json<T: serde::de::DeserializeOwned>(s: &str) -> Result<T, StoreError> {
