@@ -8,8 +8,9 @@
 //! daemon). `BOSUN_BENCH_PAGE_SIZE=N` creates the database with that page
 //! size. `BOSUN_BENCH_POLICY=silent` installs a report policy that reports
 //! nothing, `BOSUN_BENCH_POLICY=status` one that queues a commit status per
-//! change (in the change's transaction). Prints the process's CPU time too
-//! (the writer's, mostly).
+//! change (in the change's transaction). `BOSUN_BENCH_PRESUBMIT=1` makes
+//! presubmits, each with refs naming a pull, instead of a periodic's runs.
+//! Prints the process's CPU time too (the writer's, mostly).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -26,6 +27,7 @@ fn main() {
     let n: usize = args.next().and_then(|v| v.parse().ok()).unwrap_or(10_000);
     let threads: usize = args.next().and_then(|v| v.parse().ok()).unwrap_or(8);
     let lifecycle = std::env::var_os("BOSUN_BENCH_LIFECYCLE").is_some();
+    let presubmit = std::env::var_os("BOSUN_BENCH_PRESUBMIT").is_some();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("bosun.db");
     if let Ok(size) = std::env::var("BOSUN_BENCH_PAGE_SIZE") {
@@ -49,8 +51,12 @@ fn main() {
             let store = store.clone();
             let next = next.clone();
             std::thread::spawn(move || {
-                while next.fetch_add(1, Ordering::Relaxed) < n {
-                    let new = NewRun {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= n {
+                        break;
+                    }
+                    let mut new = NewRun {
                         job: "true".into(),
                         job_type: JobType::Periodic,
                         periodic: Some("true".into()),
@@ -72,6 +78,18 @@ fn main() {
                         attempt: 0,
                         description: "Job triggered.".into(),
                     };
+                    if presubmit {
+                        new.job = "pre".into();
+                        new.job_type = JobType::Presubmit;
+                        new.periodic = None;
+                        new.refs = Some(
+                            serde_json::from_value(serde_json::json!({
+                                "org": "acme", "repo": "widgets", "base_ref": "main",
+                                "base_sha": "b", "pulls": [{"number": i % 100, "author": "a", "sha": "s"}],
+                            }))
+                            .unwrap(),
+                        );
+                    }
                     let run = store.create_run(new, Timestamp::now()).unwrap();
                     if lifecycle {
                         let id = &run.run().id;

@@ -19,8 +19,8 @@ use super::fire_log::{
 use super::request::{ClusterBefore, Op, Reply, Target};
 use super::sql;
 use super::sql::{
-    delete_runs, get_run, insert_run, insert_spec, keep_build_id, put_outcomes, put_state,
-    retained_ids, tick_run, update_run,
+    delete_runs, get_run, insert_pulls, insert_run, insert_spec, keep_build_id, put_outcomes,
+    put_state, retained_ids, tick_run, update_run,
 };
 use super::versions::Versions;
 use crate::prepared::{LogEntry, Payload};
@@ -382,6 +382,11 @@ fn create(
         ],
     )
     .map_err(unavailable)?;
+    if let (Some(refs), Some(json)) = (&run.refs, &p.refs_json) {
+        if !refs.pulls.is_empty() {
+            insert_pulls(tx, json, seq).map_err(unavailable)?;
+        }
+    }
     report(tx, policy, &run, None)?;
     // Only now: a failed insert fails the batch, whose cache is then dropped.
     cache.counters = Some((build_id, seq));

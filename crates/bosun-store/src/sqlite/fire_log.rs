@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use super::cache::{counters, LogKey, WriterCache};
 use super::codec::{Prepared, Template, TemplateCols};
 use super::error::unavailable;
-use super::sql::{exec, put_state, row, RUN_COLUMNS};
+use super::sql::{exec, insert_pulls, put_state, row, RUN_COLUMNS};
 use super::versions::Versions;
 use crate::prepared::{LogEntry, Payload, PreparedFire};
 use crate::run::{job_type_from_str, Run};
@@ -459,6 +459,9 @@ pub(super) fn fold(tx: &rusqlite::Transaction<'_>) -> Result<(), StoreError> {
                         first_seq + k,
                     ])
                     .map_err(unavailable)?;
+                if let Some(refs) = &t.4 {
+                    insert_pulls(tx, refs, first_seq + k).map_err(unavailable)?;
+                }
                 k += 1;
             }
             for (first, last, count, outcome, run_id, recorded_at) in &fire.o {

@@ -118,6 +118,24 @@ pub(super) fn insert_run(conn: &Connection, p: impl rusqlite::Params) -> rusqlit
     )
 }
 
+/// Inserts the pulls rows of the run numbered `seq` whose refs are
+/// `refs_json` (none without refs or pulls); a pull named twice is kept once.
+pub(super) fn insert_pulls(
+    conn: &Connection,
+    refs_json: &str,
+    seq: i64,
+) -> rusqlite::Result<usize> {
+    exec(
+        conn,
+        "INSERT OR IGNORE INTO run_pulls(number, repo, seq, sha)
+            SELECT json_extract(value, '$.number'),
+                json_extract(?1, '$.org') || '/' || json_extract(?1, '$.repo'), ?2,
+                COALESCE(json_extract(value, '$.sha'), '')
+            FROM json_each(?1, '$.pulls')",
+        params![refs_json, seq],
+    )
+}
+
 /// Writes what a transition changes of `run`.
 pub(super) fn update_run(conn: &Connection, run: &Run) -> rusqlite::Result<usize> {
     exec(conn,
@@ -413,6 +431,11 @@ pub(super) fn periodic_states(
     Ok(())
 }
 
+/// Whether a periodic (`?1`) has an active run: a lookup in the partial
+/// index of periodics' active runs.
+pub(super) const PERIODIC_ACTIVE: &str =
+    "SELECT 1 FROM runs WHERE periodic = ?1 AND completed_at IS NULL ORDER BY seq DESC LIMIT 1";
+
 /// For each of `periodics`, its last run and whether one is active: two
 /// index lookups per periodic on one connection, reading only the columns a
 /// decision needs (no JSON).
@@ -423,9 +446,7 @@ pub(super) fn periodic_runs(
     let mut last = c.prepare_cached(
         "SELECT created_at, completed_at, scheduled_at, attempt, state, id FROM runs WHERE job = ?2 AND periodic = ?1 ORDER BY seq DESC LIMIT 1",
     )?;
-    let mut active = c.prepare_cached(
-        "SELECT 1 FROM runs WHERE periodic = ?1 AND completed_at IS NULL ORDER BY seq DESC LIMIT 1",
-    )?;
+    let mut active = c.prepare_cached(PERIODIC_ACTIVE)?;
     // In name order: neighbouring lookups share index pages.
     let mut sorted: Vec<&String> = periodics.iter().collect();
     sorted.sort_unstable();

@@ -2301,9 +2301,10 @@ fn runs_are_listed_by_repository_pull_and_head() {
         extra.extra_refs = vec![refs_of(w, &[(1, "a")])];
         s.create_run(extra, t(at)).unwrap();
         // An in-repo periodic's runs have refs: a fire (through the fire log
-        // for one of the SQLite stores) is listed too.
+        // for one of the SQLite stores) is listed too, by its pull if its
+        // refs name one.
         let mut fire = tick_fire("acme/widgets:nightly", "2026-01-01T00:00:00Z", t(at));
-        fire.runs[0].refs = Some(refs_of(w, &[]));
+        fire.runs[0].refs = Some(refs_of(w, &[(9, "n")]));
         fire.runs[0].job = "nightly".into();
         s.commit_fire(fire, t(at)).unwrap();
 
@@ -2333,6 +2334,7 @@ fn runs_are_listed_by_repository_pull_and_head() {
         );
         assert_eq!(jobs(&list(of(Some(w), Some(2), None))), ["batch", "pre-2"]);
         assert_eq!(jobs(&list(of(Some(w), Some(3), None))), Vec::<&str>::new());
+        assert_eq!(jobs(&list(of(Some(w), Some(9), Some("n")))), ["nightly"]);
         assert_eq!(
             jobs(&list(of(None, Some(1), None))),
             ["nested-1", "other-1", "batch", "pre-1b", "pre-1a"],
