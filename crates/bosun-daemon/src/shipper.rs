@@ -57,7 +57,9 @@ pub struct Shipper {
     /// Whether the store is one replicas share (runs are tracked only
     /// then).
     enabled: AtomicBool,
-    runs: Mutex<HashMap<String, Track>>,
+    /// By run id, shared with each pass's list of what to ship (a pass
+    /// runs every second over every running run: it copies no id).
+    runs: Mutex<HashMap<Arc<str>, Track>>,
     /// Passes made since this replica began shipping (or last lost the
     /// lead).
     passes: AtomicU64,
@@ -87,7 +89,7 @@ impl TransitionObserver for Shipper {
             return;
         }
         if run.state == RunState::Pending || run.state.is_final() {
-            self.runs.locked().entry(run.id.clone()).or_default();
+            track(&mut self.runs.locked(), &run.id);
         }
         if run.state.is_final() {
             self.wake.notify_one();
@@ -149,13 +151,13 @@ impl Shipper {
         {
             let mut runs = self.runs.locked();
             for run in shared.active.pending() {
-                runs.entry(run.id.clone()).or_default();
+                track(&mut runs, &run.id);
             }
             for id in left_open {
-                runs.entry(id).or_default();
+                track(&mut runs, &id);
             }
         }
-        let todo: Vec<(String, Track)> = self
+        let todo: Vec<(Arc<str>, Track)> = self
             .runs
             .locked()
             .iter()
@@ -166,10 +168,10 @@ impl Shipper {
             let mut runs = self.runs.locked();
             match step {
                 Ok(Step::Done) => {
-                    runs.remove(&id);
+                    runs.remove(&*id);
                 }
                 Ok(Step::Shipped(n)) => {
-                    if let Some(t) = runs.get_mut(&id) {
+                    if let Some(t) = runs.get_mut(&*id) {
                         t.shipped = Some(n);
                     }
                 }
@@ -180,11 +182,11 @@ impl Shipper {
                     return;
                 }
                 Err(StoreError::NotFound(_)) => {
-                    runs.remove(&id);
+                    runs.remove(&*id);
                 }
                 Err(e) => {
                     // What the store holds is asked again next time.
-                    if let Some(t) = runs.get_mut(&id) {
+                    if let Some(t) = runs.get_mut(&*id) {
                         t.shipped = None;
                     }
                     tracing::warn!(run = %id, error = %e, "cannot keep the run's log in the store; trying again");
@@ -204,14 +206,23 @@ impl Shipper {
     }
 }
 
+/// Tracks run `id` (already tracked, it keeps what was shipped).
+fn track(runs: &mut HashMap<Arc<str>, Track>, id: &str) {
+    if !runs.contains_key(id) {
+        runs.insert(id.into(), Track::default());
+    }
+}
+
 /// Ships what is new of run `id`'s log; once it is whole, the run's
 /// artifacts.
 fn ship(shared: &Shared, id: &str, track: Track) -> Result<Step, StoreError> {
     let store = &shared.store;
+    // The active run as the daemon keeps it (a pass looks at every running
+    // run every second: no copy).
     let run = match shared.active.get(id) {
-        Some(run) => (*run).clone(),
+        Some(run) => run,
         None => match store.get(id)? {
-            Some(run) => run,
+            Some(run) => Arc::new(run),
             None => return Ok(Step::Done),
         },
     };
