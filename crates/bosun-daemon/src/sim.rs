@@ -51,6 +51,17 @@ pub(crate) fn sim(start: Timestamp) -> Sim {
 /// A simulation of the central config `config` and the jobs `jobs`. Every
 /// cluster, whatever its kind, runs on the simulated executor.
 fn sim_with(start: Timestamp, config: &str, jobs: &str) -> Sim {
+    sim_on(start, config, jobs, |exec| exec)
+}
+
+/// As [`sim_with`], every cluster running on what `on` makes of the
+/// simulated executor.
+fn sim_on(
+    start: Timestamp,
+    config: &str,
+    jobs: &str,
+    on: impl Fn(Arc<SimulatedExecutor>) -> Arc<dyn Executor>,
+) -> Sim {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("config.yaml"), config).unwrap();
     std::fs::write(dir.path().join("jobs.yaml"), jobs).unwrap();
@@ -83,8 +94,8 @@ fn sim_with(start: Timestamp, config: &str, jobs: &str) -> Sim {
         warnings: Vec::new(),
         users: HashMap::new(),
         make_executor: {
-            let exec = exec.clone();
-            Box::new(move |_, _, _, _| Some(exec.clone() as Arc<dyn Executor>))
+            let exec = on(exec.clone());
+            Box::new(move |_, _, _, _| Some(exec.clone()))
         },
         clock: clock.clone(),
         metrics,
@@ -143,6 +154,18 @@ impl Sim {
                 _ => break,
             }
         }
+    }
+
+    /// How many runs are in `state`.
+    fn runs_in(&self, state: RunState) -> usize {
+        self.store
+            .list(&RunFilter {
+                state: Some(state),
+                limit: 100_000,
+                ..RunFilter::default()
+            })
+            .unwrap()
+            .len()
     }
 
     fn runs(&self, job: &str) -> Vec<bosun_store::Run> {
@@ -579,5 +602,102 @@ periodics:
     assert_eq!(
         planned("reloc"),
         Some(base.assignments["reloc"].cluster.clone())
+    );
+}
+
+/// An executor that notes which thread each start ran on, each start
+/// taking a while (a local cluster's spawn of a process).
+struct ThreadsOfStarts {
+    inner: Arc<SimulatedExecutor>,
+    threads: std::sync::Mutex<Vec<std::thread::ThreadId>>,
+}
+
+impl Executor for ThreadsOfStarts {
+    fn start(
+        &self,
+        run_id: &str,
+        workload: &bosun_cluster::workload::Workload,
+    ) -> Result<(), bosun_cluster::executor::ExecError> {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        self.threads
+            .lock()
+            .unwrap()
+            .push(std::thread::current().id());
+        self.inner.start(run_id, workload)
+    }
+    fn status(&self, run_id: &str) -> bosun_cluster::executor::RunStatus {
+        self.inner.status(run_id)
+    }
+    fn abort(
+        &self,
+        run_id: &str,
+        grace: std::time::Duration,
+    ) -> bosun_cluster::executor::RunStatus {
+        self.inner.abort(run_id, grace)
+    }
+    fn remove(&self, run_id: &str) -> Result<(), bosun_cluster::executor::ExecError> {
+        self.inner.remove(run_id)
+    }
+    fn log_path(&self, run_id: &str) -> Option<std::path::PathBuf> {
+        self.inner.log_path(run_id)
+    }
+}
+
+/// The starts a pass admits go on a few blocking tasks, each taking its
+/// share in turn: not a task (and soon a thread) each, which a burst of
+/// starts made into hundreds of threads.
+#[test]
+fn a_passs_starts_share_a_few_blocking_threads() {
+    use std::time::Duration;
+    let n = 40;
+    let jobs: String = (0..n)
+        .map(|i| {
+            format!("- name: j{i}\n  cron: \"*/2 * * * *\"\n  spec: {{containers: [{{image: x, command: [\"true\"]}}]}}\n")
+        })
+        .collect();
+    let starts = Arc::new(std::sync::Mutex::new(None::<Arc<ThreadsOfStarts>>));
+    let t0: Timestamp = "2026-03-02T00:00:30Z".parse().unwrap();
+    let s = sim_on(
+        t0,
+        "build_clusters:\n  default: {kind: local, max_concurrency: 100}\n",
+        &format!("periodics:\n{jobs}"),
+        |inner| {
+            let e = Arc::new(ThreadsOfStarts {
+                inner,
+                threads: Default::default(),
+            });
+            *starts.lock().unwrap() = Some(e.clone());
+            e
+        },
+    );
+    let starts = starts.lock().unwrap().clone().expect("the executor");
+    // First seen at t0, each fires at its next tick.
+    crate::periodics::fire(&s.daemon.shared, &s.daemon.controller);
+    s.clock.set("2026-03-02T00:02:00Z".parse().unwrap());
+    let (_, failed) = crate::periodics::fire(&s.daemon.shared, &s.daemon.controller);
+    assert!(failed.is_empty(), "{failed:?}");
+    assert_eq!(s.runs_in(RunState::Triggered), n);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let _in_runtime = rt.enter();
+    s.daemon.controller.pass();
+    let started = || starts.threads.lock().unwrap().len();
+    for _ in 0..5_000 {
+        if started() == n {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!(started(), n, "every run was started");
+    let mut threads = starts.threads.lock().unwrap().clone();
+    threads.sort_by_key(|t| format!("{t:?}"));
+    threads.dedup();
+    assert!(
+        threads.len() <= crate::controller::START_TASKS,
+        "{n} starts on {} threads",
+        threads.len()
     );
 }

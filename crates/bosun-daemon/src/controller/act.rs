@@ -11,10 +11,10 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bosun_cluster::executor::{ExecError, RunStatus};
+use bosun_cluster::executor::{ExecError, Executor, RunStatus};
 use bosun_cluster::workload::{ClusterKind, Context, Workload};
 use bosun_store::template::SpecSnapshot;
-use bosun_store::{RunState, Transition};
+use bosun_store::{Run, RunState, Transition};
 use jiff::Timestamp;
 
 use super::decide::{exited, job_queue, Plan, ABORT_GRACE, PIPELINE_AGENT};
@@ -28,6 +28,11 @@ const START_RETRY: Duration = Duration::from_secs(1);
 
 /// The longest wait between two tries of a start.
 const START_RETRY_MAX: Duration = Duration::from_secs(60);
+
+/// The most blocking tasks a pass's starts go on (each takes its share of
+/// them in turn): a local cluster's starts spawn processes side by side, a
+/// Kubernetes cluster's are handed to its pacing at once.
+pub(crate) const START_TASKS: usize = 4;
 
 /// How long a start that failed for a reason that may pass waits before it
 /// is tried again, after `failures` such failures in a row: [`START_RETRY`]
@@ -209,28 +214,18 @@ impl Controller {
                 to_start.push((a.run, job, a.cluster, exec));
             }
         }
-        for (run, job, target, exec) in to_start {
+        // The pass's starts go on at most START_TASKS blocking tasks, each
+        // taking its share in turn: a task each would have the runtime start
+        // a thread for nearly every one of a burst's starts (256 a pass).
+        let share = to_start.len().div_ceil(START_TASKS).max(1);
+        let mut to_start = to_start.into_iter().peekable();
+        while to_start.peek().is_some() {
+            let starts: Vec<_> = to_start.by_ref().take(share).collect();
             let c = self.clone();
             off_the_pass(move || {
-                if !c.shared.leadership.trusted() {
-                    let why = "this replica's leadership is not confirmed".to_string();
-                    return c.started(&run.id, &target, Err(ExecError::Transient(why)));
+                for (run, job, target, exec) in starts {
+                    c.start(run, &job, target, exec.as_ref());
                 }
-                // An executor whose starts wait their turn (a Kubernetes
-                // cluster's paced creations) hands the outcome back later,
-                // holding no thread meanwhile.
-                // Its outcome is taken in this runtime's context (a retry's
-                // timer runs here, not on the cluster's runtime).
-                let here = tokio::runtime::Handle::try_current().ok();
-                let id = run.id.clone();
-                exec.start_then(
-                    &id,
-                    &job,
-                    Box::new(move |started| {
-                        let _here = here.as_ref().map(|h| h.enter());
-                        c.started(&run.id, &target, started)
-                    }),
-                );
             });
         }
         // Starts that completed since the pass began (its own, when they
@@ -249,6 +244,29 @@ impl Controller {
             self.wake.notify_one();
         }
         n_started
+    }
+
+    /// Starts `run` on cluster `target` (`exec`). Blocking.
+    fn start(self: &Arc<Self>, run: Arc<Run>, job: &Workload, target: String, exec: &dyn Executor) {
+        if !self.shared.leadership.trusted() {
+            let why = "this replica's leadership is not confirmed".to_string();
+            return self.started(&run.id, &target, Err(ExecError::Transient(why)));
+        }
+        // An executor whose starts wait their turn (a Kubernetes cluster's
+        // paced creations) hands the outcome back later, holding no thread
+        // meanwhile. Its outcome is taken in this runtime's context (a
+        // retry's timer runs here, not on the cluster's runtime).
+        let here = tokio::runtime::Handle::try_current().ok();
+        let c = self.clone();
+        let id = run.id.clone();
+        exec.start_then(
+            &id,
+            job,
+            Box::new(move |started| {
+                let _here = here.as_ref().map(|h| h.enter());
+                c.started(&run.id, &target, started)
+            }),
+        );
     }
 
     /// What a start of run `id` on cluster `target` came to: its

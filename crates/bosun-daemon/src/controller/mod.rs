@@ -13,6 +13,8 @@
 //! a restarted daemon re-attaches to their processes and pods.
 
 mod act;
+#[cfg(test)]
+pub(crate) use act::START_TASKS;
 pub mod decide;
 mod handle;
 mod held;
