@@ -610,6 +610,8 @@ periodics:
 struct ThreadsOfStarts {
     inner: Arc<SimulatedExecutor>,
     threads: std::sync::Mutex<Vec<std::thread::ThreadId>>,
+    /// Whether the next start panics (once).
+    panic_once: std::sync::atomic::AtomicBool,
 }
 
 impl Executor for ThreadsOfStarts {
@@ -619,6 +621,12 @@ impl Executor for ThreadsOfStarts {
         workload: &bosun_cluster::workload::Workload,
     ) -> Result<(), bosun_cluster::executor::ExecError> {
         std::thread::sleep(std::time::Duration::from_millis(20));
+        if self
+            .panic_once
+            .swap(false, std::sync::atomic::Ordering::SeqCst)
+        {
+            panic!("a start that panics");
+        }
         self.threads
             .lock()
             .unwrap()
@@ -648,6 +656,41 @@ impl Executor for ThreadsOfStarts {
 /// starts made into hundreds of threads.
 #[test]
 fn a_passs_starts_share_a_few_blocking_threads() {
+    let (s, starts) = start_40(false);
+    let mut threads = starts.threads.lock().unwrap().clone();
+    assert_eq!(threads.len(), 40, "every run was started");
+    threads.sort_by_key(|t| format!("{t:?}"));
+    threads.dedup();
+    assert!(
+        threads.len() <= crate::controller::START_TASKS,
+        "40 starts on {} threads",
+        threads.len()
+    );
+    drop(s);
+}
+
+/// A start that panics fails its run; the other starts of its share go on.
+#[test]
+fn a_start_that_panics_leaves_the_others_of_its_share_to_start() {
+    let (s, starts) = start_40(true);
+    assert_eq!(
+        starts.threads.lock().unwrap().len(),
+        39,
+        "the others started"
+    );
+    // Every start came back to the controller, the panicked one's too.
+    let back = s.daemon.controller.started.lock().unwrap().len() + s.daemon.controller.held_runs();
+    assert_eq!(back, 40);
+    s.daemon.controller.pass();
+    s.daemon.controller.flush();
+    assert_eq!(s.runs_in(RunState::Error), 1);
+    assert_eq!(s.runs_in(RunState::Pending), 39);
+}
+
+/// 40 periodics fired at once and a pass inside a runtime, on an executor
+/// whose starts take 20 ms (the first panicking if `panic`); returns once
+/// every start came back to the controller.
+fn start_40(panic: bool) -> (Sim, Arc<ThreadsOfStarts>) {
     use std::time::Duration;
     let n = 40;
     let jobs: String = (0..n)
@@ -665,6 +708,7 @@ fn a_passs_starts_share_a_few_blocking_threads() {
             let e = Arc::new(ThreadsOfStarts {
                 inner,
                 threads: Default::default(),
+                panic_once: panic.into(),
             });
             *starts.lock().unwrap() = Some(e.clone());
             e
@@ -684,20 +728,17 @@ fn a_passs_starts_share_a_few_blocking_threads() {
         .unwrap();
     let _in_runtime = rt.enter();
     s.daemon.controller.pass();
-    let started = || starts.threads.lock().unwrap().len();
+    let back =
+        || s.daemon.controller.started.lock().unwrap().len() + s.daemon.controller.held_runs();
     for _ in 0..5_000 {
-        if started() == n {
+        if back() == n {
             break;
         }
         std::thread::sleep(Duration::from_millis(2));
     }
-    assert_eq!(started(), n, "every run was started");
-    let mut threads = starts.threads.lock().unwrap().clone();
-    threads.sort_by_key(|t| format!("{t:?}"));
-    threads.dedup();
-    assert!(
-        threads.len() <= crate::controller::START_TASKS,
-        "{n} starts on {} threads",
-        threads.len()
-    );
+    assert_eq!(back(), n, "every start came back");
+    // Outside the runtime again, a pass commits at once.
+    drop(_in_runtime);
+    drop(rt);
+    (s, starts)
 }

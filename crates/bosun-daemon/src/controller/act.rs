@@ -224,7 +224,14 @@ impl Controller {
             let c = self.clone();
             off_the_pass(move || {
                 for (run, job, target, exec) in starts {
-                    c.start(run, &job, target, exec.as_ref());
+                    // A start that panics fails its own run, not the rest
+                    // of its share.
+                    let (id, on) = (run.id.clone(), target.clone());
+                    let start = || c.start(run, &job, target, exec.as_ref());
+                    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(start)).is_err() {
+                        let why = "the start failed unexpectedly (see the daemon's log)";
+                        c.started(&id, &on, Err(ExecError::Refused(why.into())));
+                    }
                 }
             });
         }
