@@ -156,6 +156,21 @@ impl Sim {
         }
     }
 
+    /// How many of the runs a pass started came back to the controller
+    /// (to be taken by the next pass, or held by this one).
+    fn starts_back(&self) -> usize {
+        self.daemon.controller.started.lock().unwrap().len() + self.daemon.controller.held_runs()
+    }
+
+    /// Waits (at most `limit`) until `n` starts came back; how many did.
+    fn wait_for_starts(&self, n: usize, limit: std::time::Duration) -> usize {
+        let until = std::time::Instant::now() + limit;
+        while self.starts_back() < n && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        self.starts_back()
+    }
+
     /// How many runs are in `state`.
     fn runs_in(&self, state: RunState) -> usize {
         self.store
@@ -265,15 +280,12 @@ async fn held_transitions_are_committed_after_the_timers_wake_up_or_by_a_flush()
     // back to the controller: to the next pass, or to this one if they
     // completed before it ended (it then holds them already).
     s.daemon.controller.pass();
-    let back =
-        || s.daemon.controller.started.lock().unwrap().len() + s.daemon.controller.held_runs();
-    for _ in 0..15_000 {
-        if back() == n {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    assert_eq!(back(), n, "every start came back: {:?}", states());
+    assert_eq!(
+        s.wait_for_starts(n, Duration::from_secs(30)),
+        n,
+        "every start came back: {:?}",
+        states()
+    );
     // The next pass takes the completed starts and holds them.
     s.daemon.controller.pass();
     assert!(s.daemon.controller.started.lock().unwrap().is_empty());
@@ -656,17 +668,15 @@ impl Executor for ThreadsOfStarts {
 /// starts made into hundreds of threads.
 #[test]
 fn a_passs_starts_share_a_few_blocking_threads() {
-    let (s, starts) = start_40(false);
-    let mut threads = starts.threads.lock().unwrap().clone();
+    let (_sim, starts) = start_40(false);
+    let threads = starts.threads.lock().unwrap().clone();
     assert_eq!(threads.len(), 40, "every run was started");
-    threads.sort_by_key(|t| format!("{t:?}"));
-    threads.dedup();
+    let distinct: std::collections::HashSet<_> = threads.into_iter().collect();
     assert!(
-        threads.len() <= crate::controller::START_TASKS,
+        distinct.len() <= crate::controller::START_TASKS,
         "40 starts on {} threads",
-        threads.len()
+        distinct.len()
     );
-    drop(s);
 }
 
 /// A start that panics fails its run; the other starts of its share go on.
@@ -679,8 +689,7 @@ fn a_start_that_panics_leaves_the_others_of_its_share_to_start() {
         "the others started"
     );
     // Every start came back to the controller, the panicked one's too.
-    let back = s.daemon.controller.started.lock().unwrap().len() + s.daemon.controller.held_runs();
-    assert_eq!(back, 40);
+    assert_eq!(s.starts_back(), 40);
     s.daemon.controller.pass();
     s.daemon.controller.flush();
     assert_eq!(s.runs_in(RunState::Error), 1);
@@ -728,15 +737,11 @@ fn start_40(panic: bool) -> (Sim, Arc<ThreadsOfStarts>) {
         .unwrap();
     let _in_runtime = rt.enter();
     s.daemon.controller.pass();
-    let back =
-        || s.daemon.controller.started.lock().unwrap().len() + s.daemon.controller.held_runs();
-    for _ in 0..5_000 {
-        if back() == n {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    assert_eq!(back(), n, "every start came back");
+    assert_eq!(
+        s.wait_for_starts(n, Duration::from_secs(10)),
+        n,
+        "every start came back"
+    );
     // Outside the runtime again, a pass commits at once.
     drop(_in_runtime);
     drop(rt);

@@ -421,6 +421,9 @@ pub(super) fn fold(tx: &rusqlite::Transaction<'_>) -> Result<(), StoreError> {
         return Ok(());
     }
     let mut known = HashMap::new();
+    // Whether a template's refs name pulls, by template (an in-repo
+    // periodic's refs name none: no statement for its runs' pulls).
+    let mut pulls: HashMap<String, bool> = HashMap::new();
     let mut insert_run = tx
         .prepare_cached(&format!("INSERT INTO runs({RUN_COLUMNS}, seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)"))
         .map_err(unavailable)?;
@@ -460,7 +463,18 @@ pub(super) fn fold(tx: &rusqlite::Transaction<'_>) -> Result<(), StoreError> {
                     ])
                     .map_err(unavailable)?;
                 if let Some(refs) = &t.4 {
-                    insert_pulls(tx, refs, first_seq + k).map_err(unavailable)?;
+                    let named = match pulls.get(hash.as_str()) {
+                        Some(&named) => named,
+                        None => {
+                            let refs: bosun_config::types::Refs = json(refs)?;
+                            let named = !refs.pulls.is_empty();
+                            pulls.insert(hash.clone(), named);
+                            named
+                        }
+                    };
+                    if named {
+                        insert_pulls(tx, refs, first_seq + k).map_err(unavailable)?;
+                    }
                 }
                 k += 1;
             }
