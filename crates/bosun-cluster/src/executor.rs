@@ -120,6 +120,14 @@ pub trait Executor: Send + Sync {
     fn start_then(&self, run_id: &str, workload: &Workload, done: StartDone) {
         done(self.start(run_id, workload))
     }
+    /// Starts several runs' workloads as [`Executor::start_then`] does,
+    /// each outcome to its `done`. A local cluster sends them to its
+    /// supervisor together; by default they are started one after another.
+    fn start_all_then(&self, starts: Vec<(&str, &Workload, StartDone)>) {
+        for (run_id, workload, done) in starts {
+            self.start_then(run_id, workload, done);
+        }
+    }
     /// Starts a run's workload again in place of its lost one (a
     /// Kubernetes cluster deletes the old pod and creates the new one once
     /// the old one is really gone, however long its grace period, the run

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::PodSpec;
 use rustix::process::{kill_process_group, Pid, Signal};
 
-use crate::executor::{ExecError, Executor, JobProcess, RunStatus, Workload};
+use crate::executor::{ExecError, Executor, JobProcess, RunStatus, StartDone, Workload};
 use crate::shim::{
     self, start_time, Event, Reply, Request, RunAs, StartRequest, LOG_SUFFIX, SOCKET, STATE_SUFFIX,
     STATE_XATTR,
@@ -313,13 +313,19 @@ impl LocalExecutor {
         self.known.locked()
     }
 
-    /// Sends a request and reads its reply, reconnecting once if the
+    /// Sends requests on one connection, all at once, and reads their
+    /// replies in order (the supervisor answers a connection's requests in
+    /// turn, and holds its replies while more requests are waiting: a pass's
+    /// starts cost one wake-up, not one each). Reconnects once if the
     /// connection broke (a start is idempotent, so repeating one is safe).
-    /// Also returns the generation of `known` just before the request was
+    /// Also returns the generation of `known` just before the requests were
     /// sent, if the subscription was acknowledged then.
-    fn request(&self, req: &Request) -> Result<(Reply, Option<u64>), ExecError> {
-        let mut line = serde_json::to_string(req).map_err(io)?;
-        line.push('\n');
+    fn request_all(&self, reqs: &[Request]) -> Result<(Vec<Reply>, Option<u64>), ExecError> {
+        let mut lines = String::new();
+        for req in reqs {
+            lines.push_str(&serde_json::to_string(req).map_err(io)?);
+            lines.push('\n');
+        }
         let mut last = None;
         for _ in 0..2 {
             let idle = self.conns.locked().pop();
@@ -334,18 +340,25 @@ impl LocalExecutor {
                 let known = self.known();
                 known.trusted.then_some(known.generation)
             };
+            let mut replies = Vec::with_capacity(reqs.len());
             let mut reply = String::new();
-            let sent = c
-                .get_mut()
-                .write_all(line.as_bytes())
-                .and_then(|()| c.read_line(&mut reply));
-            match sent {
-                Ok(n) if n > 0 => {
-                    self.conns.locked().push(c);
-                    let reply = serde_json::from_str(&reply).map_err(io)?;
-                    return Ok((reply, generation));
+            let mut sent = c.get_mut().write_all(lines.as_bytes());
+            while sent.is_ok() && replies.len() < reqs.len() {
+                reply.clear();
+                match c.read_line(&mut reply) {
+                    Ok(0) => sent = Err(std::io::ErrorKind::UnexpectedEof.into()),
+                    Ok(_) => replies.push(serde_json::from_str(&reply).map_err(io)?),
+                    Err(e) => sent = Err(e),
                 }
-                Ok(_) => last = Some("the supervisor closed the connection".to_string()),
+            }
+            match sent {
+                Ok(()) => {
+                    self.conns.locked().push(c);
+                    return Ok((replies, generation));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                    last = Some("the supervisor closed the connection".to_string())
+                }
                 Err(e) => last = Some(e.to_string()),
             }
             // A broken connection (the supervisor went away): drop every idle
@@ -358,6 +371,48 @@ impl LocalExecutor {
     /// Starts a run. Starting a run that was started before does nothing (a
     /// restarted controller may try again).
     pub fn start(&self, run_id: &str, job: &JobProcess) -> Result<(), ExecError> {
+        let mut out = self.start_all(&[(run_id, job)]);
+        out.pop().unwrap_or_else(|| Err(io("no reply")))
+    }
+
+    /// Starts runs, their requests sent to the supervisor together; returns
+    /// each one's outcome, in order.
+    pub fn start_all(&self, starts: &[(&str, &JobProcess)]) -> Vec<Result<(), ExecError>> {
+        let mut out: Vec<Option<Result<(), ExecError>>> = Vec::with_capacity(starts.len());
+        let mut reqs = Vec::with_capacity(starts.len());
+        let mut sent = Vec::with_capacity(starts.len());
+        for (i, (run_id, job)) in starts.iter().enumerate() {
+            match self.start_request(run_id, job) {
+                Ok(req) => {
+                    reqs.push(req);
+                    sent.push(i);
+                    out.push(None);
+                }
+                Err(e) => out.push(Some(Err(e))),
+            }
+        }
+        if !reqs.is_empty() {
+            match self.request_all(&reqs) {
+                Ok((replies, generation)) => {
+                    for (i, reply) in sent.into_iter().zip(replies) {
+                        out[i] = Some(self.started(starts[i].0, reply, generation));
+                    }
+                }
+                Err(e) => {
+                    let why = e.to_string();
+                    for i in sent {
+                        out[i] = Some(Err(ExecError::Refused(why.clone())));
+                    }
+                }
+            }
+        }
+        out.into_iter()
+            .map(|o| o.unwrap_or_else(|| Err(io("no reply"))))
+            .collect()
+    }
+
+    /// The supervisor's request that starts `job` as run `run_id`.
+    fn start_request(&self, run_id: &str, job: &JobProcess) -> Result<Request, ExecError> {
         // A pipeline or decorated run starts as one of the supervisor's
         // program's subcommands, given its options (see `subcommand`).
         let wrapped;
@@ -385,15 +440,24 @@ impl LocalExecutor {
             }
             (None, None) => job,
         };
-        let req = Request::Start(StartRequest {
+        Ok(Request::Start(StartRequest {
             id: run_id.to_string(),
             command: job.command.clone(),
             env: job.env.clone(),
             working_dir: job.working_dir.clone(),
             run_as: self.run_as,
             want_pid: true,
-        });
-        match self.request(&req)? {
+        }))
+    }
+
+    /// What the supervisor's `reply` to the start of `run_id` comes to.
+    fn started(
+        &self,
+        run_id: &str,
+        reply: Reply,
+        generation: Option<u64>,
+    ) -> Result<(), ExecError> {
+        match (reply, generation) {
             (Reply::Spawned { pid }, Some(generation)) => {
                 let mut known = self.known();
                 if known.trusted && known.generation == generation {
@@ -587,6 +651,24 @@ impl Executor for LocalExecutor {
                 "a local cluster runs processes, not {}",
                 other.word()
             ))),
+        }
+    }
+
+    /// The processes go to the supervisor together ([`LocalExecutor::start_all`]).
+    fn start_all_then(&self, starts: Vec<(&str, &Workload, StartDone)>) {
+        let mut processes = Vec::with_capacity(starts.len());
+        let mut dones = Vec::with_capacity(starts.len());
+        for (run_id, workload, done) in starts {
+            match workload {
+                Workload::Process(job) => {
+                    processes.push((run_id, job));
+                    dones.push(done);
+                }
+                other => done(Executor::start(self, run_id, other)),
+            }
+        }
+        for (done, started) in dones.into_iter().zip(self.start_all(&processes)) {
+            done(started);
         }
     }
 

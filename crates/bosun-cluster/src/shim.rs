@@ -514,10 +514,21 @@ impl Supervisor {
             Err(_) => return self.disconnected(number),
         };
         let mut writer = stream;
-        for line in reader.lines() {
-            let Ok(line) = line else { break };
-            let reply = match serde_json::from_str::<Request>(&line) {
-                Ok(Request::Start(req)) => self.start(&req),
+        let mut reader = reader;
+        // Replies wait while more requests are already read (a daemon that
+        // sends a pass's starts at once gets their replies in one write, and
+        // wakes once); a lone request is answered at once.
+        let mut out = String::new();
+        let mut line = String::new();
+        loop {
+            line.clear();
+            match reader.read_line(&mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+            let line = line.trim_end_matches('\n');
+            let reply = match serde_json::from_str::<Request>(line) {
+                Ok(Request::Start(req)) => Some(self.start(&req)),
                 Ok(Request::Subscribe) => {
                     if let Ok(mut s) = writer.try_clone() {
                         let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
@@ -530,15 +541,21 @@ impl Supervisor {
                             state.subscribers.insert(number, s);
                         }
                     }
-                    continue;
+                    None
                 }
-                Err(e) => Reply::Error(format!("bad request: {e}")),
+                Err(e) => Some(Reply::Error(format!("bad request: {e}"))),
             };
-            let mut out = serde_json::to_string(&reply).unwrap_or_default();
-            out.push('\n');
+            if let Some(reply) = reply {
+                out.push_str(&serde_json::to_string(&reply).unwrap_or_default());
+                out.push('\n');
+            }
+            if out.is_empty() || reader.buffer().contains(&b'\n') {
+                continue;
+            }
             if writer.write_all(out.as_bytes()).is_err() {
                 break;
             }
+            out.clear();
         }
         self.disconnected(number);
     }

@@ -624,6 +624,8 @@ struct ThreadsOfStarts {
     threads: std::sync::Mutex<Vec<std::thread::ThreadId>>,
     /// Whether the next start panics (once).
     panic_once: std::sync::atomic::AtomicBool,
+    /// How many runs each call of `start_all_then` was given.
+    together: std::sync::Mutex<Vec<usize>>,
 }
 
 impl Executor for ThreadsOfStarts {
@@ -645,6 +647,19 @@ impl Executor for ThreadsOfStarts {
             .push(std::thread::current().id());
         self.inner.start(run_id, workload)
     }
+    fn start_all_then(
+        &self,
+        starts: Vec<(
+            &str,
+            &bosun_cluster::workload::Workload,
+            bosun_cluster::executor::StartDone,
+        )>,
+    ) {
+        self.together.lock().unwrap().push(starts.len());
+        for (run_id, workload, done) in starts {
+            done(self.start(run_id, workload));
+        }
+    }
     fn status(&self, run_id: &str) -> bosun_cluster::executor::RunStatus {
         self.inner.status(run_id)
     }
@@ -663,12 +678,30 @@ impl Executor for ThreadsOfStarts {
     }
 }
 
+/// A pass's starts on one cluster go to its executor together, a share of
+/// them at a time (a local cluster sends them to its supervisor at once).
+#[test]
+fn a_passs_starts_on_one_cluster_go_to_its_executor_together() {
+    let (_sim, starts) = start_n(40, false);
+    let mut together = starts.together.lock().unwrap().clone();
+    together.sort_unstable();
+    assert_eq!(together.iter().sum::<usize>(), 40, "{together:?}");
+    assert!(
+        together.len() <= crate::controller::START_TASKS,
+        "40 starts in {} calls: {together:?}",
+        together.len()
+    );
+    // A pass with a few starts sends them in one call, not a call each.
+    let (_sim, starts) = start_n(5, false);
+    assert_eq!(*starts.together.lock().unwrap(), [5]);
+}
+
 /// The starts a pass admits go on a few blocking tasks, each taking its
 /// share in turn: not a task (and soon a thread) each, which a burst of
 /// starts made into hundreds of threads.
 #[test]
 fn a_passs_starts_share_a_few_blocking_threads() {
-    let (_sim, starts) = start_40(false);
+    let (_sim, starts) = start_n(40, false);
     let threads = starts.threads.lock().unwrap().clone();
     assert_eq!(threads.len(), 40, "every run was started");
     let distinct: std::collections::HashSet<_> = threads.into_iter().collect();
@@ -682,7 +715,7 @@ fn a_passs_starts_share_a_few_blocking_threads() {
 /// A start that panics fails its run; the other starts of its share go on.
 #[test]
 fn a_start_that_panics_leaves_the_others_of_its_share_to_start() {
-    let (s, starts) = start_40(true);
+    let (s, starts) = start_n(40, true);
     assert_eq!(
         starts.threads.lock().unwrap().len(),
         39,
@@ -696,12 +729,11 @@ fn a_start_that_panics_leaves_the_others_of_its_share_to_start() {
     assert_eq!(s.runs_in(RunState::Pending), 39);
 }
 
-/// 40 periodics fired at once and a pass inside a runtime, on an executor
+/// `n` periodics fired at once and a pass inside a runtime, on an executor
 /// whose starts take 20 ms (the first panicking if `panic`); returns once
 /// every start came back to the controller.
-fn start_40(panic: bool) -> (Sim, Arc<ThreadsOfStarts>) {
+fn start_n(n: usize, panic: bool) -> (Sim, Arc<ThreadsOfStarts>) {
     use std::time::Duration;
-    let n = 40;
     let jobs: String = (0..n)
         .map(|i| {
             format!("- name: j{i}\n  cron: \"*/2 * * * *\"\n  spec: {{containers: [{{image: x, command: [\"true\"]}}]}}\n")
@@ -718,6 +750,7 @@ fn start_40(panic: bool) -> (Sim, Arc<ThreadsOfStarts>) {
                 inner,
                 threads: Default::default(),
                 panic_once: panic.into(),
+                together: Default::default(),
             });
             *starts.lock().unwrap() = Some(e.clone());
             e

@@ -1,17 +1,19 @@
 //! Act: carries a plan out. Processes and pods are stopped first, then
-//! revivals and starts are handed to blocking tasks of their own (a pass
-//! never waits for a process or a pod to start; outside a runtime, a
-//! simulation, they run in the pass). A completed start leaves its `pending`
+//! revivals and starts are handed to blocking tasks (a pass never waits for
+//! a process or a pod to start; outside a runtime, a simulation, they run in
+//! the pass): a revival a task, a pass's starts a few tasks, each cluster's
+//! starts in a task given to its executor together. A completed start leaves its `pending`
 //! transition for the next pass, which commits it with its own (one commit
 //! per pass rather than one more per start); if its local job has already
 //! exited, its end is committed with it.
 
 use bosun_base::sync::Lock;
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bosun_cluster::executor::{ExecError, Executor, RunStatus};
+use bosun_cluster::executor::{ExecError, Executor, RunStatus, StartDone};
 use bosun_cluster::workload::{ClusterKind, Context, Workload};
 use bosun_store::template::SpecSnapshot;
 use bosun_store::{Run, RunState, Transition};
@@ -33,6 +35,14 @@ const START_RETRY_MAX: Duration = Duration::from_secs(60);
 /// them in turn): a local cluster's starts spawn processes side by side, a
 /// Kubernetes cluster's are handed to its pacing at once.
 pub(crate) const START_TASKS: usize = 4;
+
+/// The fewest starts a blocking task takes: a pass that starts a few runs
+/// starts them on one task (a local cluster's go to its supervisor
+/// together), not on a task each.
+const MIN_SHARE: usize = 16;
+
+/// A run to start: its workload, its cluster and that cluster's executor.
+type ToStart = (Arc<Run>, Workload, String, Arc<dyn Executor>);
 
 /// How long a start that failed for a reason that may pass waits before it
 /// is tried again, after `failures` such failures in a row: [`START_RETRY`]
@@ -217,23 +227,12 @@ impl Controller {
         // The pass's starts go on at most START_TASKS blocking tasks, each
         // taking its share in turn: a task each would have the runtime start
         // a thread for nearly every one of a burst's starts (256 a pass).
-        let share = to_start.len().div_ceil(START_TASKS).max(1);
+        let share = to_start.len().div_ceil(START_TASKS).max(MIN_SHARE);
         let mut to_start = to_start.into_iter().peekable();
         while to_start.peek().is_some() {
             let starts: Vec<_> = to_start.by_ref().take(share).collect();
             let c = self.clone();
-            off_the_pass(move || {
-                for (run, job, target, exec) in starts {
-                    // A start that panics fails its own run, not the rest
-                    // of its share.
-                    let (id, on) = (run.id.clone(), target.clone());
-                    let start = || c.start(run, &job, target, exec.as_ref());
-                    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(start)).is_err() {
-                        let why = "the start failed unexpectedly (see the daemon's log)";
-                        c.started(&id, &on, Err(ExecError::Refused(why.into())));
-                    }
-                }
-            });
+            off_the_pass(move || c.start_share(starts));
         }
         // Starts that completed since the pass began (its own, when they
         // ran in it), and the ones it began with: committed with the rest,
@@ -251,6 +250,80 @@ impl Controller {
             self.wake.notify_one();
         }
         n_started
+    }
+
+    /// Starts a share of a pass's runs. Blocking. A cluster's runs in it go
+    /// together ([`Executor::start_all_then`]: a local cluster's to its
+    /// supervisor at once), in the pass's order. A start that panics fails
+    /// its own run, not the rest of its share.
+    fn start_share(self: &Arc<Self>, mut starts: Vec<ToStart>) {
+        starts.sort_by(|a, b| a.2.cmp(&b.2));
+        let mut starts = starts.into_iter().peekable();
+        while let Some(first) = starts.next() {
+            let mut group = vec![first];
+            while let Some(next) = starts.next_if(|n| n.2 == group[0].2) {
+                group.push(next);
+            }
+            self.start_group(group);
+        }
+    }
+
+    /// Starts runs on one cluster together. If that panics, the first run
+    /// whose outcome did not come fails, and the others without one are
+    /// started one by one.
+    fn start_group(self: &Arc<Self>, group: Vec<ToStart>) {
+        if group.len() == 1 || !self.shared.leadership.trusted() {
+            return self.start_each(group);
+        }
+        let here = tokio::runtime::Handle::try_current().ok();
+        let answered: Vec<Arc<AtomicBool>> = group.iter().map(|_| Arc::default()).collect();
+        let exec = group[0].3.clone();
+        let starts = group
+            .iter()
+            .zip(&answered)
+            .map(|((run, job, target, _), answered)| {
+                let (c, here, answered) = (self.clone(), here.clone(), answered.clone());
+                let (id, target) = (run.id.clone(), target.clone());
+                let done: StartDone = Box::new(move |started| {
+                    answered.store(true, Ordering::Release);
+                    let _here = here.as_ref().map(|h| h.enter());
+                    c.started(&id, &target, started)
+                });
+                (run.id.as_str(), job, done)
+            })
+            .collect();
+        let all = || exec.start_all_then(starts);
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(all)).is_ok() {
+            return;
+        }
+        let mut left = group
+            .into_iter()
+            .zip(answered)
+            .filter(|(_, answered)| !answered.load(Ordering::Acquire))
+            .map(|(start, _)| start);
+        // Outcomes come in order: the first without one is taken for the
+        // start that panicked.
+        if let Some((run, _, target, _)) = left.next() {
+            self.start_panicked(&run.id, &target);
+        }
+        self.start_each(left.collect())
+    }
+
+    /// A start that panicked fails its run.
+    fn start_panicked(self: &Arc<Self>, id: &str, target: &str) {
+        let why = "the start failed unexpectedly (see the daemon's log)";
+        self.started(id, target, Err(ExecError::Refused(why.into())));
+    }
+
+    /// Starts runs one by one; a start that panics fails its own run.
+    fn start_each(self: &Arc<Self>, starts: Vec<ToStart>) {
+        for (run, job, target, exec) in starts {
+            let (id, on) = (run.id.clone(), target.clone());
+            let start = || self.start(run, &job, target, exec.as_ref());
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(start)).is_err() {
+                self.start_panicked(&id, &on);
+            }
+        }
     }
 
     /// Starts `run` on cluster `target` (`exec`). Blocking.

@@ -296,3 +296,89 @@ fn without_user_attributes_states_live_in_files() {
         RunStatus::Exited { code: 6 }
     );
 }
+
+/// Starts sent to the supervisor together get each their own outcome, in
+/// order: a refused one fails alone, a repeated one does nothing, and every
+/// job started records its exit.
+#[test]
+fn starts_sent_together_each_get_their_own_outcome() {
+    let root = tempfile::tempdir().unwrap();
+    let ex = executor(root.path());
+    ex.start("before", &job("exit 0")).unwrap();
+    assert_eq!(wait_end(&ex, "before"), RunStatus::Exited { code: 0 });
+    let exits: Vec<JobProcess> = (0..4).map(|i| job(&format!("exit {i}"))).collect();
+    let outside = JobProcess {
+        working_dir: Some("../elsewhere".into()),
+        ..job("exit 0")
+    };
+    let again = job("exit 9");
+    let starts = [
+        ("together-0", &exits[0]),
+        ("together-1", &exits[1]),
+        ("outside", &outside),
+        ("before", &again),
+        ("together-2", &exits[2]),
+        ("together-3", &exits[3]),
+    ];
+    let out = ex.start_all(&starts);
+    assert_eq!(out.len(), 6);
+    for (i, (id, _)) in starts.iter().enumerate() {
+        match *id {
+            "outside" => {
+                let e = out[i].as_ref().unwrap_err().to_string();
+                assert!(e.contains("leaves the run's directory"), "{e}");
+            }
+            _ => assert_eq!(out[i], Ok(()), "{id}"),
+        }
+    }
+    for i in 0..4 {
+        let id = format!("together-{i}");
+        assert_eq!(wait_end(&ex, &id), RunStatus::Exited { code: i }, "{id}");
+    }
+    // The repeated start did nothing: the first job's exit stays.
+    assert_eq!(wait_end(&ex, "before"), RunStatus::Exited { code: 0 });
+    assert!(!root.path().join("outside").exists());
+}
+
+/// The supervisor holds its replies while more requests are waiting on the
+/// connection: requests written together are answered in one write (the
+/// daemon wakes once for a pass's starts, not once each).
+#[test]
+fn the_supervisor_answers_requests_written_together_in_one_write() {
+    use bosun_cluster::shim::{Request, StartRequest, SOCKET};
+    use std::io::{Read, Write};
+    let root = tempfile::tempdir().unwrap();
+    let ex = executor(root.path());
+    // The first start brings the supervisor up.
+    ex.start("first", &job("exit 0")).unwrap();
+    let mut lines = String::new();
+    for i in 0..5 {
+        let req = Request::Start(StartRequest {
+            id: format!("raw-{i}"),
+            command: vec!["/bin/sh".into(), "-c".into(), "exit 0".into()],
+            env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            working_dir: None,
+            run_as: None,
+            want_pid: true,
+        });
+        lines.push_str(&serde_json::to_string(&req).unwrap());
+        lines.push('\n');
+    }
+    let mut conn = std::os::unix::net::UnixStream::connect(root.path().join(SOCKET)).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    conn.write_all(lines.as_bytes()).unwrap();
+    let mut buf = vec![0u8; 64 * 1024];
+    let n = conn.read(&mut buf).unwrap();
+    let text = String::from_utf8_lossy(&buf[..n]);
+    assert_eq!(text.matches('\n').count(), 5, "the first read: {text:?}");
+    for line in text.lines() {
+        assert!(line.starts_with("{\"spawned\""), "{line}");
+    }
+    for i in 0..5 {
+        assert_eq!(
+            wait_end(&ex, &format!("raw-{i}")),
+            RunStatus::Exited { code: 0 }
+        );
+    }
+}
