@@ -4,8 +4,17 @@
 
 use bosun_store::StoreError;
 
-/// How many closed pooled connections a call steps over before it fails.
+/// How many times the pipeline of creations dials its own connection again
+/// after the server ended it, before a creation fails.
 pub(crate) const RECONNECTS: usize = 4;
+
+/// How many closed pooled connections a call steps over before it fails:
+/// as many as `pool` can hold, and one more. After the server restarted,
+/// or ended every backend, each idle one is closed, and is found so only
+/// when a call fails on it (`test_on_check_out` is off).
+pub(crate) fn pooled_reconnects<M: r2d2::ManageConnection>(pool: &r2d2::Pool<M>) -> usize {
+    pool.max_size() as usize + 1
+}
 
 /// A database error as [`StoreError::Unavailable`].
 pub(crate) fn unavailable(e: postgres::Error) -> StoreError {

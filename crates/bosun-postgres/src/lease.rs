@@ -135,7 +135,10 @@ impl Lease {
                     &[&self.name, &self.holder, &term, &self.ttl.as_secs_f64()],
                 ) {
                     Ok(n) => return Ok(n == 1),
-                    Err(e) if c.is_closed() && reconnects < crate::error::RECONNECTS => {
+                    Err(e)
+                        if c.is_closed()
+                            && reconnects < crate::error::pooled_reconnects(&self.pool) =>
+                    {
                         reconnects += 1;
                         tracing::debug!(error = %crate::error::describe(&e), "a closed connection; renewing on another");
                     }

@@ -81,7 +81,9 @@ use postgres::{GenericClient, Transaction};
 use r2d2_postgres::PostgresConnectionManager;
 
 use crate::blocking::off_runtime;
-use crate::error::{describe, ended_session, is_conflict, no_connection, unavailable, RECONNECTS};
+use crate::error::{
+    describe, ended_session, is_conflict, no_connection, pooled_reconnects, unavailable, RECONNECTS,
+};
 use crate::rows::{
     micros, opt_ts, to_json, ts, DELIVERY_COLUMNS, OUTCOME_COLUMNS, REPORT_COLUMNS, RUN_COLUMNS,
 };
@@ -368,7 +370,9 @@ impl PgStore {
                     // A pooled connection the server ended (a restart, a
                     // terminated backend): dropped, the read made again on
                     // another.
-                    Err(Fail::Db(e)) if c.is_closed() && reconnects < RECONNECTS => {
+                    Err(Fail::Db(e))
+                        if c.is_closed() && reconnects < pooled_reconnects(&self.pool) =>
+                    {
                         reconnects += 1;
                         tracing::debug!(error = %describe(&e), "a closed connection; trying another");
                         drop(c);
@@ -481,7 +485,9 @@ fn in_transaction_here<T>(
             // A pooled connection the server ended (a restart, a terminated
             // backend) fails before anything was committed: the pool drops
             // it, and the transaction is tried on a new one.
-            Err(Fail::Db(e)) if !committing && c.is_closed() && reconnects < RECONNECTS => {
+            Err(Fail::Db(e))
+                if !committing && c.is_closed() && reconnects < pooled_reconnects(pool) =>
+            {
                 reconnects += 1;
                 tracing::debug!(error = %describe(&e), "a closed connection; trying another");
                 drop(c);
@@ -1355,7 +1361,9 @@ impl Creator {
                         .and_then(|c| Ok((c, conn.prepare(SET_VERSIONS)?)));
                     let (create, versions) = match prepared {
                         Ok(s) => s,
-                        Err(e) if conn.is_closed() && reconnects < RECONNECTS => {
+                        Err(e)
+                            if conn.is_closed() && reconnects < pooled_reconnects(&self.pool) =>
+                        {
                             reconnects += 1;
                             tracing::debug!(error = %describe(&e), "a closed connection; trying another");
                             continue;
@@ -1398,7 +1406,9 @@ impl Creator {
                     tracing::debug!(error = %describe(&e), "a store transaction is tried again");
                 }
                 Err(Fail::Db(e))
-                    if !committing && h.conn.is_closed() && reconnects < RECONNECTS =>
+                    if !committing
+                        && h.conn.is_closed()
+                        && reconnects < pooled_reconnects(&self.pool) =>
                 {
                     reconnects += 1;
                     tracing::debug!(error = %describe(&e), "a closed connection; trying another");

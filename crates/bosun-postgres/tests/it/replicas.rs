@@ -486,3 +486,77 @@ fn a_delivery_the_database_refuses_fails_alone() {
     }
     assert_eq!(store.pending_deliveries(0, 100).unwrap().len(), 11);
 }
+
+/// Every connection of a full pool ended by the server (a restart, an
+/// administrator's `pg_terminate_backend`): the next write steps over all
+/// of them and commits on a new one, rather than failing after a few.
+#[test]
+fn a_write_after_a_full_pool_was_ended_steps_over_every_closed_connection() {
+    let pg = Postgres::shared();
+    let url = pg.database();
+    let store = PgStore::open(
+        config(&url, None).unwrap(),
+        PgOptions {
+            max_connections: 8,
+            ..PgOptions::default()
+        },
+        None,
+    )
+    .unwrap();
+    // Eight readers held at once by a lock (so the pool opens eight
+    // connections), then let go: the lock's holder is ended.
+    let db = url.rsplit('/').next().unwrap();
+    let others =
+        "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()";
+    let until = |sql: &str, want: u32| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let n: u32 = pg.admin(db, sql).unwrap().parse().unwrap();
+            if n >= want {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{sql}: {n}, want {want}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let held = "FROM pg_locks WHERE relation = 'runs'::regclass AND mode = 'AccessExclusiveLock' AND granted";
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // Ended below, so its psql fails.
+            let _ = pg.admin(
+                db,
+                "BEGIN; LOCK TABLE runs IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(60); COMMIT;",
+            );
+        });
+        until(&format!("SELECT count(*) {held}"), 1);
+        for _ in 0..8 {
+            s.spawn(|| store.list(&RunFilter::default()).unwrap());
+        }
+        until(
+            &format!("SELECT count(*) {others} AND wait_event_type = 'Lock'"),
+            8,
+        );
+        pg.admin(
+            db,
+            &format!("SELECT count(pg_terminate_backend(pid)) {held}"),
+        )
+        .unwrap();
+    });
+    let open = pg.admin(db, &format!("SELECT count(*) {others}")).unwrap();
+    let open: u32 = open.parse().unwrap();
+    assert!(open >= 8, "{open} connections open");
+    let ended = pg
+        .admin(
+            db,
+            &format!("SELECT count(pg_terminate_backend(pid)) {others}"),
+        )
+        .unwrap();
+    assert_eq!(ended, open.to_string());
+    std::thread::sleep(Duration::from_millis(200));
+    // A write in a transaction of its own (as a fire's commit is).
+    let written = store.delete_completed_before(t("2026-03-01T00:00:00Z"));
+    assert!(
+        written.is_ok(),
+        "the write after every connection ended: {written:?}"
+    );
+}
