@@ -122,7 +122,8 @@ pub trait Executor: Send + Sync {
     }
     /// Starts several runs' workloads as [`Executor::start_then`] does,
     /// each outcome to its `done`. A local cluster sends them to its
-    /// supervisor together; by default they are started one after another.
+    /// supervisor together, and has every outcome before it returns; by
+    /// default they are started one after another.
     fn start_all_then(&self, starts: Vec<(&str, &Workload, StartDone)>) {
         for (run_id, workload, done) in starts {
             self.start_then(run_id, workload, done);

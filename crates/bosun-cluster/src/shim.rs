@@ -2,7 +2,8 @@
 //!
 //! One long-lived supervisor per local cluster starts and reaps that cluster's
 //! jobs. The daemon talks to it over a Unix socket (`ROOT/.supervisor.sock`,
-//! mode 0600): one JSON line per request, one JSON line per reply, and, on a
+//! mode 0600): one JSON line per request, one JSON line per reply (the
+//! replies to requests written together come back in one write), and, on a
 //! subscribed connection, one line per job that ended. It runs in its own
 //! session, so it and its jobs outlive a daemon that crashes or restarts; a
 //! restarted daemon connects to the same supervisor again.

@@ -1,11 +1,11 @@
 //! Act: carries a plan out. Processes and pods are stopped first, then
 //! revivals and starts are handed to blocking tasks (a pass never waits for
 //! a process or a pod to start; outside a runtime, a simulation, they run in
-//! the pass): a revival a task, a pass's starts a few tasks, each cluster's
-//! starts in a task given to its executor together. A completed start leaves its `pending`
-//! transition for the next pass, which commits it with its own (one commit
-//! per pass rather than one more per start); if its local job has already
-//! exited, its end is committed with it.
+//! the pass): a revival a task, a pass's starts a few tasks, a local
+//! cluster's starts in a task given to its executor together. A completed
+//! start leaves its `pending` transition for the next pass, which commits it
+//! with its own (one commit per pass rather than one more per start); if its
+//! local job has already exited, its end is committed with it.
 
 use bosun_base::sync::Lock;
 use std::collections::{HashMap, HashSet};
@@ -268,11 +268,16 @@ impl Controller {
         }
     }
 
-    /// Starts runs on one cluster together. If that panics, the first run
-    /// whose outcome did not come fails, and the others without one are
-    /// started one by one.
+    /// Starts runs on one local cluster together (a local start's outcome
+    /// comes before its call returns; a Kubernetes cluster's starts are
+    /// each handed to its pacing, whose outcome comes later). If that
+    /// panics, the first run whose outcome did not come fails, and the
+    /// others without one are started one by one.
     fn start_group(self: &Arc<Self>, group: Vec<ToStart>) {
-        if group.len() == 1 || !self.shared.leadership.trusted() {
+        if group.len() == 1
+            || group[0].3.kind() != ClusterKind::Local
+            || !self.shared.leadership.trusted()
+        {
             return self.start_each(group);
         }
         let here = tokio::runtime::Handle::try_current().ok();
