@@ -393,29 +393,11 @@ fn serve_until_signal(args: &ServeArgs) -> Result<(), String> {
             .webhooks
             .configure(file.clone(), args.hook_max_body)?;
     }
-    let mut rt = tokio::runtime::Builder::new_multi_thread();
-    // `TOKIO_WORKER_THREADS` in the environment overrides the default.
-    if std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
-        rt.worker_threads(runtime_workers(cpus));
-    }
-    let rt = rt
+    let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
     rt.block_on(serve(daemon, args, read_token, shipper))
-}
-
-/// The async runtime's workers on `cpus` CPUs: half of them, at least one.
-/// The daemon's heavy work runs on threads of its own (the store's writer
-/// and checkpointer, the controller's passes and starts on blocking
-/// threads, each Kubernetes cluster's runtime); the workers serve HTTP and
-/// hand work between those threads. A worker more than that work needs is
-/// woken and parked again, for nothing, every time a task comes in from
-/// another thread: on 2 CPUs, one worker instead of two took about a third
-/// fewer of the daemon's context switches and 10-15% less of its CPU per
-/// local run, and per `POST /api/v1/runs` (docs/performance.md).
-fn runtime_workers(cpus: usize) -> usize {
-    (cpus / 2).max(1)
 }
 
 /// An open store, and the PostgreSQL store again when replicas share it.
@@ -682,18 +664,5 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::runtime_workers;
-
-    #[test]
-    fn the_runtime_has_a_worker_for_every_two_cpus_and_at_least_one() {
-        assert_eq!(runtime_workers(1), 1);
-        assert_eq!(runtime_workers(2), 1);
-        assert_eq!(runtime_workers(3), 1);
-        assert_eq!(runtime_workers(8), 4);
     }
 }
