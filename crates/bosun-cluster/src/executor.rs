@@ -20,7 +20,7 @@ pub use crate::workload::{ClusterKind, Workload};
 use jiff::{SignedDuration, Timestamp};
 
 /// Why an executor could not do what it was asked.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum ExecError {
     /// The job cannot run on this cluster (a local cluster: no command,
     /// several containers; a Kubernetes cluster: a process instead of a pod).

@@ -399,9 +399,8 @@ impl LocalExecutor {
                     }
                 }
                 Err(e) => {
-                    let why = e.to_string();
                     for i in sent {
-                        out[i] = Some(Err(ExecError::Refused(why.clone())));
+                        out[i] = Some(Err(e.clone()));
                     }
                 }
             }
