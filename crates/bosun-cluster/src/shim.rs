@@ -510,12 +510,11 @@ impl Supervisor {
     }
 
     fn serve(self: &Arc<Self>, stream: UnixStream, number: u64) {
-        let reader = match stream.try_clone() {
+        let mut reader = match stream.try_clone() {
             Ok(r) => BufReader::new(r),
             Err(_) => return self.disconnected(number),
         };
         let mut writer = stream;
-        let mut reader = reader;
         // Replies wait while more requests are already read (a daemon that
         // sends a pass's starts at once gets their replies in one write, and
         // wakes once); a lone request is answered at once.

@@ -252,10 +252,10 @@ impl Controller {
         n_started
     }
 
-    /// Starts a share of a pass's runs. Blocking. A cluster's runs in it go
-    /// together ([`Executor::start_all_then`]: a local cluster's to its
-    /// supervisor at once), in the pass's order. A start that panics fails
-    /// its own run, not the rest of its share.
+    /// Starts a share of a pass's runs, cluster by cluster, each cluster's
+    /// in the pass's order. Blocking. A local cluster's go together
+    /// ([`Executor::start_all_then`]: to its supervisor at once). A start
+    /// that panics fails its own run, not the rest of its share.
     fn start_share(self: &Arc<Self>, mut starts: Vec<ToStart>) {
         starts.sort_by(|a, b| a.2.cmp(&b.2));
         let mut starts = starts.into_iter().peekable();
