@@ -26,23 +26,22 @@ cargo build --quiet --release -p bosun --example run_bench --manifest-path "$roo
 
 BOSUN_BENCH_ROUNDS=1 "$root/target/release/examples/run_bench" "$BOSUN" "$n" > "$work/bench.log" 2>&1 &
 bench=$!
+# The newest process whose command line matches $1, looked for $2 times
+# every $3 s (none: empty).
+newest() {
+  local pid
+  for _ in $(seq 1 "$2"); do
+    pid=$(pgrep -n -f -- "$1" || true)
+    [ -n "$pid" ] && { echo "$pid"; return; }
+    sleep "$3"
+  done
+}
 # The daemon, then its supervisor (started with the round's first run,
-# after the plain loop).
-daemon=
-for _ in $(seq 1 200); do
-  daemon=$(pgrep -n -f -- "$BOSUN serve" || true)
-  [ -n "$daemon" ] && break
-  sleep 0.1
-done
+# after the plain loop; its root is in the benchmark's directory, and an
+# earlier supervisor may still be there for a few seconds).
+daemon=$(newest "$BOSUN serve" 200 0.1)
 [ -n "$daemon" ] || { echo "no daemon"; cat "$work/bench.log"; exit 1; }
-supervisor=
-for _ in $(seq 1 1200); do
-  # Its root is in the benchmark's directory (an earlier supervisor may
-  # still be there for a few seconds).
-  supervisor=$(pgrep -n -f -- "run-shim.*bosun-run-bench-$bench" || true)
-  [ -n "$supervisor" ] && break
-  sleep 0.05
-done
+supervisor=$(newest "run-shim.*bosun-run-bench-$bench" 1200 0.05)
 [ -n "$supervisor" ] || { echo "no supervisor"; cat "$work/bench.log"; exit 1; }
 sleep 0.5
 # Starts at once may each have started one; the one that serves (that took

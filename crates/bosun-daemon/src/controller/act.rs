@@ -287,12 +287,11 @@ impl Controller {
             .iter()
             .zip(&answered)
             .map(|((run, job, target, _), answered)| {
-                let (c, here, answered) = (self.clone(), here.clone(), answered.clone());
-                let (id, target) = (run.id.clone(), target.clone());
+                let answered = answered.clone();
+                let outcome = self.start_done(here.clone(), run.id.clone(), target.clone());
                 let done: StartDone = Box::new(move |started| {
                     answered.store(true, Ordering::Release);
-                    let _here = here.as_ref().map(|h| h.enter());
-                    c.started(&id, &target, started)
+                    outcome(started)
                 });
                 (run.id.as_str(), job, done)
             })
@@ -342,16 +341,22 @@ impl Controller {
         // meanwhile. Its outcome is taken in this runtime's context (a
         // retry's timer runs here, not on the cluster's runtime).
         let here = tokio::runtime::Handle::try_current().ok();
+        exec.start_then(&run.id, job, self.start_done(here, run.id.clone(), target));
+    }
+
+    /// Where the outcome of run `id`'s start on cluster `target` goes:
+    /// [`Controller::started`], in the context of runtime `here` if any.
+    fn start_done(
+        self: &Arc<Self>,
+        here: Option<tokio::runtime::Handle>,
+        id: String,
+        target: String,
+    ) -> StartDone {
         let c = self.clone();
-        let id = run.id.clone();
-        exec.start_then(
-            &id,
-            job,
-            Box::new(move |started| {
-                let _here = here.as_ref().map(|h| h.enter());
-                c.started(&run.id, &target, started)
-            }),
-        );
+        Box::new(move |started| {
+            let _here = here.as_ref().map(|h| h.enter());
+            c.started(&id, &target, started)
+        })
     }
 
     /// What a start of run `id` on cluster `target` came to: its
