@@ -2,7 +2,9 @@
 //! the writer, and the writer bounds the WAL's length itself under a steady
 //! load ([`WAL_RESTART_FRAMES`]).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rusqlite::Connection;
@@ -55,29 +57,94 @@ pub(super) fn bound_wal(conn: &Connection, next: &mut i32) {
     *next = frames + WAL_RESTART_FRAMES / 4;
 }
 
+/// What the writer tells the checkpoint thread of its commits: a flag set
+/// with every commit, and a wake-up only when that thread waits for one.
+/// Under a steady load the thread sleeps out its pause and finds the flag
+/// set; a message a commit, as before, woke it (and made the writer pay a
+/// system call) thousands of times a second for one pass every
+/// [`CHECKPOINT_PAUSE`].
+pub(super) struct Commits {
+    notes: Arc<CommitNotes>,
+    wake: mpsc::SyncSender<()>,
+}
+
+/// The flags [`Commits`] shares with the checkpoint thread.
+#[derive(Default)]
+pub(super) struct CommitNotes {
+    /// Set by every commit; cleared by the checkpoint thread before a pass.
+    committed: AtomicBool,
+    /// Set while the checkpoint thread waits for a commit.
+    waiting: AtomicBool,
+}
+
+impl Commits {
+    /// The writer's side, and the checkpoint thread's (the flags and the
+    /// wake-ups, which end when the writer's side is dropped).
+    pub(super) fn new() -> (Commits, Arc<CommitNotes>, Receiver<()>) {
+        let notes = Arc::new(CommitNotes::default());
+        let (wake, woken) = mpsc::sync_channel(1);
+        (
+            Commits {
+                notes: notes.clone(),
+                wake,
+            },
+            notes,
+            woken,
+        )
+    }
+
+    /// Notes a commit; wakes the checkpoint thread if it waits for one.
+    pub(super) fn committed(&self) {
+        // SeqCst with the thread's own `waiting` then `committed`: one of
+        // the two sides sees the other's store, so no commit is missed.
+        self.notes.committed.store(true, Ordering::SeqCst);
+        if self.notes.waiting.swap(false, Ordering::SeqCst) {
+            let _ = self.wake.try_send(());
+        }
+    }
+}
+
 /// Copies committed WAL frames into the database when the writer has
 /// committed since the last pass, at most every CHECKPOINT_PAUSE; ends as soon
 /// as the writer does.
-pub(super) fn checkpoint_loop(conn: Connection, commits: Receiver<()>) {
+pub(super) fn checkpoint_loop(conn: Connection, notes: Arc<CommitNotes>, woken: Receiver<()>) {
     use mpsc::RecvTimeoutError;
-    if commits.recv().is_err() {
-        return;
-    }
     loop {
-        // A busy or failed pass is retried after the next commit.
+        if !wait_for_commit(&notes, &woken) {
+            return;
+        }
+        // Commits from now on are for the next pass. A busy or failed pass
+        // is retried after the next commit.
+        notes.committed.store(false, Ordering::SeqCst);
         let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+        // The pause: only the writer's end (or a wake-up left from an
+        // earlier wait) comes through the channel meanwhile.
         let until = std::time::Instant::now() + CHECKPOINT_PAUSE;
-        let mut committed = false;
         loop {
             let left = until.saturating_duration_since(std::time::Instant::now());
-            match commits.recv_timeout(left) {
-                Ok(()) => committed = true,
+            if left.is_zero() {
+                break;
+            }
+            match woken.recv_timeout(left) {
+                Ok(()) => {}
                 Err(RecvTimeoutError::Timeout) => break,
                 Err(RecvTimeoutError::Disconnected) => return,
             }
         }
-        if !committed && commits.recv().is_err() {
-            return;
+    }
+}
+
+/// Returns once the writer has committed since the flag was last cleared
+/// (false: the writer ended).
+fn wait_for_commit(notes: &CommitNotes, woken: &Receiver<()>) -> bool {
+    loop {
+        notes.waiting.store(true, Ordering::SeqCst);
+        if notes.committed.load(Ordering::SeqCst) {
+            notes.waiting.store(false, Ordering::SeqCst);
+            return true;
+        }
+        if woken.recv().is_err() {
+            return false;
         }
     }
 }

@@ -105,7 +105,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use rusqlite::Connection;
 
-use self::checkpoint::checkpoint_loop;
+use self::checkpoint::{checkpoint_loop, Commits};
 use self::codec::{prepare, prepare_fire_run, Prepared};
 use self::error::unavailable;
 use self::fire_log::FireEntry;
@@ -236,7 +236,7 @@ impl SqliteStore {
         let ckconn = open(&path, &opts, CHECKPOINT_CACHE_KIB)?;
         let reader = open(&path, &opts, READER_CACHE_KIB)?;
         let (tx, rx) = mpsc::channel();
-        let (cktx, ckrx) = mpsc::sync_channel(1);
+        let (commits, notes, woken) = Commits::new();
         let max_batch = opts.max_batch.max(1);
         let gate = Arc::new(FoldGate::default());
         let versions = Arc::new(Versions::default());
@@ -248,12 +248,12 @@ impl SqliteStore {
             fire_log_min: opts.fire_log_min,
             hold_fire_log: opts.hold_fire_log,
             observer,
-            committed: cktx,
+            commits,
             gate: gate.clone(),
         };
         let checkpointer = std::thread::Builder::new()
             .name("bosun-store-checkpoint".into())
-            .spawn(move || checkpoint_loop(ckconn, ckrx))
+            .spawn(move || checkpoint_loop(ckconn, notes, woken))
             .map_err(unavailable)?;
         let thread = std::thread::Builder::new()
             .name("bosun-store-writer".into())

@@ -13,7 +13,7 @@ use rusqlite::{Connection, TransactionBehavior};
 
 use super::apply::apply_op;
 use super::cache::WriterCache;
-use super::checkpoint::{bound_wal, track_wal, WAL_RESTART_FRAMES};
+use super::checkpoint::{bound_wal, track_wal, Commits, WAL_RESTART_FRAMES};
 use super::error::{unavailable, TxError};
 use super::fire_log;
 use super::request::{fail, fail_op, is_fire, Op, Reply, Target};
@@ -78,7 +78,7 @@ pub(super) struct Writer {
     /// What to report of each change, asked in its transaction (installed
     /// once, by [`Store::set_report_policy`](crate::Store::set_report_policy)).
     pub(super) policy: Arc<OnceLock<Arc<dyn ReportPolicy>>>,
-    pub(super) committed: mpsc::SyncSender<()>,
+    pub(super) commits: Commits,
     pub(super) gate: Arc<FoldGate>,
     pub(super) versions: Arc<Versions>,
 }
@@ -183,7 +183,7 @@ impl Writer {
                 unfolded = true;
                 self.gate.set(true);
             }
-            let _ = self.committed.try_send(());
+            self.commits.committed();
             self.reply(replies);
             bound_wal(&conn, &mut checkpoint_at);
         }

@@ -1,7 +1,8 @@
 //! SQLite faults: a full disk and a database locked by another process. The write
 //! fails with `Unavailable` (the API answers 503 with Retry-After) and nothing is
-//! half-written; once the fault clears, writes work again. And one that would
-//! come slowly: a WAL that grows for as long as a steady load lasts.
+//! half-written; once the fault clears, writes work again. And two that would
+//! come slowly: a WAL that grows for as long as a steady load lasts, and a
+//! checkpoint thread woken by every commit.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -165,4 +166,79 @@ fn the_wal_stays_short_under_a_steady_stream_of_commits() {
         "the WAL grew to {longest} bytes under a steady load"
     );
     assert!(longest > 0, "the WAL was never seen");
+}
+
+/// The store's checkpoint threads in this process (their names, as the
+/// kernel keeps them, are cut to 15 bytes): their ids, each with its start
+/// time, since an ended thread's id is given to new ones.
+fn checkpoint_threads() -> std::collections::BTreeSet<(String, String)> {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| {
+            let t = t.ok()?.file_name().into_string().ok()?;
+            let comm = std::fs::read_to_string(format!("/proc/self/task/{t}/comm")).ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/self/task/{t}/stat")).ok()?;
+            // The start time is the 22nd field, the 20th after the name's `)`.
+            let started = stat
+                .rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .nth(19)?
+                .to_string();
+            (comm.trim_end() == "bosun-store-che").then_some((t, started))
+        })
+        .collect()
+}
+
+/// A thread's voluntary context switches so far (0 once it has ended).
+fn voluntary_switches(tid: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/self/task/{tid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+        .map_or(0, |v| v.trim().parse().unwrap())
+}
+
+/// The checkpoint thread hears of commits without being woken by each: under
+/// a stream of commits it wakes about once a pause (500 ms), not once a
+/// commit (each wake-up a system call of the writer's and a context switch).
+#[test]
+fn a_stream_of_commits_does_not_wake_the_checkpoint_thread_each_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let before = checkpoint_threads();
+    let s = SqliteStore::open(dir.path().join("bosun.db")).unwrap();
+    // Another test may open a store meanwhile: every new checkpoint thread
+    // is watched, and each must stay quiet (a busy store's too).
+    // A thread names itself once it runs, so it is looked for a while.
+    let mut ours: Vec<String> = Vec::new();
+    for _ in 0..200 {
+        ours = checkpoint_threads()
+            .difference(&before)
+            .map(|(tid, _)| tid.clone())
+            .collect();
+        if !ours.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(!ours.is_empty(), "no checkpoint thread found");
+    let switches0: Vec<u64> = ours.iter().map(|t| voluntary_switches(t)).collect();
+    let start = std::time::Instant::now();
+    let mut commits = 0u64;
+    while start.elapsed() < Duration::from_millis(1200) || commits < 500 {
+        s.create_run(new_run(&format!("job-{commits}"), 10), now())
+            .unwrap();
+        commits += 1;
+    }
+    let woken = ours
+        .iter()
+        .zip(&switches0)
+        .map(|(t, s0)| voluntary_switches(t).saturating_sub(*s0))
+        .max()
+        .unwrap();
+    // About three passes, each with its waits and its checkpoint's I/O.
+    assert!(
+        woken * 10 < commits,
+        "the checkpoint thread switched {woken} times for {commits} commits"
+    );
 }
