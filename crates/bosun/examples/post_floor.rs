@@ -1,7 +1,9 @@
-//! The floor under `run_bench`'s POSTs (`BOSUN_BENCH_INSERTS_ONLY=1`): the
-//! same client (8 threads, a keep-alive connection each, one request in
-//! flight on each) against `bosun serve` and against two servers that do
-//! less, in turns on the same machine:
+//! Floors under `run_bench`: the same work done by servers that do less
+//! than `bosun serve`, in turns with it on the same machine.
+//!
+//! `post_floor BOSUN [N] [ROUNDS]`: `run_bench`'s POSTs
+//! (`BOSUN_BENCH_INSERTS_ONLY=1`), the same client (8 threads, a keep-alive
+//! connection each, one request in flight on each), against bosun and:
 //!
 //! - `sqlite`: axum on tokio (as bosun's API), each POST's run inserted by a
 //!   writer thread that takes the requests waiting in batches (one
@@ -11,12 +13,22 @@
 //! - `http`: the same server answering each POST with a run's JSON at once,
 //!   stored nowhere: HTTP on loopback alone.
 //!
-//! `post_floor BOSUN_BINARY [N] [ROUNDS]` (default 10000 POSTs, 3 rounds)
-//! prints each round's times and server CPU, and the medians of bosun's
-//! time over each floor's, taken round by round. `BOSUN_FLOOR_SYNC=NORMAL`
-//! commits the `sqlite` floor's batches without their fsync (not durable:
-//! it shows what the fsyncs cost); `TOKIO_WORKER_THREADS` applies to bosun
-//! and the floors alike.
+//! Default 10000 POSTs, 3 rounds; prints each round's times and server CPU,
+//! and the medians of bosun's time over each floor's, taken round by round.
+//! `BOSUN_FLOOR_SYNC=NORMAL` commits the `sqlite` floor's batches without
+//! their fsync (not durable: it shows what the fsyncs cost);
+//! `BOSUN_FLOOR_SYNC=OVERLAP` syncs them on a thread of their own, a batch
+//! written while the last one's fsync runs (durable: each answer waits for
+//! its batch's fsync);
+//! `TOKIO_WORKER_THREADS` applies to bosun and the floors alike.
+//!
+//! `post_floor --runs BOSUN [N] [ROUNDS]`: `run_bench`'s local runs (N
+//! POSTs of a `/bin/true` job on a local cluster of 8 slots, to the last
+//! run's end), against `run_bench`'s plain loop and the `runs` floor: the
+//! `sqlite` floor whose committed runs 8 threads of its own run as the
+//! plain loop does, each end committed too. The floor keeps less than
+//! bosun promises (its jobs end with it; bosun's local runs outlive a
+//! restart of the daemon in their supervisor).
 
 use std::collections::BTreeMap;
 use std::net::TcpStream;
@@ -31,6 +43,9 @@ mod lean;
 
 #[path = "common/proc.rs"]
 mod proc;
+
+#[path = "common/raw.rs"]
+mod raw;
 
 // As `bosun serve`.
 #[global_allocator]
@@ -68,7 +83,12 @@ struct NewRun {
     job: String,
 }
 
-type Insert = (Run, tokio::sync::oneshot::Sender<Run>);
+/// What the floor's writer commits: a run made (answered with its row's
+/// key once committed), or a run's end.
+enum Op {
+    Insert(Box<Run>, tokio::sync::oneshot::Sender<(Run, i64)>),
+    Ended(i64),
+}
 
 mod server {
     use super::*;
@@ -113,8 +133,11 @@ mod server {
 
     #[derive(Clone)]
     struct Shared {
-        writer: Option<std::sync::mpsc::Sender<Insert>>,
+        writer: Option<std::sync::mpsc::Sender<Op>>,
         build_ids: Arc<std::sync::atomic::AtomicU64>,
+        /// `runs`: where a committed run goes to be run.
+        jobs: Option<std::sync::mpsc::Sender<i64>>,
+        ended: Arc<AtomicUsize>,
     }
 
     async fn create(
@@ -130,19 +153,29 @@ mod server {
         };
         let (tx, rx) = tokio::sync::oneshot::channel();
         writer
-            .send((run, tx))
+            .send(Op::Insert(Box::new(run), tx))
             .map_err(|_| StatusCode::SERVICE_UNAVAILABLE)?;
-        let run = rx.await.map_err(|_| StatusCode::SERVICE_UNAVAILABLE)?;
+        let (run, seq) = rx.await.map_err(|_| StatusCode::SERVICE_UNAVAILABLE)?;
+        if let Some(jobs) = &shared.jobs {
+            jobs.send(seq)
+                .map_err(|_| StatusCode::SERVICE_UNAVAILABLE)?;
+        }
         Ok((StatusCode::CREATED, Json(run)))
     }
 
     /// The writer: the requests waiting are one batch (after two yields, as
     /// bosun's writer, for those about to be queued), committed at once.
-    fn write(dir: &Path, rx: std::sync::mpsc::Receiver<Insert>) {
+    fn write(dir: &Path, rx: std::sync::mpsc::Receiver<Op>) {
         let conn = rusqlite::Connection::open(dir.join("floor.db")).unwrap();
         conn.pragma_update(None, "journal_mode", "WAL").unwrap();
         let sync = std::env::var("BOSUN_FLOOR_SYNC").unwrap_or_else(|_| "FULL".into());
-        conn.pragma_update(None, "synchronous", sync).unwrap();
+        // OVERLAP: batches are committed without their fsync, and a thread
+        // of its own syncs the WAL once for every batch committed since its
+        // last sync, then answers their requests: the next batch is written
+        // while the last one's fsync runs.
+        let overlap = sync == "OVERLAP";
+        conn.pragma_update(None, "synchronous", if overlap { "NORMAL" } else { &sync })
+            .unwrap();
         conn.execute_batch(
             "CREATE TABLE runs (seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE,
              build_id INTEGER NOT NULL, job TEXT NOT NULL, state TEXT NOT NULL,
@@ -150,6 +183,22 @@ mod server {
              spec_hash TEXT NOT NULL)",
         )
         .unwrap();
+        type Replies = Vec<(Run, i64, tokio::sync::oneshot::Sender<(Run, i64)>)>;
+        let synced = overlap.then(|| {
+            let (tx, rx) = std::sync::mpsc::channel::<Replies>();
+            let wal = std::fs::File::open(dir.join("floor.db-wal")).unwrap();
+            std::thread::spawn(move || {
+                while let Ok(first) = rx.recv() {
+                    let mut all = vec![first];
+                    all.extend(rx.try_iter());
+                    wal.sync_data().unwrap();
+                    for (run, seq, reply) in all.into_iter().flatten() {
+                        let _ = reply.send((run, seq));
+                    }
+                }
+            });
+            tx
+        });
         while let Ok(first) = rx.recv() {
             let mut batch = vec![first];
             let mut yields = 2;
@@ -164,6 +213,7 @@ mod server {
                 }
             }
             let tx = conn.unchecked_transaction().unwrap();
+            let mut replies = Vec::new();
             {
                 let mut insert = tx
                     .prepare_cached(
@@ -171,47 +221,114 @@ mod server {
                          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                     )
                     .unwrap();
-                for (run, _) in &batch {
-                    insert
-                        .execute(rusqlite::params![
-                            run.id,
-                            run.build_id.parse::<i64>().unwrap(),
-                            run.job,
-                            run.state,
-                            run.created_at,
-                            serde_json::to_string(&run.labels).unwrap(),
-                            serde_json::to_string(&run.annotations).unwrap(),
-                            run.spec_hash,
-                        ])
-                        .unwrap();
+                let mut end = tx
+                    .prepare_cached("UPDATE runs SET state = 'success' WHERE seq = ?1")
+                    .unwrap();
+                for op in batch {
+                    match op {
+                        Op::Insert(run, reply) => {
+                            insert
+                                .execute(rusqlite::params![
+                                    run.id,
+                                    run.build_id.parse::<i64>().unwrap(),
+                                    run.job,
+                                    run.state,
+                                    run.created_at,
+                                    serde_json::to_string(&run.labels).unwrap(),
+                                    serde_json::to_string(&run.annotations).unwrap(),
+                                    run.spec_hash,
+                                ])
+                                .unwrap();
+                            replies.push((*run, tx.last_insert_rowid(), reply));
+                        }
+                        Op::Ended(seq) => {
+                            assert_eq!(end.execute([seq]).unwrap(), 1);
+                        }
+                    }
                 }
             }
             tx.commit().unwrap();
-            for (run, reply) in batch {
-                let _ = reply.send(run);
+            if let Some(synced) = &synced {
+                synced.send(replies).unwrap();
+                continue;
+            }
+            for (run, seq, reply) in replies {
+                let _ = reply.send((run, seq));
             }
         }
     }
 
-    /// Serves `mode` (`sqlite` or `http`) on `port` until killed.
+    /// `runs`: 8 threads run the committed runs' jobs as the plain loop
+    /// does (`/bin/true`, its output to a file of its own), and have each
+    /// end committed.
+    fn run_jobs(
+        dir: &Path,
+        jobs: std::sync::mpsc::Receiver<i64>,
+        writer: std::sync::mpsc::Sender<Op>,
+        ended: Arc<AtomicUsize>,
+    ) {
+        let jobs = Arc::new(std::sync::Mutex::new(jobs));
+        for _ in 0..8 {
+            let (jobs, writer, ended, dir) = (
+                jobs.clone(),
+                writer.clone(),
+                ended.clone(),
+                dir.to_path_buf(),
+            );
+            std::thread::spawn(move || loop {
+                let Ok(seq) = jobs.lock().unwrap().recv() else {
+                    return;
+                };
+                let out = std::fs::File::create(dir.join(format!("{seq}.log"))).unwrap();
+                let status = Command::new("/bin/true")
+                    .stdout(out.try_clone().unwrap())
+                    .stderr(out)
+                    .status()
+                    .unwrap();
+                assert!(status.success());
+                let _ = writer.send(Op::Ended(seq));
+                ended.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            });
+        }
+    }
+
+    /// Serves `mode` (`sqlite`, `http` or `runs`) on `port` until killed.
     pub fn serve(mode: &str, port: u16, dir: &Path) {
-        let writer = match mode {
-            "http" => None,
-            "sqlite" => {
+        let ended = Arc::new(AtomicUsize::new(0));
+        std::fs::create_dir_all(dir.join("logs")).unwrap();
+        let (writer, jobs) = match mode {
+            "http" => (None, None),
+            "sqlite" | "runs" => {
                 let (tx, rx) = std::sync::mpsc::channel();
-                let dir = dir.to_path_buf();
-                std::thread::spawn(move || write(&dir, rx));
-                Some(tx)
+                let data = dir.to_path_buf();
+                std::thread::spawn(move || write(&data, rx));
+                let jobs = (mode == "runs").then(|| {
+                    let (jobs, queue) = std::sync::mpsc::channel();
+                    run_jobs(&dir.join("logs"), queue, tx.clone(), ended.clone());
+                    jobs
+                });
+                (Some(tx), jobs)
             }
-            other => panic!("{other}: sqlite or http"),
+            other => panic!("{other}: sqlite, http or runs"),
         };
         let shared = Shared {
             writer,
             build_ids: Arc::new(1.into()),
+            jobs,
+            ended: ended.clone(),
         };
         let app = axum::Router::new()
             .route("/api/v1/runs", post(create))
             .route("/healthz", get(|| async { "ok" }))
+            .route(
+                "/ended",
+                get(|State(shared): State<Shared>| async move {
+                    shared
+                        .ended
+                        .load(std::sync::atomic::Ordering::Relaxed)
+                        .to_string()
+                }),
+            )
             .with_state(shared);
         tokio::runtime::Builder::new_multi_thread()
             .enable_all()
@@ -288,10 +405,152 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
+/// `bosun serve` in `dir` as `run_bench` configures it: a local cluster of 8
+/// slots, the job `true` (`/bin/true`) and the job `held`, whose queue takes
+/// no run (its runs are committed and stay triggered). Returns it once it
+/// answers, and its port.
+fn start_bosun(bosun: &str, dir: &Path) -> (Child, u16) {
+    std::fs::create_dir_all(dir.join("jobs")).unwrap();
+    std::fs::write(
+        dir.join("config.yaml"),
+        "plank: {job_queue_capacities: {held: 0}}\nbuild_clusters:\n  default: {kind: local, max_concurrency: 8}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("jobs/jobs.yaml"),
+        "periodics:\n- name: true\n  cron: \"0 0 31 2 *\"\n  spec: {containers: [{image: x, command: [/bin/true]}]}\n- name: held\n  cron: \"0 0 31 2 *\"\n  job_queue_name: held\n  spec: {containers: [{image: x, command: [/bin/true]}]}\n",
+    )
+    .unwrap();
+    let port = free_port();
+    let daemon = Command::new(bosun)
+        .args(["serve", "--config"])
+        .arg(dir.join("config.yaml"))
+        .arg("--job-config")
+        .arg(dir.join("jobs"))
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_ready(port);
+    (daemon, port)
+}
+
+/// A floor server (`--serve MODE`) with its data in `dir/MODE`, once it
+/// answers, and its port.
+fn start_floor(me: &Path, mode: &str, dir: &Path) -> (Child, u16) {
+    let data = dir.join(mode);
+    std::fs::create_dir_all(&data).unwrap();
+    let port = free_port();
+    let server = Command::new(me)
+        .args(["--serve", mode, &port.to_string()])
+        .arg(&data)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_ready(port);
+    (server, port)
+}
+
+/// A GET on loopback whose answer is JSON or a number, read whole.
+fn get(port: u16, path: &str) -> String {
+    let agent: ureq::Agent = ureq::Agent::config_builder().build().into();
+    agent
+        .get(format!("http://127.0.0.1:{port}{path}"))
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap()
+}
+
+/// `post_floor --runs BOSUN [N] [ROUNDS]`: N runs of `/bin/true` (default
+/// 10000) by the plain loop, by `bosun serve` on a local cluster and by the
+/// `runs` floor, in turns, ROUNDS rounds (default 3): their times, the
+/// servers' CPU per run, and the medians of the plain loop's time over each
+/// server's (as `run_bench`'s ratio).
+fn runs(args: &[String]) {
+    let bosun = args.first().expect("path of the bosun binary").clone();
+    let n: usize = args.get(1).map_or(10_000, |v| v.parse().expect("N"));
+    let rounds: usize = args.get(2).map_or(3, |v| v.parse().expect("ROUNDS"));
+    let dir = std::env::temp_dir().join(format!("bosun-run-floor-{}", std::process::id()));
+    let me = std::env::current_exe().unwrap();
+    let (mut bosun_ratios, mut floor_ratios) = (Vec::new(), Vec::new());
+    for round in 1..=rounds {
+        let _ = std::fs::remove_dir_all(&dir);
+        let raw = raw::raw_loop(&dir.join("raw"), n);
+
+        let (daemon, port) = start_bosun(&bosun, &dir);
+        let cpu0 = proc::cpu_seconds(daemon.id());
+        let t = Instant::now();
+        let next = Arc::new(AtomicUsize::new(0));
+        let clients: Vec<_> = (0..8)
+            .map(|_| {
+                let next = next.clone();
+                std::thread::spawn(move || lean::post_until(port, "true", &next, n))
+            })
+            .collect();
+        clients.into_iter().for_each(|c| c.join().unwrap());
+        while get(port, "/api/v1/runs?active=true&limit=1").contains("\"id\"") {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let bosun_time = t.elapsed();
+        let bosun_cpu = proc::cpu_seconds(daemon.id()) - cpu0;
+        let supervisor =
+            proc::find_process(&["run-shim", dir.to_str().unwrap()]).map_or(0.0, proc::cpu_seconds);
+        stop(daemon);
+
+        let (server, port) = start_floor(&me, "runs", &dir);
+        let cpu0 = proc::cpu_seconds(server.id());
+        let t = Instant::now();
+        let next = Arc::new(AtomicUsize::new(0));
+        let clients: Vec<_> = (0..8)
+            .map(|_| {
+                let next = next.clone();
+                std::thread::spawn(move || lean::post_until(port, "true", &next, n))
+            })
+            .collect();
+        clients.into_iter().for_each(|c| c.join().unwrap());
+        while get(port, "/ended").trim().parse::<usize>().unwrap() < n {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let floor_time = t.elapsed();
+        let floor_cpu = proc::cpu_seconds(server.id()) - cpu0;
+        stop(server);
+
+        let per_run = |cpu: f64| cpu * 1e6 / n as f64;
+        println!(
+            "round {round}: {n} runs: plain loop {:.2} s; bosun {:.2} s (loop / bosun {:.3}; daemon CPU {:.0} us a run, its supervisor {:.0} us); floor {:.2} s (loop / floor {:.3}; CPU {:.0} us a run)",
+            raw.as_secs_f64(),
+            bosun_time.as_secs_f64(),
+            raw.as_secs_f64() / bosun_time.as_secs_f64(),
+            per_run(bosun_cpu),
+            per_run(supervisor),
+            floor_time.as_secs_f64(),
+            raw.as_secs_f64() / floor_time.as_secs_f64(),
+            per_run(floor_cpu),
+        );
+        bosun_ratios.push(raw.as_secs_f64() / bosun_time.as_secs_f64());
+        floor_ratios.push(raw.as_secs_f64() / floor_time.as_secs_f64());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    println!(
+        "plain loop over bosun: median {:.3}; plain loop over the floor: median {:.3}",
+        median(bosun_ratios),
+        median(floor_ratios)
+    );
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("--serve") {
         server::serve(&args[1], args[2].parse().unwrap(), Path::new(&args[3]));
+        return;
+    }
+    if args.first().map(String::as_str) == Some("--runs") {
+        runs(&args[1..]);
         return;
     }
     let bosun = args.first().expect("path of the bosun binary").clone();
@@ -302,47 +561,12 @@ fn main() {
     let (mut to_sqlite, mut to_http) = (Vec::new(), Vec::new());
     for round in 1..=rounds {
         let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join("jobs")).unwrap();
-        // bosun, as `run_bench`'s inserts: a job whose queue takes no run,
-        // so its runs are committed and stay triggered.
-        std::fs::write(
-            dir.join("config.yaml"),
-            "plank: {job_queue_capacities: {held: 0}}\nbuild_clusters:\n  default: {kind: local, max_concurrency: 8}\n",
-        )
-        .unwrap();
-        std::fs::write(
-            dir.join("jobs/held.yaml"),
-            "periodics:\n- name: held\n  cron: \"0 0 31 2 *\"\n  job_queue_name: held\n  spec: {containers: [{image: x, command: [/bin/true]}]}\n",
-        )
-        .unwrap();
-        let port = free_port();
-        let daemon = Command::new(&bosun)
-            .args(["serve", "--config"])
-            .arg(dir.join("config.yaml"))
-            .arg("--job-config")
-            .arg(dir.join("jobs"))
-            .arg("--data-dir")
-            .arg(dir.join("data"))
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        wait_ready(port);
+        let (daemon, port) = start_bosun(&bosun, &dir);
         let (bosun_time, bosun_cpu) = post_all(&daemon, port, "held", n);
         stop(daemon);
         let mut floors = Vec::new();
         for mode in ["sqlite", "http"] {
-            let data = dir.join(mode);
-            std::fs::create_dir_all(&data).unwrap();
-            let port = free_port();
-            let server = Command::new(&me)
-                .args(["--serve", mode, &port.to_string()])
-                .arg(&data)
-                .stdout(Stdio::null())
-                .spawn()
-                .unwrap();
-            wait_ready(port);
+            let (server, port) = start_floor(&me, mode, &dir);
             floors.push(post_all(&server, port, "held", n));
             stop(server);
         }
