@@ -41,6 +41,9 @@ use std::time::{Duration, Instant};
 #[path = "common/lean.rs"]
 mod lean;
 
+#[path = "common/local.rs"]
+mod local;
+
 #[path = "common/proc.rs"]
 mod proc;
 
@@ -279,13 +282,7 @@ mod server {
                 let Ok(seq) = jobs.lock().unwrap().recv() else {
                     return;
                 };
-                let out = std::fs::File::create(dir.join(format!("{seq}.log"))).unwrap();
-                let status = Command::new("/bin/true")
-                    .stdout(out.try_clone().unwrap())
-                    .stderr(out)
-                    .status()
-                    .unwrap();
-                assert!(status.success());
+                raw::run_true(&dir, seq);
                 let _ = writer.send(Op::Ended(seq));
                 ended.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             });
@@ -375,11 +372,9 @@ fn wait_ready(port: u16) {
     }
 }
 
-/// `n` POSTs of `job` from 8 threads; their time and the server's CPU.
-fn post_all(server: &Child, port: u16, job: &'static str, n: usize) -> (Duration, f64) {
+/// `n` POSTs of `job` from 8 threads, each with its own connection.
+fn post_n(port: u16, job: &'static str, n: usize) {
     let next = Arc::new(AtomicUsize::new(0));
-    let cpu0 = proc::cpu_seconds(server.id());
-    let t = Instant::now();
     let clients: Vec<_> = (0..8)
         .map(|_| {
             let next = next.clone();
@@ -387,6 +382,13 @@ fn post_all(server: &Child, port: u16, job: &'static str, n: usize) -> (Duration
         })
         .collect();
     clients.into_iter().for_each(|c| c.join().unwrap());
+}
+
+/// [`post_n`]'s time and the server's CPU meanwhile.
+fn post_all(server: &Child, port: u16, job: &'static str, n: usize) -> (Duration, f64) {
+    let cpu0 = proc::cpu_seconds(server.id());
+    let t = Instant::now();
+    post_n(port, job, n);
     (t.elapsed(), proc::cpu_seconds(server.id()) - cpu0)
 }
 
@@ -395,41 +397,12 @@ fn stop(mut child: Child) {
     let _ = child.wait();
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let mid = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v[mid]
-    } else {
-        (v[mid - 1] + v[mid]) / 2.0
-    }
-}
-
-/// `bosun serve` in `dir` as `run_bench` configures it: a local cluster of 8
-/// slots, the job `true` (`/bin/true`) and the job `held`, whose queue takes
-/// no run (its runs are committed and stay triggered). Returns it once it
-/// answers, and its port.
+/// `bosun serve` in `dir` as `run_bench` configures it
+/// ([`local::write_config`]), once it answers, and its port.
 fn start_bosun(bosun: &str, dir: &Path) -> (Child, u16) {
-    std::fs::create_dir_all(dir.join("jobs")).unwrap();
-    std::fs::write(
-        dir.join("config.yaml"),
-        "plank: {job_queue_capacities: {held: 0}}\nbuild_clusters:\n  default: {kind: local, max_concurrency: 8}\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("jobs/jobs.yaml"),
-        "periodics:\n- name: true\n  cron: \"0 0 31 2 *\"\n  spec: {containers: [{image: x, command: [/bin/true]}]}\n- name: held\n  cron: \"0 0 31 2 *\"\n  job_queue_name: held\n  spec: {containers: [{image: x, command: [/bin/true]}]}\n",
-    )
-    .unwrap();
+    local::write_config(dir);
     let port = free_port();
-    let daemon = Command::new(bosun)
-        .args(["serve", "--config"])
-        .arg(dir.join("config.yaml"))
-        .arg("--job-config")
-        .arg(dir.join("jobs"))
-        .arg("--data-dir")
-        .arg(dir.join("data"))
-        .args(["--listen", &format!("127.0.0.1:{port}")])
+    let daemon = local::serve_command(bosun, dir, port)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -485,14 +458,7 @@ fn runs(args: &[String]) {
         let (daemon, port) = start_bosun(&bosun, &dir);
         let cpu0 = proc::cpu_seconds(daemon.id());
         let t = Instant::now();
-        let next = Arc::new(AtomicUsize::new(0));
-        let clients: Vec<_> = (0..8)
-            .map(|_| {
-                let next = next.clone();
-                std::thread::spawn(move || lean::post_until(port, "true", &next, n))
-            })
-            .collect();
-        clients.into_iter().for_each(|c| c.join().unwrap());
+        post_n(port, "true", n);
         while get(port, "/api/v1/runs?active=true&limit=1").contains("\"id\"") {
             std::thread::sleep(Duration::from_millis(5));
         }
@@ -505,14 +471,7 @@ fn runs(args: &[String]) {
         let (server, port) = start_floor(&me, "runs", &dir);
         let cpu0 = proc::cpu_seconds(server.id());
         let t = Instant::now();
-        let next = Arc::new(AtomicUsize::new(0));
-        let clients: Vec<_> = (0..8)
-            .map(|_| {
-                let next = next.clone();
-                std::thread::spawn(move || lean::post_until(port, "true", &next, n))
-            })
-            .collect();
-        clients.into_iter().for_each(|c| c.join().unwrap());
+        post_n(port, "true", n);
         while get(port, "/ended").trim().parse::<usize>().unwrap() < n {
             std::thread::sleep(Duration::from_millis(5));
         }
@@ -538,8 +497,8 @@ fn runs(args: &[String]) {
     let _ = std::fs::remove_dir_all(&dir);
     println!(
         "plain loop over bosun: median {:.3}; plain loop over the floor: median {:.3}",
-        median(bosun_ratios),
-        median(floor_ratios)
+        local::median(bosun_ratios),
+        local::median(floor_ratios)
     );
 }
 
@@ -586,7 +545,7 @@ fn main() {
     let _ = std::fs::remove_dir_all(&dir);
     println!(
         "bosun's time over the sqlite floor's: median {:.2}; over the http floor's: median {:.2}",
-        median(to_sqlite),
-        median(to_http)
+        local::median(to_sqlite),
+        local::median(to_http)
     );
 }

@@ -28,6 +28,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "common/local.rs"]
+mod local;
+
 #[path = "common/proc.rs"]
 mod proc;
 
@@ -326,16 +329,6 @@ impl Round {
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let mid = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v[mid]
-    } else {
-        (v[mid - 1] + v[mid]) / 2.0
-    }
-}
-
 fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
@@ -419,7 +412,7 @@ fn main() {
         results.push(r);
     }
     if !results.is_empty() {
-        let med = |f: &dyn Fn(&Round) -> f64| median(results.iter().map(f).collect());
+        let med = |f: &dyn Fn(&Round) -> f64| local::median(results.iter().map(f).collect());
         let ratio = med(&Round::ratio);
         println!(
             "median of {rounds}: RSS A {:.1} MiB, B {:.1} MiB, A / B {ratio:.3} (target <= 1.5: {}); peak A {:.1} MiB, B {:.1} MiB; A followed every repository in {:.1} s, B ready in {:.1} s; A restarted: RSS {:.1} MiB (/ B {:.3})",

@@ -16,7 +16,7 @@
 //! daemon's peak RSS); `BOSUN_BENCH_STORE=postgres` runs the daemon on a
 //! PostgreSQL server it starts (see `common/store.rs`).
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,6 +33,9 @@ mod store;
 #[path = "common/lean.rs"]
 mod lean;
 
+#[path = "common/local.rs"]
+mod local;
+
 fn main() {
     // The daemon's store (`BOSUN_BENCH_STORE`: sqlite, or postgres on a
     // server this benchmark starts).
@@ -42,17 +45,7 @@ fn main() {
     let bosun = args.next().expect("path of the bosun binary");
     let n: usize = args.next().and_then(|v| v.parse().ok()).unwrap_or(10_000);
     let dir = std::env::temp_dir().join(format!("bosun-run-bench-{}", std::process::id()));
-    std::fs::create_dir_all(dir.join("jobs")).unwrap();
-    std::fs::write(
-        dir.join("config.yaml"),
-        "plank: {job_queue_capacities: {held: 0}}\nbuild_clusters:\n  default: {kind: local, max_concurrency: 8}\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("jobs/true.yaml"),
-        "periodics:\n- name: true\n  cron: \"0 0 31 2 *\"\n  spec: {containers: [{image: x, command: [/bin/true]}]}\n- name: held\n  cron: \"0 0 31 2 *\"\n  job_queue_name: held\n  spec: {containers: [{image: x, command: [/bin/true]}]}\n",
-    )
-    .unwrap();
+    local::write_config(&dir);
 
     // BOSUN_BENCH_INSERTS_ONLY=1: only the held inserts (to profile them).
     let only_inserts = std::env::var_os("BOSUN_BENCH_INSERTS_ONLY").is_some();
@@ -68,15 +61,8 @@ fn main() {
         .local_addr()
         .unwrap()
         .port();
-    let mut daemon = Command::new(&bosun)
-        .args(["serve", "--config"])
-        .arg(dir.join("config.yaml"))
-        .arg("--job-config")
-        .arg(dir.join("jobs"))
-        .arg("--data-dir")
-        .arg(dir.join("data"))
+    let mut daemon = local::serve_command(&bosun, &dir, port)
         .args(bench_store.args())
-        .args(["--listen", &format!("127.0.0.1:{port}")])
         .stdout(Stdio::null())
         .stderr(match std::env::var_os("BOSUN_BENCH_LOG") {
             Some(f) => Stdio::from(std::fs::File::create(f).unwrap()),
@@ -210,15 +196,9 @@ fn main() {
     let _ = daemon.wait();
     let _ = std::fs::remove_dir_all(&dir);
     if !measured.is_empty() {
+        let median = local::median(measured.clone());
         let sorted = &mut measured;
         sorted.sort_by(f64::total_cmp);
-        let mid = sorted.len() / 2;
-        // With an even number of rounds, the mean of the middle two.
-        let median = if sorted.len() % 2 == 1 {
-            sorted[mid]
-        } else {
-            (sorted[mid - 1] + sorted[mid]) / 2.0
-        };
         println!(
             "bosun / raw: median {median:.3} of {} rounds (min {:.3}, max {:.3}; target >= 0.5); {ok} runs succeeded",
             sorted.len(),

@@ -20,16 +20,21 @@ pub fn raw_loop(dir: &Path, n: usize) -> Duration {
                 if i >= n {
                     break;
                 }
-                let out = std::fs::File::create(dir.join(format!("{i}.log"))).unwrap();
-                let status = Command::new("/bin/true")
-                    .stdout(out.try_clone().unwrap())
-                    .stderr(out)
-                    .status()
-                    .unwrap();
-                assert!(status.success());
+                run_true(&dir, i);
             })
         })
         .collect();
     workers.into_iter().for_each(|w| w.join().unwrap());
     t0.elapsed()
+}
+
+/// Runs `/bin/true` once, its output to `dir/I.log`, as the plain loop does.
+pub fn run_true(dir: &Path, i: impl std::fmt::Display) {
+    let out = std::fs::File::create(dir.join(format!("{i}.log"))).unwrap();
+    let status = Command::new("/bin/true")
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .status()
+        .unwrap();
+    assert!(status.success());
 }
