@@ -20,7 +20,9 @@
 //! `BOSUN_FLOOR_SYNC=OVERLAP` syncs them on a thread of their own, a batch
 //! written while the last one's fsync runs (durable: each answer waits for
 //! its batch's fsync);
-//! `TOKIO_WORKER_THREADS` applies to bosun and the floors alike.
+//! `BOSUN_FLOOR_INDEXES=1` gives the floor's runs table the indexes a
+//! periodic's run had in bosun's at schema 12 (by job, by state, active, a
+//! periodic's active); `TOKIO_WORKER_THREADS` applies to bosun and the floors alike.
 //!
 //! `post_floor --runs BOSUN [N] [ROUNDS]`: `run_bench`'s local runs (N
 //! POSTs of a `/bin/true` job on a local cluster of 8 slots, to the last
@@ -183,9 +185,20 @@ mod server {
             "CREATE TABLE runs (seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE,
              build_id INTEGER NOT NULL, job TEXT NOT NULL, state TEXT NOT NULL,
              created_at TEXT NOT NULL, labels TEXT NOT NULL, annotations TEXT NOT NULL,
-             spec_hash TEXT NOT NULL)",
+             spec_hash TEXT NOT NULL, completed_at TEXT)",
         )
         .unwrap();
+        if std::env::var_os("BOSUN_FLOOR_INDEXES").is_some() {
+            // The indexes of bosun's runs table at schema 12 that a
+            // periodic's run is written to.
+            conn.execute_batch(
+                "CREATE INDEX runs_job ON runs(job, seq);
+                 CREATE INDEX runs_state ON runs(state, seq);
+                 CREATE INDEX runs_active ON runs(seq) WHERE completed_at IS NULL;
+                 CREATE INDEX runs_periodic_active ON runs(job, seq) WHERE completed_at IS NULL;",
+            )
+            .unwrap();
+        }
         type Replies = Vec<(Run, i64, tokio::sync::oneshot::Sender<(Run, i64)>)>;
         let synced = overlap.then(|| {
             let (tx, rx) = std::sync::mpsc::channel::<Replies>();

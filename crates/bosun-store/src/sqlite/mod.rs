@@ -766,6 +766,19 @@ mod tests {
             ..RunFilter::default()
         });
         assert!(by_state.contains("runs_state"), "{by_state}");
+        // An active state's runs are walked in the index of active runs
+        // (the index by state holds ended runs only).
+        let by_active_state = plan(&RunFilter {
+            state: Some(RunState::Pending),
+            ..RunFilter::default()
+        });
+        assert!(by_active_state.contains("runs_active"), "{by_active_state}");
+        let by_job_active = plan(&RunFilter {
+            job: Some("j".into()),
+            state: Some(RunState::Pending),
+            ..RunFilter::default()
+        });
+        assert!(by_job_active.contains("runs_job"), "{by_job_active}");
         // Whether a periodic has an active run is read through the partial
         // index of periodics' active runs (other runs are not in it).
         let mut stmt = conn

@@ -308,6 +308,13 @@ pub(super) const MIGRATIONS: &[&str] = &[
      DROP INDEX runs_periodic_active;
      CREATE INDEX runs_periodic_active ON runs(periodic, seq)
         WHERE completed_at IS NULL AND periodic IS NOT NULL;",
+    // 13: the index by state holds ended runs only. An active run is in
+    // `runs_active` (a listing by an active state walks that, a few rows),
+    // so a run's creation and its moves between active states (`triggered`,
+    // `pending`) no longer write an entry of `runs_state` each; its end
+    // writes one, as before.
+    "DROP INDEX runs_state;
+     CREATE INDEX runs_state ON runs(state, seq) WHERE completed_at IS NOT NULL;",
 ];
 
 /// Applies the migrations `PRAGMA user_version` says are missing, each in a

@@ -333,6 +333,16 @@ pub(super) fn list_query(f: &RunFilter) -> (String, ListArgs) {
     if f.active {
         sql.push_str(" AND completed_at IS NULL");
     }
+    if let Some(s) = f.state {
+        // An ended run has `completed_at`, an active one has not: the term
+        // lets SQLite take the partial index that holds the state's runs
+        // (`runs_state` for ended ones, `runs_active` for the others).
+        sql.push_str(if s.is_final() {
+            " AND completed_at IS NOT NULL"
+        } else {
+            " AND completed_at IS NULL"
+        });
+    }
     // Keyset cursors: the cursor run's `seq` (through the primary key), and
     // the rows beyond it. `before` walks the other way, nearest first; its
     // rows are put back in listing order by `list`.
