@@ -361,12 +361,17 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// Waits until `GET /healthz` on `port` answers 200.
-fn wait_ready(port: u16) {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
+/// An HTTP client for the benchmark's own reads (kept-alive connections).
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
         .http_status_as_error(false)
         .build()
-        .into();
+        .into()
+}
+
+/// Waits until `GET /healthz` on `port` answers 200.
+fn wait_ready(port: u16) {
+    let agent = agent();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         if TcpStream::connect(("127.0.0.1", port)).is_ok()
@@ -397,12 +402,31 @@ fn post_n(port: u16, job: &'static str, n: usize) {
     clients.into_iter().for_each(|c| c.join().unwrap());
 }
 
-/// [`post_n`]'s time and the server's CPU meanwhile.
-fn post_all(server: &Child, port: u16, job: &'static str, n: usize) -> (Duration, f64) {
+/// [`post_n`], then until `done` says so (checked every 5 ms): the time
+/// taken and the server's CPU meanwhile.
+fn post_all(
+    server: &Child,
+    port: u16,
+    job: &'static str,
+    n: usize,
+    mut done: impl FnMut() -> bool,
+) -> (Duration, f64) {
     let cpu0 = proc::cpu_seconds(server.id());
     let t = Instant::now();
     post_n(port, job, n);
+    while !done() {
+        std::thread::sleep(Duration::from_millis(5));
+    }
     (t.elapsed(), proc::cpu_seconds(server.id()) - cpu0)
+}
+
+/// The benchmark's arguments after its mode: bosun's binary, N (default
+/// 10000) and the rounds (default 3).
+fn bench_args(args: &[String]) -> (String, usize, usize) {
+    let bosun = args.first().expect("path of the bosun binary").clone();
+    let n = args.get(1).map_or(10_000, |v| v.parse().expect("N"));
+    let rounds = args.get(2).map_or(3, |v| v.parse().expect("ROUNDS"));
+    (bosun, n, rounds)
 }
 
 fn stop(mut child: Child) {
@@ -441,15 +465,14 @@ fn start_floor(me: &Path, mode: &str, dir: &Path) -> (Child, u16) {
 }
 
 /// A GET on loopback whose answer is JSON or a number, read whole.
-fn get(port: u16, path: &str) -> String {
-    let agent: ureq::Agent = ureq::Agent::config_builder().build().into();
-    agent
+/// Anything but 200 stops the benchmark.
+fn get(agent: &ureq::Agent, port: u16, path: &str) -> String {
+    let mut answer = agent
         .get(format!("http://127.0.0.1:{port}{path}"))
         .call()
-        .unwrap()
-        .body_mut()
-        .read_to_string()
-        .unwrap()
+        .unwrap();
+    assert_eq!(answer.status(), 200, "GET {path}");
+    answer.body_mut().read_to_string().unwrap()
 }
 
 /// `post_floor --runs BOSUN [N] [ROUNDS]`: N runs of `/bin/true` (default
@@ -458,9 +481,8 @@ fn get(port: u16, path: &str) -> String {
 /// servers' CPU per run, and the medians of the plain loop's time over each
 /// server's (as `run_bench`'s ratio).
 fn runs(args: &[String]) {
-    let bosun = args.first().expect("path of the bosun binary").clone();
-    let n: usize = args.get(1).map_or(10_000, |v| v.parse().expect("N"));
-    let rounds: usize = args.get(2).map_or(3, |v| v.parse().expect("ROUNDS"));
+    let (bosun, n, rounds) = bench_args(args);
+    let agent = agent();
     let dir = std::env::temp_dir().join(format!("bosun-run-floor-{}", std::process::id()));
     let me = std::env::current_exe().unwrap();
     let (mut bosun_ratios, mut floor_ratios) = (Vec::new(), Vec::new());
@@ -469,27 +491,17 @@ fn runs(args: &[String]) {
         let raw = raw::raw_loop(&dir.join("raw"), n);
 
         let (daemon, port) = start_bosun(&bosun, &dir);
-        let cpu0 = proc::cpu_seconds(daemon.id());
-        let t = Instant::now();
-        post_n(port, "true", n);
-        while get(port, "/api/v1/runs?active=true&limit=1").contains("\"id\"") {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let bosun_time = t.elapsed();
-        let bosun_cpu = proc::cpu_seconds(daemon.id()) - cpu0;
+        let (bosun_time, bosun_cpu) = post_all(&daemon, port, "true", n, || {
+            !get(&agent, port, "/api/v1/runs?active=true&limit=1").contains("\"id\"")
+        });
         let supervisor =
             proc::find_process(&["run-shim", dir.to_str().unwrap()]).map_or(0.0, proc::cpu_seconds);
         stop(daemon);
 
         let (server, port) = start_floor(&me, "runs", &dir);
-        let cpu0 = proc::cpu_seconds(server.id());
-        let t = Instant::now();
-        post_n(port, "true", n);
-        while get(port, "/ended").trim().parse::<usize>().unwrap() < n {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let floor_time = t.elapsed();
-        let floor_cpu = proc::cpu_seconds(server.id()) - cpu0;
+        let (floor_time, floor_cpu) = post_all(&server, port, "true", n, || {
+            get(&agent, port, "/ended").trim().parse::<usize>().unwrap() >= n
+        });
         stop(server);
 
         let per_run = |cpu: f64| cpu * 1e6 / n as f64;
@@ -525,21 +537,19 @@ fn main() {
         runs(&args[1..]);
         return;
     }
-    let bosun = args.first().expect("path of the bosun binary").clone();
-    let n: usize = args.get(1).map_or(10_000, |v| v.parse().expect("N"));
-    let rounds: usize = args.get(2).map_or(3, |v| v.parse().expect("ROUNDS"));
+    let (bosun, n, rounds) = bench_args(&args);
     let dir = std::env::temp_dir().join(format!("bosun-post-floor-{}", std::process::id()));
     let me = std::env::current_exe().unwrap();
     let (mut to_sqlite, mut to_http) = (Vec::new(), Vec::new());
     for round in 1..=rounds {
         let _ = std::fs::remove_dir_all(&dir);
         let (daemon, port) = start_bosun(&bosun, &dir);
-        let (bosun_time, bosun_cpu) = post_all(&daemon, port, "held", n);
+        let (bosun_time, bosun_cpu) = post_all(&daemon, port, "held", n, || true);
         stop(daemon);
         let mut floors = Vec::new();
         for mode in ["sqlite", "http"] {
             let (server, port) = start_floor(&me, mode, &dir);
-            floors.push(post_all(&server, port, "held", n));
+            floors.push(post_all(&server, port, "held", n, || true));
             stop(server);
         }
         let (sqlite, http) = (floors[0], floors[1]);

@@ -77,10 +77,16 @@ pub(super) struct CommitNotes {
     waiting: AtomicBool,
 }
 
+/// The checkpoint thread's side of [`Commits`]: the flags, and the
+/// wake-ups, which end when the writer's side is dropped.
+pub(super) struct CommitWatch {
+    notes: Arc<CommitNotes>,
+    woken: Receiver<()>,
+}
+
 impl Commits {
-    /// The writer's side, and the checkpoint thread's (the flags and the
-    /// wake-ups, which end when the writer's side is dropped).
-    pub(super) fn new() -> (Commits, Arc<CommitNotes>, Receiver<()>) {
+    /// The writer's side, and the checkpoint thread's.
+    pub(super) fn new() -> (Commits, CommitWatch) {
         let notes = Arc::new(CommitNotes::default());
         let (wake, woken) = mpsc::sync_channel(1);
         (
@@ -88,8 +94,7 @@ impl Commits {
                 notes: notes.clone(),
                 wake,
             },
-            notes,
-            woken,
+            CommitWatch { notes, woken },
         )
     }
 
@@ -104,47 +109,52 @@ impl Commits {
     }
 }
 
-/// Copies committed WAL frames into the database when the writer has
-/// committed since the last pass, at most every CHECKPOINT_PAUSE; ends as soon
-/// as the writer does.
-pub(super) fn checkpoint_loop(conn: Connection, notes: Arc<CommitNotes>, woken: Receiver<()>) {
-    use mpsc::RecvTimeoutError;
-    loop {
-        if !wait_for_commit(&notes, &woken) {
-            return;
+impl CommitWatch {
+    /// Returns once the writer has committed since the flag was last
+    /// cleared (false: the writer ended).
+    fn wait_for_commit(&self) -> bool {
+        loop {
+            self.notes.waiting.store(true, Ordering::SeqCst);
+            if self.notes.committed.load(Ordering::SeqCst) {
+                self.notes.waiting.store(false, Ordering::SeqCst);
+                return true;
+            }
+            if self.woken.recv().is_err() {
+                return false;
+            }
         }
-        // Commits from now on are for the next pass. A busy or failed pass
-        // is retried after the next commit.
-        notes.committed.store(false, Ordering::SeqCst);
-        let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
-        // The pause: only the writer's end (or a wake-up left from an
-        // earlier wait) comes through the channel meanwhile.
-        let until = std::time::Instant::now() + CHECKPOINT_PAUSE;
+    }
+
+    /// Sleeps until `until` (false: the writer ended meanwhile). Only the
+    /// writer's end, or a wake-up left from an earlier wait, comes through
+    /// the channel meanwhile.
+    fn pause_until(&self, until: std::time::Instant) -> bool {
+        use mpsc::RecvTimeoutError;
         loop {
             let left = until.saturating_duration_since(std::time::Instant::now());
             if left.is_zero() {
-                break;
+                return true;
             }
-            match woken.recv_timeout(left) {
+            match self.woken.recv_timeout(left) {
                 Ok(()) => {}
-                Err(RecvTimeoutError::Timeout) => break,
-                Err(RecvTimeoutError::Disconnected) => return,
+                Err(RecvTimeoutError::Timeout) => return true,
+                Err(RecvTimeoutError::Disconnected) => return false,
             }
         }
     }
 }
 
-/// Returns once the writer has committed since the flag was last cleared
-/// (false: the writer ended).
-fn wait_for_commit(notes: &CommitNotes, woken: &Receiver<()>) -> bool {
-    loop {
-        notes.waiting.store(true, Ordering::SeqCst);
-        if notes.committed.load(Ordering::SeqCst) {
-            notes.waiting.store(false, Ordering::SeqCst);
-            return true;
-        }
-        if woken.recv().is_err() {
-            return false;
+/// Copies committed WAL frames into the database when the writer has
+/// committed since the last pass, at most every CHECKPOINT_PAUSE; ends as soon
+/// as the writer does.
+pub(super) fn checkpoint_loop(conn: Connection, watch: CommitWatch) {
+    while watch.wait_for_commit() {
+        // Commits from now on are for the next pass. A busy or failed pass
+        // is retried after the next commit.
+        watch.notes.committed.store(false, Ordering::SeqCst);
+        let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+        if !watch.pause_until(std::time::Instant::now() + CHECKPOINT_PAUSE) {
+            return;
         }
     }
 }

@@ -236,7 +236,7 @@ impl SqliteStore {
         let ckconn = open(&path, &opts, CHECKPOINT_CACHE_KIB)?;
         let reader = open(&path, &opts, READER_CACHE_KIB)?;
         let (tx, rx) = mpsc::channel();
-        let (commits, notes, woken) = Commits::new();
+        let (commits, watch) = Commits::new();
         let max_batch = opts.max_batch.max(1);
         let gate = Arc::new(FoldGate::default());
         let versions = Arc::new(Versions::default());
@@ -253,7 +253,7 @@ impl SqliteStore {
         };
         let checkpointer = std::thread::Builder::new()
             .name("bosun-store-checkpoint".into())
-            .spawn(move || checkpoint_loop(ckconn, notes, woken))
+            .spawn(move || checkpoint_loop(ckconn, watch))
             .map_err(unavailable)?;
         let thread = std::thread::Builder::new()
             .name("bosun-store-writer".into())
