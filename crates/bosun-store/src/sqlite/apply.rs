@@ -19,7 +19,7 @@ use super::fire_log::{
 use super::request::{ClusterBefore, Op, Reply, Target};
 use super::sql;
 use super::sql::{
-    delete_runs, get_run, insert_pulls, insert_run, insert_spec, keep_build_id, put_outcomes,
+    delete_runs, get_run, insert_pulls, insert_run, insert_spec, keep_counters, put_outcomes,
     put_state, retained_ids, tick_run, update_run,
 };
 use super::versions::Versions;
@@ -353,7 +353,9 @@ fn create(
     let (last_build, last_seq) = counters(tx, cache)?;
     let build_id = (last_build + 1).max(at.as_microsecond());
     let seq = last_seq + 1;
-    let run = p.new.into_run(p.id, build_id, p.spec_hash, at);
+    // The id of the seq, not the one drawn in `prepare`: no index by id to
+    // write (see `run_ids`).
+    let run = p.new.into_run(cache.ids.id(seq), build_id, p.spec_hash, at);
     insert_run(
         tx,
         params![
@@ -409,14 +411,14 @@ fn transition(
 ) -> Result<(Run, RunState, ClusterBefore), StoreError> {
     let mut run = match cache.runs.get(id) {
         Some(run) => Run::clone(run),
-        None => get_run(tx, id)
+        None => get_run(tx, &cache.ids, id)
             .map_err(unavailable)?
             .ok_or_else(|| StoreError::NotFound(id.to_string()))?,
     };
     let from = run.state;
     let cluster = t.cluster.as_ref().map(|_| run.cluster.clone());
     apply(&mut run, t)?;
-    update_run(tx, &run).map_err(unavailable)?;
+    update_run(tx, &cache.ids, &run).map_err(unavailable)?;
     report(tx, policy, &run, Some(from))?;
     // Only once the row is written: a failed write fails the batch, whose
     // cache is then dropped.
@@ -437,15 +439,15 @@ fn retain(
 ) -> Result<(Vec<String>, Vec<RunCount>), StoreError> {
     let cutoff = cutoff.as_microsecond();
     // The latest run of each periodic (by creation) survives, as Prow's sinker keeps it.
-    let (ids, counts) = retained_ids(tx, cutoff)?;
-    if !ids.is_empty() {
-        // The newest run may go: its build id is kept, so none is handed out
-        // twice (see `counters`).
-        let (build_id, _) = counters(tx, cache)?;
-        keep_build_id(tx, build_id).map_err(unavailable)?;
+    let gone = retained_ids(tx, cutoff)?;
+    if !gone.seqs.is_empty() {
+        // The newest run may go: its build id and seq are kept, so neither
+        // is handed out twice (see `counters`), nor an id made of the seq.
+        let (build_id, seq) = counters(tx, cache)?;
+        keep_counters(tx, build_id, seq).map_err(unavailable)?;
     }
-    delete_runs(tx, &ids)?;
-    Ok((ids, counts))
+    delete_runs(tx, &gone.seqs)?;
+    Ok((gone.ids, gone.counts))
 }
 
 /// Keeps a delivery unless its (forge, delivery id) is kept already (an

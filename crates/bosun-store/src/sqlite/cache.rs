@@ -1,9 +1,10 @@
 //! What the writer keeps between batches instead of reading it back: the
 //! last build id and seq, the specs and templates known to be stored, the
-//! unfolded fire log's tick keys, the version stripes a batch touched, and a
-//! copy of each active run it wrote.
+//! unfolded fire log's tick keys, the version stripes a batch touched, a
+//! copy of each active run it wrote, and the database's run ids.
 
 use super::error::unavailable;
+use super::run_ids::RunIds;
 use super::sql::last_counters;
 use super::versions::{Touched, Versions};
 use crate::StoreError;
@@ -11,8 +12,9 @@ use crate::StoreError;
 /// What the writer keeps between batches instead of reading it back for every
 /// insert. It is the only writer, so its copies are exact; they are reloaded
 /// after a failed batch.
-#[derive(Default)]
 pub(super) struct WriterCache {
+    /// The database's run ids (the seq of a run it creates names its id).
+    pub(super) ids: RunIds,
     /// The last build id and seq handed out (None: read them from the store).
     pub(super) counters: Option<(i64, i64)>,
     /// Spec hashes known to be stored (specs are never deleted).
@@ -41,6 +43,22 @@ pub(super) struct WriterCache {
 }
 
 impl WriterCache {
+    /// An empty cache: everything is read from the store when first needed.
+    pub(super) fn new(ids: RunIds) -> Self {
+        WriterCache {
+            ids,
+            counters: None,
+            specs: Default::default(),
+            templates: Default::default(),
+            epoch: 0,
+            log_records: 0,
+            log_keys: Default::default(),
+            log_keys_partial: false,
+            touched: Default::default(),
+            runs: Default::default(),
+        }
+    }
+
     /// Notes that the batch touched `periodic`.
     pub(super) fn touch(&mut self, periodic: &str) {
         self.touched.add(Versions::stripe(periodic));

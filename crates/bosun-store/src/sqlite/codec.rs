@@ -196,6 +196,9 @@ pub(super) fn count_from_row(r: &Row<'_>, at: usize) -> rusqlite::Result<RunCoun
 /// id) done by the caller, so the single writer only writes.
 pub(super) struct Prepared {
     pub(super) new: NewRun,
+    /// A fire's run's id, drawn at random (the fire log names its runs
+    /// before they have a seq); empty for a run whose id the writer makes of
+    /// its seq.
     pub(super) id: String,
     pub(super) spec_hash: String,
     pub(super) spec_json: Arc<str>,
@@ -207,13 +210,13 @@ pub(super) struct Prepared {
     pub(super) template: Option<Template>,
 }
 
-/// Does a run's CPU work (ids, JSON, the spec's hash) in the caller's thread.
+/// Does a run's CPU work (JSON, the spec's hash) in the caller's thread.
 pub(super) fn prepare(new: NewRun) -> Prepared {
     let mut new = new;
     new.scheduled_at = new.scheduled_at.map(crate::run::micros);
     let spec_json = new.spec.json_arc();
     Prepared {
-        id: new_run_id(),
+        id: String::new(),
         spec_hash: new.spec.hash().to_string(),
         spec_json,
         refs_json: new.refs.as_ref().map(to_json),
@@ -228,6 +231,7 @@ pub(super) fn prepare(new: NewRun) -> Prepared {
 /// `prepare`, for a fire's run: with its template.
 pub(super) fn prepare_fire_run(new: NewRun) -> Prepared {
     let mut p = prepare(new);
+    p.id = new_run_id();
     p.template = Some(template_of(&p));
     p
 }

@@ -425,7 +425,8 @@ pub(super) fn fold(tx: &rusqlite::Transaction<'_>) -> Result<(), StoreError> {
     // periodic's refs name none: no statement for its runs' pulls).
     let mut pulls: HashMap<String, bool> = HashMap::new();
     let mut insert_run = tx
-        .prepare_cached(&format!("INSERT INTO runs({RUN_COLUMNS}, seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)"))
+        // Ids drawn at random, indexed (see `run_ids`).
+        .prepare_cached(&format!("INSERT INTO runs({RUN_COLUMNS}, seq, random_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, 1)"))
         .map_err(unavailable)?;
     let mut insert_outcome = tx
         .prepare_cached("INSERT INTO tick_outcomes(periodic, first_tick, last_tick, count, outcome, run_id, recorded_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")

@@ -89,6 +89,7 @@ mod codec;
 mod error;
 mod fire_log;
 mod request;
+mod run_ids;
 mod schema;
 mod shared;
 mod sql;
@@ -110,6 +111,7 @@ use self::codec::{prepare, prepare_fire_run, Prepared};
 use self::error::unavailable;
 use self::fire_log::FireEntry;
 use self::request::{fail_op, Op, TransitionReply};
+use self::run_ids::RunIds;
 use self::shared::SharedOp;
 use self::versions::Versions;
 use self::writer::{FoldGate, Writer};
@@ -165,6 +167,8 @@ pub struct SqliteStore {
     versions: Arc<Versions>,
     /// The report policy, shared with the writer.
     policy: Arc<OnceLock<Arc<dyn ReportPolicy>>>,
+    /// The database's run ids (see `run_ids`).
+    ids: RunIds,
 }
 
 /// The page cache of the writer's connection, in KiB (SQLite's default).
@@ -207,6 +211,20 @@ fn open(path: &Path, opts: &SqliteOptions, cache_kib: i64) -> Result<Connection,
     Ok(conn)
 }
 
+/// The database's run ids: its key, made at random the first time.
+fn run_ids_of(conn: &Connection) -> Result<RunIds, StoreError> {
+    let candidate = RunIds::random_key()
+        .map_err(|e| unavailable(format!("cannot draw the run id key: {e}")))?;
+    let key = shared::secret(conn, run_ids::KEY_NAME, &candidate).map_err(unavailable)?;
+    if key.len() < 16 {
+        return Err(StoreError::Invalid(format!(
+            "the run id key in `secrets` has {} bytes, at least 16 are needed",
+            key.len()
+        )));
+    }
+    Ok(RunIds::new(&key))
+}
+
 impl SqliteStore {
     /// Opens (creating and migrating if needed) the store at `path`.
     pub fn open(path: impl Into<PathBuf>) -> Result<Self, StoreError> {
@@ -222,6 +240,7 @@ impl SqliteStore {
         let path = path.into();
         let mut wconn = open(&path, &opts, WRITER_CACHE_KIB)?;
         schema::migrate(&mut wconn)?;
+        let ids = run_ids_of(&wconn)?;
         // A log committed before a crash is folded before anything else.
         writer::fold(&mut wconn).map_err(unavailable)?;
         // The writer does not checkpoint after every commit: copying the WAL
@@ -250,6 +269,7 @@ impl SqliteStore {
             observer,
             commits,
             gate: gate.clone(),
+            ids: ids.clone(),
         };
         let checkpointer = std::thread::Builder::new()
             .name("bosun-store-checkpoint".into())
@@ -270,6 +290,7 @@ impl SqliteStore {
             gate,
             versions,
             policy,
+            ids,
         })
     }
 
@@ -392,15 +413,15 @@ impl Store for SqliteStore {
     }
 
     fn get(&self, id: &str) -> Result<Option<Run>, StoreError> {
-        self.read(|c| sql::get_run(c, id))
+        self.read(|c| sql::get_run(c, &self.ids, id))
     }
 
     fn list(&self, f: &RunFilter) -> Result<Vec<Run>, StoreError> {
-        let (sql, args) = sql::list_query(f);
+        let (sql, args) = sql::list_query(&self.ids, f);
         let page = if f.after.is_some() || f.before.is_some() {
-            self.read_snapshot(|c| sql::list(c, f, &sql, &args))?
+            self.read_snapshot(|c| sql::list(c, &self.ids, f, &sql, &args))?
         } else {
-            self.read(|c| sql::list(c, f, &sql, &args))?
+            self.read(|c| sql::list(c, &self.ids, f, &sql, &args))?
         };
         page.map_err(StoreError::NotFound)
     }
@@ -745,7 +766,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let conn = schema(&dir.path().join("bosun.db"), schema::MIGRATIONS.len());
         let plan = |f: &RunFilter| {
-            let (sql, args) = sql::list_query(f);
+            let (sql, args) = sql::list_query(&RunIds::new(&[0; 16]), f);
             let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
             let params: Vec<&dyn rusqlite::ToSql> = args.iter().map(|a| a.as_ref()).collect();
             let rows: Vec<String> = stmt
@@ -824,7 +845,23 @@ mod tests {
             let seeks = ["rowid<?", "rowid>?", "seq<?", "seq>?"];
             assert!(seeks.iter().any(|s| p.contains(s)), "{f:?}: {p}");
             assert!(!p.contains("TEMP B-TREE"), "{f:?}: {p}");
-            assert!(p.contains("sqlite_autoindex_runs_1 (id=?)"), "{f:?}: {p}");
+            assert!(p.contains("PRIMARY KEY (rowid=?)"), "{f:?}: {p}");
+            assert!(p.contains("runs_random_id (id=?)"), "{f:?}: {p}");
+        }
+        // A run is found by its id through the seq the id names, or the
+        // index of the ids drawn at random: never a scan.
+        for q in [&*sql::RUN_BY_ID, &*sql::UPDATE_RUN] {
+            let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {q}")).unwrap();
+            let nulls = vec![None::<i64>; stmt.parameter_count()];
+            let p: Vec<String> = stmt
+                .query_map(rusqlite::params_from_iter(nulls), |r| r.get::<_, String>(3))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+            let p = p.join("; ");
+            assert!(p.contains("PRIMARY KEY (rowid=?)"), "{q}: {p}");
+            assert!(p.contains("runs_random_id (id=?)"), "{q}: {p}");
+            assert!(!p.contains("SCAN"), "{q}: {p}");
         }
     }
 
@@ -872,7 +909,7 @@ mod tests {
             rows.join("; ")
         };
         let list = |f: &RunFilter| {
-            let (sql, args) = sql::list_query(f);
+            let (sql, args) = sql::list_query(&RunIds::new(&[0; 16]), f);
             let args: Vec<&dyn rusqlite::ToSql> = args.iter().map(|a| a.as_ref()).collect();
             plan(&sql, &args)
         };
@@ -1137,5 +1174,149 @@ mod tests {
             created.run().id,
             "and the new run is the newest"
         );
+    }
+
+    fn a_run(job: &str) -> NewRun {
+        NewRun {
+            job: job.into(),
+            job_type: bosun_config::types::JobType::Periodic,
+            periodic: None,
+            configured_cluster: "default".into(),
+            state: RunState::Triggered,
+            refs: None,
+            extra_refs: vec![],
+            labels: Default::default(),
+            annotations: Default::default(),
+            spec: serde_json::json!({}).into(),
+            scheduled_at: None,
+            attempt: 0,
+            description: String::new(),
+        }
+    }
+
+    /// A run created by the writer has the id of its seq, writes no entry of
+    /// the index of random ids, and is found, moved and paged by that id.
+    #[test]
+    fn a_created_runs_id_is_made_of_its_seq_and_indexed_nowhere() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bosun.db");
+        let store = SqliteStore::open(&path).unwrap();
+        let at = Timestamp::from_second(1).unwrap();
+        let ids: Vec<String> = (0..3)
+            .map(|_| store.create_run(a_run("job"), at).unwrap().run().id.clone())
+            .collect();
+        let conn = Connection::open(&path).unwrap();
+        let key: Vec<u8> = conn
+            .query_row(
+                "SELECT value FROM secrets WHERE name = 'run_ids'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        let made = RunIds::new(&key);
+        for (id, seq) in ids.iter().zip(1..) {
+            assert_eq!(made.seq(id), Some(seq), "{id}");
+        }
+        let indexed: i64 = conn
+            .query_row("SELECT COUNT(*) FROM runs WHERE random_id = 1", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(indexed, 0);
+        let moved = store
+            .transition(&ids[1], Transition::to(RunState::Pending, at, "started"))
+            .unwrap();
+        assert_eq!(moved.id, ids[1]);
+        assert_eq!(
+            store.get(&ids[1]).unwrap().unwrap().state,
+            RunState::Pending
+        );
+        let older = store
+            .list(&RunFilter {
+                after: Some(ids[2].clone()),
+                ..RunFilter::default()
+            })
+            .unwrap();
+        let older: Vec<&str> = older.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(older, [ids[1].as_str(), ids[0].as_str()]);
+        // An id of this database's form naming a seq that has no run, and
+        // one of another key naming a seq that has one, are not found.
+        assert!(store.get(&made.id(4)).unwrap().is_none());
+        let other = RunIds::new(&[9; 16]).id(1);
+        assert!(store.get(&other).unwrap().is_none());
+        assert!(matches!(
+            store.transition(&other, Transition::to(RunState::Pending, at, "")),
+            Err(StoreError::NotFound(_))
+        ));
+    }
+
+    /// Runs kept at schema 13 keep their ids (drawn at random), found, moved
+    /// and paged through the index of random ids; the key is made once.
+    #[test]
+    fn runs_of_schema_13_keep_their_random_ids() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bosun.db");
+        let old = [
+            "0b5c2f4e-8d6a-4c1e-9f3b-2a7d5e8c1b4f",
+            "7e1d9a3c-5b2f-4e8a-b6c4-1f9e3d7a2c5b",
+        ];
+        {
+            let conn = schema(&path, 13);
+            for (seq, id) in old.iter().enumerate() {
+                conn.execute(
+                    &format!("INSERT INTO runs({RUN_COLUMNS}, seq) VALUES (?1, ?2, 'job', 'periodic', 'job', 'default', NULL, NULL, '[]', '{{}}', '{{}}', 'h', NULL, 0, 0, 1, NULL, NULL, 'triggered', '', NULL, ?3)"),
+                    params![id, 100 + seq, seq + 1],
+                )
+                .unwrap();
+            }
+        }
+        let store = SqliteStore::open(&path).unwrap();
+        let at = Timestamp::from_second(1).unwrap();
+        for id in old {
+            assert_eq!(store.get(id).unwrap().unwrap().id, id);
+        }
+        let moved = store
+            .transition(old[0], Transition::to(RunState::Pending, at, "started"))
+            .unwrap();
+        assert_eq!(moved.state, RunState::Pending);
+        let new = store.create_run(a_run("job"), at).unwrap().run().id.clone();
+        assert!(!old.contains(&new.as_str()));
+        let page = store
+            .list(&RunFilter {
+                after: Some(old[1].into()),
+                ..RunFilter::default()
+            })
+            .unwrap();
+        assert_eq!(page.len(), 1);
+        assert_eq!(page[0].id, old[0]);
+        drop(store);
+        // Opened again: the same key, so the new run is found by its id.
+        let store = SqliteStore::open(&path).unwrap();
+        assert_eq!(store.get(&new).unwrap().unwrap().id, new);
+        assert_eq!(store.get(old[0]).unwrap().unwrap().state, RunState::Pending);
+    }
+
+    /// Retention may delete the newest run: its seq is kept, so the next
+    /// run, after a restart too, gets another seq and so another id.
+    #[test]
+    fn an_id_is_not_handed_out_again_once_the_newest_run_is_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bosun.db");
+        let at = Timestamp::from_second(1).unwrap();
+        let first = {
+            let store = SqliteStore::open(&path).unwrap();
+            let id = store.create_run(a_run("job"), at).unwrap().run().id.clone();
+            for to in [RunState::Pending, RunState::Success] {
+                store.transition(&id, Transition::to(to, at, "")).unwrap();
+            }
+            let gone = store
+                .delete_completed_before(Timestamp::from_second(2).unwrap())
+                .unwrap();
+            assert_eq!(gone, std::slice::from_ref(&id));
+            id
+        };
+        let store = SqliteStore::open(&path).unwrap();
+        let next = store.create_run(a_run("job"), at).unwrap().run().id.clone();
+        assert_ne!(next, first);
     }
 }

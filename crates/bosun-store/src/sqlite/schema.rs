@@ -315,6 +315,58 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // writes one, as before.
     "DROP INDEX runs_state;
      CREATE INDEX runs_state ON runs(state, seq) WHERE completed_at IS NOT NULL;",
+    // 14: a run the writer creates has the id of its seq (`run_ids`), found
+    // through the table's key: its creation writes no entry of an index by
+    // id, an entry at a random place. Ids drawn at random (the fire log's
+    // runs, and every run kept so far) are marked `random_id` and keep a
+    // partial unique index. `id` loses its UNIQUE constraint, whose index
+    // cannot be dropped: the table is made again, with its indexes and the
+    // pulls trigger (see 10).
+    "CREATE TABLE runs14 (
+        seq INTEGER PRIMARY KEY,
+        id TEXT NOT NULL,
+        build_id INTEGER NOT NULL,
+        job TEXT NOT NULL,
+        job_type TEXT NOT NULL,
+        periodic TEXT,
+        configured_cluster TEXT NOT NULL,
+        cluster TEXT,
+        refs TEXT,
+        extra_refs TEXT NOT NULL,
+        labels TEXT NOT NULL,
+        annotations TEXT NOT NULL,
+        spec_hash TEXT NOT NULL,
+        scheduled_at INTEGER,
+        attempt INTEGER NOT NULL,
+        pod_revival_count INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        pending_at INTEGER,
+        completed_at INTEGER,
+        state TEXT NOT NULL,
+        description TEXT NOT NULL,
+        url TEXT,
+        random_id INTEGER,
+        refs_repo TEXT
+            GENERATED ALWAYS AS (json_extract(refs, '$.org') || '/' || json_extract(refs, '$.repo')) VIRTUAL
+     );
+     INSERT INTO runs14(seq, id, build_id, job, job_type, periodic, configured_cluster, cluster, refs, extra_refs, labels, annotations, spec_hash, scheduled_at, attempt, pod_revival_count, created_at, pending_at, completed_at, state, description, url, random_id)
+        SELECT seq, id, build_id, job, job_type, periodic, configured_cluster, cluster, refs, extra_refs, labels, annotations, spec_hash, scheduled_at, attempt, pod_revival_count, created_at, pending_at, completed_at, state, description, url, 1 FROM runs;
+     DROP TABLE runs;
+     ALTER TABLE runs14 RENAME TO runs;
+     CREATE UNIQUE INDEX runs_random_id ON runs(id) WHERE random_id = 1;
+     CREATE UNIQUE INDEX runs_tick ON runs(periodic, scheduled_at, attempt)
+        WHERE periodic IS NOT NULL AND scheduled_at IS NOT NULL;
+     CREATE INDEX runs_job ON runs(job, seq);
+     CREATE INDEX runs_state ON runs(state, seq) WHERE completed_at IS NOT NULL;
+     CREATE INDEX runs_active ON runs(seq) WHERE completed_at IS NULL;
+     CREATE INDEX runs_periodic_active ON runs(periodic, seq)
+        WHERE completed_at IS NULL AND periodic IS NOT NULL;
+     CREATE INDEX runs_repo ON runs(refs_repo, seq) WHERE refs_repo IS NOT NULL;
+     CREATE TRIGGER runs_pulls_delete AFTER DELETE ON runs
+        WHEN json_array_length(OLD.refs, '$.pulls') > 0 BEGIN
+        DELETE FROM run_pulls WHERE repo = OLD.refs_repo AND seq = OLD.seq
+            AND number IN (SELECT json_extract(value, '$.number') FROM json_each(OLD.refs, '$.pulls'));
+     END;",
 ];
 
 /// Applies the migrations `PRAGMA user_version` says are missing, each in a

@@ -160,7 +160,11 @@ fn prune(tx: &Connection, now: i64, keep: usize) -> rusqlite::Result<usize> {
 
 /// Keeps `candidate` under `name` unless a secret is kept there; the kept
 /// one's bytes.
-fn secret(tx: &Connection, name: &str, candidate: &[u8; 32]) -> rusqlite::Result<Vec<u8>> {
+pub(super) fn secret(
+    tx: &Connection,
+    name: &str,
+    candidate: &[u8; 32],
+) -> rusqlite::Result<Vec<u8>> {
     exec(
         tx,
         "INSERT INTO secrets(name, value) VALUES (?1, ?2) ON CONFLICT(name) DO NOTHING",

@@ -3,6 +3,7 @@
 //! the rows they return decoded by [`super::codec`].
 
 use std::collections::HashMap;
+use std::sync::LazyLock;
 
 use rusqlite::{params, Connection, OptionalExtension};
 
@@ -11,6 +12,7 @@ use super::codec::{
     state_from_row, summary_from_row, Prepared,
 };
 use super::error::unavailable;
+use super::run_ids::RunIds;
 use crate::reports::{NewReport, ReportCounts, ReportFailure, StoredReport};
 use crate::repos::{NewDelivery, StoredDelivery};
 use crate::run::Run;
@@ -52,15 +54,43 @@ pub(super) fn row<T>(
     c.prepare_cached(sql)?.query_row(p, f)
 }
 
+/// The seq of the run `id` as a scalar subquery, whose parameters `?{seq}`
+/// and `?{id}` bind the seq the id names ([`RunIds::seq`], NULL if none) and
+/// the id: the row the id names, if it has that id, else a run whose id was
+/// drawn at random (`runs_random_id`); NULL if neither.
+pub(super) fn seq_of_id(seq: usize, id: usize) -> String {
+    format!(
+        "(SELECT seq FROM runs WHERE seq = ?{seq} AND id = ?{id} \
+         UNION ALL SELECT seq FROM runs WHERE id = ?{id} AND random_id = 1 LIMIT 1)"
+    )
+}
+
+/// A run by id: `?1` the seq the id names, `?2` the id.
+pub(super) static RUN_BY_ID: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT {RUN_COLUMNS} FROM runs WHERE seq = {}",
+        seq_of_id(1, 2)
+    )
+});
+
+/// What a transition changes of a run: `?1` its id, `?9` the seq the id names.
+pub(super) static UPDATE_RUN: LazyLock<String> = LazyLock::new(|| {
+    format!("UPDATE runs SET state = ?2, description = ?3, cluster = ?4, url = ?5, pending_at = ?6, completed_at = ?7, pod_revival_count = ?8 WHERE seq = {}", seq_of_id(9, 1))
+});
+
 /// A run by id.
-pub(super) fn get_run(conn: &Connection, id: &str) -> rusqlite::Result<Option<Run>> {
+pub(super) fn get_run(conn: &Connection, ids: &RunIds, id: &str) -> rusqlite::Result<Option<Run>> {
+    row(conn, &RUN_BY_ID, params![ids.seq(id), id], run_from_row).optional()
+}
+
+/// Whether the run `id` exists.
+pub(super) fn run_exists(conn: &Connection, ids: &RunIds, id: &str) -> rusqlite::Result<bool> {
     row(
         conn,
-        &format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"),
-        [id],
-        run_from_row,
+        &format!("SELECT {} IS NOT NULL", seq_of_id(1, 2)),
+        params![ids.seq(id), id],
+        |r| r.get(0),
     )
-    .optional()
 }
 
 /// The run of a tick key (periodic, scheduled_at in microseconds, attempt) in
@@ -93,7 +123,9 @@ pub(super) fn last_counters(conn: &Connection) -> rusqlite::Result<(i64, i64)> {
     )?;
     let seq: i64 = row(
         conn,
-        "SELECT MAX(COALESCE((SELECT MAX(seq) FROM runs), 0), COALESCE((SELECT MAX(last_seq) FROM fire_log), 0))",
+        "SELECT MAX(COALESCE((SELECT value FROM meta WHERE key = 'seq'), 0),
+            COALESCE((SELECT MAX(seq) FROM runs), 0),
+            COALESCE((SELECT MAX(last_seq) FROM fire_log), 0))",
         [],
         |r| r.get(0),
     )?;
@@ -137,9 +169,10 @@ pub(super) fn insert_pulls(
 }
 
 /// Writes what a transition changes of `run`.
-pub(super) fn update_run(conn: &Connection, run: &Run) -> rusqlite::Result<usize> {
-    exec(conn,
-        "UPDATE runs SET state = ?2, description = ?3, cluster = ?4, url = ?5, pending_at = ?6, completed_at = ?7, pod_revival_count = ?8 WHERE id = ?1",
+pub(super) fn update_run(conn: &Connection, ids: &RunIds, run: &Run) -> rusqlite::Result<usize> {
+    exec(
+        conn,
+        &UPDATE_RUN,
         params![
             run.id,
             run.state.as_str(),
@@ -149,6 +182,7 @@ pub(super) fn update_run(conn: &Connection, run: &Run) -> rusqlite::Result<usize
             run.pending_at.map(|t| t.as_microsecond()),
             run.completed_at.map(|t| t.as_microsecond()),
             run.pod_revival_count,
+            ids.seq(&run.id),
         ],
     )
 }
@@ -197,51 +231,64 @@ pub(super) fn put_outcomes(
     Ok(())
 }
 
-/// The ids of the runs retention deletes: completed before `cutoff`
-/// (microseconds), except the latest run of each periodic (by creation), as
-/// Prow's sinker keeps it.
+/// The runs retention deletes.
+#[derive(Default)]
+pub(super) struct Retained {
+    pub(super) seqs: Vec<i64>,
+    pub(super) ids: Vec<String>,
+    /// Their labels, counted.
+    pub(super) counts: Vec<RunCount>,
+}
+
+/// The runs retention deletes: completed before `cutoff` (microseconds),
+/// except the latest run of each periodic (by creation), as Prow's sinker
+/// keeps it.
 pub(super) fn retained_ids(
     tx: &rusqlite::Transaction<'_>,
     cutoff: i64,
-) -> Result<(Vec<String>, Vec<RunCount>), StoreError> {
+) -> Result<Retained, StoreError> {
     let select = concat!(
-        "SELECT id, ",
+        "SELECT seq, id, ",
         count_labels!(),
         " FROM runs WHERE completed_at IS NOT NULL AND completed_at < ?1
         AND seq NOT IN (SELECT MAX(seq) FROM runs WHERE periodic IS NOT NULL GROUP BY periodic)"
     );
     let mut stmt = tx.prepare(select).map_err(unavailable)?;
     let mut rows = stmt.query([cutoff]).map_err(unavailable)?;
-    let mut ids = Vec::new();
+    let mut out = Retained::default();
     let mut counts: std::collections::BTreeMap<RunCount, u64> = Default::default();
     while let Some(r) = rows.next().map_err(unavailable)? {
-        ids.push(r.get(0).map_err(unavailable)?);
+        out.seqs.push(r.get(0).map_err(unavailable)?);
+        out.ids.push(r.get(1).map_err(unavailable)?);
         *counts
-            .entry(count_from_row(r, 1).map_err(unavailable)?)
+            .entry(count_from_row(r, 2).map_err(unavailable)?)
             .or_default() += 1;
     }
-    let counts = counts
+    out.counts = counts
         .into_iter()
         .map(|(c, count)| RunCount { count, ..c })
         .collect();
-    Ok((ids, counts))
+    Ok(out)
 }
 
-/// Keeps the last build id handed out in `meta` (its runs may all go).
-pub(super) fn keep_build_id(conn: &Connection, build_id: i64) -> rusqlite::Result<usize> {
-    exec(conn, "INSERT INTO meta(key, value) VALUES ('build_id', ?1) ON CONFLICT(key) DO UPDATE SET value = ?1", [build_id])
+/// Keeps the last build id and seq handed out in `meta` (their runs may
+/// all go, and neither is handed out twice: a seq names its run's id).
+pub(super) fn keep_counters(conn: &Connection, build_id: i64, seq: i64) -> rusqlite::Result<usize> {
+    exec(
+        conn,
+        "INSERT INTO meta(key, value) VALUES ('build_id', ?1), ('seq', ?2)
+            ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        [build_id, seq],
+    )
 }
 
-/// Deletes runs by id.
-pub(super) fn delete_runs(
-    tx: &rusqlite::Transaction<'_>,
-    ids: &[String],
-) -> Result<(), StoreError> {
+/// Deletes runs by seq.
+pub(super) fn delete_runs(tx: &rusqlite::Transaction<'_>, seqs: &[i64]) -> Result<(), StoreError> {
     let mut del = tx
-        .prepare_cached("DELETE FROM runs WHERE id = ?1")
+        .prepare_cached("DELETE FROM runs WHERE seq = ?1")
         .map_err(unavailable)?;
-    for id in ids {
-        del.execute([id]).map_err(unavailable)?;
+    for seq in seqs {
+        del.execute([seq]).map_err(unavailable)?;
     }
     Ok(())
 }
@@ -251,7 +298,7 @@ pub(super) type ListArgs = Vec<Box<dyn rusqlite::ToSql>>;
 
 /// The query of a listing, and the values it binds (made before the reader's
 /// connection is taken).
-pub(super) fn list_query(f: &RunFilter) -> (String, ListArgs) {
+pub(super) fn list_query(ids: &RunIds, f: &RunFilter) -> (String, ListArgs) {
     let mut sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE 1 = 1");
     let mut args: ListArgs = Vec::new();
     // A pull's runs (a few, through `run_pulls`) drive the listing: the
@@ -349,11 +396,12 @@ pub(super) fn list_query(f: &RunFilter) -> (String, ListArgs) {
     let backwards = f.counted_back();
     for (cursor, beyond) in [(&f.after, true), (&f.before, false)] {
         if let Some(id) = cursor {
+            args.push(Box::new(ids.seq(id)));
             args.push(Box::new(id.clone()));
             let cmp = if beyond == f.oldest_first { ">" } else { "<" };
             sql.push_str(&format!(
-                " AND seq {cmp} (SELECT seq FROM runs WHERE id = ?{})",
-                args.len()
+                " AND seq {cmp} {}",
+                seq_of_id(args.len() - 1, args.len())
             ));
         }
     }
@@ -374,6 +422,7 @@ pub(super) fn list_query(f: &RunFilter) -> (String, ListArgs) {
 /// order, or `Err(ID)` when the cursor run `ID` of `f` does not exist.
 pub(super) fn list(
     c: &Connection,
+    ids: &RunIds,
     f: &RunFilter,
     sql: &str,
     args: &ListArgs,
@@ -385,10 +434,7 @@ pub(super) fn list(
         // An empty page past a cursor: the cursor may be gone (the same
         // read transaction, so the answer is consistent with the page).
         for id in [&f.after, &f.before].into_iter().flatten() {
-            let exists = row(c, "SELECT 1 FROM runs WHERE id = ?1", [id], |_| Ok(()))
-                .optional()?
-                .is_some();
-            if !exists {
+            if !run_exists(c, ids, id)? {
                 return Ok(Err(id.clone()));
             }
         }

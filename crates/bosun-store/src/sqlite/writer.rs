@@ -17,6 +17,7 @@ use super::checkpoint::{bound_wal, track_wal, Commits, WAL_RESTART_FRAMES};
 use super::error::{unavailable, TxError};
 use super::fire_log;
 use super::request::{fail, fail_op, is_fire, Op, Reply, Target};
+use super::run_ids::RunIds;
 use super::versions::Versions;
 use crate::{Before, Created, ReportPolicy, StoreError, TransitionObserver};
 
@@ -81,13 +82,15 @@ pub(super) struct Writer {
     pub(super) commits: Commits,
     pub(super) gate: Arc<FoldGate>,
     pub(super) versions: Arc<Versions>,
+    /// The database's run ids.
+    pub(super) ids: RunIds,
 }
 
 impl Writer {
     /// Takes requests from `rx` in batches and commits them, until every
     /// sender is gone.
     pub(super) fn run(self, mut conn: Connection, rx: Receiver<Op>) {
-        let mut cache = WriterCache::default();
+        let mut cache = WriterCache::new(self.ids.clone());
         track_wal(&conn);
         let mut checkpoint_at = WAL_RESTART_FRAMES;
         // An op that did not fit the previous batch (fires and other requests
@@ -238,7 +241,7 @@ impl Writer {
                 log_keys_partial: log_records > 0,
                 log_records,
                 epoch: cache.epoch + 1,
-                ..WriterCache::default()
+                ..WriterCache::new(cache.ids.clone())
             };
             self.versions.bump_all();
             // Nothing of the batch was written.
