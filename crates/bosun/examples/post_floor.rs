@@ -22,7 +22,10 @@
 //! its batch's fsync);
 //! `BOSUN_FLOOR_INDEXES=1` gives the floor's runs table the indexes a
 //! periodic's run had in bosun's at schema 12 (by job, by state, active, a
-//! periodic's active); `TOKIO_WORKER_THREADS` applies to bosun and the floors alike.
+//! periodic's active); the floor's run ids have no index, as bosun's made
+//! of their seq (schema 14), unless `BOSUN_FLOOR_ID_INDEX=1` (a unique index,
+//! as bosun's ids drawn at random had before);
+//! `TOKIO_WORKER_THREADS` applies to bosun and the floors alike.
 //!
 //! `post_floor --runs BOSUN [N] [ROUNDS]`: `run_bench`'s local runs (N
 //! POSTs of a `/bin/true` job on a local cluster of 8 slots, to the last
@@ -182,12 +185,16 @@ mod server {
         conn.pragma_update(None, "synchronous", if overlap { "NORMAL" } else { &sync })
             .unwrap();
         conn.execute_batch(
-            "CREATE TABLE runs (seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE,
+            "CREATE TABLE runs (seq INTEGER PRIMARY KEY, id TEXT NOT NULL,
              build_id INTEGER NOT NULL, job TEXT NOT NULL, state TEXT NOT NULL,
              created_at TEXT NOT NULL, labels TEXT NOT NULL, annotations TEXT NOT NULL,
              spec_hash TEXT NOT NULL, completed_at TEXT)",
         )
         .unwrap();
+        if std::env::var_os("BOSUN_FLOOR_ID_INDEX").is_some() {
+            conn.execute_batch("CREATE UNIQUE INDEX runs_id ON runs(id)")
+                .unwrap();
+        }
         if std::env::var_os("BOSUN_FLOOR_INDEXES").is_some() {
             // The indexes of bosun's runs table at schema 12 that a
             // periodic's run is written to.
