@@ -24,7 +24,7 @@
 //! the callers get their answers and observers see the runs. The writer then
 //! folds the log into `runs`, `tick_outcomes` and `periodic_state` in a second
 //! transaction, before it takes any other request. A fire is a few hundred
-//! bytes at the end of one table, where a run in `runs` also writes six
+//! bytes at the end of one table, where a run in `runs` also writes its
 //! indexes, so ten thousand periodics due in one second commit in a small
 //! fraction of the time. Reads wait while a committed log is not folded yet, so
 //! no reader sees a fire's run without its outcome and schedule state, and a
