@@ -211,10 +211,12 @@ fn open(path: &Path, opts: &SqliteOptions, cache_kib: i64) -> Result<Connection,
     Ok(conn)
 }
 
-/// The database's run ids: its key, made at random the first time.
+/// The database's run ids: its key, made at random the first time, and a
+/// generation drawn at random for this store's new ids.
 fn run_ids_of(conn: &Connection) -> Result<RunIds, StoreError> {
-    let candidate = RunIds::random_key()
-        .map_err(|e| unavailable(format!("cannot draw the run id key: {e}")))?;
+    let drawn = |e: getrandom::Error| unavailable(format!("cannot draw the run ids' key: {e}"));
+    let candidate = RunIds::random_key().map_err(drawn)?;
+    let generation = RunIds::random_generation().map_err(drawn)?;
     let key = shared::secret(conn, run_ids::KEY_NAME, &candidate).map_err(unavailable)?;
     if key.len() < 16 {
         return Err(StoreError::Invalid(format!(
@@ -222,7 +224,7 @@ fn run_ids_of(conn: &Connection) -> Result<RunIds, StoreError> {
             key.len()
         )));
     }
-    Ok(RunIds::new(&key))
+    Ok(RunIds::new(&key, generation))
 }
 
 impl SqliteStore {
@@ -766,7 +768,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let conn = schema(&dir.path().join("bosun.db"), schema::MIGRATIONS.len());
         let plan = |f: &RunFilter| {
-            let (sql, args) = sql::list_query(&RunIds::new(&[0; 16]), f);
+            let (sql, args) = sql::list_query(&RunIds::new(&[0; 16], 0), f);
             let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
             let params: Vec<&dyn rusqlite::ToSql> = args.iter().map(|a| a.as_ref()).collect();
             let rows: Vec<String> = stmt
@@ -909,7 +911,7 @@ mod tests {
             rows.join("; ")
         };
         let list = |f: &RunFilter| {
-            let (sql, args) = sql::list_query(&RunIds::new(&[0; 16]), f);
+            let (sql, args) = sql::list_query(&RunIds::new(&[0; 16], 0), f);
             let args: Vec<&dyn rusqlite::ToSql> = args.iter().map(|a| a.as_ref()).collect();
             plan(&sql, &args)
         };
@@ -1213,7 +1215,7 @@ mod tests {
                 |r| r.get(0),
             )
             .unwrap();
-        let made = RunIds::new(&key);
+        let made = RunIds::new(&key, 0);
         for (id, seq) in ids.iter().zip(1..) {
             assert_eq!(made.seq(id), Some(seq), "{id}");
         }
@@ -1242,7 +1244,7 @@ mod tests {
         // An id of this database's form naming a seq that has no run, and
         // one of another key naming a seq that has one, are not found.
         assert!(store.get(&made.id(4)).unwrap().is_none());
-        let other = RunIds::new(&[9; 16]).id(1);
+        let other = RunIds::new(&[9; 16], 0).id(1);
         assert!(store.get(&other).unwrap().is_none());
         assert!(matches!(
             store.transition(&other, Transition::to(RunState::Pending, at, "")),
@@ -1318,5 +1320,25 @@ mod tests {
         let store = SqliteStore::open(&path).unwrap();
         let next = store.create_run(a_run("job"), at).unwrap().run().id.clone();
         assert_ne!(next, first);
+    }
+
+    /// A database restored from a copy hands out its later seqs again, but
+    /// not their ids: each opening draws its own generation.
+    #[test]
+    fn a_database_restored_from_a_copy_hands_out_no_id_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bosun.db");
+        let copy = dir.path().join("copy.db");
+        let at = Timestamp::from_second(1).unwrap();
+        drop(SqliteStore::open(&path).unwrap());
+        std::fs::copy(&path, &copy).unwrap();
+        let first = {
+            let store = SqliteStore::open(&path).unwrap();
+            store.create_run(a_run("job"), at).unwrap().run().id.clone()
+        };
+        let store = SqliteStore::open(&copy).unwrap();
+        let again = store.create_run(a_run("job"), at).unwrap().run().id.clone();
+        assert_ne!(again, first);
+        assert_eq!(store.get(&again).unwrap().unwrap().id, again);
     }
 }

@@ -7,11 +7,13 @@
 //! every commit, read first from disk once the index outgrows the page cache.
 //! `run_bench`'s POSTs took 6–26% longer with that index than without it, the
 //! more so as the table grew (docs/performance.md). So a run the writer
-//! creates gets the id of its seq: the seq's 122-bit image under a keyed
-//! permutation, in the 122 bits of a UUIDv4 that are not its version and
-//! variant. The id names the run's row (no index), cannot be guessed without
-//! the key, and no two seqs share one. The key is made once per database, at
-//! random, and kept in `secrets`.
+//! creates gets the id of its seq: the 122-bit image of the seq and of its
+//! writer's generation under a keyed permutation, in the 122 bits of a
+//! UUIDv4 that are not its version and variant. The id names the run's row
+//! (no index), cannot be guessed without the key, and no two seqs share one.
+//! The key is made once per database, at random, and kept in `secrets`. The
+//! generation (59 bits) is drawn each time the store is opened: a database
+//! restored from a copy hands its later seqs out again, never their ids.
 //!
 //! Runs whose ids were drawn at random before the run had a seq (those of the
 //! fire log, and every run of a database older than schema 14) are marked
@@ -31,15 +33,20 @@ use siphasher::sip::SipHasher24;
 /// The name of the key in `secrets`.
 pub(super) const KEY_NAME: &str = "run_ids";
 
+/// Bits of the seq in the permuted value; the generation has the rest.
+const SEQ_BITS: u32 = 63;
+const SEQ_MASK: u128 = (1 << SEQ_BITS) - 1;
 /// Bits in each half of the permuted 122-bit value.
 const HALF: u32 = 61;
 const HALF_MASK: u64 = (1 << HALF) - 1;
 const ROUNDS: u8 = 8;
 
-/// The permutation of one database, by its key.
+/// The permutation of one database, by its key, and the generation of the
+/// ids this store hands out.
 #[derive(Clone)]
 pub(super) struct RunIds {
     keys: (u64, u64),
+    generation: u128,
 }
 
 impl std::fmt::Debug for RunIds {
@@ -49,8 +56,9 @@ impl std::fmt::Debug for RunIds {
 }
 
 impl RunIds {
-    /// The permutation keyed by the first 16 bytes of `key`.
-    pub(super) fn new(key: &[u8]) -> Self {
+    /// The permutation keyed by the first 16 bytes of `key`, its ids of
+    /// `generation` (its low 59 bits).
+    pub(super) fn new(key: &[u8], generation: u64) -> Self {
         let word = |at: usize| {
             let mut b = [0u8; 8];
             b.copy_from_slice(&key[at..at + 8]);
@@ -59,7 +67,15 @@ impl RunIds {
         assert!(key.len() >= 16, "a run id key has at least 16 bytes");
         RunIds {
             keys: (word(0), word(8)),
+            generation: u128::from(generation) & ((1 << (2 * HALF - SEQ_BITS)) - 1),
         }
+    }
+
+    /// A generation drawn at random.
+    pub(super) fn random_generation() -> Result<u64, getrandom::Error> {
+        let mut b = [0u8; 8];
+        getrandom::fill(&mut b)?;
+        Ok(u64::from_le_bytes(b))
     }
 
     /// A new random key for `secrets`.
@@ -95,18 +111,19 @@ impl RunIds {
     /// The id of the run numbered `seq` (positive).
     pub(super) fn id(&self, seq: i64) -> String {
         debug_assert!(seq > 0);
-        uuid::Uuid::from_u128(spread(self.permute(seq as u128))).to_string()
+        let x = (self.generation << SEQ_BITS) | seq as u128;
+        uuid::Uuid::from_u128(spread(self.permute(x))).to_string()
     }
 
-    /// The seq whose id `id` is, if `id` is a UUIDv4 that a seq maps to (a
-    /// random id maps to a seq too, almost always one whose id differs:
+    /// The seq whose id `id` is, if `id` is a UUIDv4 (of any generation: a
+    /// random id names a seq too, almost never one whose row has that id:
     /// callers check the row's id).
     pub(super) fn seq(&self, id: &str) -> Option<i64> {
         let u = uuid::Uuid::try_parse(id).ok()?;
         if u.get_version_num() != 4 || u.get_variant() != uuid::Variant::RFC4122 {
             return None;
         }
-        i64::try_from(self.unpermute(gather(u.as_u128())))
+        i64::try_from(self.unpermute(gather(u.as_u128())) & SEQ_MASK)
             .ok()
             .filter(|&s| s > 0)
     }
@@ -132,7 +149,7 @@ mod tests {
     use std::collections::HashSet;
 
     fn ids() -> RunIds {
-        RunIds::new(&[7u8; 32])
+        RunIds::new(&[7u8; 32], 5)
     }
 
     #[test]
@@ -172,10 +189,23 @@ mod tests {
 
     #[test]
     fn another_key_gives_other_ids() {
-        let other = RunIds::new(&[8u8; 32]);
+        let other = RunIds::new(&[8u8; 32], 5);
         let ids = ids();
         assert_ne!(ids.id(1), other.id(1));
         assert_ne!(other.seq(&ids.id(1)), Some(1));
+    }
+
+    #[test]
+    fn another_generation_gives_the_seq_another_id_that_names_it_too() {
+        let ids = ids();
+        let later = RunIds::new(&[7u8; 32], 6);
+        for seq in [1, 2, 1 << 40] {
+            assert_ne!(ids.id(seq), later.id(seq));
+            assert_eq!(ids.seq(&later.id(seq)), Some(seq));
+            assert_eq!(later.seq(&ids.id(seq)), Some(seq));
+        }
+        // Only the generation's 59 bits count.
+        assert_eq!(ids.id(3), RunIds::new(&[7u8; 32], 5 | 1 << 59).id(3));
     }
 
     #[test]
