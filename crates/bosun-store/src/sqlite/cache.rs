@@ -77,10 +77,11 @@ pub(super) struct LogKey {
 /// The last build id and seq handed out.
 ///
 /// Build ids grow with seq (the single writer hands both out in order), so the
-/// last one is the newest run's, in `runs` or in the fire log. The `meta` row
-/// keeps the last build id of the runs retention deleted (the newest run may be
-/// one of them), and the one older versions of bosun wrote with every batch.
-/// Nothing is written per batch: that row's page was a frame of every commit.
+/// last one is the newest run's, in `runs` or in the fire log. The `meta` rows
+/// keep the last build id and seq of the runs retention deleted (the newest
+/// run may be one of them; a seq names its run's id), and the build id older
+/// versions of bosun wrote with every batch. Nothing is written per batch:
+/// that row's page was a frame of every commit.
 pub(super) fn counters(
     tx: &rusqlite::Transaction<'_>,
     cache: &WriterCache,

@@ -197,8 +197,9 @@ pub(super) fn count_from_row(r: &Row<'_>, at: usize) -> rusqlite::Result<RunCoun
 pub(super) struct Prepared {
     pub(super) new: NewRun,
     /// A fire's run's id, drawn at random (the fire log names its runs
-    /// before they have a seq); empty for a run whose id the writer makes of
-    /// its seq.
+    /// before they have a seq); empty for other runs. The writer makes the
+    /// id of a run it writes to `runs` of its seq (a fire's too: that id
+    /// replaces this one).
     pub(super) id: String,
     pub(super) spec_hash: String,
     pub(super) spec_json: Arc<str>,

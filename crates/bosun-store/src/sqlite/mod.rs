@@ -79,8 +79,8 @@
 //! writes), `cache` (what the writer keeps between batches), `fire_log`,
 //! `versions` (the periodics' versions), `shared` (sessions, secrets,
 //! documents), `checkpoint` (the checkpoint thread
-//! and the WAL's bound), `sql` (statements and queries), `codec` (rows and
-//! values), `error`.
+//! and the WAL's bound), `run_ids` (a created run's id made of its seq),
+//! `sql` (statements and queries), `codec` (rows and values), `error`.
 
 mod apply;
 mod cache;
@@ -723,6 +723,11 @@ impl Store for SqliteStore {
     }
 
     fn shared_secret(&self, name: &str, candidate: [u8; 32]) -> Result<[u8; 32], StoreError> {
+        if name == run_ids::KEY_NAME {
+            return Err(StoreError::Invalid(format!(
+                "shared secret {name} is the store's own"
+            )));
+        }
         let kept = self.send(|tx| Op::Shared(SharedOp::Secret(name.to_string(), candidate, tx)))?;
         <[u8; 32]>::try_from(kept.as_slice()).map_err(|_| {
             StoreError::Invalid(format!(
@@ -1320,6 +1325,20 @@ mod tests {
         let store = SqliteStore::open(&path).unwrap();
         let next = store.create_run(a_run("job"), at).unwrap().run().id.clone();
         assert_ne!(next, first);
+        // The seq itself is not handed out again (another opening's
+        // generation alone would give the id another form).
+        let key: Vec<u8> = Connection::open(&path)
+            .unwrap()
+            .query_row(
+                "SELECT value FROM secrets WHERE name = 'run_ids'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(RunIds::new(&key, 0).seq(&first), Some(1));
+        assert_eq!(RunIds::new(&key, 0).seq(&next), Some(2));
+        // Nor may the key be taken as a shared secret.
+        assert!(store.shared_secret("run_ids", [0; 32]).is_err());
     }
 
     /// A database restored from a copy hands out its later seqs again, but
