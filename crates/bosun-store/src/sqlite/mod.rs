@@ -1150,26 +1150,7 @@ mod tests {
         assert_eq!(active.len(), 1);
         assert_eq!(active[0].id, "b");
         let at = Timestamp::from_second(0).unwrap();
-        let created = store
-            .create_run(
-                NewRun {
-                    job: "job".into(),
-                    job_type: bosun_config::types::JobType::Periodic,
-                    periodic: None,
-                    configured_cluster: "default".into(),
-                    state: RunState::Triggered,
-                    refs: None,
-                    extra_refs: vec![],
-                    labels: Default::default(),
-                    annotations: Default::default(),
-                    spec: serde_json::json!({}).into(),
-                    scheduled_at: None,
-                    attempt: 0,
-                    description: String::new(),
-                },
-                at,
-            )
-            .unwrap();
+        let created = store.create_run(a_run("job"), at).unwrap();
         assert_eq!(
             created.run().build_id,
             "103",
