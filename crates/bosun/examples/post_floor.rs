@@ -490,11 +490,14 @@ fn get(agent: &ureq::Agent, port: u16, path: &str) -> String {
 fn runs(args: &[String]) {
     let (bosun, n, rounds) = bench_args(args);
     let agent = agent();
-    let dir = std::env::temp_dir().join(format!("bosun-run-floor-{}", std::process::id()));
+    let base = std::env::temp_dir().join(format!("bosun-run-floor-{}", std::process::id()));
     let me = std::env::current_exe().unwrap();
     let (mut bosun_ratios, mut floor_ratios) = (Vec::new(), Vec::new());
     for round in 1..=rounds {
-        let _ = std::fs::remove_dir_all(&dir);
+        // A directory a round, all deleted at the end: thousands of files
+        // deleted just before a measured part slow ext4's inode allocation
+        // for whoever creates files next (as in `run_bench`).
+        let dir = base.join(format!("round-{round}"));
         let raw = raw::raw_loop(&dir.join("raw"), n);
 
         let (daemon, port) = start_bosun(&bosun, &dir);
@@ -526,7 +529,7 @@ fn runs(args: &[String]) {
         bosun_ratios.push(raw.as_secs_f64() / bosun_time.as_secs_f64());
         floor_ratios.push(raw.as_secs_f64() / floor_time.as_secs_f64());
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&base);
     println!(
         "plain loop over bosun: median {:.3}; plain loop over the floor: median {:.3}",
         local::median(bosun_ratios),

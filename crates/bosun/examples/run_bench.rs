@@ -128,8 +128,12 @@ fn main() {
     let mut measured = Vec::new();
     for round in 0..rounds {
         let raw_dir = dir.join(format!("raw-{round}"));
+        // The plain loop's files stay until the end, deleted with `dir`:
+        // thousands of inodes freed just before a measured part made ext4's
+        // inode allocator slow for whoever created files next (it checks
+        // every recently deleted inode it passes: a quarter of the machine's
+        // CPU, under the supervisor, in bosun's first round).
         let raw = raw::raw_loop(&raw_dir, n);
-        let _ = std::fs::remove_dir_all(&raw_dir);
         let run_cpu0 = cpu(daemon.id());
         // The cluster's supervisor (started with the first run) and the
         // jobs it reaped: CPU the daemon does not see, on the same cores.
