@@ -418,11 +418,11 @@ fn serve_until_signal(args: &ServeArgs) -> Result<(), String> {
 /// CPU): one when every build cluster is local and the store is the
 /// daemon's own, unless `TOKIO_WORKER_THREADS` is set. Local jobs share the
 /// daemon's CPUs, and a second worker's wake-ups mostly find nothing to
-/// do: one worker cost about a quarter less of the daemon's CPU per local
-/// run, and answered the API's POSTs as fast, in turns on a 2-CPU machine
-/// (docs/performance.md). Kubernetes clusters keep a worker per CPU: one
-/// worker carried a 1,000-run burst of pods more slowly. Replicas on
-/// PostgreSQL keep it too.
+/// do: with one worker the API's POSTs took a fifth less of the daemon's
+/// CPU and less time, in turns on a 2-CPU machine (docs/performance.md).
+/// Kubernetes clusters keep a worker per CPU: one worker carried a
+/// 1,000-run burst of pods more slowly. Replicas on PostgreSQL keep it too
+/// (their lease renewals should not wait behind other work).
 fn runtime_workers(
     clusters: &BTreeMap<String, ClusterDef>,
     replicas: bool,
