@@ -1164,6 +1164,20 @@ mod tests {
         );
     }
 
+    /// The run ids of the database at `path`, by its stored key (any
+    /// generation decodes the same seqs).
+    fn stored_run_ids(path: &Path) -> RunIds {
+        let key: Vec<u8> = Connection::open(path)
+            .unwrap()
+            .query_row(
+                "SELECT value FROM secrets WHERE name = ?1",
+                [run_ids::KEY_NAME],
+                |r| r.get(0),
+            )
+            .unwrap();
+        RunIds::new(&key, 0)
+    }
+
     fn a_run(job: &str) -> NewRun {
         NewRun {
             job: job.into(),
@@ -1194,14 +1208,7 @@ mod tests {
             .map(|_| store.create_run(a_run("job"), at).unwrap().run().id.clone())
             .collect();
         let conn = Connection::open(&path).unwrap();
-        let key: Vec<u8> = conn
-            .query_row(
-                "SELECT value FROM secrets WHERE name = 'run_ids'",
-                [],
-                |r| r.get(0),
-            )
-            .unwrap();
-        let made = RunIds::new(&key, 0);
+        let made = stored_run_ids(&path);
         for (id, seq) in ids.iter().zip(1..) {
             assert_eq!(made.seq(id), Some(seq), "{id}");
         }
@@ -1308,16 +1315,9 @@ mod tests {
         assert_ne!(next, first);
         // The seq itself is not handed out again (another opening's
         // generation alone would give the id another form).
-        let key: Vec<u8> = Connection::open(&path)
-            .unwrap()
-            .query_row(
-                "SELECT value FROM secrets WHERE name = 'run_ids'",
-                [],
-                |r| r.get(0),
-            )
-            .unwrap();
-        assert_eq!(RunIds::new(&key, 0).seq(&first), Some(1));
-        assert_eq!(RunIds::new(&key, 0).seq(&next), Some(2));
+        let made = stored_run_ids(&path);
+        assert_eq!(made.seq(&first), Some(1));
+        assert_eq!(made.seq(&next), Some(2));
         // Nor may the key be taken as a shared secret.
         assert!(store.shared_secret("run_ids", [0; 32]).is_err());
     }

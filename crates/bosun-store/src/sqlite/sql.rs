@@ -85,12 +85,9 @@ pub(super) fn get_run(conn: &Connection, ids: &RunIds, id: &str) -> rusqlite::Re
 
 /// Whether the run `id` exists.
 pub(super) fn run_exists(conn: &Connection, ids: &RunIds, id: &str) -> rusqlite::Result<bool> {
-    row(
-        conn,
-        &format!("SELECT {} IS NOT NULL", seq_of_id(1, 2)),
-        params![ids.seq(id), id],
-        |r| r.get(0),
-    )
+    static EXISTS: LazyLock<String> =
+        LazyLock::new(|| format!("SELECT {} IS NOT NULL", seq_of_id(1, 2)));
+    row(conn, &EXISTS, params![ids.seq(id), id], |r| r.get(0))
 }
 
 /// The run of a tick key (periodic, scheduled_at in microseconds, attempt) in
