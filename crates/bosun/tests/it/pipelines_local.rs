@@ -232,8 +232,8 @@ spec:
         - name: sleep
           image: alpine
           script: |
-            echo "waiting"
-            sleep 600
+            echo "waiting as $$"
+            exec sleep 600
 "#;
 
 const CATALOG: &str = r#"
@@ -449,19 +449,18 @@ fn an_aborted_pipeline_stops_its_steps() {
     assert_eq!(status, 202, "{body}");
     let run = wait_end(port, &id);
     assert_eq!(run["state"], "aborted", "{run}");
-    // The step's `sleep` is gone with the runner.
+    // The step's `sleep` (the shell's own process, by `exec`) is gone with
+    // the runner; only this run's process is looked at, not another test's.
+    let log = log_file(&dir, &id);
+    let pid: u32 = log
+        .lines()
+        .find_map(|l| l.split("[wait/sleep] waiting as ").nth(1))
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no pid in the step's log:\n{log}"));
     let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let ps = std::process::Command::new("pgrep")
-            .args(["-f", "^sleep 600$"])
-            .output()
-            .unwrap_or_else(|e| {
-                panic!("pgrep could not run ({e}): install it with `apt-get install -y procps`, or run the tests with tools/test")
-            });
-        if !ps.status.success() {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the step still runs");
+    // A zombie's command line reads empty: it no longer runs.
+    while std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == b"sleep\0600\0") {
+        assert!(Instant::now() < deadline, "the step still runs (pid {pid})");
         std::thread::sleep(Duration::from_millis(100));
     }
 }
