@@ -214,6 +214,32 @@ fn append_line(path: &Path, line: &str) -> std::io::Result<()> {
         .write_all(line.as_bytes())
 }
 
+/// Nanoseconds on the clock a process's start time is taken from
+/// (`CLOCK_BOOTTIME`, of this time namespace as `/proc` shows it).
+fn boot_clock_ns() -> u128 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+    t.tv_sec as u128 * 1_000_000_000 + t.tv_nsec as u128
+}
+
+/// The start time, in clock ticks since boot as `/proc/PID/stat` gives it, of
+/// a process forked between the boot clock's readings `before` and `after`
+/// (ns): the kernel stamps a new process with that clock and shows the stamp
+/// divided down to whole ticks. Known when both readings (widened by a
+/// margin for any rounding) fall in one tick; `None` when the spawn
+/// straddled a tick's end, for the caller to read `/proc`. This spares the
+/// supervisor a file's open, read and close per run.
+fn start_tick_between(before: u128, after: u128) -> Option<u64> {
+    const MARGIN_NS: u128 = 100_000;
+    let ticks_per_second = rustix::param::clock_ticks_per_second() as u128;
+    if ticks_per_second == 0 {
+        return None;
+    }
+    let tick_ns = 1_000_000_000 / ticks_per_second;
+    let first = before.checked_sub(MARGIN_NS)? / tick_ns;
+    let last = (after + MARGIN_NS) / tick_ns;
+    (first == last).then(|| u64::try_from(first).ok()).flatten()
+}
+
 /// The start time of process `pid` in clock ticks since boot (field 22 of
 /// `/proc/PID/stat`), or `None` if there is no such process.
 pub fn start_time(pid: u32) -> Option<u64> {
@@ -336,7 +362,12 @@ impl Supervisor {
             .components()
             .filter(|c| matches!(c, Component::Normal(_)))
             .fold(dir.clone(), |p, c| p.join(c));
-        let opened = fs::create_dir_all(&workdir).and_then(|()| {
+        // The run's directory itself was made above.
+        let made = match workdir == dir {
+            true => Ok(()),
+            false => fs::create_dir_all(&workdir),
+        };
+        let opened = made.and_then(|()| {
             // 0644: a job running as another user writes its log only
             // through the descriptors it inherits, and cannot change the
             // log's state attribute.
@@ -381,6 +412,7 @@ impl Supervisor {
             // As root, std also drops the supplementary groups.
             command.uid(u.uid).gid(u.gid);
         }
+        let before = boot_clock_ns();
         let spawned = command
             .args(args)
             .current_dir(&workdir)
@@ -391,6 +423,7 @@ impl Supervisor {
             .stderr(err)
             .process_group(0)
             .spawn();
+        let after = boot_clock_ns();
         let child = match spawned {
             Ok(c) => c,
             Err(e) => {
@@ -402,7 +435,9 @@ impl Supervisor {
         let pid = child.id();
         // Reaped by the reaper thread with waitpid, not through `child`.
         drop(child);
-        let started = start_time(pid).unwrap_or(0);
+        let started = start_tick_between(before, after)
+            .or_else(|| start_time(pid))
+            .unwrap_or(0);
         let line = format!("{pid} {started} {me}\n");
         // The state goes into the log's attribute: no file to create. A
         // filesystem without user attributes gets the state file.
@@ -684,5 +719,49 @@ mod run_as_tests {
             .unwrap_err()
             .to_string()
             .contains("UID:GID"));
+    }
+}
+
+#[cfg(test)]
+mod start_tick_tests {
+    use super::{boot_clock_ns, start_tick_between, start_time};
+    use std::process::{Command, Stdio};
+
+    #[test]
+    fn a_start_time_taken_from_the_clock_is_the_one_proc_shows() {
+        let mut known = 0;
+        for _ in 0..200 {
+            let before = boot_clock_ns();
+            let mut child = Command::new("cat")
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .spawn()
+                .expect("cat runs");
+            let after = boot_clock_ns();
+            let proc = start_time(child.id()).expect("the child is alive");
+            if let Some(tick) = start_tick_between(before, after) {
+                known += 1;
+                assert_eq!(tick, proc, "spawned between {before} and {after} ns");
+            }
+            drop(child.stdin.take());
+            child.wait().unwrap();
+        }
+        // Most spawns fall within one tick (10 ms): the clock answered.
+        assert!(
+            known > 100,
+            "only {known} of 200 start times from the clock"
+        );
+    }
+
+    #[test]
+    fn a_spawn_across_a_tick_is_left_to_proc() {
+        let tick = 1_000_000_000 / rustix::param::clock_ticks_per_second() as u128;
+        let base = 1_000 * tick;
+        assert_eq!(
+            start_tick_between(base + tick / 2, base + tick / 2 + 1_000),
+            Some(1_000)
+        );
+        assert_eq!(start_tick_between(base + tick - 10, base + tick + 10), None);
+        assert_eq!(start_tick_between(base + 10, base + 20), None);
     }
 }
