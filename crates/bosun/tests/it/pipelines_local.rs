@@ -459,7 +459,7 @@ fn an_aborted_pipeline_stops_its_steps() {
         .unwrap_or_else(|| panic!("no pid in the step's log:\n{log}"));
     let deadline = Instant::now() + Duration::from_secs(30);
     // A zombie's command line reads empty: it no longer runs.
-    while std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == b"sleep\0600\0") {
+    while std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == b"sleep\x00600\x00") {
         assert!(Instant::now() < deadline, "the step still runs (pid {pid})");
         std::thread::sleep(Duration::from_millis(100));
     }
