@@ -28,7 +28,7 @@ use super::logs::LogCopier;
 use super::pace::{jitter, retry_delay, Pacer, DEFAULT_CREATIONS_IN_FLIGHT};
 use super::pipelines::{self, Pipelines};
 use super::sinker::sink;
-use super::watch::{follow, PodCache, Seen};
+use super::watch::{follow, Lookup, PodCache, Seen};
 use crate::executor::{ClusterKind, ExecError, Executor, RunStatus, StartDone, Workload};
 
 /// A Kubernetes build cluster's executor: one pod per run in the pod
@@ -638,12 +638,11 @@ impl Executor for KubeExecutor {
         if let Some(state) = self.inner.pipelines.status(run_id) {
             return state;
         }
-        if let Some(state) = self.inner.cache.with_pod(run_id, state_of) {
-            return state;
-        }
-        let recently = self.inner.cache.started_within(run_id, START_GRACE);
-        if recently || !self.inner.cache.synced() {
-            return RunStatus::Starting;
+        match self.inner.cache.lookup(run_id, START_GRACE, state_of) {
+            Lookup::Seen(state) => return state,
+            Lookup::Starting => return RunStatus::Starting,
+            Lookup::Unseen if !self.inner.cache.synced() => return RunStatus::Starting,
+            Lookup::Unseen => {}
         }
         // No pod: it may be a pipeline run's PipelineRun the watch of
         // PipelineRuns (started now, if it was not) has not shown yet.

@@ -34,6 +34,17 @@ pub(crate) struct PodCache {
     changed: tokio::sync::Notify,
 }
 
+/// What the cache knows of a run's pod ([`PodCache::lookup`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Lookup<T> {
+    /// The watch shows it (what was read of it).
+    Seen(T),
+    /// Started recently, not shown yet.
+    Starting,
+    /// Neither: gone, or started long ago and never shown.
+    Unseen,
+}
+
 /// Where a pod's container stands, as the watch last saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ContainerEnd {
@@ -55,10 +66,43 @@ impl PodCache {
     }
 
     /// Until the watch shows the run's new pod, the run is starting (a
-    /// revived run's old pod no longer counts).
+    /// revived run's old pod no longer counts). Expected before the old pod
+    /// goes, so that a [`lookup`](Self::lookup) in between finds one of them.
     pub(crate) fn mark_started(&self, run_id: &str) {
-        self.pods().remove(run_id);
         self.expect(run_id);
+        self.pods().remove(run_id);
+    }
+
+    /// The watch shows pod `name`: it is kept, and its run is no longer
+    /// waiting to be seen. Kept before the wait ends, so that a
+    /// [`lookup`](Self::lookup) in between finds one of them.
+    fn show(&self, name: String, seen: Box<Seen>) {
+        self.pods().insert(name.clone(), seen);
+        self.started().remove(&name);
+    }
+
+    /// `f` of run `run_id`'s pod as the watch showed it, else whether the
+    /// run was started less than `grace` ago and its pod is not shown yet.
+    /// The two are read under two locks, and the watch moves a run from
+    /// the second to the first ([`show`](Self::show)): the pods are read
+    /// again when the run is not waiting, so a run whose pod was shown
+    /// meanwhile is never taken for one without a pod.
+    pub(crate) fn lookup<T>(
+        &self,
+        run_id: &str,
+        grace: Duration,
+        f: impl Fn(&Seen) -> T,
+    ) -> Lookup<T> {
+        if let Some(t) = self.with_pod(run_id, &f) {
+            return Lookup::Seen(t);
+        }
+        if self.started_within(run_id, grace) {
+            return Lookup::Starting;
+        }
+        match self.with_pod(run_id, &f) {
+            Some(t) => Lookup::Seen(t),
+            None => Lookup::Unseen,
+        }
     }
 
     /// Run `run_id`'s pod is being created: until the watch shows it, the
@@ -283,9 +327,7 @@ pub(crate) async fn follow(
                 }
                 Ok(Event::Apply(p)) => {
                     seen(&p);
-                    let n = name(&p);
-                    cache.started().remove(&n);
-                    cache.pods().insert(n, Box::new(Seen::of(&p)));
+                    cache.show(name(&p), Box::new(Seen::of(&p)));
                     cache.changed.notify_waiters();
                     changed();
                 }
@@ -325,6 +367,52 @@ mod tests {
 
     fn at(t: &str) -> jiff::Timestamp {
         t.parse().unwrap()
+    }
+
+    #[test]
+    fn a_run_whose_pod_the_watch_shows_meanwhile_is_never_without_one() {
+        // One thread starts runs and has the watch show their pods; the
+        // other looks each current run up as fast as it can. A lookup that
+        // fell between the two locks used to find neither the pod nor the
+        // start, and the run was taken for one whose pod had gone.
+        let cache = PodCache::default();
+        let current = std::sync::atomic::AtomicUsize::new(usize::MAX);
+        let done = AtomicBool::new(false);
+        let shown = pod(serde_json::json!({"metadata": {"name": "r", "uid": "u"},
+            "status": {"phase": "Running"}}));
+        let grace = Duration::from_secs(30);
+        let unseen = std::thread::scope(|scope| {
+            let reader = scope.spawn(|| {
+                let mut unseen = 0;
+                while !done.load(Ordering::Acquire) {
+                    let i = current.load(Ordering::Acquire);
+                    if i == usize::MAX {
+                        continue;
+                    }
+                    if cache.lookup(&format!("r{i}"), grace, |_| ()) == Lookup::Unseen {
+                        unseen += 1;
+                    }
+                }
+                unseen
+            });
+            for i in 0..100_000 {
+                let name = format!("r{i}");
+                cache.expect(&name);
+                current.store(i, Ordering::Release);
+                cache.show(name.clone(), Box::new(Seen::of(&shown)));
+                // A revival: the new pod is waited for, the old one goes.
+                if i % 3 == 0 {
+                    cache.mark_started(&name);
+                    cache.show(name, Box::new(Seen::of(&shown)));
+                }
+            }
+            done.store(true, Ordering::Release);
+            reader.join().unwrap()
+        });
+        assert_eq!(
+            unseen, 0,
+            "lookups that found neither the pod nor its start"
+        );
     }
 
     #[test]
