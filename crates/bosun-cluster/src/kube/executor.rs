@@ -153,9 +153,13 @@ impl KubeInner {
 
     /// Whether pod `name` exists, is not the old pod `old_uid` and is not
     /// being deleted (or is the pod bosun never saw, `old_uid` unknown).
-    async fn adopt_if_alive(&self, name: &str, old_uid: Option<&str>) -> Result<bool, ApiError> {
+    async fn adopt_if_alive(
+        &self,
+        name: &str,
+        old_uid: Option<&str>,
+    ) -> Result<Option<Pod>, ApiError> {
         let pod = self.conn.pods().await?.get_opt(name).await?;
-        Ok(pod.is_some_and(|p| {
+        Ok(pod.filter(|p| {
             p.metadata.deletion_timestamp.is_none()
                 && old_uid.is_none_or(|old| p.metadata.uid.as_deref() != Some(old))
                 && !matches!(
@@ -280,8 +284,9 @@ impl KubeInner {
                         .map_err(ApiError::from)
                 };
                 match tokio::time::timeout(API_TIMEOUT, created).await {
-                    Ok(Ok(_)) => {
-                        self.cache.mark_started(&name);
+                    Ok(Ok(created)) => {
+                        self.cache
+                            .mark_started(&name, created.metadata.uid.as_deref());
                         self.reviving().remove(&name);
                         self.changed();
                         return;
@@ -292,14 +297,15 @@ impl KubeInner {
                     // adopted, never created twice.
                     Ok(Err(ApiError::Status { code: 409, .. })) => {
                         match self.adopt_if_alive(&name, old_uid.as_deref()).await {
-                            Ok(true) => {
+                            Ok(Some(alive)) => {
                                 tracing::warn!(pod = %name, "revival cancelled: the run's pod is there and alive");
-                                self.cache.mark_started(&name);
+                                self.cache
+                                    .mark_started(&name, alive.metadata.uid.as_deref());
                                 self.reviving().remove(&name);
                                 self.changed();
                                 return;
                             }
-                            Ok(false) => Err("the old pod is still there".into()),
+                            Ok(None) => Err("the old pod is still there".into()),
                             Err(e) => Err(e.to_string()),
                         }
                     }

@@ -68,9 +68,17 @@ impl PodCache {
     /// Until the watch shows the run's new pod, the run is starting (a
     /// revived run's old pod no longer counts). Expected before the old pod
     /// goes, so that a [`lookup`](Self::lookup) in between finds one of them.
-    pub(crate) fn mark_started(&self, run_id: &str) {
+    /// The pod of uid `new_uid` (the one just created or adopted), which the
+    /// watch may have shown already, stays.
+    pub(crate) fn mark_started(&self, run_id: &str, new_uid: Option<&str>) {
         self.expect(run_id);
-        self.pods().remove(run_id);
+        let mut pods = self.pods();
+        let shown_new = pods
+            .get(run_id)
+            .is_some_and(|p| new_uid.is_some() && p.uid.as_deref() == new_uid);
+        if !shown_new {
+            pods.remove(run_id);
+        }
     }
 
     /// The watch shows pod `name`: it is kept, and its run is no longer
@@ -318,7 +326,7 @@ pub(crate) async fn follow(
                         .cloned()
                         .collect();
                     for n in missing {
-                        cache.mark_started(&n);
+                        cache.mark_started(&n, None);
                     }
                     *cache.pods() = std::mem::take(&mut listing);
                     cache.synced.store(true, Ordering::SeqCst);
@@ -402,7 +410,7 @@ mod tests {
                 cache.show(name.clone(), Box::new(Seen::of(&shown)));
                 // A revival: the new pod is waited for, the old one goes.
                 if i % 3 == 0 {
-                    cache.mark_started(&name);
+                    cache.mark_started(&name, None);
                     cache.show(name, Box::new(Seen::of(&shown)));
                 }
             }
@@ -412,6 +420,35 @@ mod tests {
         assert_eq!(
             unseen, 0,
             "lookups that found neither the pod nor its start"
+        );
+    }
+
+    #[test]
+    fn a_revived_pod_the_watch_showed_before_its_start_was_marked_stays() {
+        // The watch may show a revival's new pod before the reviver marks
+        // the start: that pod is the run's, and is not dropped.
+        let cache = PodCache::default();
+        let old = pod(serde_json::json!({"metadata": {"name": "r1", "uid": "old"},
+            "status": {"phase": "Failed"}}));
+        let new = pod(serde_json::json!({"metadata": {"name": "r1", "uid": "new"},
+            "status": {"phase": "Pending"}}));
+        let grace = Duration::from_secs(30);
+        let uid = |s: &Seen| s.uid.clone();
+        cache.show("r1".into(), Box::new(Seen::of(&old)));
+        cache.show("r1".into(), Box::new(Seen::of(&new)));
+        cache.mark_started("r1", Some("new"));
+        assert_eq!(
+            cache.lookup("r1", grace, uid),
+            Lookup::Seen(Some("new".into()))
+        );
+        // Marked first, the old pod goes and the run waits for the new one.
+        cache.show("r1".into(), Box::new(Seen::of(&old)));
+        cache.mark_started("r1", Some("new"));
+        assert_eq!(cache.lookup("r1", grace, uid), Lookup::Starting);
+        cache.show("r1".into(), Box::new(Seen::of(&new)));
+        assert_eq!(
+            cache.lookup("r1", grace, uid),
+            Lookup::Seen(Some("new".into()))
         );
     }
 
@@ -428,7 +465,7 @@ mod tests {
         );
         assert!(cache.started_within("r1", Duration::from_secs(30)));
         // A revival's new pod replaces the old: the old one no longer counts.
-        cache.mark_started("r1");
+        cache.mark_started("r1", None);
         assert_eq!(cache.with_pod("r1", |s| s.uid.clone()), None);
     }
 

@@ -434,11 +434,30 @@ fn an_aborted_pipeline_stops_its_steps() {
     let daemon = setup(&dir);
     let port = daemon.port;
     let id = trigger(port, "slow");
+    // The step prints its pid, then becomes `sleep 600` (by `exec`): only
+    // this run's process is looked at, not another test's.
+    let sleeping = |pid: u32| {
+        std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == b"sleep\x00600\x00")
+    };
+    let pid_in_log = || {
+        log_file(&dir, &id)
+            .lines()
+            .find_map(|l| l.split("[wait/sleep] waiting as ").nth(1))
+            .and_then(|p| p.trim().parse::<u32>().ok())
+    };
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !log_file(&dir, &id).contains("[wait/sleep] waiting") {
-        assert!(Instant::now() < deadline, "the step did not start");
+    let pid = loop {
+        // Seen running first, so that its absence below means something.
+        if let Some(pid) = pid_in_log().filter(|&p| sleeping(p)) {
+            break pid;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the step did not start:\n{}",
+            log_file(&dir, &id)
+        );
         std::thread::sleep(Duration::from_millis(50));
-    }
+    };
     let (status, body) = request(
         port,
         "POST",
@@ -449,17 +468,10 @@ fn an_aborted_pipeline_stops_its_steps() {
     assert_eq!(status, 202, "{body}");
     let run = wait_end(port, &id);
     assert_eq!(run["state"], "aborted", "{run}");
-    // The step's `sleep` (the shell's own process, by `exec`) is gone with
-    // the runner; only this run's process is looked at, not another test's.
-    let log = log_file(&dir, &id);
-    let pid: u32 = log
-        .lines()
-        .find_map(|l| l.split("[wait/sleep] waiting as ").nth(1))
-        .and_then(|p| p.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no pid in the step's log:\n{log}"));
+    // The step is gone with the runner (a zombie's command line reads
+    // empty: it no longer runs).
     let deadline = Instant::now() + Duration::from_secs(30);
-    // A zombie's command line reads empty: it no longer runs.
-    while std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == b"sleep\x00600\x00") {
+    while sleeping(pid) {
         assert!(Instant::now() < deadline, "the step still runs (pid {pid})");
         std::thread::sleep(Duration::from_millis(100));
     }
