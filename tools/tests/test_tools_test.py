@@ -131,34 +131,34 @@ class EverythingInPlace(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             bin_dir = os.path.join(tmp, "bin")
             log = os.path.join(tmp, "apt.log")
-            # apt-get "installs" procps by putting pgrep back on PATH; sudo
+            # apt-get "installs" coreutils by putting mkfifo back on PATH; sudo
             # (asked when this does not run as root) passes the command on.
             apt_get = (
                 "#!/bin/sh\n"
                 'echo "$DEBIAN_FRONTEND apt-get $*" >>"$APT_LOG"\n'
-                'if [ "$1" = install ]; then ln -s "$PGREP" "$FARM/pgrep"; fi\n'
+                'if [ "$1" = install ]; then ln -s "$MKFIFO" "$FARM/mkfifo"; fi\n'
             )
             sudo = '#!/bin/sh\n[ "$1" = -n ] && shift\nexec "$@"\n'
-            farm(bin_dir, leave_out={"pgrep"}, replace={"apt-get": apt_get, "sudo": sudo})
+            farm(bin_dir, leave_out={"mkfifo"}, replace={"apt-get": apt_get, "sudo": sudo})
             env = dict(
                 os.environ,
                 PATH=bin_dir,
                 APT_LOG=log,
                 FARM=bin_dir,
-                PGREP=shutil.which("pgrep"),
+                MKFIFO=shutil.which("mkfifo"),
             )
             out = subprocess.run(
                 [SCRIPT, "--setup-only"], env=env, capture_output=True, text=True, timeout=60
             )
             self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
-            self.assertIn("installing procps", out.stderr)
+            self.assertIn("installing coreutils", out.stderr)
             with open(log) as f:
                 ran = f.read().splitlines()
             self.assertEqual(
                 ran[-2:],
                 [
                     "noninteractive apt-get update -q",
-                    "noninteractive apt-get install -y -q procps",
+                    "noninteractive apt-get install -y -q coreutils",
                 ],
             )
             self.assertIn(f"export BOSUN_KUBE_BIN_DIR={self.kube}", out.stdout.splitlines())

@@ -237,7 +237,10 @@ fn start_tick_between(before: u128, after: u128) -> Option<u64> {
     let tick_ns = 1_000_000_000 / ticks_per_second;
     let first = before.checked_sub(MARGIN_NS)? / tick_ns;
     let last = (after + MARGIN_NS) / tick_ns;
-    (first == last).then(|| u64::try_from(first).ok()).flatten()
+    if first != last {
+        return None;
+    }
+    u64::try_from(first).ok()
 }
 
 /// The start time of process `pid` in clock ticks since boot (field 22 of

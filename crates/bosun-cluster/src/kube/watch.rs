@@ -75,7 +75,7 @@ impl PodCache {
         let mut pods = self.pods();
         let shown_new = pods
             .get(run_id)
-            .is_some_and(|p| new_uid.is_some() && p.uid.as_deref() == new_uid);
+            .is_some_and(|p| new_uid.is_some_and(|new| p.uid.as_deref() == Some(new)));
         if !shown_new {
             pods.remove(run_id);
         }
