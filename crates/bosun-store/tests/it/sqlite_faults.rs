@@ -236,9 +236,11 @@ fn a_stream_of_commits_does_not_wake_the_checkpoint_thread_each_time() {
         .map(|(t, s0)| voluntary_switches(t).saturating_sub(*s0))
         .max()
         .unwrap();
-    // About three passes, each with its waits and its checkpoint's I/O.
+    // About three passes, each with its waits and its checkpoint's I/O
+    // (every read and sync that waits for the disk is a switch too: dozens
+    // on a slow disk). A wake-up a commit would switch about once a commit.
     assert!(
-        woken * 10 < commits,
+        woken * 4 < commits,
         "the checkpoint thread switched {woken} times for {commits} commits"
     );
 }
