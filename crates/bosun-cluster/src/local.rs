@@ -78,6 +78,11 @@ struct Known {
     runs: HashMap<String, Cached>,
     /// How many entries trigger the next sweep of old exits.
     sweep_at: usize,
+    /// Runs whose start is out and whose outcome has not been handed back:
+    /// the end of such a run's job is recorded without calling `on_exit`,
+    /// since its start's caller reads its status after the outcome (see
+    /// [`LocalExecutor::on_exit`]).
+    starting: std::collections::HashSet<String>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -187,7 +192,13 @@ impl LocalExecutor {
     }
 
     /// Calls `f` whenever a run this executor started ends, so its owner can
-    /// react at once instead of polling.
+    /// react at once instead of polling; except for a job that ends while
+    /// its start is still under way (its end is in [`status`] by the time
+    /// the start returns, for the start's caller to see: a short job often
+    /// ends before the supervisor's reply to a batch of starts is read, and
+    /// a wake-up then would find the start not done yet).
+    ///
+    /// [`status`]: LocalExecutor::status
     pub fn on_exit(mut self, f: impl Fn() + Send + Sync + 'static) -> Self {
         self.on_exit = Some(Arc::new(f));
         self
@@ -284,7 +295,12 @@ impl LocalExecutor {
                         Ok(Event::Ended { id, code }) => {
                             let mut known = lock();
                             if known.trusted {
+                                // A start under way: its caller will see it.
+                                let quiet = known.starting.contains(&id);
                                 known.ended(id, code);
+                                if quiet {
+                                    continue;
+                                }
                             }
                         }
                         // A supervisor of an earlier version: no details.
@@ -392,7 +408,17 @@ impl LocalExecutor {
             }
         }
         if !reqs.is_empty() {
-            match self.request_all(&reqs) {
+            let ids = || sent.iter().map(|&i| starts[i].0);
+            self.known().starting.extend(ids().map(str::to_string));
+            let replies = self.request_all(&reqs);
+            // Before the outcomes are handed back: an end reported from now
+            // on calls `on_exit`.
+            let mut known = self.known();
+            for id in ids() {
+                known.starting.remove(id);
+            }
+            drop(known);
+            match replies {
                 Ok((replies, generation)) => {
                     for (i, reply) in sent.into_iter().zip(replies) {
                         out[i] = Some(self.started(starts[i].0, reply, generation));

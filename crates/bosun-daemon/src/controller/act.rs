@@ -22,6 +22,7 @@ use jiff::Timestamp;
 use super::decide::{exited, job_queue, Plan, ABORT_GRACE, PIPELINE_AGENT};
 use super::handle::{Controller, Starting};
 use super::observe::Observed;
+use super::NEW_RUN_DELAY;
 use crate::clusters::Clusters;
 
 /// How long a start that failed for a reason that may pass (see
@@ -379,7 +380,19 @@ impl Controller {
             Err(e) => Transition::to(RunState::Error, at, format!("Pod can not be created: {e}")),
         };
         self.start_failures().remove(id);
+        if t.to == RunState::Pending && self.runs_locally(target, id) {
+            return self.finish_start_later(vec![(id.to_string(), t)]);
+        }
         self.finish_start(vec![(id.to_string(), t)]);
+    }
+
+    /// Whether run `id`'s job runs on local cluster `target` and has not
+    /// ended: its end will wake a pass (the supervisor reports it).
+    fn runs_locally(&self, target: &str, id: &str) -> bool {
+        let clusters = self.shared.in_force().clusters.clone();
+        clusters.executors.get(target).is_some_and(|e| {
+            e.kind() == ClusterKind::Local && matches!(e.status(id), RunStatus::Running { .. })
+        })
     }
 
     /// A start to try again: after [`start_retry_delay`] of its failures in
@@ -422,6 +435,34 @@ impl Controller {
     fn finish_start(&self, batch: Vec<(String, Transition)>) {
         self.started.locked().extend(batch);
         self.new_runs.notify_one();
+    }
+
+    /// Hands a completed start whose local job still runs to a later pass:
+    /// the one its job's end wakes (a short job's start and end are then
+    /// settled by one pass and committed together), or, at the latest,
+    /// the one a timer wakes [`NEW_RUN_DELAY`] after, as `finish_start`'s
+    /// would come. One timer serves every start completed meanwhile; it
+    /// wakes a pass only if some start is still unsettled. Outside a
+    /// runtime (a simulation), as `finish_start`.
+    fn finish_start_later(self: &Arc<Self>, batch: Vec<(String, Transition)>) {
+        self.started.locked().extend(batch);
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return self.new_runs.notify_one();
+        };
+        // Set after the start is handed over, and cleared by the timer
+        // before it looks: a start either finds the timer armed and is
+        // seen by it, or arms a new one.
+        if self.settle_timer.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let c = self.clone();
+        rt.spawn(async move {
+            tokio::time::sleep(NEW_RUN_DELAY).await;
+            c.settle_timer.store(false, Ordering::SeqCst);
+            if !c.started.locked().is_empty() {
+                c.wake.notify_one();
+            }
+        });
     }
 
     /// Takes the completed starts, adding the end of each local job that

@@ -56,6 +56,9 @@ pub struct Controller {
     /// A commit made runs pending or released them since the last pass
     /// began: the next pass comes within a second, to look at them.
     pub(super) recheck: std::sync::atomic::AtomicBool,
+    /// A timer is on its way to settle the completed starts of local jobs
+    /// still running (see `finish_start_later`).
+    pub(super) settle_timer: std::sync::atomic::AtomicBool,
 }
 
 /// Transitions decided by passes and not committed yet.
@@ -101,6 +104,7 @@ impl Controller {
             specs: Mutex::default(),
             passes: Default::default(),
             recheck: Default::default(),
+            settle_timer: Default::default(),
         }
     }
 

@@ -382,3 +382,62 @@ fn the_supervisor_answers_requests_written_together_in_one_write() {
         );
     }
 }
+
+/// A job that ends while its start is under way (here: before the
+/// supervisor's one reply to a batch of starts is read) is not reported to
+/// `on_exit`, whose wake-up would come before the start is done: its start's
+/// caller finds the end in `status` when the start returns. Every end is
+/// seen one way or the other.
+#[test]
+fn an_end_during_its_start_is_seen_by_the_start_not_on_exit() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let root = tempfile::tempdir().unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let ex = {
+        let calls = calls.clone();
+        executor(root.path()).on_exit(move || {
+            calls.fetch_add(1, Ordering::SeqCst);
+        })
+    };
+    // Up, subscribed and acknowledged: an end known from the report.
+    let mut n = 0;
+    loop {
+        let id = format!("warm-{n}");
+        ex.start(&id, &job("exit 0")).unwrap();
+        wait_end(&ex, &id);
+        let text = state_of(root.path(), &id);
+        set_state(root.path(), &id, &text.replace("exit 0", "exit 5"));
+        if ex.status(&id) == (RunStatus::Exited { code: 0 }) {
+            break;
+        }
+        n += 1;
+        assert!(n < 50, "no end known from the supervisor's report");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let before = calls.load(Ordering::SeqCst);
+    let jobs: Vec<(String, JobProcess)> = (0..32)
+        .map(|i| (format!("batch-{i}"), job("exit 0")))
+        .collect();
+    let starts: Vec<(&str, &JobProcess)> = jobs.iter().map(|(id, j)| (id.as_str(), j)).collect();
+    assert!(ex.start_all(&starts).iter().all(Result::is_ok));
+    let ended_at_return = starts
+        .iter()
+        .filter(|(id, _)| matches!(ex.status(id), RunStatus::Exited { .. }))
+        .count();
+    for (id, _) in &starts {
+        assert_eq!(wait_end(&ex, id), RunStatus::Exited { code: 0 }, "{id}");
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let reported = calls.load(Ordering::SeqCst) - before;
+    assert!(
+        reported + ended_at_return >= starts.len(),
+        "{reported} reported, {ended_at_return} ended by the start's return"
+    );
+    assert!(
+        reported < starts.len(),
+        "every end of the batch was reported to on_exit ({reported}), \
+         {ended_at_return} ended before the start returned"
+    );
+}

@@ -133,6 +133,25 @@ fn runs_reach_their_final_states() {
     assert!(metrics.lines().any(|l| l == retained), "{metrics}");
 }
 
+/// A local job that runs on is committed `pending` while it runs, with
+/// nothing else happening: no job's end comes to bring the pass that
+/// settles its start, so a timer does.
+#[test]
+fn a_running_local_job_is_pending_before_it_ends() {
+    let (_d, dir) = tmp();
+    setup(&dir);
+    let daemon = start(&dir, &[]);
+    let port = daemon.port;
+    let slow = trigger(port, r#"{"job": "slow"}"#);
+    let run = wait_state(port, &slow, |s| !matches!(s, "triggered" | "scheduling"));
+    assert_eq!(run["state"], "pending", "{run}");
+    assert_eq!(run["cluster"], "default", "{run}");
+    assert_eq!(
+        wait_state(port, &slow, |s| s != "pending")["state"],
+        "success"
+    );
+}
+
 #[test]
 fn bad_requests_get_clear_answers_and_store_nothing() {
     let (_d, dir) = tmp();
