@@ -459,7 +459,11 @@ impl Supervisor {
         };
         let mut state = self.lock();
         match state.early.remove(&(pid as i32)) {
-            Some(code) => self.ended(&mut state, &job, code),
+            Some(code) => {
+                let mut line = String::new();
+                self.ended(&job, code, &mut line);
+                tell(&mut state, &line);
+            }
             None => {
                 state.children.insert(pid as i32, job);
                 // Under the lock: the reaper checks for children under it too.
@@ -474,11 +478,10 @@ impl Supervisor {
         }
     }
 
-    /// Records that the job of run `id` ended with `code`: its state file
-    /// first, then the subscribers. A subscriber that cannot take the line
-    /// within its write timeout is dropped and its connection shut down, so
-    /// its daemon sees that reports may be missing (it resubscribes).
-    fn ended(&self, state: &mut State, job: &Job, code: i32) {
+    /// Records that the job of run `id` ended with `code` in its state
+    /// (the log's attribute or the state file), and appends the event for
+    /// the subscribers to `events` (see [`tell`]).
+    fn ended(&self, job: &Job, code: i32, events: &mut String) {
         let id = &job.id;
         let exit = format!("exit {code}\n");
         let whole = format!("{}{exit}", job.line);
@@ -499,38 +502,56 @@ impl Supervisor {
                 append_line(&self.root.join(state_name), &exit)
             };
         }
-        let mut line = serde_json::to_string(&Event::Ended {
+        if let Ok(line) = serde_json::to_string(&Event::Ended {
             id: id.to_string(),
             code,
-        })
-        .unwrap_or_default();
-        line.push('\n');
-        state.subscribers.retain(|_, s| {
-            let sent = s.write_all(line.as_bytes()).is_ok();
-            if !sent {
-                let _ = s.shutdown(std::net::Shutdown::Both);
-            }
-            sent
-        });
+        }) {
+            events.push_str(&line);
+            events.push('\n');
+        }
     }
 
-    /// Reaps every ended job: writes its exit code and tells the subscribers.
+    /// Records the end of a reaped job (`pid` with wait status `status`),
+    /// appending its event to `events`; one whose start has not registered
+    /// it yet is left for the start.
+    fn reaped(
+        &self,
+        state: &mut State,
+        pid: rustix::process::Pid,
+        status: rustix::process::WaitStatus,
+        events: &mut String,
+    ) {
+        let code = status
+            .exit_status()
+            .unwrap_or_else(|| 128 + status.terminating_signal().unwrap_or(0));
+        let pid = pid.as_raw_nonzero().get();
+        match state.children.remove(&pid) {
+            Some(job) => self.ended(&job, code, events),
+            // Its start has not registered it yet.
+            None => {
+                state.early.insert(pid, code);
+            }
+        }
+    }
+
+    /// Reaps every ended job: writes its exit code and tells the
+    /// subscribers. The jobs that have ended by the time one is reaped are
+    /// reaped with it and told in one write (a daemon's events thread then
+    /// wakes once for them).
     fn reap(&self) {
+        let mut events = String::new();
         loop {
             match rustix::process::wait(rustix::process::WaitOptions::empty()) {
                 Ok(Some((pid, status))) => {
-                    let code = status
-                        .exit_status()
-                        .unwrap_or_else(|| 128 + status.terminating_signal().unwrap_or(0));
                     let mut state = self.lock();
-                    let pid = pid.as_raw_nonzero().get();
-                    match state.children.remove(&pid) {
-                        Some(job) => self.ended(&mut state, &job, code),
-                        // Its start has not registered it yet.
-                        None => {
-                            state.early.insert(pid, code);
-                        }
+                    self.reaped(&mut state, pid, status, &mut events);
+                    while let Ok(Some((pid, status))) =
+                        rustix::process::wait(rustix::process::WaitOptions::NOHANG)
+                    {
+                        self.reaped(&mut state, pid, status, &mut events);
                     }
+                    tell(&mut state, &events);
+                    events.clear();
                     self.exit_if_idle(&state);
                 }
                 Ok(None) => {}
@@ -604,6 +625,23 @@ impl Supervisor {
         state.subscribers.remove(&number);
         self.exit_if_idle(&state);
     }
+}
+
+/// Sends `events` (whole lines) to every subscriber. A subscriber that
+/// cannot take them within its write timeout is dropped and its connection
+/// shut down, so its daemon sees that reports may be missing (it
+/// resubscribes).
+fn tell(state: &mut State, events: &str) {
+    if events.is_empty() {
+        return;
+    }
+    state.subscribers.retain(|_, s| {
+        let sent = s.write_all(events.as_bytes()).is_ok();
+        if !sent {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+        sent
+    });
 }
 
 /// Runs the supervisor; returns its exit code (it normally exits from within,
