@@ -110,7 +110,7 @@ use self::checkpoint::{checkpoint_loop, Commits};
 use self::codec::{prepare, prepare_fire_run, Prepared};
 use self::error::unavailable;
 use self::fire_log::FireEntry;
-use self::request::{fail_op, Op, TransitionReply};
+use self::request::{fail_op, Gather, Op, TransitionTo};
 use self::run_ids::RunIds;
 use self::shared::SharedOp;
 use self::versions::Versions;
@@ -383,34 +383,32 @@ impl Store for SqliteStore {
     }
 
     fn transition(&self, id: &str, t: Transition) -> Result<Run, StoreError> {
-        self.send(|tx| Op::Transition(id.to_string(), t, tx))
+        self.send(|tx| Op::Transition(id.to_string(), t, TransitionTo::Channel(tx)))
             .map(|(run, _)| run)
     }
 
     fn transitions(&self, batch: Vec<(String, Transition)>) -> Vec<Result<Run, StoreError>> {
-        // Queue them all before waiting, so the writer commits them together.
-        let receivers: Vec<Result<TransitionReply, StoreError>> = {
+        // Queued all before waiting, so the writer commits them together;
+        // their results are gathered, so this thread wakes once for them.
+        let (gather, slots) = Gather::new(batch.len());
+        {
             let writer = self.writer.locked();
-            batch
-                .into_iter()
-                .map(|(id, t)| {
-                    let (tx, rx) = mpsc::channel();
-                    writer
-                        .as_ref()
-                        .ok_or_else(|| unavailable("store closed"))?
-                        .send(Op::Transition(id, t, tx))
-                        .map_err(|_| unavailable("writer stopped"))?;
-                    Ok(rx)
-                })
-                .collect()
-        };
-        receivers
+            for ((id, t), slot) in batch.into_iter().zip(slots) {
+                let op = Op::Transition(id, t, TransitionTo::Slot(slot));
+                match writer.as_ref() {
+                    Some(w) => {
+                        if let Err(mpsc::SendError(op)) = w.send(op) {
+                            fail_op(op, "writer stopped");
+                        }
+                    }
+                    None => fail_op(op, "store closed"),
+                }
+            }
+        }
+        gather
+            .wait()
             .into_iter()
-            .map(|rx| {
-                rx?.recv()
-                    .map_err(|_| unavailable("writer stopped"))?
-                    .map(|(run, _)| run)
-            })
+            .map(|r| r.map(|(run, _)| run))
             .collect()
     }
 

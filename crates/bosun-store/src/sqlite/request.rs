@@ -2,8 +2,9 @@
 //! result goes) and what the writer holds for them until the batch commits
 //! ([`Reply`]), or fails them with.
 
-use std::sync::mpsc::{self, Sender};
-use std::sync::Arc;
+use bosun_base::sync::Lock;
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Condvar, Mutex};
 
 use jiff::Timestamp;
 
@@ -31,8 +32,113 @@ pub(super) enum Target {
 /// when the transition left it as it was.
 pub(super) type ClusterBefore = Option<Option<String>>;
 
-/// Where the reply to a queued transition arrives.
-pub(super) type TransitionReply = mpsc::Receiver<Result<(Run, RunState), StoreError>>;
+/// A transition's result: the run after it, and the state it left.
+pub(super) type TransitionResult = Result<(Run, RunState), StoreError>;
+
+/// Where a queued transition's result goes: a channel of its own, or its
+/// slot among the results of a batch of transitions queued together
+/// ([`Gather`]), whose caller then wakes once for them all rather than once
+/// for each.
+pub(super) enum TransitionTo {
+    Channel(Sender<TransitionResult>),
+    Slot(Slot),
+}
+
+impl TransitionTo {
+    /// Hands the result over.
+    pub(super) fn send(self, r: TransitionResult) {
+        match self {
+            TransitionTo::Channel(tx) => drop(tx.send(r)),
+            TransitionTo::Slot(slot) => slot.fill(r),
+        }
+    }
+}
+
+/// The results of transitions queued together, as the writer fills them.
+#[derive(Default)]
+pub(super) struct Gather {
+    state: Mutex<Gathered>,
+    all: Condvar,
+}
+
+#[derive(Default)]
+struct Gathered {
+    results: Vec<Option<TransitionResult>>,
+    left: usize,
+}
+
+/// One transition's place in a [`Gather`]. Dropped unfilled (the writer
+/// gone with the request), it is filled with that failure, so the caller
+/// never waits for it in vain.
+pub(super) struct Slot {
+    gather: Arc<Gather>,
+    index: usize,
+    filled: bool,
+}
+
+impl Gather {
+    /// A gathering of `n` results, and their slots.
+    pub(super) fn new(n: usize) -> (Arc<Gather>, Vec<Slot>) {
+        let gather = Arc::new(Gather {
+            state: Mutex::new(Gathered {
+                results: (0..n).map(|_| None).collect(),
+                left: n,
+            }),
+            all: Condvar::new(),
+        });
+        let slots = (0..n)
+            .map(|index| Slot {
+                gather: gather.clone(),
+                index,
+                filled: false,
+            })
+            .collect();
+        (gather, slots)
+    }
+
+    fn put(&self, index: usize, r: TransitionResult) {
+        let mut s = self.state.locked();
+        if let Some(place @ None) = s.results.get_mut(index) {
+            *place = Some(r);
+            s.left -= 1;
+            if s.left == 0 {
+                self.all.notify_one();
+            }
+        }
+    }
+
+    /// Waits until every slot is filled; the results, in order.
+    pub(super) fn wait(&self) -> Vec<TransitionResult> {
+        let s = self.state.locked();
+        let mut s = self
+            .all
+            .wait_while(s, |s| s.left > 0)
+            .unwrap_or_else(|e| e.into_inner());
+        s.results
+            .iter_mut()
+            .map(|r| {
+                r.take()
+                    .unwrap_or_else(|| Err(unavailable("writer stopped")))
+            })
+            .collect()
+    }
+}
+
+impl Slot {
+    fn fill(mut self, r: TransitionResult) {
+        self.gather.put(self.index, r);
+        self.filled = true;
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if !self.filled {
+            self.gather
+                .put(self.index, Err(unavailable("writer stopped")));
+        }
+    }
+}
 
 /// Whether `op` is a fire (fires are batched apart from other requests).
 pub(super) fn is_fire(op: &Op) -> bool {
@@ -45,11 +151,7 @@ pub(super) type PreparedResults = Result<Vec<Result<Vec<Created>, StoreError>>, 
 /// A request to the writer, with where its result goes.
 pub(super) enum Op {
     Create(Box<Prepared>, Timestamp, CreateDone),
-    Transition(
-        String,
-        Transition,
-        Sender<Result<(Run, RunState), StoreError>>,
-    ),
+    Transition(String, Transition, TransitionTo),
     PutState(PeriodicState, Sender<Result<(), StoreError>>),
     Fire(
         Box<(Vec<Prepared>, Vec<TickOutcome>, PeriodicState)>,
@@ -94,8 +196,8 @@ pub(super) enum Reply {
     /// With the writer's shared copy of a run that stays active, and the
     /// cluster it had if the transition decided one.
     Transition(
-        Sender<Result<(Run, RunState), StoreError>>,
-        Result<(Run, RunState), StoreError>,
+        TransitionTo,
+        TransitionResult,
         Option<Arc<Run>>,
         ClusterBefore,
     ),
@@ -182,7 +284,7 @@ pub(super) fn fail(r: Reply, msg: &str) {
     let e = || unavailable(msg);
     match r {
         Reply::Create(done, ..) => done(Err(e())),
-        Reply::Transition(tx, ..) => drop(tx.send(Err(e()))),
+        Reply::Transition(tx, ..) => tx.send(Err(e())),
         Reply::Unit(tx, _) => drop(tx.send(Err(e()))),
         Reply::Epoch(tx, _) => drop(tx.send(Err(e()))),
         Reply::Fire(tx, _) => drop(tx.send(Err(e()))),
@@ -201,7 +303,7 @@ pub(super) fn fail_op(op: Op, msg: &str) {
     let e = || unavailable(msg);
     match op {
         Op::Create(_, _, done) => done(Err(e())),
-        Op::Transition(_, _, tx) => drop(tx.send(Err(e()))),
+        Op::Transition(_, _, tx) => tx.send(Err(e())),
         Op::PutState(_, tx)
         | Op::Outcomes(_, tx)
         | Op::Raw(_, tx)
@@ -216,5 +318,45 @@ pub(super) fn fail_op(op: Op, msg: &str) {
         Op::Fire(_, _, tx) => drop(tx.send(Err(e()))),
         Op::Retain(_, tx) => drop(tx.send(Err(e()))),
         Op::Shared(op) => op.fail(msg),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// Results filled from another thread, in any order, come back in the
+    /// order of their slots; a slot dropped unfilled (its request lost with
+    /// the writer) comes back as that failure rather than leaving the
+    /// caller waiting.
+    #[test]
+    fn gathered_results_come_in_order_and_a_dropped_slot_fails() {
+        let (gather, slots) = Gather::new(3);
+        let mut slots = slots.into_iter();
+        let (a, b, c) = (
+            slots.next().unwrap(),
+            slots.next().unwrap(),
+            slots.next().unwrap(),
+        );
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            TransitionTo::Slot(c).send(Err(StoreError::NotFound("c".into())));
+            drop(b);
+            TransitionTo::Slot(a).send(Err(StoreError::NotFound("a".into())));
+        });
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(gather.wait()).unwrap());
+        let got = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the results came");
+        writer.join().unwrap();
+        let got: Vec<String> = got
+            .into_iter()
+            .map(|r| r.unwrap_err().to_string())
+            .collect();
+        assert_eq!(got.len(), 3);
+        assert!(got[0].contains('a') && got[2].contains('c'), "{got:?}");
+        assert!(got[1].contains("writer stopped"), "{got:?}");
     }
 }

@@ -284,7 +284,7 @@ impl Writer {
                         };
                         o.on_change(run, shared.as_ref(), Some(before));
                     }
-                    let _ = tx.send(res);
+                    tx.send(res);
                 }
                 Reply::Unit(tx, res) => {
                     let _ = tx.send(res);
