@@ -51,7 +51,9 @@ impl Controller {
         self.take_recorded_aborts();
         // Runs being started right now (still `triggered` in the store, or
         // just committed `pending`): read before the store, so none is missed.
-        let starting = self.starting.locked().clone();
+        // Only passes change them (they are added by `act` and released by
+        // the commits passes make), so the map is read in place, not copied.
+        let starting = self.starting.locked();
         let in_force = self.shared.in_force();
         let now = self.shared.clock.now();
         // Starts completed since the last pass (committed at the end of this
@@ -62,6 +64,7 @@ impl Controller {
         ended.extend(early.ended.iter().cloned());
         ended.extend(ended_since);
         let observed = self.observe(&in_force, now, &starting, &ended);
+        drop(starting);
         let limits = decide::limits(&observed);
         let t1 = t0.elapsed();
         let plan = decide::decide(&observed, &limits, now);
