@@ -41,6 +41,7 @@ pub(super) fn apply_op(
     target: Target,
     versions: &Versions,
     policy: Option<&dyn ReportPolicy>,
+    write: bool,
 ) -> Reply {
     match op {
         Op::Create(new, at, reply) => {
@@ -55,7 +56,7 @@ pub(super) fn apply_op(
             Reply::Create(reply, res, shared)
         }
         Op::Transition(id, t, reply) => {
-            let (res, cluster) = match transition(tx, &id, &t, cache, policy) {
+            let (res, cluster) = match transition(tx, &id, &t, cache, policy, write) {
                 Ok((run, from, cluster)) => (Ok((run, from)), cluster),
                 Err(e) => (Err(e), None),
             };
@@ -408,6 +409,7 @@ fn transition(
     t: &Transition,
     cache: &mut WriterCache,
     policy: Option<&dyn ReportPolicy>,
+    write: bool,
 ) -> Result<(Run, RunState, ClusterBefore), StoreError> {
     let mut run = match cache.runs.get(id) {
         Some(run) => Run::clone(run),
@@ -418,7 +420,11 @@ fn transition(
     let from = run.state;
     let cluster = t.cluster.as_ref().map(|_| run.cluster.clone());
     apply(&mut run, t)?;
-    update_run(tx, &cache.ids, &run).map_err(unavailable)?;
+    // A run that ends leaves the cache: its row is written now, whatever
+    // follows (see `write_cached`).
+    if write || run.state.is_final() {
+        update_run(tx, &cache.ids, &run).map_err(unavailable)?;
+    }
     report(tx, policy, &run, Some(from))?;
     // Only once the row is written: a failed write fails the batch, whose
     // cache is then dropped.
@@ -428,6 +434,23 @@ fn transition(
         cache.runs.insert(Arc::new(run.clone()));
     }
     Ok((run, from, cluster))
+}
+
+/// Writes the row of active run `id` as the cache holds it: a transition
+/// applied without writing its row (the next request being another
+/// transition of the same run, which writes it) whose follower was
+/// refused.
+pub(super) fn write_cached(
+    tx: &rusqlite::Transaction<'_>,
+    cache: &WriterCache,
+    id: &str,
+) -> Result<(), StoreError> {
+    match cache.runs.get(id) {
+        Some(run) => update_run(tx, &cache.ids, run)
+            .map(drop)
+            .map_err(unavailable),
+        None => Ok(()),
+    }
 }
 
 /// Deletes the runs retention lets go; returns their ids, and their labels

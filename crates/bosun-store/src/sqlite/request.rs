@@ -230,6 +230,11 @@ pub(super) enum Reply {
 }
 
 impl Reply {
+    /// Whether the request is a transition that was not applied.
+    pub(super) fn refused(&self) -> bool {
+        matches!(self, Reply::Transition(_, Err(_), ..))
+    }
+
     /// Whether the request failed on the database itself rather than on its
     /// own rules.
     pub(super) fn failed_write(&self) -> bool {

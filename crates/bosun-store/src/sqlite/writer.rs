@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, TransactionBehavior};
 
-use super::apply::apply_op;
+use super::apply::{apply_op, write_cached};
 use super::cache::WriterCache;
 use super::checkpoint::{bound_wal, track_wal, Commits, WAL_RESTART_FRAMES};
 use super::error::{unavailable, TxError};
@@ -204,14 +204,34 @@ impl Writer {
         let mut replies = Vec::with_capacity(ops.len());
         // Taken one by one: those after a failed one are failed below with
         // the batch's error (a drain would drop them unanswered).
-        let mut ops = ops.into_iter();
+        let mut ops = ops.into_iter().peekable();
         // The committed log's records, before this batch adds its own.
         let log_records = cache.log_records;
         let policy = self.policy.get().map(|p| p.as_ref());
         let committed = (|| -> Result<(), TxError> {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            for op in ops.by_ref() {
-                let reply = apply_op(&tx, op, cache, target, &self.versions, policy);
+            // A run whose transition left its row unwritten: the next
+            // request, a transition of the same run, writes it.
+            let mut unwritten: Option<String> = None;
+            while let Some(op) = ops.next() {
+                // Of two transitions of one run in a row (a short local
+                // job's start and end, committed together), the first's row
+                // is not written: the second's write covers it.
+                let followed = match (&op, ops.peek()) {
+                    (Op::Transition(id, ..), Some(Op::Transition(next, ..))) if id == next => {
+                        Some(id.clone())
+                    }
+                    _ => None,
+                };
+                let reply = apply_op(
+                    &tx,
+                    op,
+                    cache,
+                    target,
+                    &self.versions,
+                    policy,
+                    followed.is_none(),
+                );
                 // A request refused by its own rules (no such run, a forbidden
                 // transition) is refused before it writes anything. A failed
                 // read or write (a full disk, an I/O error) may leave part of
@@ -224,7 +244,18 @@ impl Writer {
                     replies.push(reply);
                     return Err(why);
                 }
+                let refused = reply.refused();
                 replies.push(reply);
+                if let Some(id) = unwritten.take() {
+                    if refused {
+                        // The follower was refused by its rules: the row as
+                        // the cache holds it, which the first one left.
+                        write_cached(&tx, cache, &id)?;
+                    }
+                }
+                if !refused {
+                    unwritten = followed;
+                }
             }
             Ok(tx.commit()?)
         })();

@@ -244,3 +244,44 @@ fn a_stream_of_commits_does_not_wake_the_checkpoint_thread_each_time() {
         "the checkpoint thread switched {woken} times for {commits} commits"
     );
 }
+
+/// Two transitions of one run in a row in a batch write its row once (the
+/// second's write covers the first); when the second is refused by its
+/// rules, the first is still written, and the batch's other requests
+/// stand.
+#[test]
+fn a_refused_transition_after_another_of_its_run_keeps_the_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = SqliteStore::open(dir.path().join("bosun.db")).unwrap();
+    let id = |job| {
+        s.create_run(new_run(job, 10), now())
+            .unwrap()
+            .run()
+            .id
+            .clone()
+    };
+    let (a, b) = (id("a"), id("b"));
+    let to = |id: &String, state| (id.clone(), Transition::to(state, now(), "moved"));
+    let results = s.transitions(vec![
+        to(&a, RunState::Pending),
+        // Refused: a pending run does not go back.
+        to(&a, RunState::Triggered),
+        to(&b, RunState::Pending),
+        to(&b, RunState::Success),
+    ]);
+    assert!(results[0].is_ok(), "{results:?}");
+    assert!(
+        matches!(results[1], Err(StoreError::InvalidTransition { .. })),
+        "{results:?}"
+    );
+    assert!(results[2].is_ok() && results[3].is_ok(), "{results:?}");
+    // Read back from the file, by another store.
+    drop(s);
+    let s = SqliteStore::open(dir.path().join("bosun.db")).unwrap();
+    let a = s.get(&a).unwrap().unwrap();
+    assert_eq!(a.state, RunState::Pending, "{a:?}");
+    assert!(a.pending_at.is_some(), "{a:?}");
+    let b = s.get(&b).unwrap().unwrap();
+    assert_eq!(b.state, RunState::Success, "{b:?}");
+    assert!(b.pending_at.is_some() && b.completed_at.is_some(), "{b:?}");
+}
