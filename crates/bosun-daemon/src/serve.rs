@@ -589,7 +589,7 @@ async fn serve(
         Box::new(move |stop: tokio::sync::watch::Receiver<bool>| {
             let shared = daemon.shared.clone();
             let mut tasks = vec![
-                tokio::spawn(daemon.controller.clone().run(stop.clone())),
+                daemon.controller.clone().run_on_own_thread(stop.clone()),
                 tokio::spawn(crate::sinker::sinker_loop(shared.clone(), stop.clone())),
                 tokio::spawn(crate::periodics::scheduler_loop(
                     shared.clone(),

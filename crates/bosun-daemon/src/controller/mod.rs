@@ -98,50 +98,97 @@ impl Controller {
     /// `stop`. It polls (a pass within a second) only while some pending
     /// run may change with no event. New runs wait for a pass up to
     /// [`NEW_RUN_DELAY`]: a burst of them shares one pass. What the passes
-    /// hold is committed before it returns.
+    /// hold is committed before it returns. Each pass runs on a blocking
+    /// task of the runtime; [`Controller::run_on_own_thread`] is the same
+    /// loop on a thread of its own.
     pub async fn run(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
         loop {
             let c = self.clone();
-            let (wake_at, poll) = tokio::task::spawn_blocking(move || c.pass())
+            let next = tokio::task::spawn_blocking(move || c.pass())
                 .await
                 .unwrap_or((None, true));
-            // A deadline already past is met at once.
-            let until = wake_at.map(|at| {
-                let left = at.duration_since(self.shared.clock.now());
-                left.max(jiff::SignedDuration::ZERO).unsigned_abs()
-            });
-            let until = match (until, poll) {
-                (Some(d), true) => Some(d.min(POLL)),
-                (None, true) => Some(POLL),
-                (until, false) => until,
-            };
-            let deadline = async {
-                match until {
-                    Some(d) => tokio::time::sleep(d).await,
-                    None => std::future::pending().await,
+            if self.wait(next, &mut stop).await {
+                let c = self.clone();
+                let _ = tokio::task::spawn_blocking(move || c.flush()).await;
+                return;
+            }
+        }
+    }
+
+    /// [`Controller::run`]'s loop on a thread of its own (a blocking task
+    /// that lasts until `stop`), with a single-threaded runtime of its own
+    /// for its waits and for the timers its passes arm: a wake-up reaches
+    /// the thread that runs the pass directly, where `run` takes the
+    /// runtime's worker and then a blocking thread, twice a pass. The pass
+    /// itself runs outside the runtime's `block_on` (as on a blocking
+    /// task), so what it calls may block (a synchronous database client).
+    pub fn run_on_own_thread(
+        self: Arc<Self>,
+        mut stop: tokio::sync::watch::Receiver<bool>,
+    ) -> tokio::task::JoinHandle<()> {
+        tokio::task::spawn_blocking(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot build the controller's runtime");
+                    return;
                 }
             };
-            let (health, plan) = (
-                &self.shared.health_changed,
-                &self.shared.placer.engine.service.changed,
-            );
-            tokio::select! {
-                _ = health.notified() => {}
-                _ = plan.notified() => {}
-                _ = self.wake.notified() => {}
-                _ = self.new_runs.notified() => {
-                    tokio::select! {
-                        _ = self.wake.notified() => {}
-                        _ = tokio::time::sleep(NEW_RUN_DELAY) => {}
-                    }
-                }
-                _ = deadline => {}
-                _ = stop.changed() => {
-                    let c = self.clone();
-                    let _ = tokio::task::spawn_blocking(move || c.flush()).await;
+            let _here = rt.enter();
+            loop {
+                let pass = std::panic::AssertUnwindSafe(|| self.pass());
+                let next = std::panic::catch_unwind(pass).unwrap_or((None, true));
+                if rt.block_on(self.wait(next, &mut stop)) {
+                    self.flush();
                     return;
                 }
             }
+        })
+    }
+
+    /// Waits for what brings the next pass, given the last pass's deadline
+    /// and whether it polls (`next`); true when `stop` came instead.
+    async fn wait(
+        &self,
+        (wake_at, poll): (Option<jiff::Timestamp>, bool),
+        stop: &mut tokio::sync::watch::Receiver<bool>,
+    ) -> bool {
+        // A deadline already past is met at once.
+        let until = wake_at.map(|at| {
+            let left = at.duration_since(self.shared.clock.now());
+            left.max(jiff::SignedDuration::ZERO).unsigned_abs()
+        });
+        let until = match (until, poll) {
+            (Some(d), true) => Some(d.min(POLL)),
+            (None, true) => Some(POLL),
+            (until, false) => until,
+        };
+        let deadline = async {
+            match until {
+                Some(d) => tokio::time::sleep(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        let (health, plan) = (
+            &self.shared.health_changed,
+            &self.shared.placer.engine.service.changed,
+        );
+        tokio::select! {
+            _ = health.notified() => false,
+            _ = plan.notified() => false,
+            _ = self.wake.notified() => false,
+            _ = self.new_runs.notified() => {
+                tokio::select! {
+                    _ = self.wake.notified() => {}
+                    _ = tokio::time::sleep(NEW_RUN_DELAY) => {}
+                }
+                false
+            }
+            _ = deadline => false,
+            _ = stop.changed() => true,
         }
     }
 }
